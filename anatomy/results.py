@@ -1,0 +1,355 @@
+"""Collect run folders into the DuckDB database and `results.json`: `python -m anatomy collect`.
+
+This is the only writer of the database. Training jobs each write their own run folder;
+this step reads all of them (and Snakemake's benchmark files) and builds a fresh database.
+The database is built in a temporary file beside the target and renamed into place, so a
+reader (the dashboard) sees the old database or the new one, never half of one. Rebuilding
+from scratch every time makes collecting idempotent: rerunning gives the same rows.
+
+A run folder with `metrics.jsonl` but no `summary.json` is still training (status
+"running"); it is collected with what it has so far, so the dashboard can show a grid in
+progress.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from anatomy.atomic import atomic_path, write_json
+from anatomy.errors import AnatomyError
+
+SCHEMA_PATH = Path(__file__).with_name("schema.sql")
+
+RUN_COLUMNS = [
+    "run_id", "experiment", "seed", "group", "part", "direction", "description", "config",
+    "preset", "params", "device", "torch_version", "status", "diverged", "diverged_step",
+    "steps_done", "best_val_loss", "best_step", "final_train_loss", "final_val_loss",
+    "step_time_s", "tokens_per_s",
+]
+METRIC_COLUMNS = ["run_id", "step", "train_loss", "val_loss", "lr", "tokens_seen", "elapsed_s"]
+SAMPLE_COLUMNS = ["run_id", "sample_idx", "checkpoint", "prefix", "temperature", "seed", "chars", "text"]
+BENCHMARK_COLUMNS = [
+    "rule", "job", "run_id", "repeat", "s", "hms", "max_rss", "max_vms", "max_uss", "max_pss",
+    "io_in", "io_out", "mean_load", "cpu_time",
+]
+# Snakemake's benchmark header -> our column (only "h:m:s" is not a valid SQL name)
+BENCHMARK_HEADER = {"h:m:s": "hms"}
+# Arrow types for the columns that are not plain strings; the rest are strings
+ARROW_TYPES = {
+    "seed": pa.int64(), "params": pa.int64(), "diverged": pa.bool_(), "diverged_step": pa.int64(),
+    "steps_done": pa.int64(), "best_step": pa.int64(), "step": pa.int64(), "tokens_seen": pa.int64(),
+    "sample_idx": pa.int64(), "chars": pa.int64(), "repeat": pa.int64(),
+    **{name: pa.float64() for name in [
+        "best_val_loss", "final_train_loss", "final_val_loss", "step_time_s", "tokens_per_s",
+        "train_loss", "val_loss", "lr", "elapsed_s", "temperature", "s", "max_rss", "max_vms",
+        "max_uss", "max_pss", "io_in", "io_out", "mean_load", "cpu_time",
+    ]},
+}
+
+
+@dataclass
+class CollectedRuns:
+    """Everything read from the run folders, as rows ready for the database."""
+
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    benchmarks: list[dict[str, Any]] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading run folders
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        # Python's json reads the NaN / Infinity tokens that a diverged run's summary may hold
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise AnatomyError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
+
+
+def _number(value: Any, path: Path, name: str, kind: type = float) -> Any:
+    """A number from JSON (None stays None); anything else is an error naming the field."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise AnatomyError(f"{path}: field '{name}' must be a number or null, got {value!r}")
+    if kind is int:
+        if isinstance(value, float) and not value.is_integer():
+            raise AnatomyError(f"{path}: field '{name}' must be a whole number, got {value!r}")
+        return int(value)
+    return float(value)
+
+
+def _seed_of(folder: Path, config: dict[str, Any]) -> int | None:
+    train = config.get("train") if isinstance(config.get("train"), dict) else {}
+    if isinstance(train.get("seed"), int):
+        return train["seed"]
+    match = re.fullmatch(r"seed(\d+)", folder.name)
+    return int(match.group(1)) if match else None
+
+
+def read_metrics(path: Path, run_id: str, finished: bool) -> list[dict[str, Any]]:
+    """Rows of metrics.jsonl. A run still training may have a half-written last line: skip it."""
+    if not path.exists():
+        return []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    rows: dict[int, dict[str, Any]] = {}
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            if number == len(lines) and not finished:
+                break  # the trainer is appending this line right now
+            raise AnatomyError(f"{path}: line {number} is not valid JSON ({err.msg})") from None
+        if not isinstance(record, dict) or "step" not in record:
+            raise AnatomyError(f"{path}: line {number} must be an object with a 'step' field")
+        step = _number(record["step"], path, f"step (line {number})", int)
+        # a resumed run re-evaluates some steps: the later row wins, so each step is one row
+        rows[step] = {
+            "run_id": run_id,
+            "step": step,
+            **{name: _number(record.get(name), path, f"{name} (line {number})")
+               for name in ("train_loss", "val_loss", "lr", "elapsed_s")},
+            "tokens_seen": _number(record.get("tokens_seen"), path, f"tokens_seen (line {number})", int),
+        }
+    return [rows[step] for step in sorted(rows)]
+
+
+def read_samples(path: Path, run_id: str) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    records = _read_json(path)
+    if not isinstance(records, list):
+        raise AnatomyError(f"{path}: expected a list of samples, got {type(records).__name__}")
+    rows = []
+    for idx, record in enumerate(records):
+        if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+            raise AnatomyError(f"{path}: sample {idx} must be an object with a 'text' string")
+        rows.append({
+            "run_id": run_id,
+            "sample_idx": idx,
+            "checkpoint": None if record.get("checkpoint") is None else str(record["checkpoint"]),
+            "prefix": record.get("prefix"),
+            "temperature": _number(record.get("temperature"), path, f"temperature (sample {idx})"),
+            "seed": _number(record.get("seed"), path, f"seed (sample {idx})", int),
+            "chars": _number(record.get("chars"), path, f"chars (sample {idx})", int),
+            "text": record["text"],
+        })
+    return rows
+
+
+def read_run(folder: Path, runs_root: Path) -> tuple[dict[str, Any], list, list]:
+    """One run folder -> (runs row, metrics rows, samples rows)."""
+    config_path = folder / "config.json"
+    config = _read_json(config_path)
+    if not isinstance(config, dict):
+        raise AnatomyError(f"{config_path}: expected a JSON object with model, train and tags")
+    tags = config.get("tags") or {}
+    if not isinstance(tags, dict):
+        raise AnatomyError(f"{config_path}: 'tags' must be an object of key: value, got {tags!r}")
+    run_id = folder.relative_to(runs_root).as_posix()
+
+    summary_path = folder / "summary.json"
+    summary = _read_json(summary_path) if summary_path.exists() else None
+    if summary is not None and not isinstance(summary, dict):
+        raise AnatomyError(f"{summary_path}: expected a JSON object")
+    metrics = read_metrics(folder / "metrics.jsonl", run_id, finished=summary is not None)
+
+    def from_summary(name: str, kind: type = float) -> Any:
+        return None if summary is None else _number(summary.get(name), summary_path, name, kind)
+
+    diverged = bool(summary.get("diverged")) if summary else False
+    if summary is None:
+        status = "running"
+    else:
+        status = str(summary.get("status") or ("diverged" if diverged else "done"))
+    train = config.get("train") if isinstance(config.get("train"), dict) else {}
+    run = {
+        "run_id": run_id,
+        # the folder layout {experiment}/seed{seed} is the fallback when tags are missing
+        "experiment": str(tags.get("experiment") or (folder.parent.name if folder.parent != runs_root else folder.name)),
+        "seed": _seed_of(folder, config),
+        "group": tags.get("group"),
+        "part": tags.get("part"),
+        "direction": tags.get("direction"),
+        "description": tags.get("description"),
+        "config": json.dumps(config, allow_nan=True),
+        "preset": config.get("preset") or tags.get("preset") or train.get("preset"),
+        "params": from_summary("params", int),
+        "device": None if summary is None else summary.get("device"),
+        "torch_version": None if summary is None else summary.get("torch_version"),
+        "status": status,
+        "diverged": diverged,
+        "diverged_step": from_summary("diverged_step", int),
+        "steps_done": from_summary("steps_done", int) if summary else (metrics[-1]["step"] if metrics else None),
+        "best_val_loss": from_summary("best_val_loss"),
+        "best_step": from_summary("best_step", int),
+        "final_train_loss": from_summary("final_train_loss"),
+        "final_val_loss": from_summary("final_val_loss"),
+        "step_time_s": from_summary("step_time_s"),
+        "tokens_per_s": from_summary("tokens_per_s"),
+    }
+    for name in ("group", "part", "direction", "description", "preset", "device", "torch_version"):
+        if run[name] is not None:
+            run[name] = str(run[name])
+    return run, metrics, read_samples(folder / "samples.json", run_id)
+
+
+def find_run_folders(runs_root: Path) -> list[Path]:
+    """Every folder under the root holding a config.json (a run that has at least started)."""
+    return sorted(path.parent for path in runs_root.rglob("config.json") if not path.parent.name.startswith("."))
+
+
+# ---------------------------------------------------------------------------------------------
+# Snakemake benchmark files
+
+
+def _benchmark_value(raw: str, path: Path, name: str) -> float | None:
+    if raw in ("", "-", "NA", "nan"):  # Snakemake writes "-" / "NA" where psutil had no figure
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        raise AnatomyError(f"{path}: column '{name}' must be a number, got {raw!r}") from None
+
+
+def read_benchmarks(root: Path, run_ids: set[str]) -> list[dict[str, Any]]:
+    """results/benchmarks/{rule}/{job}.tsv -> rows; job "vanilla/seed42" maps to that run."""
+    rows = []
+    for path in sorted(root.rglob("*.tsv")):
+        relative = path.relative_to(root).with_suffix("")
+        rule = relative.parts[0] if len(relative.parts) > 1 else ""
+        job = Path(*relative.parts[1:]).as_posix() if len(relative.parts) > 1 else relative.as_posix()
+        with path.open(encoding="utf-8", newline="") as handle:
+            reader = csv.DictReader(handle, delimiter="\t")
+            if reader.fieldnames is None or "s" not in reader.fieldnames:
+                raise AnatomyError(f"{path}: not a Snakemake benchmark file (no 's' column in the header)")
+            for repeat, record in enumerate(reader):
+                row = {"rule": rule, "job": job, "run_id": job if job in run_ids else None, "repeat": repeat}
+                for header, raw in record.items():
+                    name = BENCHMARK_HEADER.get(header, header)
+                    if name == "hms":
+                        row[name] = raw
+                    elif name in BENCHMARK_COLUMNS:
+                        row[name] = _benchmark_value((raw or "").strip(), path, header)
+                rows.append(row)
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# Building the database
+
+
+def collect_runs(runs_root: Path, benchmarks_root: Path | None = None) -> CollectedRuns:
+    runs_root = Path(runs_root)
+    collected = CollectedRuns()
+    if not runs_root.is_dir():
+        raise AnatomyError(f"--runs {runs_root}: no such folder (train a model first: python -m anatomy train ...)")
+    for folder in find_run_folders(runs_root):
+        run, metrics, samples = read_run(folder, runs_root)
+        collected.runs.append(run)
+        collected.metrics.extend(metrics)
+        collected.samples.extend(samples)
+    if benchmarks_root is not None and Path(benchmarks_root).is_dir():
+        collected.benchmarks = read_benchmarks(Path(benchmarks_root), {run["run_id"] for run in collected.runs})
+    return collected
+
+
+def _arrow_table(rows: list[dict[str, Any]], columns: list[str]) -> pa.Table:
+    # Arrow keeps None (NULL, not evaluated) apart from NaN (a diverged loss), as the schema wants
+    return pa.table({
+        name: pa.array([row.get(name) for row in rows], type=ARROW_TYPES.get(name, pa.string()))
+        for name in columns
+    })
+
+
+def write_database(collected: CollectedRuns, db_path: Path) -> None:
+    """Build the database in a temporary file beside `db_path`, then rename it into place."""
+    with atomic_path(db_path) as tmp:
+        tmp.unlink()  # DuckDB wants to create the file itself; an empty file is not a database
+        try:
+            with duckdb.connect(str(tmp)) as con:
+                con.execute(SCHEMA_PATH.read_text(encoding="utf-8"))
+                for table, rows, columns in [
+                    ("runs", collected.runs, RUN_COLUMNS),
+                    ("metrics", collected.metrics, METRIC_COLUMNS),
+                    ("samples", collected.samples, SAMPLE_COLUMNS),
+                    ("benchmarks", collected.benchmarks, BENCHMARK_COLUMNS),
+                ]:
+                    con.register("incoming", _arrow_table(rows, columns))
+                    con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming")
+                    con.unregister("incoming")
+                con.execute("CHECKPOINT")
+        finally:
+            wal = tmp.with_name(tmp.name + ".wal")
+            if wal.exists():
+                wal.unlink()
+
+
+def _json_safe(value: Any) -> Any:
+    """NaN and inf are not JSON: write them as null (the status column says the run diverged)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(item) for item in value]
+    return value
+
+
+def summary_tables(db_path: Path) -> dict[str, list[dict[str, Any]]]:
+    """The summary views as lists of records, read back from the finished database."""
+    tables = {}
+    with duckdb.connect(str(db_path), read_only=True) as con:
+        for view, order in [
+            ("run_summary", "experiment, seed"),
+            ("experiment_summary", "experiment"),
+            ("ablation_summary", "part, direction"),
+        ]:
+            cursor = con.execute(f"SELECT * FROM {view} ORDER BY {order}")
+            names = [column[0] for column in cursor.description]
+            tables[view] = [dict(zip(names, row)) for row in cursor.fetchall()]
+    return tables
+
+
+def collect(runs_root: Path, db_path: Path, json_path: Path | None = None,
+            benchmarks_root: Path | None = None) -> dict[str, int]:
+    """Read every run folder, write the database (and results.json); return the row counts."""
+    collected = collect_runs(Path(runs_root), benchmarks_root)
+    write_database(collected, Path(db_path))
+    counts = {
+        "runs": len(collected.runs), "metrics": len(collected.metrics),
+        "samples": len(collected.samples), "benchmarks": len(collected.benchmarks),
+    }
+    if json_path is not None:
+        write_json(json_path, _json_safe({"counts": counts, **summary_tables(Path(db_path))}))
+    return counts
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--runs", type=Path, default=Path("results/runs"), help="folder of run folders")
+    parser.add_argument("--db", type=Path, default=Path("results/anatomy.duckdb"), help="database to (re)build")
+    parser.add_argument("--json", type=Path, default=None, help="also write the summary here (results.json)")
+    parser.add_argument("--benchmarks", type=Path, default=None,
+                        help="folder of Snakemake benchmark files (results/benchmarks)")
+
+
+def run(args: argparse.Namespace) -> int:
+    counts = collect(args.runs, args.db, args.json, args.benchmarks)
+    print(f"collected {counts['runs']} runs, {counts['metrics']} metric rows, {counts['samples']} samples, "
+          f"{counts['benchmarks']} benchmark rows into {args.db}")
+    return 0

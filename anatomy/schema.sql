@@ -1,0 +1,181 @@
+-- The results database: every number of the experiment, built by `python -m anatomy collect`.
+--
+-- One row per run in `runs`, one row per evaluation in `metrics`, one per generated text in
+-- `samples`, one per Snakemake benchmark record in `benchmarks`. The views answer the questions
+-- the experiment asks: how low did val go and when (`run_summary`), how big is that over seeds
+-- (`experiment_summary`), and which part earned the gain (`ablation_summary`).
+--
+-- Losses are in nats per character. A NaN or infinite loss is stored as such (it is how a
+-- diverged run looks); a NULL val_loss is a row where val was not evaluated.
+
+CREATE TABLE runs (
+    run_id           VARCHAR PRIMARY KEY,  -- folder relative to the runs root: "vanilla/seed42"
+    experiment       VARCHAR NOT NULL,
+    seed             INTEGER,
+    "group"          VARCHAR,              -- headline | ablation | break | ... (quote it: a keyword)
+    part             VARCHAR,              -- the swapped part (norm, norm_pos, rope, gqa, swiglu, ...)
+    direction        VARCHAR,              -- add (vanilla plus one part) | remove (llama minus one)
+    description      VARCHAR,
+    config           JSON NOT NULL,        -- the run's whole config.json
+    preset           VARCHAR,
+    params           BIGINT,
+    device           VARCHAR,
+    torch_version    VARCHAR,
+    status           VARCHAR NOT NULL,     -- done | diverged | running (no summary.json yet)
+    diverged         BOOLEAN NOT NULL,
+    diverged_step    INTEGER,
+    steps_done       INTEGER,
+    best_val_loss    DOUBLE,
+    best_step        INTEGER,
+    final_train_loss DOUBLE,
+    final_val_loss   DOUBLE,
+    step_time_s      DOUBLE,
+    tokens_per_s     DOUBLE
+);
+
+CREATE TABLE metrics (
+    run_id      VARCHAR NOT NULL REFERENCES runs (run_id),
+    step        INTEGER NOT NULL,
+    train_loss  DOUBLE,
+    val_loss    DOUBLE,
+    lr          DOUBLE,
+    tokens_seen BIGINT,
+    elapsed_s   DOUBLE,
+    PRIMARY KEY (run_id, step)
+);
+
+CREATE TABLE samples (
+    run_id      VARCHAR NOT NULL REFERENCES runs (run_id),
+    sample_idx  INTEGER NOT NULL,          -- position in samples.json
+    checkpoint  VARCHAR,
+    prefix      VARCHAR,
+    temperature DOUBLE,
+    seed        INTEGER,
+    chars       INTEGER,
+    text        VARCHAR,
+    PRIMARY KEY (run_id, sample_idx)
+);
+
+-- Snakemake `benchmark:` files: results/benchmarks/{rule}/{job}.tsv, one row per repeat.
+CREATE TABLE benchmarks (
+    rule      VARCHAR NOT NULL,            -- e.g. train_model
+    job       VARCHAR NOT NULL,            -- e.g. vanilla/seed42
+    run_id    VARCHAR,                     -- the run the job produced, when there is one
+    repeat    INTEGER NOT NULL,
+    s         DOUBLE,                      -- wall-clock seconds
+    hms       VARCHAR,
+    max_rss   DOUBLE,                      -- MB
+    max_vms   DOUBLE,
+    max_uss   DOUBLE,
+    max_pss   DOUBLE,
+    io_in     DOUBLE,
+    io_out    DOUBLE,
+    mean_load DOUBLE,
+    cpu_time  DOUBLE,
+    PRIMARY KEY (rule, job, repeat)
+);
+
+-- One row per run: computed from the metrics, so a run still training has numbers too.
+-- The overfitting turn: val bottoms out at `best_step`; `val_rise` is how far it climbed after
+-- (final minus minimum); `train_val_gap` is final val minus final train.
+CREATE VIEW run_summary AS
+WITH finite_val AS (
+    SELECT run_id, step, val_loss FROM metrics WHERE isfinite(val_loss)
+),
+best AS (
+    -- the first step reaching the minimum (ties go to the earlier step)
+    SELECT run_id, min(val_loss) AS best_val_loss, arg_min(step, (val_loss, step)) AS best_step
+    FROM finite_val GROUP BY run_id
+),
+last_val AS (
+    SELECT run_id, arg_max(val_loss, step) AS final_val_loss, max(step) AS final_val_step
+    FROM metrics WHERE val_loss IS NOT NULL GROUP BY run_id
+),
+last_train AS (
+    SELECT run_id, arg_max(train_loss, step) AS final_train_loss
+    FROM metrics WHERE train_loss IS NOT NULL GROUP BY run_id
+),
+progress AS (
+    SELECT run_id, max(step) AS last_step, max(elapsed_s) AS elapsed_s, count(*) AS n_evals
+    FROM metrics GROUP BY run_id
+)
+SELECT
+    r.run_id, r.experiment, r.seed, r."group", r.part, r.direction, r.description, r.preset,
+    r.params, r.device, r.status, r.diverged, r.diverged_step,
+    coalesce(p.last_step, r.steps_done) AS last_step,
+    p.n_evals,
+    p.elapsed_s,
+    coalesce(b.best_val_loss, r.best_val_loss) AS best_val_loss,
+    coalesce(b.best_step, r.best_step) AS best_step,
+    coalesce(lv.final_val_loss, r.final_val_loss) AS final_val_loss,
+    coalesce(lt.final_train_loss, r.final_train_loss) AS final_train_loss,
+    coalesce(lv.final_val_loss, r.final_val_loss)
+        - coalesce(b.best_val_loss, r.best_val_loss) AS val_rise,
+    coalesce(lv.final_val_loss, r.final_val_loss)
+        - coalesce(lt.final_train_loss, r.final_train_loss) AS train_val_gap,
+    r.step_time_s,
+    r.tokens_per_s
+FROM runs r
+LEFT JOIN best b USING (run_id)
+LEFT JOIN last_val lv USING (run_id)
+LEFT JOIN last_train lt USING (run_id)
+LEFT JOIN progress p USING (run_id);
+
+-- One row per experiment: mean, min and max over its seeds.
+CREATE VIEW experiment_summary AS
+SELECT
+    experiment,
+    any_value("group") AS "group",
+    any_value(part) AS part,
+    any_value(direction) AS direction,
+    any_value(preset) AS preset,
+    count(*) AS n_runs,
+    count(*) FILTER (WHERE status = 'done') AS n_done,
+    count(*) FILTER (WHERE status = 'running') AS n_running,
+    count(*) FILTER (WHERE diverged) AS n_diverged,
+    list(seed ORDER BY seed) AS seeds,
+    max(params) AS params,
+    avg(best_val_loss) AS best_val_mean,
+    min(best_val_loss) AS best_val_min,
+    max(best_val_loss) AS best_val_max,
+    avg(best_step) AS best_step_mean,
+    min(best_step) AS best_step_min,
+    max(best_step) AS best_step_max,
+    avg(final_val_loss) AS final_val_mean,
+    min(final_val_loss) AS final_val_min,
+    max(final_val_loss) AS final_val_max,
+    avg(final_train_loss) AS final_train_mean,
+    avg(val_rise) AS val_rise_mean,
+    avg(train_val_gap) AS train_val_gap_mean,
+    avg(step_time_s) AS step_time_s_mean,
+    avg(tokens_per_s) AS tokens_per_s_mean
+FROM run_summary
+GROUP BY experiment;
+
+-- Which part earned the gain: each ablation run against its baseline run with the same seed
+-- (same batches, only the part differs). "add" runs are vanilla plus one part, compared with
+-- vanilla; "remove" runs are llama minus one part, compared with llama. A negative delta_add
+-- means adding the part helped; a positive delta_remove means removing it hurt.
+CREATE VIEW ablation_summary AS
+WITH paired AS (
+    SELECT
+        a.experiment, a.part, a.direction, a.seed,
+        base.experiment AS baseline,
+        a.best_val_loss - base.best_val_loss AS delta_best_val,
+        a.final_val_loss - base.final_val_loss AS delta_final_val
+    FROM run_summary a
+    JOIN run_summary base
+      ON base.seed = a.seed
+     AND base.experiment = CASE a.direction WHEN 'add' THEN 'vanilla' WHEN 'remove' THEN 'llama' END
+    WHERE a.direction IN ('add', 'remove') AND a.part IS NOT NULL
+)
+SELECT
+    experiment, part, direction, baseline,
+    count(*) AS n_seeds,
+    list(seed ORDER BY seed) AS seeds,
+    avg(delta_best_val) AS delta_best_val_mean,
+    min(delta_best_val) AS delta_best_val_min,
+    max(delta_best_val) AS delta_best_val_max,
+    avg(delta_final_val) AS delta_final_val_mean
+FROM paired
+GROUP BY experiment, part, direction, baseline;

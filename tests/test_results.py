@@ -1,0 +1,230 @@
+"""Collecting run folders into DuckDB: contents, summary views, idempotence, atomic rebuild."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from anatomy import results
+from anatomy.cli import main
+from anatomy.errors import AnatomyError
+from conftest import write_run_folder
+
+
+def query(db: Path, sql: str) -> list[tuple]:
+    with duckdb.connect(str(db), read_only=True) as con:
+        return con.execute(sql).fetchall()
+
+
+def metrics_of(folder: Path) -> list[dict]:
+    return [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+
+
+def file_row_counts(runs_root: Path) -> dict[str, int]:
+    """What the run folders hold, counted straight from the files."""
+    folders = [path.parent for path in runs_root.rglob("config.json")]
+    samples = sum(len(json.loads((f / "samples.json").read_text())) for f in folders if (f / "samples.json").exists())
+    return {"runs": len(folders), "metrics": sum(len(metrics_of(f)) for f in folders), "samples": samples}
+
+
+@pytest.fixture
+def collected(fixture_runs, tmp_path):
+    runs_root, benchmarks_root = fixture_runs
+    db, json_path = tmp_path / "out" / "anatomy.duckdb", tmp_path / "out" / "results.json"
+    counts = results.collect(runs_root, db, json_path, benchmarks_root)
+    return runs_root, db, json_path, counts
+
+
+def test_collect_holds_every_run_metric_sample_and_benchmark(collected):
+    runs_root, db, _, counts = collected
+    expected = file_row_counts(runs_root)
+    assert {name: counts[name] for name in expected} == expected
+    for table, count in expected.items():
+        assert query(db, f"SELECT count(*) FROM {table}")[0][0] == count
+    assert query(db, "SELECT rule, job, run_id, s, max_rss FROM benchmarks") == [
+        ("train_model", "vanilla/seed42", "vanilla/seed42", 12.5, 310.2)]
+    # tags become columns; the whole config is kept as JSON
+    row = query(db, """SELECT experiment, seed, "group", part, direction, config->>'$.train.seed'
+                       FROM runs WHERE run_id = 'vanilla_plus_swiglu/seed7'""")
+    assert row == [("vanilla_plus_swiglu", 7, "ablation", "swiglu", "add", "7")]
+
+
+def test_running_and_diverged_runs_keep_their_state(collected):
+    _, db, _, _ = collected
+    assert query(db, "SELECT status, diverged, params FROM runs WHERE run_id = 'llama_minus_rope/seed42'") == [
+        ("running", False, None)]
+    assert query(db, "SELECT status, diverged, diverged_step FROM runs WHERE run_id = 'deep_post_nowarmup/seed42'") == [
+        ("diverged", True, 30)]
+    # the non-finite losses are stored as NaN/inf (what happened), not NULL (not evaluated)
+    train, val = query(db, "SELECT train_loss, val_loss FROM metrics WHERE run_id = 'deep_post_nowarmup/seed42' AND step = 30")[0]
+    assert math.isnan(train) and val == math.inf
+
+
+def test_run_summary_finds_the_overfitting_turn(collected):
+    runs_root, db, _, _ = collected
+    for run_id, best_val, best_step, final_val, final_train, rise, gap, last_step in query(db, """
+            SELECT run_id, best_val_loss, best_step, final_val_loss, final_train_loss, val_rise,
+                   train_val_gap, last_step FROM run_summary WHERE NOT diverged"""):
+        rows = metrics_of(runs_root / run_id)
+        best = min(rows, key=lambda row: (row["val_loss"], row["step"]))
+        assert (best_val, best_step) == pytest.approx((best["val_loss"], best["step"]))
+        assert (final_val, final_train) == pytest.approx((rows[-1]["val_loss"], rows[-1]["train_loss"]))
+        assert rise == pytest.approx(rows[-1]["val_loss"] - best["val_loss"])
+        assert gap == pytest.approx(rows[-1]["val_loss"] - rows[-1]["train_loss"])
+        assert last_step == rows[-1]["step"]
+    # the fixture curves turn where they were told to
+    assert query(db, "SELECT best_step FROM run_summary WHERE run_id = 'llama/seed42'") == [(40,)]
+    # a diverged run's best is taken over its finite evaluations
+    assert query(db, "SELECT best_step FROM run_summary WHERE run_id = 'deep_post_nowarmup/seed7'") == [(20,)]
+
+
+def test_experiment_summary_is_mean_min_max_over_seeds(collected):
+    _, db, _, _ = collected
+    per_run = dict(query(db, "SELECT seed, best_val_loss FROM run_summary WHERE experiment = 'llama'"))
+    assert set(per_run) == {7, 42} and per_run[7] != per_run[42]
+    n_runs, seeds, mean, low, high = query(db, """
+        SELECT n_runs, seeds, best_val_mean, best_val_min, best_val_max
+        FROM experiment_summary WHERE experiment = 'llama'""")[0]
+    assert (n_runs, seeds) == (2, [7, 42])
+    assert (mean, low, high) == pytest.approx(
+        (sum(per_run.values()) / 2, min(per_run.values()), max(per_run.values())))
+    assert query(db, "SELECT n_diverged, n_running FROM experiment_summary WHERE experiment = 'deep_post_nowarmup'") == [(2, 0)]
+
+
+def test_ablation_summary_pairs_each_run_with_its_baseline_by_seed(collected):
+    _, db, _, _ = collected
+    best = dict(query(db, "SELECT run_id, best_val_loss FROM run_summary"))
+    row = query(db, """SELECT baseline, n_seeds, delta_best_val_mean, delta_best_val_min, delta_best_val_max
+                       FROM ablation_summary WHERE experiment = 'llama_minus_swiglu'""")[0]
+    deltas = [best[f"llama_minus_swiglu/seed{s}"] - best[f"llama/seed{s}"] for s in (7, 42)]
+    assert row[:2] == ("llama", 2)
+    assert row[2:] == pytest.approx((sum(deltas) / 2, min(deltas), max(deltas)))
+    assert query(db, "SELECT baseline FROM ablation_summary WHERE direction = 'add'") == [("vanilla",)]
+
+
+def test_results_json_mirrors_the_views(collected):
+    _, db, json_path, counts = collected
+    text = json_path.read_text()
+    assert "NaN" not in text and "Infinity" not in text  # plain JSON for any reader
+    data = json.loads(text)
+    assert data["counts"] == counts
+    assert len(data["run_summary"]) == counts["runs"]
+    by_id = {row["run_id"]: row for row in data["run_summary"]}
+    assert by_id["llama/seed42"]["best_val_loss"] == pytest.approx(query(
+        db, "SELECT best_val_loss FROM run_summary WHERE run_id = 'llama/seed42'")[0][0])
+    assert by_id["deep_post_nowarmup/seed42"]["final_val_loss"] is None  # inf -> null
+    assert {row["experiment"] for row in data["experiment_summary"]} == {
+        row[0] for row in query(db, "SELECT DISTINCT experiment FROM runs")}
+
+
+def test_collect_is_idempotent(collected):
+    runs_root, db, json_path, counts = collected
+    tables = ["runs", "metrics", "samples", "benchmarks"]
+    before = {table: query(db, f"SELECT * FROM {table} ORDER BY ALL") for table in tables}
+    json_before = json_path.read_text()
+    again = results.collect(runs_root, db, json_path, runs_root.parent / "benchmarks")
+    assert again == counts
+    after = {table: query(db, f"SELECT * FROM {table} ORDER BY ALL") for table in tables}
+    # NaN != NaN, so compare the reprs
+    assert repr(after) == repr(before)
+    assert json_path.read_text() == json_before
+
+
+def test_rebuild_is_atomic_for_a_reader(collected, tmp_path):
+    runs_root, db, json_path, counts = collected
+    reader = duckdb.connect(str(db), read_only=True)  # a dashboard query in flight
+    try:
+        write_run_folder(runs_root, "llama_qk_norm", 42, group="break", part="qk_norm")
+        results.collect(runs_root, db, json_path)
+        # the open reader still sees the whole old database ...
+        assert reader.execute("SELECT count(*) FROM runs").fetchone()[0] == counts["runs"]
+    finally:
+        reader.close()
+    # ... and the next reader the whole new one; nothing temporary is left beside it
+    assert query(db, "SELECT count(*) FROM runs")[0][0] == counts["runs"] + 1
+    assert sorted(path.name for path in db.parent.iterdir()) == ["anatomy.duckdb", "results.json"]
+
+
+def test_failed_collect_leaves_the_old_database(collected):
+    runs_root, db, json_path, counts = collected
+    write_run_folder(runs_root, "broken", 1)
+    (runs_root / "broken" / "seed1" / "summary.json").write_text('{"params": "many"}')
+    with pytest.raises(AnatomyError, match=r"summary\.json: field 'params' must be a number"):
+        results.collect(runs_root, db, json_path)
+    assert query(db, "SELECT count(*) FROM runs")[0][0] == counts["runs"]
+    assert sorted(path.name for path in db.parent.iterdir()) == ["anatomy.duckdb", "results.json"]
+
+
+def test_a_crash_while_writing_the_database_leaves_the_old_one(collected, monkeypatch):
+    runs_root, db, _, counts = collected
+    real_table = results._arrow_table
+
+    def crash_on_samples(rows, columns):
+        if columns is results.SAMPLE_COLUMNS:
+            raise OSError("disk full")
+        return real_table(rows, columns)
+
+    monkeypatch.setattr(results, "_arrow_table", crash_on_samples)
+    write_run_folder(runs_root, "llama_qk_norm", 42, group="break", part="qk_norm")
+    with pytest.raises(OSError, match="disk full"):
+        results.collect(runs_root, db)
+    assert query(db, "SELECT count(*) FROM runs")[0][0] == counts["runs"]
+    assert sorted(path.name for path in db.parent.iterdir()) == ["anatomy.duckdb", "results.json"]
+
+
+def test_a_half_written_last_line_is_skipped_only_while_running(tmp_path):
+    runs_root = tmp_path / "runs"
+    folder = write_run_folder(runs_root, "llama", 42, status="running")
+    complete = len(metrics_of(folder))
+    with (folder / "metrics.jsonl").open("a") as handle:
+        handle.write('{"step": 110, "train_lo')
+    assert results.collect(runs_root, tmp_path / "a.duckdb")["metrics"] == complete
+    # the same line in a finished run is a broken file, named with its line number
+    (folder / "summary.json").write_text(json.dumps({"status": "done", "diverged": False}))
+    with pytest.raises(AnatomyError, match=rf"metrics\.jsonl: line {complete + 1} is not valid JSON"):
+        results.collect(runs_root, tmp_path / "b.duckdb")
+
+
+@pytest.mark.parametrize("file_name, content, message", [
+    ("config.json", "{not json", r"config\.json: not valid JSON"),
+    ("config.json", '{"tags": ["experiment"]}', r"config\.json: 'tags' must be an object"),
+    ("metrics.jsonl", '{"step": 0, "val_loss": "low"}\n', r"metrics\.jsonl: field 'val_loss \(line 1\)' must be a number"),
+    ("metrics.jsonl", '{"val_loss": 1.0}\n', r"line 1 must be an object with a 'step' field"),
+    ("samples.json", '{"text": "hi"}', r"samples\.json: expected a list of samples"),
+    ("samples.json", '[{"prefix": "## "}]', r"sample 0 must be an object with a 'text' string"),
+])
+def test_bad_run_files_name_the_file_and_field(tmp_path, file_name, content, message):
+    runs_root = tmp_path / "runs"
+    folder = write_run_folder(runs_root, "llama", 42)
+    (folder / file_name).write_text(content)
+    with pytest.raises(AnatomyError, match=message):
+        results.collect(runs_root, tmp_path / "a.duckdb")
+    assert not (tmp_path / "a.duckdb").exists()
+
+
+def test_bad_benchmark_file_is_named(tmp_path):
+    runs_root, benchmarks = tmp_path / "runs", tmp_path / "benchmarks"
+    write_run_folder(runs_root, "llama", 42)
+    (benchmarks / "train_model" / "llama").mkdir(parents=True)
+    (benchmarks / "train_model" / "llama" / "seed42.tsv").write_text("s\tmax_rss\nfast\t1\n")
+    with pytest.raises(AnatomyError, match=r"seed42\.tsv: column 's' must be a number, got 'fast'"):
+        results.collect(runs_root, tmp_path / "a.duckdb", benchmarks_root=benchmarks)
+
+
+def test_cli_collect(fixture_runs, tmp_path, capsys):
+    runs_root, benchmarks_root = fixture_runs
+    db, json_path = tmp_path / "db" / "anatomy.duckdb", tmp_path / "db" / "results.json"
+    argv = ["collect", "--runs", str(runs_root), "--db", str(db), "--json", str(json_path),
+            "--benchmarks", str(benchmarks_root)]
+    assert main(argv) == 0
+    assert "collected 15 runs" in capsys.readouterr().out
+    assert json.loads(json_path.read_text())["counts"]["runs"] == 15
+    # a missing runs folder is a clear error, not a traceback
+    assert main(["collect", "--runs", str(tmp_path / "nowhere"), "--db", str(db)]) == 2
+    assert "nowhere: no such folder" in capsys.readouterr().err
+
