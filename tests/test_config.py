@@ -1,0 +1,75 @@
+"""ModelConfig: presets, round-trips, and a clear message for every kind of bad value."""
+
+import json
+
+import pytest
+
+from anatomy.config import PRESETS, ModelConfig, parse_value, preset
+from anatomy.errors import AnatomyError
+
+
+def test_defaults_are_the_2017_parts():
+    cfg = ModelConfig()
+    assert (cfg.d_model, cfg.n_layer, cfg.n_head, cfg.n_kv_head, cfg.ctx_len) == (128, 4, 4, 4, 128)
+    assert (cfg.norm_type, cfg.norm_pos, cfg.pos_type, cfg.ffn_type) == ("layernorm", "post", "learned", "gelu")
+    assert cfg.rope_break == "none" and cfg.qk_norm is False
+
+
+def test_llama_preset_swaps_the_five_parts():
+    cfg = preset("llama")
+    assert (cfg.norm_type, cfg.norm_pos, cfg.pos_type, cfg.ffn_type, cfg.n_kv_head) == (
+        "rmsnorm", "pre", "rope", "swiglu", 2)
+
+
+def test_preset_with_overrides_and_unknown_preset():
+    assert preset("vanilla", n_layer=12).n_layer == 12
+    with pytest.raises(AnatomyError, match="unknown preset 'gpt'.*vanilla, llama, debug"):
+        preset("gpt")
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_round_trip_through_json(name):
+    cfg = preset(name, vocab_size=99, qk_norm=True)
+    again = ModelConfig.from_dict(json.loads(json.dumps(cfg.to_dict())))
+    assert again == cfg
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"norm_type": "batchnorm"}, r"norm_type = 'batchnorm' is not valid: expected one of 'layernorm', 'rmsnorm'"),
+        ({"norm_pos": "middle"}, r"norm_pos = 'middle'.*'post', 'pre'"),
+        ({"pos_type": "alibi"}, r"pos_type = 'alibi'.*'learned', 'rope'"),
+        ({"ffn_type": "relu"}, r"ffn_type = 'relu'.*'gelu', 'swiglu'"),
+        ({"impl": "triton"}, r"impl = 'triton'.*'manual', 'fused'"),
+        ({"rope_break": "q", "pos_type": "rope"}, r"rope_break = 'q'.*'none', 'k_unrotated', 'k_adjacent'"),
+        ({"d_model": 130}, r"d_model 130 is not divisible by n_head 4"),
+        ({"n_kv_head": 3}, r"n_head 4 is not divisible by n_kv_head 3"),
+        ({"d_model": 12, "n_head": 4, "n_kv_head": 4, "pos_type": "rope"}, r"head_dim must be even.*= 3"),
+        ({"n_layer": 0}, r"n_layer = 0 is not valid: expected a positive number"),
+        ({"d_model": -8}, r"d_model = -8 is not valid: expected a positive number"),
+        ({"vocab_size": 0}, r"vocab_size = 0 is not valid"),
+        ({"n_layer": "4"}, r"n_layer = '4' is not valid: expected int"),
+        ({"qk_norm": "yes"}, r"qk_norm = 'yes' is not valid: expected bool"),
+        ({"rope_break": "k_unrotated"}, r"rope_break = 'k_unrotated' needs pos_type 'rope'"),
+    ],
+)
+def test_bad_values_are_named(overrides, message):
+    with pytest.raises(AnatomyError, match=message):
+        ModelConfig(**{**PRESETS["debug"], **overrides})
+
+
+def test_unknown_keys_are_an_error():
+    with pytest.raises(AnatomyError, match=r"unknown ModelConfig field\(s\) d_modle, layers; known fields: .*d_model"):
+        ModelConfig.from_dict({"d_modle": 64, "layers": 2})
+    with pytest.raises(AnatomyError, match="unknown ModelConfig field"):
+        preset("llama").replace(nlayer=3)
+
+
+def test_parse_value_from_command_line_text():
+    assert parse_value(ModelConfig, "n_layer", "12") == 12
+    assert parse_value(ModelConfig, "qk_norm", "true") is True
+    assert parse_value(ModelConfig, "vocab_size", "none") is None
+    assert parse_value(ModelConfig, "norm_type", "rmsnorm") == "rmsnorm"
+    with pytest.raises(AnatomyError, match="n_layer = 'twelve'"):
+        ModelConfig(n_layer=parse_value(ModelConfig, "n_layer", "twelve"))
