@@ -52,6 +52,10 @@ def read_utf8(path: Path) -> str:
     """The file's text; a clear error, with the byte offset, if it is not UTF-8."""
     try:
         data = path.read_bytes()
+    except FileNotFoundError:
+        raise AnatomyError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise AnatomyError(f"{path}: is a folder, expected a file") from None
     except OSError as err:
         raise AnatomyError(f"{path}: cannot read: {err.strerror}") from None
     try:
@@ -84,9 +88,7 @@ def strip_front_matter(text: str, path: Path) -> str:
         try:
             metadata = handler.load(front)
         except parse_error as err:
-            # The front matter text starts on line 1, so the parser's line numbers are the file's.
-            detail = str(err).replace("\n", " ")
-            raise AnatomyError(f"{path}: front matter is not valid {name}: {detail}") from None
+            raise AnatomyError(f"{path}: front matter is not valid {name}: {parse_error_detail(err)}") from None
         if metadata is not None and not isinstance(metadata, dict):
             raise AnatomyError(
                 f"{path}: front matter between '{delimiter}' lines must be 'key: value' pairs, "
@@ -94,6 +96,19 @@ def strip_front_matter(text: str, path: Path) -> str:
             )
         return body
     return text
+
+
+def parse_error_detail(err: Exception) -> str:
+    """The parser's complaint with its line and column. The front matter text handed to the
+    parser starts on the file's line 1, so those are the file's line numbers too."""
+    mark = getattr(err, "problem_mark", None)  # PyYAML marks count from 0
+    if mark is None:
+        return str(err)  # tomllib already says "(at line L, column C)"
+    detail = f"{err.problem} at line {mark.line + 1}, column {mark.column + 1}"
+    context_mark = getattr(err, "context_mark", None)
+    if err.context and context_mark is not None:
+        detail += f" ({err.context} started at line {context_mark.line + 1}, column {context_mark.column + 1})"
+    return detail
 
 
 def find_posts(folder: Path) -> tuple[list[Path], list[dict]]:

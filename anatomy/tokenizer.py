@@ -1,0 +1,214 @@
+"""Characters to token ids: `python -m anatomy tokenize DIR/corpus.txt --out DIR`.
+
+One character is one token, as in the chapter: the vocabulary is the corpus's distinct
+characters, sorted, so the same text always gives the same ids. The text is split once,
+the first 90% for training and the last 10% for validation (a contiguous tail, never
+shuffled, so validation text is text the model has not seen).
+
+Writes DIR/vocab.json, DIR/train.npy, DIR/val.npy and, last, DIR/split.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from anatomy.atomic import atomic_path, write_json
+from anatomy.corpus import read_utf8
+from anatomy.errors import AnatomyError
+
+TRAIN_FRACTION = 0.9
+DEFAULT_CTX_LEN = 128
+VOCAB_FILE, TRAIN_FILE, VAL_FILE, SPLIT_FILE = "vocab.json", "train.npy", "val.npy", "split.json"
+
+
+def describe(char: str) -> str:
+    """A character as a reader can find it: '孔' (U+5B54), '\\n' (U+000A)."""
+    return f"{char!r} (U+{ord(char):04X})"
+
+
+class CharTokenizer:
+    """A character-level vocabulary: id i is the i-th character in sorted order."""
+
+    def __init__(self, chars: Sequence[str], source: str = "vocabulary"):
+        self.chars = list(chars)
+        self.source = source  # named in error messages
+        bad = [c for c in self.chars if not isinstance(c, str) or len(c) != 1]
+        if bad:
+            raise AnatomyError(f"{source}: every vocabulary entry must be one character, got {bad[:5]!r}")
+        if self.chars != sorted(set(self.chars)):
+            raise AnatomyError(f"{source}: the vocabulary must be distinct characters in sorted order")
+        self.index = {char: i for i, char in enumerate(self.chars)}
+
+    @classmethod
+    def from_text(cls, text: str, source: str = "vocabulary") -> "CharTokenizer":
+        return cls(sorted(set(text)), source)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.chars)
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The smallest integer type that holds every id (uint16 up to 65,536 characters)."""
+        return np.dtype(np.uint16 if self.vocab_size <= 2**16 else np.int32)
+
+    def encode(self, text: str) -> list[int]:
+        try:
+            return [self.index[char] for char in text]
+        except KeyError as err:
+            char = err.args[0]
+            raise AnatomyError(
+                f"{self.source}: character {describe(char)} at position {text.index(char)} "
+                f"is not in the vocabulary of {self.vocab_size} characters"
+            ) from None
+
+    def decode(self, ids: Iterable[int]) -> str:
+        ids = [int(i) for i in ids]
+        bad = [i for i in ids if not 0 <= i < self.vocab_size]
+        if bad:
+            raise AnatomyError(f"{self.source}: token id {bad[0]} is outside the vocabulary (0..{self.vocab_size - 1})")
+        return "".join(self.chars[i] for i in ids)
+
+    def save(self, path: str | os.PathLike) -> None:
+        write_json(path, {"type": "char", "vocab_size": self.vocab_size, "chars": self.chars})
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "CharTokenizer":
+        data = read_json(Path(path))
+        chars = data.get("chars") if isinstance(data, dict) else None
+        if not isinstance(chars, list):
+            raise AnatomyError(f"{path}: expected a JSON object with a 'chars' list (written by `anatomy tokenize`)")
+        if data.get("vocab_size") != len(chars):
+            raise AnatomyError(f"{path}: 'vocab_size' is {data.get('vocab_size')} but 'chars' holds {len(chars)}")
+        return cls(chars, source=str(path))
+
+
+def read_json(path: Path):
+    try:
+        return json.loads(read_utf8(path))
+    except json.JSONDecodeError as err:
+        raise AnatomyError(f"{path}: not valid JSON: {err}") from None
+
+
+def split_sizes(n_tokens: int) -> tuple[int, int]:
+    """(train, val) sizes: the first 90% and the rest, e.g. 122,620 -> 110,358 + 12,262."""
+    n_train = int(TRAIN_FRACTION * n_tokens)
+    return n_train, n_tokens - n_train
+
+
+def min_corpus_length(window: int) -> int:
+    """The shortest text whose train and val splits each hold one `window` of tokens."""
+    n = 2 * window
+    while min(split_sizes(n)) < window:
+        n += 1
+    return n
+
+
+def check_windows(n_train: int, n_val: int, ctx_len: int, source: str | os.PathLike) -> None:
+    """Both splits must hold one training window: ctx_len inputs plus the one target after them."""
+    window = ctx_len + 1
+    if n_train < window or n_val < window:
+        raise AnatomyError(
+            f"{source}: corpus too short for ctx_len {ctx_len}: {n_train + n_val:,} characters split into "
+            f"{n_train:,} train + {n_val:,} val tokens, but each split needs at least {window:,} "
+            f"(ctx_len + 1); give at least {min_corpus_length(window):,} characters or a smaller ctx_len"
+        )
+
+
+def save_array(path: Path, array: np.ndarray) -> None:
+    # An open file, because np.save would append '.npy' to the temporary name.
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        np.save(f, array, allow_pickle=False)
+
+
+def tokenize_corpus(corpus_path: str | os.PathLike, out_dir: str | os.PathLike,
+                    ctx_len: int = DEFAULT_CTX_LEN) -> dict:
+    """Build the vocabulary and the two token arrays; return what split.json records."""
+    corpus_path, out_dir = Path(corpus_path), Path(out_dir)
+    if not corpus_path.is_file():
+        raise AnatomyError(f"{corpus_path}: no such file (expected the corpus.txt written by `anatomy corpus`)")
+    text = read_utf8(corpus_path)
+    tokenizer = CharTokenizer.from_text(text, source=str(corpus_path))
+    ids = np.asarray(tokenizer.encode(text), dtype=tokenizer.dtype)
+    n_train, n_val = split_sizes(len(ids))
+    check_windows(n_train, n_val, ctx_len, corpus_path)  # before anything is written
+
+    split = {
+        "corpus": corpus_path.as_posix(),
+        "characters": len(ids),
+        "train_tokens": n_train,
+        "val_tokens": n_val,
+        "train_fraction": TRAIN_FRACTION,
+        "vocab_size": tokenizer.vocab_size,
+        "dtype": tokenizer.dtype.name,
+    }
+    tokenizer.save(out_dir / VOCAB_FILE)
+    save_array(out_dir / TRAIN_FILE, ids[:n_train])
+    save_array(out_dir / VAL_FILE, ids[n_train:])
+    write_json(out_dir / SPLIT_FILE, split)  # last: its presence means the rest is complete
+    return split
+
+
+def load_array(path: Path, vocab_size: int) -> np.ndarray:
+    if not path.is_file():
+        raise AnatomyError(f"{path}: no such file (run `python -m anatomy tokenize` first)")
+    try:
+        array = np.load(path, allow_pickle=False)
+    except (ValueError, OSError) as err:
+        raise AnatomyError(f"{path}: not a numpy token array: {err}") from None
+    if array.ndim != 1 or not np.issubdtype(array.dtype, np.integer):
+        raise AnatomyError(f"{path}: expected a 1-D integer array, got {array.dtype} with shape {array.shape}")
+    if array.size and int(array.max()) >= vocab_size:
+        raise AnatomyError(f"{path}: token id {int(array.max())} is outside the vocabulary of {vocab_size}")
+    return array
+
+
+def load_tokenized(data_dir: str | os.PathLike) -> tuple[CharTokenizer, np.ndarray, np.ndarray]:
+    """(tokenizer, train ids, val ids) from a folder written by `tokenize_corpus`."""
+    data_dir = Path(data_dir)
+    split_path = data_dir / SPLIT_FILE
+    if not split_path.is_file():
+        raise AnatomyError(f"{split_path}: no such file (run `python -m anatomy tokenize ... --out {data_dir}` first)")
+    split = read_json(split_path)
+    tokenizer = CharTokenizer.load(data_dir / VOCAB_FILE)
+    train = load_array(data_dir / TRAIN_FILE, tokenizer.vocab_size)
+    val = load_array(data_dir / VAL_FILE, tokenizer.vocab_size)
+    expected = (split.get("vocab_size"), split.get("train_tokens"), split.get("val_tokens"))
+    if expected != (tokenizer.vocab_size, len(train), len(val)):
+        raise AnatomyError(
+            f"{split_path}: records vocab/train/val {expected}, but the files hold "
+            f"{(tokenizer.vocab_size, len(train), len(val))}; tokenize again"
+        )
+    return tokenizer, train, val
+
+
+def report(split: dict, out_dir: Path) -> str:
+    n = split["characters"]
+    return "\n".join([
+        f"tokenize: {split['corpus']} -> {out_dir}",
+        f"  characters   {n:,}",
+        f"  vocabulary   {split['vocab_size']:,} characters ({split['dtype']})",
+        f"  train        {split['train_tokens']:,} tokens ({split['train_tokens'] / n:.1%})",
+        f"  val          {split['val_tokens']:,} tokens ({split['val_tokens'] / n:.1%})",
+    ])
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("corpus", type=Path, help="the corpus.txt written by `anatomy corpus`")
+    parser.add_argument("--out", type=Path, required=True, help="folder for vocab.json, train.npy, val.npy, split.json")
+    parser.add_argument("--ctx-len", type=int, default=DEFAULT_CTX_LEN,
+                        help="context length the splits must hold (plus one target); default %(default)s")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.ctx_len < 1:
+        raise AnatomyError(f"--ctx-len must be at least 1, got {args.ctx_len}")
+    split = tokenize_corpus(args.corpus, args.out, ctx_len=args.ctx_len)
+    print(report(split, args.out))
+    return 0

@@ -1,0 +1,224 @@
+"""anatomy.corpus: a blog folder (or a .txt) into one text, and every way the input can be wrong."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from anatomy.cli import main
+from anatomy.corpus import extract_corpus, write_corpus
+from anatomy.errors import AnatomyError
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_POSTS = REPO / "data" / "posts"
+
+JEKYLL_POST = """---
+layout: post
+title: "Hello: Jekyll"
+date: 2024-01-02 10:00:00 +0800
+tags: [a, b]
+---
+
+## First heading
+
+Jekyll body.
+
+---
+
+After a horizontal rule.
+"""
+
+HUGO_POST = """+++
+title = "Hello Hugo"
+date = 2024-03-04T05:06:07Z
+draft = false
+tags = ["x", "y"]
+
+[params]
+subtitle = "a table too"
++++
+
+## Hugo heading
+
+Hugo body.
+"""
+
+
+def write(path: Path, text: str | bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_bytes(text.encode("utf-8"))
+    return path
+
+
+def test_jekyll_yaml_front_matter_is_removed_and_body_kept(tmp_path):
+    write(tmp_path / "2024-01-02-hello.md", JEKYLL_POST)
+    text, stats = extract_corpus(tmp_path)
+    assert text == "## First heading\n\nJekyll body.\n\n---\n\nAfter a horizontal rule."
+    assert stats["posts"] == 1
+
+
+def test_hugo_toml_front_matter_is_removed_and_body_kept(tmp_path):
+    write(tmp_path / "content" / "posts" / "hello.md", HUGO_POST)
+    text, _ = extract_corpus(tmp_path)
+    assert text == "## Hugo heading\n\nHugo body."
+
+
+def test_post_without_front_matter_is_kept_whole(tmp_path):
+    write(tmp_path / "plain.markdown", "# Title\n\nNo front matter here.\n")
+    text, _ = extract_corpus(tmp_path)
+    assert text == "# Title\n\nNo front matter here."
+
+
+def test_posts_are_joined_with_one_blank_line_in_sorted_path_order(tmp_path):
+    # Created out of order, nested: the order must come from the paths, not the file system.
+    write(tmp_path / "b.md", "\n\nB\n\n\n")
+    write(tmp_path / "2023" / "z.md", "Z")
+    write(tmp_path / "a.md", "---\ntitle: a\n---\nA")
+    write(tmp_path / "2023" / "c.markdown", "C")
+    text, stats = extract_corpus(tmp_path)
+    assert text == "C\n\nZ\n\nA\n\nB"
+    assert [p["path"] for p in stats["post_lengths"]] == ["2023/c.markdown", "2023/z.md", "a.md", "b.md"]
+
+
+def test_order_does_not_depend_on_creation_order(tmp_path):
+    names = ["b.md", "a/x.md", "a.md", "c/d/e.md", "a-b.md"]
+    for folder, order in (("one", names), ("two", list(reversed(names)))):
+        for name in order:
+            write(tmp_path / folder / name, f"post {name}")
+    assert extract_corpus(tmp_path / "one")[0] == extract_corpus(tmp_path / "two")[0]
+
+
+def test_crlf_and_cr_line_endings_become_lf(tmp_path):
+    write(tmp_path / "windows.md", "---\r\ntitle: w\r\n---\r\nline one\r\nline two\r\n")
+    write(tmp_path / "xmac.md", "old\rmac\r")
+    text, _ = extract_corpus(tmp_path)
+    assert text == "line one\nline two\n\nold\nmac"
+    assert "\r" not in text
+
+
+def test_byte_order_mark_is_dropped_so_front_matter_is_still_found(tmp_path):
+    write(tmp_path / "bom.md", "\ufeff---\ntitle: bom\n---\nbody")
+    assert extract_corpus(tmp_path)[0] == "body"
+
+
+def test_hidden_and_non_markdown_files_are_skipped_and_counted(tmp_path):
+    write(tmp_path / "post.md", "kept")
+    write(tmp_path / ".draft.md", "hidden draft")
+    write(tmp_path / ".git" / "config", "hidden folder")
+    write(tmp_path / ".git" / "notes.md", "inside hidden folder")
+    write(tmp_path / "images" / "cat.png", b"\x89PNG\r\n")
+    write(tmp_path / "notes.txt", "not a post")
+    write(tmp_path / "_index.md", "+++\ntitle = \"section\"\n+++\n")  # Hugo section page: no body
+    text, stats = extract_corpus(tmp_path)
+    assert text == "kept"
+    assert stats["posts"] == 1
+    assert stats["skipped"] == {"empty": 1, "hidden": 2, "not markdown": 2}
+    assert {s["path"]: s["reason"] for s in stats["skipped_files"]} == {
+        ".draft.md": "hidden", ".git/": "hidden", "images/cat.png": "not markdown",
+        "notes.txt": "not markdown", "_index.md": "empty",
+    }
+
+
+def test_stats_describe_the_text(tmp_path):
+    write(tmp_path / "a.md", "子曰：学而时习之")
+    write(tmp_path / "b.md", "---\ntitle: b\n---\n\nab\nab\n")
+    text, stats = extract_corpus(tmp_path)
+    assert text == "子曰：学而时习之\n\nab\nab"
+    assert stats["characters"] == len(text) == 15
+    assert stats["distinct_characters"] == len(set(text)) == 11
+    assert stats["post_lengths"] == [{"path": "a.md", "characters": 8}, {"path": "b.md", "characters": 5}]
+
+
+def test_a_plain_text_file_is_the_corpus(tmp_path):
+    src = write(tmp_path / "book.txt", "---\nnot front matter in a .txt\r\n---\r\nend\n")
+    text, stats = extract_corpus(src)
+    assert text == "---\nnot front matter in a .txt\n---\nend\n"
+    assert stats["posts"] == 1 and stats["characters"] == len(text)
+
+
+def test_write_corpus_writes_text_and_stats(tmp_path):
+    write(tmp_path / "src" / "a.md", HUGO_POST)
+    text, stats = extract_corpus(tmp_path / "src")
+    write_corpus(tmp_path / "out", text, stats)
+    assert (tmp_path / "out" / "corpus.txt").read_text(encoding="utf-8") == text
+    assert json.loads((tmp_path / "out" / "stats.json").read_text(encoding="utf-8")) == stats
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["corpus.txt", "stats.json"]
+
+
+# Each bad input: (files to create, path to pass, words the message must hold)
+BAD_INPUTS = {
+    "not utf-8": ({"p.md": b"abc\n\xff\xfe rest"}, "", ["p.md", "not UTF-8", "byte offset 4", "line 2"]),
+    "yaml never closed": ({"p.md": "---\ntitle: x\nbody"}, "", ["p.md", "'---'", "never closed"]),
+    "toml never closed": ({"p.md": "+++\ntitle = 'x'\nbody"}, "", ["p.md", "'+++'", "never closed"]),
+    "yaml unparsable": ({"p.md": "---\ntitle: [unclosed\n---\nbody"}, "", ["p.md", "not valid YAML", "line"]),
+    "toml unparsable": ({"p.md": "+++\ntitle = \n+++\nbody"}, "", ["p.md", "not valid TOML", "line 2"]),
+    "yaml not a mapping": ({"p.md": "---\njust a sentence\n---\nbody"}, "", ["p.md", "key: value", "str"]),
+    "empty folder": ({}, "", ["the folder is empty"]),
+    "no markdown": ({"a.txt": "x", ".b.md": "y"}, "", ["no Markdown posts", "1 hidden", "1 not markdown"]),
+    "only empty posts": ({"a.md": "---\ntitle: a\n---\n\n"}, "", ["no Markdown posts", "1 empty"]),
+    "missing path": ({}, "nowhere", ["nowhere", "no such file or folder"]),
+    "wrong file type": ({"book.pdf": "x"}, "book.pdf", ["book.pdf", "'.pdf'"]),
+    "empty text file": ({"book.txt": "\n\n"}, "book.txt", ["book.txt", "empty"]),
+}
+
+
+@pytest.mark.parametrize("case", BAD_INPUTS, ids=list(BAD_INPUTS))
+def test_bad_input_is_a_clear_error(tmp_path, case):
+    files, relative, words = BAD_INPUTS[case]
+    src = tmp_path / "src"
+    src.mkdir()
+    for name, content in files.items():
+        write(src / name, content)
+    with pytest.raises(AnatomyError) as err:
+        extract_corpus(src / relative)
+    message = str(err.value)
+    assert str(src / relative) in message or str(src / next(iter(files), "")) in message
+    for word in words:
+        assert word in message, (word, message)
+
+
+def test_cli_reports_and_returns_zero(tmp_path, capsys):
+    write(tmp_path / "src" / "a.md", JEKYLL_POST)
+    write(tmp_path / "src" / "b.md", HUGO_POST)
+    write(tmp_path / "src" / "c.jpg", b"\xff\xd8")
+    assert main(["corpus", str(tmp_path / "src"), "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "posts                2" in out
+    assert "skipped files        1 not markdown" in out
+    text = (tmp_path / "out" / "corpus.txt").read_text(encoding="utf-8")
+    assert f"characters           {len(text):,}" in out
+
+
+def test_cli_bad_input_returns_two_and_writes_nothing(tmp_path, capsys):
+    write(tmp_path / "src" / "good.md", "good")
+    write(tmp_path / "src" / "z-bad.md", "---\ntitle: never closed\n")
+    assert main(["corpus", str(tmp_path / "src"), "--out", str(tmp_path / "out")]) == 2
+    assert "z-bad.md" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_default_corpus_extracts_to_the_stated_size():
+    text, stats = extract_corpus(DEFAULT_POSTS)
+    assert stats["posts"] == 66 and stats["skipped"] == {}
+    assert 110_000 <= stats["characters"] <= 125_000
+    assert text.startswith("## 关雎\n\n关关雎鸠")
+    assert "\r" not in text and "title:" not in text and "\n---" not in text
+
+
+def test_default_posts_are_blog_posts_with_front_matter():
+    posts = sorted(DEFAULT_POSTS.glob("*.md"))
+    orders = []
+    for path in posts:
+        _, front, body = path.read_text(encoding="utf-8").split("---\n", 2)
+        meta = yaml.safe_load(front)
+        assert set(meta) == {"title", "source", "order", "tags"}, path
+        assert meta["source"].startswith("chinese-poetry 2.0.1, dist/")
+        assert body.lstrip("\n").startswith("## "), path
+        orders.append(meta["order"])
+    assert orders == list(range(1, len(posts) + 1))  # file names sort in reading order
