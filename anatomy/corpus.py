@@ -130,39 +130,52 @@ def find_posts(folder: Path) -> tuple[list[Path], list[dict]]:
                 posts.append(relative)
     # Sorting on path parts gives the same order on every file system and OS.
     posts.sort(key=lambda p: p.parts)
-    skipped.sort(key=lambda s: s["path"])
     return posts, skipped
 
 
+def read_post(path: Path) -> str:
+    """A Markdown post's text without its front matter or surrounding blank lines."""
+    return strip_front_matter(normalise_newlines(read_utf8(path)), path).strip()
+
+
+def extract_folder(folder: Path) -> tuple[list[str], list[dict], list[dict]]:
+    """(post bodies, their lengths, skipped files) for a folder of posts."""
+    paths, skipped = find_posts(folder)
+    bodies, lengths = [], []
+    for relative in paths:
+        body = read_post(folder / relative)
+        if not body:  # e.g. Hugo's _index.md: front matter only
+            skipped.append({"path": relative.as_posix(), "reason": "empty"})
+            continue
+        bodies.append(body)
+        lengths.append({"path": relative.as_posix(), "characters": len(body)})
+    if not bodies:
+        raise AnatomyError(f"{folder}: no Markdown posts with text (.md, .markdown){skip_summary(skipped)}")
+    return bodies, lengths, sorted(skipped, key=lambda s: s["path"])
+
+
+def extract_file(path: Path) -> str:
+    """A single file as the whole corpus: a .txt as it is, a Markdown post without front matter."""
+    suffix = path.suffix.lower()
+    if suffix not in (TEXT_SUFFIX, *MARKDOWN_SUFFIXES):
+        raise AnatomyError(f"{path}: expected a folder of Markdown posts or a .txt file, got a '{path.suffix}' file")
+    text = normalise_newlines(read_utf8(path)) if suffix == TEXT_SUFFIX else read_post(path)
+    if not text.strip():
+        raise AnatomyError(f"{path}: the file is empty")
+    return text
+
+
 def extract_corpus(src: str | os.PathLike) -> tuple[str, dict]:
-    """One text from a folder of posts or a `.txt` file, and its statistics."""
+    """One text from a folder of posts or a single file, and its statistics."""
     src = Path(src)
     if not src.exists():
         raise AnatomyError(f"{src}: no such file or folder (expected a folder of Markdown posts or a .txt file)")
-
-    skipped: list[dict] = []
     if src.is_dir():
-        paths, skipped = find_posts(src)
-        bodies, lengths = [], []
-        for relative in paths:
-            body = strip_front_matter(normalise_newlines(read_utf8(src / relative)), src / relative).strip()
-            if not body:  # e.g. Hugo's _index.md: front matter only
-                skipped.append({"path": relative.as_posix(), "reason": "empty"})
-                continue
-            bodies.append(body)
-            lengths.append({"path": relative.as_posix(), "characters": len(body)})
-        if not bodies:
-            raise AnatomyError(f"{src}: no Markdown posts with text (.md, .markdown){skip_summary(skipped)}")
+        bodies, lengths, skipped = extract_folder(src)
         text = "\n\n".join(bodies)
-    elif src.suffix.lower() in (TEXT_SUFFIX, *MARKDOWN_SUFFIXES):
-        text = normalise_newlines(read_utf8(src))
-        if src.suffix.lower() != TEXT_SUFFIX:
-            text = strip_front_matter(text, src).strip()
-        if not text.strip():
-            raise AnatomyError(f"{src}: the file is empty")
-        lengths = [{"path": src.name, "characters": len(text)}]
     else:
-        raise AnatomyError(f"{src}: expected a folder of Markdown posts or a .txt file, got a '{src.suffix}' file")
+        text = extract_file(src)
+        lengths, skipped = [{"path": src.name, "characters": len(text)}], []
 
     stats = {
         "source": src.as_posix(),
