@@ -1,0 +1,43 @@
+"""Collect every finished run into the database: the only step that writes it.
+
+`collect_results` needs the whole grid. Each named target has its own copy of the rule that
+needs only that target's runs, so `snakemake headline` also leaves a database (holding every
+run finished so far). A plain request for the database means the whole grid (ruleorder).
+"""
+
+
+rule collect_results:
+    input:
+        run_outputs(EXPERIMENTS),
+    output:
+        db="results/anatomy.duckdb",
+        json="results/results.json",
+    log:
+        "results/logs/collect_results.log",
+    shell:
+        "python -m anatomy collect --runs results/runs --db {output.db} --json {output.json}"
+        " --benchmarks results/benchmarks > {log} 2>&1"
+
+
+use rule collect_results as collect_headline with:
+    input:
+        run_outputs(experiments_of_target("headline")),
+    log:
+        "results/logs/collect_headline.log",
+
+
+use rule collect_results as collect_ablations with:
+    input:
+        run_outputs(experiments_of_target("ablations")),
+    log:
+        "results/logs/collect_ablations.log",
+
+
+use rule collect_results as collect_break_tests with:
+    input:
+        run_outputs(experiments_of_target("break_tests")),
+    log:
+        "results/logs/collect_break_tests.log",
+
+
+ruleorder: collect_results > collect_headline > collect_ablations > collect_break_tests

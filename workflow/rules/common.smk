@@ -1,0 +1,129 @@
+"""Shared helpers: config validation, the experiment grid, and the functions rules call.
+
+The rules only name files; everything that needs logic (which corpus files to watch, the
+arguments of one training run, which runs a target needs) is a named function here.
+"""
+
+import json
+import shlex
+from pathlib import Path
+
+from jsonschema.exceptions import ValidationError
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
+
+
+def validate_config():
+    """Check the merged config against the schema, naming the entry and field that is wrong.
+
+    Snakemake's own message prints the whole sub-schema; this one fits on a line, e.g.
+    `experiments.mqa.model: 'norm_typ' is not a known key; known: d_model, n_layer, ...`.
+    """
+    try:
+        validate(config, "../schemas/config.schema.yaml")
+    except WorkflowError as err:
+        problem = err.__context__
+        if not isinstance(problem, ValidationError):
+            raise
+        where = ".".join(str(part) for part in problem.absolute_path) or "the top level"
+        message = problem.message
+        if problem.validator == "additionalProperties":
+            known = ", ".join(problem.schema.get("properties", {}))
+            message += f"; known keys: {known}"
+        raise WorkflowError(
+            f"invalid config at {where}: {message}. (Settings: workflow/config.yaml; "
+            "experiments: workflow/experiments.yaml; or a --configfile / --config you gave.)"
+        ) from None
+
+
+validate_config()
+
+EXPERIMENTS = config["experiments"]
+SEEDS = [int(seed) for seed in config["seeds"]]
+
+# Named target -> the experiment group it runs (group `extra` runs only in `all`).
+TARGET_GROUPS = {"headline": "headline", "ablations": "ablation", "break_tests": "break"}
+
+
+wildcard_constraints:
+    # Only the declared experiments, so a mistyped target is "no rule to make" rather than a run.
+    experiment="|".join(sorted(EXPERIMENTS, key=len, reverse=True)),
+    seed=r"\d+",
+
+
+def experiments_of_target(target):
+    """The experiment names a named target runs, in the order experiments.yaml lists them."""
+    group = TARGET_GROUPS[target]
+    return [name for name, experiment in EXPERIMENTS.items() if experiment["group"] == group]
+
+
+def run_outputs(experiment_names):
+    """Everything a finished run leaves that collecting reads, for every seed."""
+    return expand(
+        "results/runs/{experiment}/seed{seed}/{name}",
+        experiment=experiment_names,
+        seed=SEEDS,
+        name=["summary.json", "samples.json"],
+    )
+
+
+def corpus_files(wildcards):
+    """Every file of the corpus, so that editing, adding or removing a post reruns extraction.
+
+    Hidden files and folders (.git, .DS_Store) are left out: they are not posts.
+    """
+    source = Path(config["corpus"])
+    if source.is_file():
+        return [str(source)]
+    if not source.is_dir():
+        raise WorkflowError(
+            f"corpus {str(source)!r} (config key `corpus`) does not exist: expected a folder "
+            "of Markdown posts or one .txt file, relative to the working directory"
+        )
+    files = [
+        path
+        for path in source.rglob("*")
+        if path.is_file() and not any(part.startswith(".") for part in path.relative_to(source).parts)
+    ]
+    if not files:
+        raise WorkflowError(f"corpus folder {str(source)!r} (config key `corpus`) has no files")
+    return sorted(str(path) for path in files)
+
+
+def run_folder(wildcards, output):
+    """The run folder a job works in: the folder of its first output."""
+    return str(Path(output[0]).parent)
+
+
+def command_value(value):
+    """A config value as `anatomy train` reads it on the command line (true, 0.0003, rmsnorm)."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def train_arguments(wildcards):
+    """The `anatomy train` arguments that define one experiment: preset, tags, overrides.
+
+    Order matters: config-wide overrides first, then the experiment's own, so an experiment's
+    defining change (n_layer 12, warmup 0) survives the quick configuration's shrinking.
+    Seed, threads and device are added by the rule: they are not part of the experiment.
+    """
+    experiment = EXPERIMENTS[wildcards.experiment]
+    arguments = ["--preset", experiment["preset"], "--tag", f"experiment={wildcards.experiment}"]
+    for label in ("group", "part", "direction"):
+        if label in experiment:
+            arguments += ["--tag", f"{label}={experiment[label]}"]
+    for section in ("model", "train"):
+        overrides = {**config[f"{section}_overrides"], **experiment.get(section, {})}
+        arguments += [f"{section}.{key}={command_value(value)}" for key, value in overrides.items()]
+    return " ".join(shlex.quote(argument) for argument in arguments)
+
+
+# Seconds of work each: run them where Snakemake runs, not as cluster jobs.
+localrules:
+    extract_corpus,
+    tokenize_corpus,
+    generate_samples,
+    collect_results,
+    collect_headline,
+    collect_ablations,
+    collect_break_tests,

@@ -1,0 +1,30 @@
+"""The text: extract the corpus into one file, then tokenize it into train/val arrays."""
+
+
+rule extract_corpus:
+    input:
+        corpus_files,
+    output:
+        text="results/corpus/corpus.txt",
+        stats="results/corpus/stats.json",
+    params:
+        # The source itself, so pointing `corpus` elsewhere reruns even if file names match.
+        source=config["corpus"],
+    log:
+        "results/logs/extract_corpus.log",
+    shell:
+        "python -m anatomy corpus {params.source:q} --out results/corpus > {log} 2>&1"
+
+
+rule tokenize_corpus:
+    input:
+        rules.extract_corpus.output.text,
+    output:
+        vocab="results/corpus/vocab.json",
+        train="results/corpus/train.npy",
+        val="results/corpus/val.npy",
+        split="results/corpus/split.json",
+    log:
+        "results/logs/tokenize_corpus.log",
+    shell:
+        "python -m anatomy tokenize {input:q} --out results/corpus > {log} 2>&1"

@@ -1,0 +1,48 @@
+"""One run per experiment and seed: train it, then sample text from its final weights."""
+
+
+rule train_model:
+    input:
+        rules.tokenize_corpus.output,
+    output:
+        # summary.json is written last, so its presence means the run finished. Declaring the
+        # other files too makes Snakemake delete them when a job fails, and before it reruns one,
+        # so a rerun always starts from scratch with the current settings.
+        summary="results/runs/{experiment}/seed{seed}/summary.json",
+        metrics="results/runs/{experiment}/seed{seed}/metrics.jsonl",
+        checkpoint="results/runs/{experiment}/seed{seed}/last.pt",
+    params:
+        run_dir=run_folder,
+        # Params are tracked: changing an experiment's settings reruns exactly its runs.
+        arguments=train_arguments,
+        device=config["device"],
+    threads: config["train_threads"]
+    resources:
+        gpu=config["gpus_per_run"],
+    log:
+        "results/logs/train_model/{experiment}/seed{seed}.log",
+    benchmark:
+        "results/benchmarks/train_model/{experiment}/seed{seed}.tsv"
+    shell:
+        "python -m anatomy train --data results/corpus --out {params.run_dir} {params.arguments}"
+        " train.seed={wildcards.seed} train.threads={threads} train.device={params.device}"
+        " > {log} 2>&1"
+
+
+rule generate_samples:
+    input:
+        rules.train_model.output.summary,
+    output:
+        "results/runs/{experiment}/seed{seed}/samples.json",
+    params:
+        run_dir=run_folder,
+        checkpoint=config["samples"]["checkpoint"],
+        temperature=config["samples"]["temperature"],
+        prefix=config["samples"]["prefix"],
+        chars=config["samples"]["chars"],
+    log:
+        "results/logs/generate_samples/{experiment}/seed{seed}.log",
+    shell:
+        "python -m anatomy generate {params.run_dir} --checkpoint {params.checkpoint}"
+        " --temperature {params.temperature} --prefix {params.prefix:q} --chars {params.chars}"
+        " --out {output:q} > {log} 2>&1"
