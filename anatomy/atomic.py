@@ -22,6 +22,7 @@ def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(fd)
     tmp_path = Path(tmp)
+    os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp makes 0600; give the file normal permissions
     try:
         yield tmp_path
         os.replace(tmp_path, target)
@@ -42,3 +43,9 @@ def write_bytes(target: str | os.PathLike, data: bytes) -> None:
 
 def write_json(target: str | os.PathLike, obj: Any) -> None:
     write_text(target, json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

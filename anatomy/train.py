@@ -1,0 +1,472 @@
+"""Train one model (one config, one seed, one corpus) into a run folder.
+
+`python -m anatomy train --data results/corpus --out results/runs/llama/seed42 --preset llama`
+
+What makes runs comparable: the batches depend only on (seed, step), never on the model, so
+two runs that differ only in their parts see byte-identical batches in the same order. The
+evaluation is deterministic: fixed windows over the whole validation split.
+
+What makes a run safe: every eval writes `last.pt` atomically with model, optimizer, RNG and
+the metrics so far; a run started again resumes from there and ends with the same numbers.
+A loss that turns NaN/inf ends the run as a result (`diverged: true`), not as a crash.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import math
+import platform
+import re
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from anatomy.atomic import atomic_path, write_json
+from anatomy.config import (
+    ModelConfig,
+    check_field_types,
+    config_from_dict,
+    parse_value,
+    preset,
+    require_positive,
+)
+from anatomy.errors import AnatomyError
+from anatomy.model import MiniLM
+from anatomy.tokenizer import check_windows, load_tokenized
+
+Schedule = Literal["constant", "cosine"]
+DEVICE_PATTERN = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    steps: int = 2000
+    batch_size: int = 32
+    lr: float = 3e-4
+    warmup_steps: int = 100  # linear warmup; 0 means full lr from the first step
+    schedule: Schedule = "constant"  # after warmup: constant, or cosine down to min_lr
+    min_lr: float = 0.0
+    weight_decay: float = 0.01  # torch's AdamW default
+    grad_clip: float = 0.0  # 0: off, so that instability shows (the deep post-norm test)
+    seed: int = 42
+    eval_every: int = 50
+    eval_batch_size: int = 64  # windows per forward pass during evaluation
+    max_train_eval_windows: int = 128  # train loss: this many fixed windows spread over the split
+    device: str = "auto"  # auto = cuda > mps > cpu
+    threads: int = 0  # 0: torch's default
+
+    def __post_init__(self) -> None:
+        check_field_types(self)
+        require_positive(self, "steps", "batch_size", "lr", "eval_every", "eval_batch_size",
+                         "max_train_eval_windows")
+        for name in ("warmup_steps", "min_lr", "weight_decay", "grad_clip", "threads"):
+            if getattr(self, name) < 0:
+                raise AnatomyError(f"TrainConfig.{name} = {getattr(self, name)!r} is not valid: expected >= 0")
+        if not DEVICE_PATTERN.match(self.device):
+            raise AnatomyError(
+                f"TrainConfig.device = {self.device!r} is not valid: expected auto, cpu, mps, cuda or cuda:N"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "train config") -> "TrainConfig":
+        return config_from_dict(cls, data, source)
+
+
+# ---------------------------------------------------------------------------------------------
+# Resolving a run's settings from a preset and `key=value` overrides
+# ---------------------------------------------------------------------------------------------
+
+MODEL_FIELDS = {f.name for f in dataclasses.fields(ModelConfig)}
+TRAIN_FIELDS = {f.name for f in dataclasses.fields(TrainConfig)}
+
+
+def split_overrides(pairs: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`key=value` texts into (model overrides, train overrides); `model.`/`train.` prefixes allowed."""
+    model, train = {}, {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise AnatomyError(f"override {pair!r} is not of the form key=value")
+        section, _, name = key.rpartition(".")
+        if section not in ("", "model", "train"):
+            raise AnatomyError(f"override {pair!r}: prefix must be 'model.' or 'train.', not {section + '.'!r}")
+        if name in MODEL_FIELDS and section != "train":
+            model[name] = parse_value(ModelConfig, name, raw)
+        elif name in TRAIN_FIELDS and section != "model":
+            train[name] = parse_value(TrainConfig, name, raw)
+        else:
+            raise AnatomyError(
+                f"override {pair!r}: unknown key {name!r}; model keys: {', '.join(sorted(MODEL_FIELDS))}; "
+                f"train keys: {', '.join(sorted(TRAIN_FIELDS))}"
+            )
+    return model, train
+
+
+def resolve_model_config(preset_name: str, overrides: dict[str, Any], vocab_size: int) -> ModelConfig:
+    """The preset, with the fused kernels unless asked otherwise, the data's vocabulary, and overrides."""
+    if "vocab_size" in overrides and overrides["vocab_size"] != vocab_size:
+        raise AnatomyError(
+            f"vocab_size={overrides['vocab_size']} does not match the data's vocabulary of {vocab_size}"
+        )
+    return preset(preset_name, **{"impl": "fused", **overrides, "vocab_size": vocab_size})
+
+
+def pick_device(requested: str) -> torch.device:
+    if requested == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    if requested.startswith("cuda") and not torch.cuda.is_available():
+        raise AnatomyError(f"device {requested!r} was asked for, but CUDA is not available here; use device=auto")
+    if requested == "mps" and not torch.backends.mps.is_available():
+        raise AnatomyError("device 'mps' was asked for, but MPS is not available here; use device=auto")
+    return torch.device(requested)
+
+
+# ---------------------------------------------------------------------------------------------
+# Data: batches that depend only on (seed, step); fixed evaluation windows
+# ---------------------------------------------------------------------------------------------
+
+
+def batch_starts(seed: int, step: int, n_tokens: int, ctx_len: int, batch_size: int) -> np.ndarray:
+    """Window starts of the batch for `step`: a pure function of (seed, step), independent of the
+    model and of torch's RNG, so every model sees the same batches and a resumed run continues
+    exactly where it stopped."""
+    rng = np.random.default_rng([seed, step])
+    return rng.integers(0, n_tokens - ctx_len, size=batch_size)
+
+
+def windows_at(data: torch.Tensor, starts: np.ndarray, ctx_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inputs (B, ctx_len) and next-character targets (B, ctx_len) for the given window starts."""
+    offsets = torch.as_tensor(starts, dtype=torch.long)[:, None] + torch.arange(ctx_len + 1)
+    chunk = data[offsets]
+    return chunk[:, :-1], chunk[:, 1:]
+
+
+def eval_starts(n_tokens: int, ctx_len: int, max_windows: int | None = None) -> np.ndarray:
+    """Fixed, non-overlapping windows covering the split (or `max_windows` of them, evenly spread)."""
+    starts = np.arange(0, n_tokens - ctx_len, ctx_len)
+    if max_windows is not None and len(starts) > max_windows:
+        starts = starts[np.linspace(0, len(starts) - 1, max_windows).round().astype(int)]
+    return starts
+
+
+@torch.no_grad()
+def evaluate(model: MiniLM, data: torch.Tensor, starts: np.ndarray, batch_size: int) -> float:
+    """Mean next-character loss over the given windows (every target counted once)."""
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0
+    for i in range(0, len(starts), batch_size):
+        x, y = windows_at(data, starts[i : i + batch_size], model.cfg.ctx_len)
+        _, loss = model(x, y)
+        total += loss.item() * y.numel()
+        count += y.numel()
+    model.train(was_training)
+    return total / count
+
+
+def learning_rate(cfg: TrainConfig, step: int) -> float:
+    """Linear warmup over warmup_steps, then constant (or cosine down to min_lr)."""
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    if cfg.schedule == "constant":
+        return cfg.lr
+    progress = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
+    return cfg.min_lr + 0.5 * (cfg.lr - cfg.min_lr) * (1 + math.cos(math.pi * progress))
+
+
+# ---------------------------------------------------------------------------------------------
+# The run folder
+# ---------------------------------------------------------------------------------------------
+
+
+class RunFolder:
+    """Paths of one run, and the few rules about them (summary.json last = finished)."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        self.config = self.root / "config.json"
+        self.metrics = self.root / "metrics.jsonl"
+        self.summary = self.root / "summary.json"
+        self.last = self.root / "last.pt"
+        self.best = self.root / "best.pt"
+
+    def checkpoint(self, which: str) -> Path:
+        if which not in ("last", "best"):
+            raise AnatomyError(f"checkpoint {which!r} is not valid: expected 'last' or 'best'")
+        path = self.last if which == "last" else self.best
+        if not path.is_file():
+            raise AnatomyError(f"{path}: no such checkpoint (has this run trained yet?)")
+        return path
+
+    def write_metrics(self, rows: list[dict]) -> None:
+        with atomic_path(self.metrics) as tmp:
+            tmp.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+
+    def append_metric(self, row: dict) -> None:
+        # Appending is not atomic, but last.pt holds every row: a resume rewrites this file whole.
+        with open(self.metrics, "a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
+
+
+def save_checkpoint(path: Path, state: dict) -> None:
+    with atomic_path(path) as tmp:
+        torch.save(state, tmp)
+
+
+def load_checkpoint(path: Path) -> dict:
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # a truncated or foreign file: say which and why
+        raise AnatomyError(f"{path}: cannot read this checkpoint ({type(err).__name__}: {err})") from None
+
+
+def finite_or_none(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+# ---------------------------------------------------------------------------------------------
+# The training loop
+# ---------------------------------------------------------------------------------------------
+
+
+class Progress:
+    """A tqdm bar with loss and ETA on a terminal; plain lines at every eval in a log file."""
+
+    def __init__(self, total: int, initial: int, label: str):
+        self.interactive = sys.stderr.isatty()
+        self.total, self.label, self.start, self.first = total, label, time.perf_counter(), initial
+        self.bar = None
+        if self.interactive:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, initial=initial, desc=label, unit="step", dynamic_ncols=True)
+
+    def step(self, loss: float) -> None:
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix(loss=f"{loss:.3f}", refresh=False)
+
+    def eval(self, row: dict) -> None:
+        text = f"val {row['val_loss']:.4f}" if row["val_loss"] is not None else "val -"
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"train {row['train_loss']:.3f} {text}")
+            return
+        done = row["step"] - self.first
+        elapsed = time.perf_counter() - self.start
+        eta = elapsed / done * (self.total - row["step"]) if done > 0 else float("nan")
+        print(f"{self.label} step {row['step']}/{self.total} train {row['train_loss']:.4f} {text} "
+              f"lr {row['lr']:.2e} | {elapsed:.0f}s elapsed, ETA {eta:.0f}s", flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def train(
+    data_dir: str | Path,
+    out_dir: str | Path,
+    preset_name: str = "vanilla",
+    model_overrides: dict[str, Any] | None = None,
+    train_overrides: dict[str, Any] | None = None,
+    tags: dict[str, str] | None = None,
+) -> dict:
+    """Train (or resume, or skip a finished) run; returns its summary."""
+    tokenizer, train_ids, val_ids = load_tokenized(data_dir)
+    model_cfg = resolve_model_config(preset_name, model_overrides or {}, tokenizer.vocab_size)
+    train_cfg = TrainConfig.from_dict(train_overrides or {}, source="train overrides")
+    check_windows(len(train_ids), len(val_ids), model_cfg.ctx_len, Path(data_dir))
+
+    run = RunFolder(out_dir)
+    resolved = {
+        "preset": preset_name,
+        "model": model_cfg.to_dict(),
+        "train": train_cfg.to_dict(),
+        "tags": dict(tags or {}),
+        "data": {"dir": Path(data_dir).as_posix(), "vocab_size": tokenizer.vocab_size,
+                 "train_tokens": len(train_ids), "val_tokens": len(val_ids)},
+    }
+    if run.config.is_file():
+        previous = json.loads(run.config.read_text(encoding="utf-8"))
+        if _comparable(previous) != _comparable(resolved):
+            raise AnatomyError(
+                f"{run.config}: this folder holds a run with different settings; "
+                f"use another --out, or delete the folder to start over"
+            )
+        if run.summary.is_file():
+            print(f"{run.root}: already finished, nothing to do")
+            return json.loads(run.summary.read_text(encoding="utf-8"))
+    write_json(run.config, resolved)
+
+    if train_cfg.threads:
+        torch.set_num_threads(train_cfg.threads)
+    device = pick_device(train_cfg.device)
+    torch.manual_seed(train_cfg.seed)  # model initialisation only; batches have their own RNG
+    model = MiniLM(model_cfg).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=train_cfg.lr, weight_decay=train_cfg.weight_decay)
+    train_data = torch.as_tensor(train_ids.astype(np.int64)).to(device)
+    val_data = torch.as_tensor(val_ids.astype(np.int64)).to(device)
+    val_windows = eval_starts(len(val_ids), model_cfg.ctx_len)
+    train_windows = eval_starts(len(train_ids), model_cfg.ctx_len, train_cfg.max_train_eval_windows)
+
+    # Everything besides weights and optimizer that a resumed run needs to continue exactly.
+    state = {"step": 0, "metrics": [], "best_val_loss": None, "best_step": None, "elapsed_s": 0.0,
+             "step_times": [], "batch_digest": ""}
+    if run.last.is_file():  # resume: model, optimizer, RNG, metrics and data position (= step)
+        saved = load_checkpoint(run.last)
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        torch.set_rng_state(saved["rng"])
+        state = saved["state"]
+        print(f"{run.root}: resuming at step {state['step']}", flush=True)
+    run.write_metrics(state["metrics"])  # drops rows written after the checkpoint
+
+    def checkpoint_state() -> dict:
+        return {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "rng": torch.get_rng_state(), "state": state,
+                "config": {"model": model_cfg.to_dict(), "train": train_cfg.to_dict()},
+                "vocab": tokenizer.chars}
+
+    progress = Progress(train_cfg.steps, state["step"], run.root.name if run.root.name else "run")
+    diverged_step = None
+    clock = time.perf_counter()
+    model.train()
+    step = state["step"]
+    while step < train_cfg.steps:
+        lr = learning_rate(train_cfg, step)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        starts = batch_starts(train_cfg.seed, step, len(train_ids), model_cfg.ctx_len, train_cfg.batch_size)
+        # A running fingerprint of every batch seen: equal digests = identical batch sequences.
+        state["batch_digest"] = hashlib.sha256(state["batch_digest"].encode() + starts.tobytes()).hexdigest()
+        x, y = windows_at(train_data, starts, model_cfg.ctx_len)
+        tick = time.perf_counter()
+        _, loss = model(x, y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if train_cfg.grad_clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg.grad_clip)
+        optimizer.step()
+        loss_value = loss.item()  # also waits for the device, so the step time is real
+        state["step_times"].append(time.perf_counter() - tick)
+        step += 1
+        progress.step(loss_value)
+
+        if not math.isfinite(loss_value):
+            diverged_step = step
+            row = {"step": step, "train_loss": None, "val_loss": None, "lr": lr,
+                   "tokens_seen": step * train_cfg.batch_size * model_cfg.ctx_len,
+                   "elapsed_s": state["elapsed_s"] + time.perf_counter() - clock, "diverged": True}
+            state["metrics"].append(row)
+            run.append_metric(row)
+            break
+
+        if step % train_cfg.eval_every == 0 or step == train_cfg.steps:
+            row = {
+                "step": step,
+                "train_loss": evaluate(model, train_data, train_windows, train_cfg.eval_batch_size),
+                "val_loss": finite_or_none(evaluate(model, val_data, val_windows, train_cfg.eval_batch_size)),
+                "lr": lr,
+                "tokens_seen": step * train_cfg.batch_size * model_cfg.ctx_len,
+                "elapsed_s": round(state["elapsed_s"] + time.perf_counter() - clock, 3),
+            }
+            state["metrics"].append(row)
+            run.append_metric(row)
+            progress.eval(row)
+            best = state["best_val_loss"]
+            if row["val_loss"] is not None and (best is None or row["val_loss"] < best):
+                state["best_val_loss"], state["best_step"] = row["val_loss"], step
+                save_checkpoint(run.best, checkpoint_state())
+            state["step"] = step
+            state["elapsed_s"] = row["elapsed_s"]
+            clock = time.perf_counter()
+            save_checkpoint(run.last, checkpoint_state())
+    progress.close()
+
+    state["step"] = step
+    if diverged_step is not None:
+        save_checkpoint(run.last, checkpoint_state())
+    summary = _summary(model, state, diverged_step, device, train_cfg, model_cfg)
+    write_json(run.summary, summary)  # last: its presence means the run is finished
+    return summary
+
+
+def _comparable(resolved: dict) -> dict:
+    """The settings that define a run; the device and threads may change between a kill and a resume."""
+    train = {k: v for k, v in resolved["train"].items() if k not in ("device", "threads")}
+    return {**resolved, "train": train}
+
+
+def _summary(model, state, diverged_step, device, train_cfg, model_cfg) -> dict:
+    metrics = state["metrics"]
+    evaluated = [m for m in metrics if m.get("val_loss") is not None]
+    step_time = statistics.median(state["step_times"]) if state["step_times"] else None
+    return {
+        "params": model.num_params(),
+        "best_val_loss": state["best_val_loss"],
+        "best_step": state["best_step"],
+        "final_train_loss": evaluated[-1]["train_loss"] if evaluated else None,
+        "final_val_loss": evaluated[-1]["val_loss"] if evaluated else None,
+        "step_time_s": step_time,
+        "tokens_per_s": train_cfg.batch_size * model_cfg.ctx_len / step_time if step_time else None,
+        "steps_done": state["step"],
+        "device": str(device),
+        "torch_version": torch.__version__,
+        "python_version": platform.python_version(),
+        "diverged": diverged_step is not None,
+        "diverged_step": diverged_step,
+        "status": "diverged" if diverged_step is not None else "done",
+        "batch_digest": state["batch_digest"],
+        "elapsed_s": metrics[-1]["elapsed_s"] if metrics else 0.0,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line
+# ---------------------------------------------------------------------------------------------
+
+
+def parse_tags(pairs: list[str]) -> dict[str, str]:
+    tags = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise AnatomyError(f"--tag {pair!r} is not of the form key=value")
+        tags[key] = value
+    return tags
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", required=True, help="folder written by `anatomy tokenize`")
+    parser.add_argument("--out", required=True, help="the run folder (created; resumed if it holds a run)")
+    parser.add_argument("--preset", default="vanilla", help="vanilla, llama or debug (default vanilla)")
+    parser.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE",
+                        help="metadata stored with the run (experiment, group, part, direction, ...)")
+    parser.add_argument("overrides", nargs="*", metavar="key=value",
+                        help="any ModelConfig or TrainConfig field, e.g. n_layer=12 warmup_steps=0 seed=7")
+
+
+def run(args: argparse.Namespace) -> int:
+    model_overrides, train_overrides = split_overrides(args.overrides)
+    summary = train(args.data, args.out, args.preset, model_overrides, train_overrides, parse_tags(args.tag))
+    if summary["diverged"]:
+        print(f"{args.out}: diverged at step {summary['diverged_step']} (recorded; not an error)")
+    else:
+        print(f"{args.out}: best val {summary['best_val_loss']:.4f} at step {summary['best_step']}, "
+              f"final val {summary['final_val_loss']:.4f}, {summary['step_time_s'] * 1000:.1f} ms/step")
+    return 0

@@ -1,0 +1,253 @@
+"""Training: identical batches across models, deterministic evaluation, divergence as a result,
+resume after a real SIGKILL, and the command line's overrides."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from anatomy import train as train_module
+from anatomy.cli import main
+from anatomy.config import preset
+from anatomy.errors import AnatomyError
+from anatomy.model import MiniLM
+from anatomy.tokenizer import tokenize_corpus
+from anatomy.train import (
+    TrainConfig,
+    batch_starts,
+    eval_starts,
+    evaluate,
+    learning_rate,
+    split_overrides,
+    train,
+)
+
+TINY_TEXT = (
+    "## 学而\n\n子曰：学而时习之，不亦说乎？有朋自远方来，不亦乐乎？人不知而不愠，不亦君子乎？\n\n"
+    "## 为政\n\n子曰：为政以德，譬如北辰，居其所而众星共之。子曰：诗三百，一言以蔽之，曰思无邪。\n\n"
+) * 12
+FAST = {"steps": 30, "eval_every": 10, "batch_size": 4, "threads": 1}
+
+
+@pytest.fixture(scope="module")
+def tiny_data(tmp_path_factory):
+    """A tokenized folder of a short repeated text, for runs of a few seconds."""
+    folder = tmp_path_factory.mktemp("tiny_corpus")
+    (folder / "corpus.txt").write_text(TINY_TEXT, encoding="utf-8")
+    tokenize_corpus(folder / "corpus.txt", folder, ctx_len=16)
+    return folder
+
+
+def read_metrics(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def losses(rows: list[dict]) -> list[tuple]:
+    return [(r["step"], r["train_loss"], r["val_loss"]) for r in rows]
+
+
+# --- batches -----------------------------------------------------------------------------------
+
+
+def test_batches_depend_only_on_seed_and_step():
+    a = batch_starts(42, 7, 1000, 16, 8)
+    torch.manual_seed(123)  # the model's RNG must not matter
+    b = batch_starts(42, 7, 1000, 16, 8)
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, batch_starts(42, 8, 1000, 16, 8))
+    assert not np.array_equal(a, batch_starts(7, 7, 1000, 16, 8))
+    assert a.min() >= 0 and a.max() < 1000 - 16
+
+
+def test_runs_with_different_parts_see_identical_batches(tiny_data, tmp_path):
+    vanilla = train(tiny_data, tmp_path / "vanilla", "debug", {}, FAST)
+    llama = train(tiny_data, tmp_path / "llama", "debug",
+                  {"norm_type": "rmsnorm", "norm_pos": "pre", "pos_type": "rope", "ffn_type": "swiglu",
+                   "n_kv_head": 2}, FAST)
+    other_seed = train(tiny_data, tmp_path / "seed7", "debug", {}, {**FAST, "seed": 7})
+    assert vanilla["batch_digest"] == llama["batch_digest"]
+    assert vanilla["batch_digest"] != other_seed["batch_digest"]
+    assert vanilla["final_val_loss"] != llama["final_val_loss"]  # the parts did differ
+
+
+# --- evaluation --------------------------------------------------------------------------------
+
+
+def test_eval_windows_cover_the_split_and_evaluation_is_deterministic():
+    starts = eval_starts(n_tokens=100, ctx_len=16)
+    np.testing.assert_array_equal(starts, [0, 16, 32, 48, 64, 80])  # every window + its target fits
+    assert len(eval_starts(10_000, 16, max_windows=10)) == 10
+    torch.manual_seed(0)
+    model = MiniLM(preset("debug", vocab_size=20))
+    data = torch.randint(0, 20, (100,))
+    first = evaluate(model, data, starts, batch_size=4)
+    second = evaluate(model, data, starts, batch_size=3)  # batching does not change the number
+    assert math.isclose(first, second, rel_tol=1e-6)
+    assert model.training  # evaluation restores the training mode
+
+
+def test_run_folder_contents(tiny_data, tmp_path):
+    run_dir = tmp_path / "run"
+    summary = train(tiny_data, run_dir, "debug", {}, FAST, tags={"experiment": "demo"})
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["model"]["impl"] == "fused"  # runs use the fused kernels unless asked otherwise
+    assert config["train"]["steps"] == 30 and config["tags"] == {"experiment": "demo"}
+    rows = read_metrics(run_dir)
+    assert [r["step"] for r in rows] == [10, 20, 30]
+    assert set(rows[0]) >= {"step", "train_loss", "val_loss", "lr", "tokens_seen", "elapsed_s"}
+    assert rows[-1]["tokens_seen"] == 30 * 4 * 16
+    assert summary["best_val_loss"] == min(r["val_loss"] for r in rows)
+    assert summary["final_val_loss"] == rows[-1]["val_loss"] and not summary["diverged"]
+    assert summary["steps_done"] == 30 and summary["status"] == "done"
+    for name in ("best.pt", "last.pt"):
+        ckpt = torch.load(run_dir / name, weights_only=True)
+        assert set(ckpt["config"]) == {"model", "train"} and len(ckpt["vocab"]) == config["data"]["vocab_size"]
+
+
+def test_learning_rate_warmup_then_constant_or_cosine():
+    cfg = TrainConfig(lr=1e-3, warmup_steps=10, steps=100)
+    assert learning_rate(cfg, 0) == pytest.approx(1e-4)
+    assert learning_rate(cfg, 9) == pytest.approx(1e-3)
+    assert learning_rate(cfg, 50) == pytest.approx(1e-3)
+    assert learning_rate(TrainConfig(lr=1e-3, warmup_steps=0), 0) == pytest.approx(1e-3)
+    cosine = TrainConfig(lr=1e-3, warmup_steps=0, steps=100, schedule="cosine", min_lr=1e-4)
+    assert learning_rate(cosine, 100) == pytest.approx(1e-4)
+
+
+# --- divergence --------------------------------------------------------------------------------
+
+
+def test_divergence_is_recorded_not_raised(tiny_data, tmp_path, monkeypatch):
+    """A loss that turns NaN at step 13 ends the run with diverged: true and exit status 0."""
+
+    class BlowsUpAtStep13(MiniLM):
+        calls = 0
+
+        def forward(self, idx, targets=None):
+            logits, loss = super().forward(idx, targets)
+            if self.training:
+                BlowsUpAtStep13.calls += 1
+                if BlowsUpAtStep13.calls >= 13:
+                    loss = loss * float("nan")
+            return logits, loss
+
+    monkeypatch.setattr(train_module, "MiniLM", BlowsUpAtStep13)
+    run_dir = tmp_path / "blowup"
+    args = ["train", "--data", str(tiny_data), "--out", str(run_dir), "--preset", "debug",
+            *[f"{k}={v}" for k, v in FAST.items()]]
+    assert main(args) == 0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["diverged"] is True and summary["diverged_step"] == 13 and summary["status"] == "diverged"
+    assert summary["steps_done"] == 13
+    assert summary["best_step"] == 10  # the last good evaluation is kept
+    rows = read_metrics(run_dir)
+    assert rows[-1]["step"] == 13 and rows[-1]["diverged"] is True and rows[-1]["val_loss"] is None
+
+
+# --- resume ------------------------------------------------------------------------------------
+
+
+def test_finished_run_started_again_does_nothing(tiny_data, tmp_path, capsys):
+    run_dir = tmp_path / "done"
+    train(tiny_data, run_dir, "debug", {}, FAST)
+    before = {p.name: p.stat().st_mtime_ns for p in run_dir.iterdir()}
+    train(tiny_data, run_dir, "debug", {}, FAST)
+    assert "already finished" in capsys.readouterr().out
+    assert {p.name: p.stat().st_mtime_ns for p in run_dir.iterdir()} == before
+
+
+def test_folder_with_other_settings_is_refused(tiny_data, tmp_path):
+    run_dir = tmp_path / "mine"
+    train(tiny_data, run_dir, "debug", {}, FAST)
+    with pytest.raises(AnatomyError, match="holds a run with different settings"):
+        train(tiny_data, run_dir, "debug", {"n_layer": 3}, FAST)
+
+
+def test_resume_after_sigkill_matches_an_uninterrupted_run(tiny_data, tmp_path):
+    settings = {"steps": 400, "eval_every": 10, "batch_size": 4, "threads": 1}
+    reference = tmp_path / "reference"
+    train(tiny_data, reference, "debug", {}, settings)
+
+    killed = tmp_path / "killed"
+    command = [sys.executable, "-m", "anatomy", "train", "--data", str(tiny_data), "--out", str(killed),
+               "--preset", "debug", *[f"{k}={v}" for k, v in settings.items()]]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    # Kill it once a few checkpoints exist, mid-way through a stretch of steps.
+    while time.monotonic() < deadline and proc.poll() is None:
+        if (killed / "metrics.jsonl").is_file() and len(read_metrics(killed)) >= 5:
+            break
+        time.sleep(0.02)
+    assert proc.poll() is None, "the run finished before it could be killed; make it longer"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (killed / "summary.json").exists()
+    steps_before_kill = len(read_metrics(killed))
+    with open(killed / "metrics.jsonl", "a") as f:  # as if killed halfway through writing a row
+        f.write('{"step": 999, "train_lo')
+
+    assert subprocess.run(command, capture_output=True).returncode == 0
+    assert 5 <= steps_before_kill < 40
+    resumed, uninterrupted = read_metrics(killed), read_metrics(reference)
+    assert losses(resumed) == losses(uninterrupted)
+    summary = json.loads((killed / "summary.json").read_text())
+    assert summary["batch_digest"] == json.loads((reference / "summary.json").read_text())["batch_digest"]
+
+
+# --- configuration and command line ------------------------------------------------------------
+
+
+def test_overrides_split_between_model_and_train():
+    model, train_overrides = split_overrides(["n_layer=12", "warmup_steps=0", "model.qk_norm=true", "train.lr=1e-3"])
+    assert model == {"n_layer": 12, "qk_norm": True}
+    assert train_overrides == {"warmup_steps": 0, "lr": 1e-3}
+
+
+@pytest.mark.parametrize(
+    "pair, message",
+    [
+        ("n_layers=3", r"unknown key 'n_layers'; model keys: .*n_layer"),
+        ("steps", r"not of the form key=value"),
+        ("model.steps=3", r"unknown key 'steps'"),
+        ("optim.lr=1", r"prefix must be 'model.' or 'train.'"),
+    ],
+)
+def test_bad_overrides_are_named(pair, message):
+    with pytest.raises(AnatomyError, match=message):
+        split_overrides([pair])
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("steps", 0, "steps = 0 is not valid: expected a positive number"),
+        ("warmup_steps", -1, "warmup_steps = -1 is not valid: expected >= 0"),
+        ("device", "tpu", "device = 'tpu' is not valid: expected auto, cpu, mps, cuda or cuda:N"),
+        ("schedule", "linear", "schedule = 'linear' is not valid: expected one of 'constant', 'cosine'"),
+        ("lr", "fast", "lr = 'fast' is not valid: expected float"),
+    ],
+)
+def test_train_config_validation(field, value, message):
+    with pytest.raises(AnatomyError, match=message):
+        TrainConfig(**{field: value})
+
+
+def test_cli_reports_bad_input_without_traceback(tiny_data, tmp_path, capsys):
+    out = str(tmp_path / "x")
+    assert main(["train", "--data", str(tmp_path / "missing"), "--out", out]) == 2
+    assert "split.json: no such file" in capsys.readouterr().err
+    assert main(["train", "--data", str(tiny_data), "--out", out, "--preset", "debug", "n_layer=two"]) == 2
+    assert "n_layer = 'two' is not valid" in capsys.readouterr().err
+    assert main(["train", "--data", str(tiny_data), "--out", out, "ctx_len=4096"]) == 2
+    assert "corpus too short for ctx_len 4096" in capsys.readouterr().err
+    assert not Path(out).exists()  # nothing half-written
