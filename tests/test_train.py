@@ -21,7 +21,6 @@ from anatomy.cli import main
 from anatomy.config import preset
 from anatomy.errors import AnatomyError
 from anatomy.model import MiniLM
-from anatomy.tokenizer import tokenize_corpus
 from anatomy.train import (
     TrainConfig,
     batch_starts,
@@ -31,21 +30,7 @@ from anatomy.train import (
     split_overrides,
     train,
 )
-
-TINY_TEXT = (
-    "## 学而\n\n子曰：学而时习之，不亦说乎？有朋自远方来，不亦乐乎？人不知而不愠，不亦君子乎？\n\n"
-    "## 为政\n\n子曰：为政以德，譬如北辰，居其所而众星共之。子曰：诗三百，一言以蔽之，曰思无邪。\n\n"
-) * 12
-FAST = {"steps": 30, "eval_every": 10, "batch_size": 4, "threads": 1}
-
-
-@pytest.fixture(scope="module")
-def tiny_data(tmp_path_factory):
-    """A tokenized folder of a short repeated text, for runs of a few seconds."""
-    folder = tmp_path_factory.mktemp("tiny_corpus")
-    (folder / "corpus.txt").write_text(TINY_TEXT, encoding="utf-8")
-    tokenize_corpus(folder / "corpus.txt", folder, ctx_len=16)
-    return folder
+from tiny_runs import FAST, tiny_data  # noqa: F401  (fixture)
 
 
 def read_metrics(run_dir: Path) -> list[dict]:

@@ -1,0 +1,126 @@
+"""Sample text from a trained run: `python -m anatomy generate results/runs/llama/seed42`.
+
+With the KV cache each new character costs one token's worth of work; without it the whole
+context is recomputed every step. Both follow the same context rule, so for the same seed they
+write the same text: the cache changes the speed, never the result.
+
+The context rule: the model was trained on ctx_len characters, so it sees at most that many.
+When the text outgrows the window, the window jumps forward by half its length (the cache is
+rebuilt from the kept half), instead of sliding by one character, which would force a full
+recomputation at every step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+import torch
+
+from anatomy.atomic import write_json
+from anatomy.config import ModelConfig
+from anatomy.errors import AnatomyError
+from anatomy.model import KVCache, MiniLM
+from anatomy.tokenizer import CharTokenizer
+from anatomy.train import RunFolder, load_checkpoint
+
+DEFAULT_PREFIX = "## "
+
+
+def load_model(run_dir: str | Path, checkpoint: str = "last") -> tuple[MiniLM, CharTokenizer]:
+    """The model and vocabulary saved in a run's checkpoint (the checkpoint alone is enough)."""
+    path = RunFolder(run_dir).checkpoint(checkpoint)
+    saved = load_checkpoint(path)
+    model = MiniLM(ModelConfig.from_dict(saved["config"]["model"], source=f"{path} config"))
+    model.load_state_dict(saved["model"])
+    return model.eval(), CharTokenizer(saved["vocab"], source=f"vocabulary of {path}")
+
+
+def window_start(length: int, ctx_len: int) -> int:
+    """First position the model sees when predicting the token after `length` tokens."""
+    if length <= ctx_len:
+        return 0
+    half = max(1, ctx_len // 2)
+    return math.ceil((length - ctx_len) / half) * half
+
+
+@torch.no_grad()
+def sample(
+    model: MiniLM,
+    tokenizer: CharTokenizer,
+    chars: int = 500,
+    temperature: float = 0.8,
+    prefix: str = DEFAULT_PREFIX,
+    seed: int = 0,
+    use_cache: bool = True,
+) -> str:
+    """Prefix plus `chars` sampled characters."""
+    if temperature <= 0:
+        raise AnatomyError(f"temperature = {temperature} is not valid: expected a positive number")
+    if not prefix:
+        raise AnatomyError("the prefix is empty: give at least one character to start from")
+    ids = tokenizer.encode(prefix)  # names any character outside the vocabulary
+    ctx_len = model.cfg.ctx_len
+    device = next(model.parameters()).device
+    generator = torch.Generator(device=device).manual_seed(seed)
+    cache, cache_start = None, None
+    for _ in range(chars):
+        start = window_start(len(ids), ctx_len)
+        if not use_cache:
+            logits, _ = model(torch.tensor([ids[start:]], device=device))
+        elif cache is None or start != cache_start:  # (re)fill the cache from the window
+            logits, cache = model.forward_cached(torch.tensor([ids[start:]], device=device))
+            cache_start = start
+        else:  # only the newest character goes through the model
+            logits, cache = model.forward_cached(torch.tensor([ids[-1:]], device=device), cache)
+        probs = torch.softmax(logits[0, -1] / temperature, dim=-1)
+        ids.append(int(torch.multinomial(probs, 1, generator=generator)))
+    return tokenizer.decode(ids)
+
+
+def generate_samples(
+    run_dir: str | Path,
+    checkpoint: str = "last",
+    chars: int = 500,
+    temperature: float = 0.8,
+    prefix: str = DEFAULT_PREFIX,
+    seed: int = 0,
+) -> dict:
+    """One sample record for a run. A diverged run's last weights are not numbers, so it is
+    sampled from its best checkpoint instead, and the record says so."""
+    run = RunFolder(run_dir)
+    note = None
+    if checkpoint == "last" and run.summary.is_file():
+        summary = json.loads(run.summary.read_text(encoding="utf-8"))
+        if summary.get("diverged"):
+            note = f"run diverged at step {summary.get('diverged_step')}"
+            checkpoint = "best" if run.best.is_file() else None
+            note += "; sampled from the best checkpoint" if checkpoint else "; no checkpoint to sample from"
+    text = None
+    if checkpoint is not None:
+        model, tokenizer = load_model(run_dir, checkpoint)
+        text = sample(model, tokenizer, chars, temperature, prefix, seed)
+    return {"checkpoint": checkpoint, "prefix": prefix, "temperature": temperature, "seed": seed,
+            "chars": chars, "text": text, "note": note}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dir", help="a run folder written by `anatomy train`")
+    parser.add_argument("--checkpoint", default="last", choices=["last", "best"])
+    parser.add_argument("--chars", type=int, default=500, help="characters to generate (default 500)")
+    parser.add_argument("--temperature", type=float, default=0.8)
+    parser.add_argument("--prefix", default=DEFAULT_PREFIX, help="text to start from (default '## ')")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", help="write the sample as JSON here (e.g. RUN_DIR/samples.json)")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.chars < 0:
+        raise AnatomyError(f"--chars {args.chars} is not valid: expected 0 or more")
+    record = generate_samples(args.run_dir, args.checkpoint, args.chars, args.temperature, args.prefix, args.seed)
+    if args.out:
+        write_json(args.out, [record])
+    print(record["text"] if record["text"] is not None else record["note"])
+    return 0

@@ -1,0 +1,78 @@
+"""Generation: the KV cache changes speed, never the text; seeds; prefixes; the command line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from anatomy.cli import main
+from anatomy.errors import AnatomyError
+from anatomy.generate import generate_samples, load_model, sample, window_start
+from tiny_runs import tiny_data, tiny_runs  # noqa: F401  (fixtures)
+
+
+def test_window_start_jumps_by_half_a_window():
+    ctx = 16
+    assert [window_start(n, ctx) for n in (1, 16, 17, 24, 25, 32, 33)] == [0, 0, 8, 8, 16, 16, 24]
+    for n in range(1, 200):  # the model never sees more than ctx_len tokens
+        assert 0 < n - window_start(n, ctx) <= ctx
+
+
+@pytest.mark.parametrize("name", ["vanilla", "llama"])
+def test_cache_gives_the_same_text_as_recomputing(tiny_runs, name):
+    model, tokenizer = load_model(tiny_runs[name])
+    chars = 5 * model.cfg.ctx_len  # several window jumps
+    cached = sample(model, tokenizer, chars=chars, seed=3, use_cache=True)
+    recomputed = sample(model, tokenizer, chars=chars, seed=3, use_cache=False)
+    assert cached == recomputed
+    assert cached.startswith("## ") and len(cached) == 3 + chars
+
+
+def test_seed_decides_the_text(tiny_runs):
+    model, tokenizer = load_model(tiny_runs["llama"])
+    first = sample(model, tokenizer, chars=60, seed=1)
+    assert sample(model, tokenizer, chars=60, seed=1) == first
+    assert sample(model, tokenizer, chars=60, seed=2) != first
+
+
+def test_trained_model_writes_text_from_its_corpus(tiny_runs):
+    model, tokenizer = load_model(tiny_runs["llama"])
+    text = sample(model, tokenizer, chars=200, temperature=0.5, prefix="子曰", seed=0)
+    assert "不亦" in text or "子曰" in text[2:]  # 60 steps on a repeated text is enough to echo it
+
+
+def test_prefix_outside_the_vocabulary_is_named(tiny_runs):
+    model, tokenizer = load_model(tiny_runs["vanilla"])
+    with pytest.raises(AnatomyError, match=r"'Q' \(U\+0051\) at position 1 is not in the vocabulary"):
+        sample(model, tokenizer, prefix="#Q")
+    with pytest.raises(AnatomyError, match="temperature = 0 is not valid"):
+        sample(model, tokenizer, temperature=0)
+
+
+def test_missing_checkpoint_is_a_clear_error(tmp_path):
+    with pytest.raises(AnatomyError, match="best.pt: no such checkpoint"):
+        load_model(tmp_path, "best")
+
+
+def test_command_line_writes_samples_json(tiny_runs, tmp_path, capsys):
+    out = tmp_path / "samples.json"
+    args = ["generate", str(tiny_runs["llama"]), "--chars", "40", "--seed", "5", "--out", str(out)]
+    assert main(args) == 0
+    [record] = json.loads(out.read_text())
+    assert record["checkpoint"] == "last" and record["temperature"] == 0.8 and record["prefix"] == "## "
+    assert record["text"] == capsys.readouterr().out.rstrip("\n") and len(record["text"]) == 43
+    assert main(["generate", str(tiny_runs["llama"]), "--prefix", "☃"]) == 2
+    assert "U+2603" in capsys.readouterr().err
+
+
+def test_diverged_run_is_sampled_from_its_best_checkpoint(tiny_runs, tmp_path):
+    import shutil
+
+    run = tmp_path / "diverged"
+    shutil.copytree(tiny_runs["vanilla"], run)
+    summary = json.loads((run / "summary.json").read_text())
+    (run / "summary.json").write_text(json.dumps({**summary, "diverged": True, "diverged_step": 55}))
+    record = generate_samples(run, chars=10)
+    assert record["checkpoint"] == "best" and "diverged at step 55" in record["note"]
+    assert len(record["text"]) == 13
