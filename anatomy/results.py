@@ -37,7 +37,7 @@ RUN_COLUMNS = [
     "step_time_s", "tokens_per_s",
 ]
 METRIC_COLUMNS = ["run_id", "step", "train_loss", "val_loss", "lr", "tokens_seen", "elapsed_s"]
-SAMPLE_COLUMNS = ["run_id", "sample_idx", "checkpoint", "prefix", "temperature", "seed", "chars", "text"]
+SAMPLE_COLUMNS = ["run_id", "sample_idx", "checkpoint", "prefix", "temperature", "seed", "chars", "text", "note"]
 BENCHMARK_COLUMNS = [
     "rule", "job", "run_id", "repeat", "s", "hms", "max_rss", "max_vms", "max_uss", "max_pss",
     "io_in", "io_out", "mean_load", "cpu_time",
@@ -137,8 +137,11 @@ def read_samples(path: Path, run_id: str) -> list[dict[str, Any]]:
         raise AnatomyError(f"{path}: expected a list of samples, got {type(records).__name__}")
     rows = []
     for idx, record in enumerate(records):
-        if not isinstance(record, dict) or not isinstance(record.get("text"), str):
-            raise AnatomyError(f"{path}: sample {idx} must be an object with a 'text' string")
+        if not isinstance(record, dict) or "text" not in record:
+            raise AnatomyError(f"{path}: sample {idx} must be an object with a 'text' field")
+        # text is null when there was nothing to sample from (a diverged run); `note` says why
+        if not isinstance(record["text"], (str, type(None))):
+            raise AnatomyError(f"{path}: sample {idx}: 'text' must be a string or null, got {record['text']!r}")
         rows.append({
             "run_id": run_id,
             "sample_idx": idx,
@@ -148,6 +151,7 @@ def read_samples(path: Path, run_id: str) -> list[dict[str, Any]]:
             "seed": _number(record.get("seed"), path, f"seed (sample {idx})", int),
             "chars": _number(record.get("chars"), path, f"chars (sample {idx})", int),
             "text": record["text"],
+            "note": None if record.get("note") is None else str(record["note"]),
         })
     return rows
 

@@ -52,7 +52,8 @@ CREATE TABLE samples (
     temperature DOUBLE,
     seed        INTEGER,
     chars       INTEGER,
-    text        VARCHAR,
+    text        VARCHAR,                -- NULL when there was nothing to sample from
+    note        VARCHAR,                -- e.g. "run diverged at step 40; sampled from the best checkpoint"
     PRIMARY KEY (run_id, sample_idx)
 );
 

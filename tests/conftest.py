@@ -31,6 +31,7 @@ def write_run_folder(
     status: str = "done",
     diverged_step: int | None = None,
     samples: bool = True,
+    n_layer: int = 1,
 ) -> Path:
     """Write one run folder whose val curve falls to `floor` at `turn_step`, then rises.
 
@@ -45,7 +46,7 @@ def write_run_folder(
     if direction:
         tags["direction"] = direction
     config = {
-        "model": {"d_model": 16, "n_layer": 1},
+        "model": {"d_model": 16, "n_layer": n_layer},
         "train": {"seed": seed, "max_steps": steps, "batch_size": 2},
         "tags": tags,
         "data": {"dir": "corpus", "vocab_size": 50},
@@ -79,7 +80,12 @@ def write_run_folder(
     if samples and status == "done":
         (folder / "samples.json").write_text(json.dumps([
             {"checkpoint": "last", "prefix": "## ", "temperature": 0.8, "seed": 0, "chars": 40,
-             "text": f"## {experiment} seed {seed} says hello\nsecond line of text"},
+             "text": f"## {experiment} seed {seed} says hello\nsecond line of text", "note": None},
+        ]))
+    elif samples and status == "diverged":  # as `anatomy generate` records a run with nothing to sample
+        (folder / "samples.json").write_text(json.dumps([
+            {"checkpoint": None, "prefix": "## ", "temperature": 0.8, "seed": 0, "chars": 40, "text": None,
+             "note": f"run diverged at step {diverged_step}; no checkpoint to sample from"},
         ]))
     return folder
 
@@ -93,9 +99,10 @@ def write_fixture_grid(runs_root: Path, benchmarks_root: Path | None = None) -> 
                          direction="add", floor=2.2, turn_step=60)
         write_run_folder(runs_root, "llama_minus_swiglu", seed, group="ablation", part="swiglu",
                          direction="remove", floor=2.25, turn_step=50)
-        write_run_folder(runs_root, "deep_pre_nowarmup", seed, group="break", part="norm_pos", floor=2.05)
+        write_run_folder(runs_root, "deep_pre_nowarmup", seed, group="break", part="norm_pos",
+                         n_layer=12, floor=2.05)
         write_run_folder(runs_root, "deep_post_nowarmup", seed, group="break", part="norm_pos",
-                         status="diverged", diverged_step=30)
+                         n_layer=12, status="diverged", diverged_step=30)
         write_run_folder(runs_root, "mqa", seed, group="break", part="gqa", floor=2.15)
     write_run_folder(runs_root, "llama_minus_rope", 42, group="ablation", part="rope", direction="remove",
                      status="running", steps=100)
@@ -114,3 +121,15 @@ def fixture_runs(tmp_path: Path) -> tuple[Path, Path]:
     runs_root, benchmarks_root = tmp_path / "runs", tmp_path / "benchmarks"
     write_fixture_grid(runs_root, benchmarks_root)
     return runs_root, benchmarks_root
+
+
+@pytest.fixture(scope="session")
+def dashboard_db(tmp_path_factory) -> Path:
+    """A results database built by the real collecting code, for the dashboard tests."""
+    from anatomy.results import collect
+
+    root = tmp_path_factory.mktemp("dashboard_db")
+    write_fixture_grid(root / "runs", root / "benchmarks")
+    db = root / "anatomy.duckdb"
+    collect(root / "runs", db, root / "results.json", root / "benchmarks")
+    return db

@@ -63,6 +63,8 @@ def test_running_and_diverged_runs_keep_their_state(collected):
     # the non-finite losses are stored as NaN/inf (what happened), not NULL (not evaluated)
     train, val = query(db, "SELECT train_loss, val_loss FROM metrics WHERE run_id = 'deep_post_nowarmup/seed42' AND step = 30")[0]
     assert math.isnan(train) and val == math.inf
+    assert query(db, "SELECT text, note FROM samples WHERE run_id = 'deep_post_nowarmup/seed42'") == [
+        (None, "run diverged at step 30; no checkpoint to sample from")]
 
 
 def test_run_summary_finds_the_overfitting_turn(collected):
@@ -196,7 +198,8 @@ def test_a_half_written_last_line_is_skipped_only_while_running(tmp_path):
     ("metrics.jsonl", '{"step": 0, "val_loss": "low"}\n', r"metrics\.jsonl: field 'val_loss \(line 1\)' must be a number"),
     ("metrics.jsonl", '{"val_loss": 1.0}\n', r"line 1 must be an object with a 'step' field"),
     ("samples.json", '{"text": "hi"}', r"samples\.json: expected a list of samples"),
-    ("samples.json", '[{"prefix": "## "}]', r"sample 0 must be an object with a 'text' string"),
+    ("samples.json", '[{"prefix": "## "}]', r"sample 0 must be an object with a 'text' field"),
+    ("samples.json", '[{"text": 5}]', r"sample 0: 'text' must be a string or null, got 5"),
 ])
 def test_bad_run_files_name_the_file_and_field(tmp_path, file_name, content, message):
     runs_root = tmp_path / "runs"
