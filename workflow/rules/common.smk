@@ -101,15 +101,17 @@ def command_value(value):
 
 
 def train_arguments(wildcards):
-    """The `anatomy train` arguments that define one experiment: preset, tags, overrides.
+    """The `anatomy train` arguments of one experiment: preset, labels as tags, overrides.
 
-    Order matters: config-wide overrides first, then the experiment's own, so an experiment's
-    defining change (n_layer 12, warmup 0) survives the quick configuration's shrinking.
+    The experiment's own settings win over the config-wide overrides, so its defining change
+    (n_layer 12, warmup 0) survives the quick configuration's shrinking.
     Seed, threads and device are added by the rule: they are not part of the experiment.
     """
     experiment = EXPERIMENTS[wildcards.experiment]
     arguments = ["--preset", experiment["preset"], "--tag", f"experiment={wildcards.experiment}"]
-    for label in ("group", "part", "direction"):
+    # The labels travel with the run (config.json, then the database). Being arguments, they are
+    # tracked too: even a reworded description reruns the experiment, so its record stays true.
+    for label in ("group", "part", "direction", "description"):
         if label in experiment:
             arguments += ["--tag", f"{label}={experiment[label]}"]
     for section in ("model", "train"):

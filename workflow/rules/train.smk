@@ -5,10 +5,12 @@ rule train_model:
     input:
         rules.tokenize_corpus.output,
     output:
-        # summary.json is written last, so its presence means the run finished. Declaring the
-        # other files too makes Snakemake delete them when a job fails, and before it reruns one,
-        # so a rerun always starts from scratch with the current settings.
+        # summary.json is written last, so its presence means the run finished. The other files
+        # a run always writes are declared too: Snakemake deletes them when a job fails and
+        # before it reruns one, so a rerun (say, after an experiment's settings changed) starts
+        # from scratch instead of resuming a run made with other settings.
         summary="results/runs/{experiment}/seed{seed}/summary.json",
+        config="results/runs/{experiment}/seed{seed}/config.json",
         metrics="results/runs/{experiment}/seed{seed}/metrics.jsonl",
         checkpoint="results/runs/{experiment}/seed{seed}/last.pt",
     params:
@@ -24,6 +26,9 @@ rule train_model:
     benchmark:
         "results/benchmarks/train_model/{experiment}/seed{seed}.tsv"
     shell:
+        # best.pt is not always written (a run can diverge before its first evaluation), so it
+        # cannot be an output; remove an old one by hand so it never outlives its run.
+        "rm -f {params.run_dir}/best.pt && "
         "python -m anatomy train --data results/corpus --out {params.run_dir} {params.arguments}"
         " train.seed={wildcards.seed} train.threads={threads} train.device={params.device}"
         " > {log} 2>&1"

@@ -1,0 +1,455 @@
+"""The Snakemake workflow (workflow/): the jobs it plans, how it checks its config, lint, what a
+failed job leaves behind, the SLURM profile, and the quick grid end to end into DuckDB.
+
+Every test runs Snakemake as a user would, in a fresh working directory (`--directory`), so
+nothing here reads or writes the repository's own results/ or .snakemake/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+WORKFLOW = REPO / "workflow"
+
+# The default grid: experiment -> group. The dashboard relies on these names.
+DEFAULT_GRID = {
+    "vanilla": "headline",
+    "llama": "headline",
+    **{f"vanilla_plus_{part}": "ablation" for part in ("rmsnorm", "prenorm", "rope", "gqa", "swiglu")},
+    **{f"llama_minus_{part}": "ablation" for part in ("rmsnorm", "prenorm", "rope", "gqa", "swiglu")},
+    "deep_post_nowarmup": "break",
+    "deep_pre_nowarmup": "break",
+    "rope_k_unrotated": "break",
+    "rope_k_adjacent": "break",
+    "mqa": "break",
+    "llama_qk_norm": "break",
+}
+SEEDS = (42, 7)
+TARGET_GROUPS = {"headline": "headline", "ablations": "ablation", "break_tests": "break"}
+
+# The README's worked example of adding an experiment (keep the two in step).
+NEW_EXPERIMENT = """
+  llama_cosine:
+    preset: llama
+    group: extra
+    description: Mini-LLaMA whose learning rate decays along a cosine after warmup.
+    train: {schedule: cosine, min_lr: 3.0e-5}
+"""
+
+
+def snakemake(workdir: Path, *args: str, snakefile: Path = WORKFLOW / "Snakefile",
+              path_first: Path | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
+    """Run Snakemake on `snakefile` in `workdir`; the rules' `python` is this test's Python."""
+    env = dict(os.environ)
+    path = [str(Path(sys.executable).parent), env.get("PATH", "")]
+    if path_first is not None:
+        path.insert(0, str(path_first))
+    env["PATH"] = os.pathsep.join(path)
+    # `python -m anatomy` must work from the temporary working directory, installed or not.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", "--snakefile", str(snakefile), "--directory", str(workdir),
+         *args],
+        capture_output=True, text=True, env=env, timeout=timeout,
+    )
+
+
+def job_counts(output: str) -> dict[str, int]:
+    """The 'Job stats' table of a Snakemake run or dry-run, without the total."""
+    assert "Job stats:" in output, output[-3000:]
+    counts = {}
+    for line in output.split("Job stats:", 1)[1].splitlines()[3:]:
+        fields = line.split()
+        if len(fields) != 2 or not fields[1].isdigit():
+            break
+        counts[fields[0]] = int(fields[1])
+    assert counts.pop("total") == sum(counts.values())
+    return counts
+
+
+def train_commands(output: str) -> dict[tuple[str, int], str]:
+    """(experiment, seed) -> the `anatomy train` command a `snakemake -n -p` would run."""
+    commands = {}
+    for line in output.splitlines():
+        match = re.search(r"python -m anatomy train .*--out results/runs/(\w+)/seed(\d+) ", line)
+        if match:
+            commands[(match.group(1), int(match.group(2)))] = line
+    return commands
+
+
+def write_posts(folder: Path, count: int = 3) -> Path:
+    """A tiny blog: enough for Snakemake to plan against (the dry-run tests never train)."""
+    folder.mkdir(parents=True)
+    for i in range(count):
+        (folder / f"post{i}.md").write_text(
+            f"---\ntitle: post {i}\n---\n## 第{i}篇\n\n学而时习之，不亦说乎。有朋自远方来，不亦乐乎。\n",
+            encoding="utf-8",
+        )
+    return folder
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    """A working directory whose default corpus (data/posts) is a tiny blog."""
+    write_posts(tmp_path / "data" / "posts")
+    return tmp_path
+
+
+def expected_runs(experiments) -> set[tuple[str, int]]:
+    return {(name, seed) for name in experiments for seed in SEEDS}
+
+
+# ---------------------------------------------------------------------------------------------
+# What the grid plans
+# ---------------------------------------------------------------------------------------------
+
+
+def test_default_grid_plans_every_run_once(workdir):
+    result = snakemake(workdir, "-n", "-p")
+    assert result.returncode == 0, result.stderr + result.stdout
+    output = result.stdout + result.stderr
+    runs = len(DEFAULT_GRID) * len(SEEDS)
+    assert job_counts(output) == {"extract_corpus": 1, "tokenize_corpus": 1, "train_model": runs,
+                                  "generate_samples": runs, "collect_results": 1, "all": 1}
+    assert set(train_commands(output)) == expected_runs(DEFAULT_GRID)
+    # every training job is benchmarked where the collecting step looks for it
+    benchmarks = set(re.findall(r"benchmark: results/benchmarks/train_model/(\w+)/seed(\d+)\.tsv", output))
+    assert {(name, int(seed)) for name, seed in benchmarks} == expected_runs(DEFAULT_GRID)
+
+
+@pytest.mark.parametrize("target", sorted(TARGET_GROUPS))
+def test_named_target_plans_only_its_runs_and_collects_them(workdir, target):
+    result = snakemake(workdir, "-n", "-p", target)
+    assert result.returncode == 0, result.stderr + result.stdout
+    output = result.stdout + result.stderr
+    names = [name for name, group in DEFAULT_GRID.items() if group == TARGET_GROUPS[target]]
+    runs = len(names) * len(SEEDS)
+    assert job_counts(output) == {"extract_corpus": 1, "tokenize_corpus": 1, "train_model": runs,
+                                  "generate_samples": runs, f"collect_{target}": 1, target: 1}
+    assert set(train_commands(output)) == expected_runs(names)
+    assert "--db results/anatomy.duckdb" in output  # the one database, whichever target
+
+
+def test_train_commands_carry_labels_seed_and_overrides(workdir):
+    commands = train_commands(snakemake(workdir, "-n", "-p").stdout)
+    command = commands[("llama_minus_gqa", 7)]
+    for piece in ("--preset llama", "--tag experiment=llama_minus_gqa", "--tag group=ablation",
+                  "--tag part=gqa", "--tag direction=remove", "model.n_kv_head=4", "train.seed=7",
+                  "train.device=auto", "--out results/runs/llama_minus_gqa/seed7 "):
+        assert piece in command, (piece, command)
+    assert "--tag 'description=Mini-LLaMA with plain multi-head attention (4 KV heads).'" in command
+    assert "model.qk_norm=true" in commands[("llama_qk_norm", 42)]  # booleans as the CLI reads them
+
+
+def test_quick_config_shrinks_every_run_but_keeps_what_defines_an_experiment(workdir):
+    result = snakemake(workdir, "-n", "-p", "--configfile", str(WORKFLOW / "quick.yaml"))
+    assert result.returncode == 0, result.stderr + result.stdout
+    commands = train_commands(result.stdout)
+    assert set(commands) == expected_runs(DEFAULT_GRID)  # the whole grid, only smaller
+    for command in commands.values():
+        assert "model.d_model=32" in command and "train.steps=30" in command
+    assert "model.n_layer=1 " in commands[("vanilla", 42)]
+    deep = commands[("deep_post_nowarmup", 42)]
+    # the experiment's own settings win over the quick ones
+    assert "model.n_layer=12 " in deep and "model.n_layer=1 " not in deep
+    assert "train.warmup_steps=0 " in deep and "train.warmup_steps=5 " not in deep
+    assert "--chars 40 " in result.stdout
+
+
+def test_config_on_the_command_line(workdir):
+    """`--config seeds=[3]` (read as text by Snakemake) and a device override reach the jobs."""
+    result = snakemake(workdir, "headline", "-n", "-p", "--config", "seeds=[3]", "device=cpu")
+    assert result.returncode == 0, result.stderr + result.stdout
+    commands = train_commands(result.stdout)
+    assert set(commands) == {("vanilla", 3), ("llama", 3)}
+    assert all("train.device=cpu" in command for command in commands.values())
+
+
+def test_adding_an_experiment_is_adding_an_entry(tmp_path):
+    """The README's worked example: one entry in experiments.yaml, no rule touched."""
+    project = tmp_path / "project"
+    shutil.copytree(WORKFLOW, project / "workflow")
+    write_posts(project / "data" / "posts")
+    experiments = project / "workflow" / "experiments.yaml"
+    experiments.write_text(experiments.read_text(encoding="utf-8") + NEW_EXPERIMENT, encoding="utf-8")
+
+    result = snakemake(project, "-n", "-p", snakefile=project / "workflow" / "Snakefile")
+    assert result.returncode == 0, result.stderr + result.stdout
+    runs = (len(DEFAULT_GRID) + 1) * len(SEEDS)
+    assert job_counts(result.stdout)["train_model"] == runs
+    commands = train_commands(result.stdout)
+    assert set(commands) == expected_runs([*DEFAULT_GRID, "llama_cosine"])
+    assert "train.schedule=cosine train.min_lr=3e-05" in commands[("llama_cosine", 42)]
+    for rules_file in (project / "workflow" / "rules").iterdir():
+        assert rules_file.read_bytes() == (WORKFLOW / "rules" / rules_file.name).read_bytes()
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad config: one clear line naming the entry and the field
+# ---------------------------------------------------------------------------------------------
+
+BAD_ENTRIES = {
+    "typo in a model key": (
+        "  my_test:\n    preset: llama\n    group: break\n    description: d\n    model: {norm_typ: rmsnorm}\n",
+        ["experiments.my_test.model", "'norm_typ' was unexpected", "known keys: d_model"],
+    ),
+    "value not allowed": (
+        "  my_test:\n    preset: llama\n    group: break\n    description: d\n    model: {norm_type: batchnorm}\n",
+        ["experiments.my_test.model.norm_type", "'batchnorm' is not one of ['layernorm', 'rmsnorm']"],
+    ),
+    "unknown preset": (
+        "  my_test:\n    preset: gpt2\n    group: break\n    description: d\n",
+        ["experiments.my_test.preset", "'gpt2' is not one of ['vanilla', 'llama']"],
+    ),
+    "ablation without its direction": (
+        "  my_test:\n    preset: llama\n    group: ablation\n    part: rope\n    description: d\n",
+        ["experiments.my_test", "'direction' is a required property"],
+    ),
+    "a runtime knob in an experiment": (
+        "  my_test:\n    preset: llama\n    group: break\n    description: d\n    train: {seed: 1}\n",
+        ["experiments.my_test.train", "'seed' was unexpected"],
+    ),
+    "YAML float without a dot": (
+        "  my_test:\n    preset: llama\n    group: break\n    description: d\n    train: {lr: 3e-4}\n",
+        ["experiments.my_test.train.lr", "'3e-4' is not of type 'number'"],
+    ),
+    "a name that cannot be a folder": (
+        "  My-Test:\n    preset: llama\n    group: break\n    description: d\n",
+        ["experiments", "'My-Test' does not match"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_ENTRIES))
+def test_invalid_experiment_is_a_clear_error(workdir, case):
+    entry, expected = BAD_ENTRIES[case]
+    extra = workdir / "extra.yaml"
+    extra.write_text("experiments:\n" + entry, encoding="utf-8")
+    result = snakemake(workdir, "-n", "--configfile", str(extra))
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    message = next(line for line in output.splitlines() if line.startswith("invalid config at "))
+    for fragment in expected:
+        assert fragment in message, (fragment, message)
+
+
+def test_unknown_settings_key_is_a_clear_error(workdir):
+    result = snakemake(workdir, "-n", "--config", "corpsu=elsewhere")
+    assert result.returncode != 0
+    assert "invalid config at the top level: Additional properties are not allowed ('corpsu' was unexpected)" \
+        in result.stdout + result.stderr
+
+
+def test_missing_corpus_is_a_clear_error(workdir):
+    result = snakemake(workdir, "-n", "--config", "corpus=no/such/blog")
+    assert result.returncode != 0
+    assert "corpus 'no/such/blog' (config key `corpus`) does not exist" in result.stdout + result.stderr
+
+
+def test_corpus_edits_rerun_extraction(workdir):
+    """Adding a post, or editing one, makes the corpus (and so everything after it) stale."""
+    posts = workdir / "data" / "posts"
+    for path in ("results/corpus/corpus.txt", "results/corpus/stats.json"):
+        (workdir / path).parent.mkdir(parents=True, exist_ok=True)
+        (workdir / path).write_text("already extracted")
+    plan = snakemake(workdir, "-n", "results/corpus/corpus.txt")
+    assert "Nothing to be done" in plan.stdout + plan.stderr
+    (posts / "new.md").write_text("---\ntitle: new\n---\nnew text\n", encoding="utf-8")
+    plan = snakemake(workdir, "-n", "results/corpus/corpus.txt")
+    assert job_counts(plan.stdout) == {"extract_corpus": 1}
+    assert "data/posts/new.md" in plan.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# Lint, the SLURM profile, and the check that the schema knows the package's fields
+# ---------------------------------------------------------------------------------------------
+
+
+def test_lint_finds_nothing_but_the_missing_conda_envs(workdir):
+    """`snakemake --lint` is clean, apart from one deliberate lint.
+
+    Snakemake asks for a conda environment or container per rule. This project's software is
+    one Python package in one virtual environment (README), and an environment file that could
+    not be tested here would only pretend; that lint, and no other, is accepted.
+    """
+    result = snakemake(workdir, "--lint")
+    output = result.stdout + result.stderr
+    titles = Counter(re.findall(r"^    \* (.+?):?$", output, flags=re.MULTILINE))
+    linted_rules = re.findall(r"^Lints for rule (\w+)", output, flags=re.MULTILINE)
+    assert set(titles) == {"Specify a conda environment or container for each rule."}, output
+    assert titles["Specify a conda environment or container for each rule."] == len(linted_rules)
+    assert "Lints for snakefile" not in output
+
+
+def test_slurm_profile_dry_run_asks_a_gpu_for_training_only(workdir):
+    profile = WORKFLOW / "profiles" / "slurm"
+    result = snakemake(workdir, "-n", "--profile", str(profile), "headline")
+    assert result.returncode == 0, result.stderr + result.stdout
+    jobs = re.findall(r"^rule (\w+):\n(?:    .*\n)*?    resources: (.*)$", result.stdout, flags=re.MULTILINE)
+    trained = [resources for rule, resources in jobs if rule == "train_model"]
+    assert len(trained) == 4
+    for resources in trained:
+        assert "gpu=1" in resources and "slurm_partition=gpu" in resources, resources
+    for rule, resources in jobs:
+        if rule != "train_model":
+            assert "gpu=" not in resources, (rule, resources)
+
+    # ...and the SLURM plugin turns that resource into a GPU request for sbatch.
+    from snakemake_executor_plugin_slurm.utils import set_gres_string
+
+    settings = yaml.safe_load((profile / "config.yaml").read_text(encoding="utf-8"))
+    assert settings["executor"] == "slurm"
+
+    class Job:
+        resources = type("Resources", (dict,), {"__getattr__": dict.__getitem__})(
+            settings["set-resources"]["train_model"])
+
+    assert set_gres_string(Job()).strip() == "--gpus=1"
+
+
+def test_schema_knows_every_experiment_field_of_the_package():
+    """A field added to ModelConfig or TrainConfig must be added to the schema, or it is unusable."""
+    import dataclasses
+
+    from anatomy.config import ModelConfig
+    from anatomy.train import TrainConfig
+
+    schema = yaml.safe_load((WORKFLOW / "schemas" / "config.schema.yaml").read_text(encoding="utf-8"))
+    model_fields = {field.name for field in dataclasses.fields(ModelConfig)} - {"vocab_size"}
+    train_fields = {field.name for field in dataclasses.fields(TrainConfig)} - {"seed", "device", "threads"}
+    assert set(schema["$defs"]["model"]["properties"]) == model_fields
+    assert set(schema["$defs"]["train"]["properties"]) == train_fields
+
+
+# ---------------------------------------------------------------------------------------------
+# Failing jobs
+# ---------------------------------------------------------------------------------------------
+
+CRASHING_PYTHON = """#!/bin/sh
+# Stands in for `python -m anatomy train`: writes part of a run, then dies as a crash would.
+while [ $# -gt 0 ]; do
+  if [ "$1" = "--out" ]; then out="$2"; fi
+  shift
+done
+mkdir -p "$out"
+echo '{"tags": {}}' > "$out/config.json"
+echo '{"step": 10, "val_loss": 4.0}' > "$out/metrics.jsonl"
+echo 'half a checkpoint' > "$out/last.pt"
+echo 'killed at step 17' >&2
+exit 1
+"""
+
+
+def pretend_tokenized(workdir: Path) -> None:
+    """Corpus files newer than the posts, so Snakemake plans only training."""
+    for name in ("corpus.txt", "stats.json", "vocab.json", "train.npy", "val.npy", "split.json"):
+        path = workdir / "results" / "corpus" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("stand-in")
+
+
+def test_crashed_training_leaves_nothing_that_counts_as_done(workdir):
+    fake_bin = workdir / "fake_bin"
+    fake_bin.mkdir()
+    (fake_bin / "python").write_text(CRASHING_PYTHON)
+    (fake_bin / "python").chmod(0o755)
+    pretend_tokenized(workdir)
+    target = "results/runs/vanilla/seed42/summary.json"
+
+    result = snakemake(workdir, "--cores", "1", target, path_first=fake_bin)
+    assert result.returncode != 0
+    assert "killed at step 17" in (workdir / "results/logs/train_model/vanilla/seed42.log").read_text()
+    run = workdir / "results" / "runs" / "vanilla" / "seed42"
+    for name in ("summary.json", "config.json", "metrics.jsonl", "last.pt"):
+        assert not (run / name).exists(), name  # removed: a rerun starts clean
+
+    plan = snakemake(workdir, "-n", target)
+    assert job_counts(plan.stdout) == {"train_model": 1}
+
+
+def test_settings_the_package_rejects_fail_the_job_cleanly(tmp_path):
+    """A schema-valid experiment the model refuses (4 heads cannot share 3 KV heads): the job
+    fails with the package's message in its log, and leaves no run behind."""
+    shutil.copytree(REPO / "data" / "posts", tmp_path / "data" / "posts")
+    extra = tmp_path / "extra.yaml"
+    extra.write_text("experiments:\n  bad_heads:\n    preset: llama\n    group: extra\n"
+                     "    description: d\n    model: {n_kv_head: 3}\n", encoding="utf-8")
+    target = "results/runs/bad_heads/seed42/summary.json"
+    result = snakemake(tmp_path, target, "--cores", "1",
+                       "--configfile", str(WORKFLOW / "quick.yaml"), str(extra))
+    assert result.returncode != 0
+    log = (tmp_path / "results/logs/train_model/bad_heads/seed42.log").read_text()
+    assert "n_kv_head" in log and "Traceback" not in log, log
+    run = tmp_path / "results" / "runs" / "bad_heads" / "seed42"
+    assert not (run / "summary.json").exists() and not (run / "config.json").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# The quick grid, end to end
+# ---------------------------------------------------------------------------------------------
+
+
+def read_database(path: Path) -> dict:
+    import duckdb
+
+    with duckdb.connect(str(path), read_only=True) as db:
+        return {
+            "runs": db.sql("SELECT experiment, seed, \"group\", status, description FROM runs").fetchall(),
+            "metrics": db.sql("SELECT run_id, count(*) FROM metrics GROUP BY run_id").fetchall(),
+            "samples": db.sql("SELECT run_id, count(*), min(length(text)) FROM samples GROUP BY run_id").fetchall(),
+            "benchmarks": db.sql("SELECT run_id FROM benchmarks WHERE rule = 'train_model'").fetchall(),
+            "summary": db.sql("SELECT experiment FROM experiment_summary").fetchall(),
+        }
+
+
+@pytest.mark.slow
+def test_quick_grid_end_to_end(tmp_path):
+    """headline first (its database holds its runs), then the whole quick grid into DuckDB."""
+    shutil.copytree(REPO / "data" / "posts", tmp_path / "data" / "posts")
+    quick = ("--configfile", str(WORKFLOW / "quick.yaml"))
+
+    result = snakemake(tmp_path, "headline", "--cores", "2", *quick)
+    assert result.returncode == 0, result.stderr[-5000:]
+    headline = read_database(tmp_path / "results" / "anatomy.duckdb")
+    assert {(name, seed) for name, seed, *_ in headline["runs"]} == expected_runs(["vanilla", "llama"])
+
+    result = snakemake(tmp_path, "--cores", "2", *quick)
+    assert result.returncode == 0, result.stderr[-5000:]
+    counts = job_counts(result.stdout + result.stderr)
+    runs = len(DEFAULT_GRID) * len(SEEDS)
+    assert counts["train_model"] == runs - 4  # the headline runs were not trained again
+
+    database = read_database(tmp_path / "results" / "anatomy.duckdb")
+    assert {(name, seed) for name, seed, *_ in database["runs"]} == expected_runs(DEFAULT_GRID)
+    assert {(name, group) for name, _, group, *_ in database["runs"]} == set(DEFAULT_GRID.items())
+    assert all(description for *_, description in database["runs"])
+    finished = [row for row in database["runs"] if row[3] == "done"]
+    assert len(finished) >= runs - 2  # only deep_post_nowarmup may diverge
+    assert len(database["metrics"]) == runs
+    for run_id, rows in database["metrics"]:
+        assert rows >= 1, run_id
+    assert len(database["samples"]) == runs
+    assert len(database["benchmarks"]) == runs and all(run_id for (run_id,) in database["benchmarks"])
+    assert {name for (name,) in database["summary"]} == set(DEFAULT_GRID)
+    summary = json.loads((tmp_path / "results" / "results.json").read_text(encoding="utf-8"))
+    assert summary
+
+    # Done is done: nothing to rerun. Then changing one experiment reruns exactly its runs.
+    plan = snakemake(tmp_path, "-n", *quick)
+    assert "Nothing to be done" in plan.stdout + plan.stderr
+    changed = tmp_path / "changed.yaml"
+    changed.write_text("experiments:\n  mqa:\n    train: {lr: 1.0e-3}\n", encoding="utf-8")
+    plan = snakemake(tmp_path, "-n", "--configfile", str(WORKFLOW / "quick.yaml"), str(changed))
+    assert job_counts(plan.stdout) == {"train_model": 2, "generate_samples": 2, "collect_results": 1, "all": 1}
+    assert set(train_commands(plan.stdout)) == expected_runs(["mqa"])
