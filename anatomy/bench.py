@@ -1,0 +1,145 @@
+"""`python -m anatomy bench`: how fast is each version, measured rather than guessed.
+
+Training: one optimizer step of vanilla and llama at the chapter's size, with the hand-written
+(`manual`) and the `fused` parts. Generation: 512 characters with and without the KV cache.
+Everything runs in one process, interleaved round by round (so a noisy neighbour slows all
+variants alike), and the report quotes medians and ratios, not single timings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import time
+
+import torch
+
+from anatomy.atomic import write_json
+from anatomy.config import preset
+from anatomy.generate import sample
+from anatomy.model import MiniLM
+from anatomy.tokenizer import CharTokenizer
+from anatomy.train import pick_device
+
+CHAPTER_VOCAB = 1719
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--rounds", type=int, default=10, help="interleaved rounds per variant (default 10)")
+    parser.add_argument("--steps-per-round", type=int, default=3, help="training steps timed per round")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--gen-chars", type=int, default=512, help="characters per generation timing")
+    parser.add_argument("--gen-rounds", type=int, default=3)
+    parser.add_argument("--vocab-size", type=int, default=CHAPTER_VOCAB)
+    parser.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, mps")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--out", help="write the results as JSON here")
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
+def bench_training(device, vocab_size, batch_size, rounds, steps_per_round) -> list[dict]:
+    variants = [(name, impl) for name in ("vanilla", "llama") for impl in ("manual", "fused")]
+    setups = {}
+    for name, impl in variants:
+        torch.manual_seed(0)
+        model = MiniLM(preset(name, vocab_size=vocab_size, impl=impl)).to(device)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+        setups[(name, impl)] = (model, optimizer)
+    ctx_len = preset("vanilla").ctx_len
+    data = torch.randint(0, vocab_size, (batch_size, ctx_len + 1), generator=torch.Generator().manual_seed(0))
+    x, y = data[:, :-1].to(device), data[:, 1:].to(device)
+
+    def step(model, optimizer):
+        _, loss = model(x, y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+    for model, optimizer in setups.values():  # warm-up: allocator, kernels, first-call costs
+        for _ in range(2):
+            step(model, optimizer)
+    _sync(device)
+    times = {variant: [] for variant in variants}
+    for _ in range(rounds):
+        for variant, (model, optimizer) in setups.items():
+            start = time.perf_counter()
+            for _ in range(steps_per_round):
+                step(model, optimizer)
+            _sync(device)
+            times[variant].append((time.perf_counter() - start) / steps_per_round)
+    rows = []
+    for (name, impl), samples in times.items():
+        median = statistics.median(samples)
+        rows.append({"model": name, "impl": impl, "step_ms": median * 1000,
+                     "min_ms": min(samples) * 1000, "max_ms": max(samples) * 1000,
+                     "tokens_per_s": batch_size * ctx_len / median, "rounds": len(samples)})
+    return rows
+
+
+def bench_generation(device, vocab_size, chars, rounds) -> list[dict]:
+    # Any vocabulary of the right size that holds the default prefix "## ".
+    tokenizer = CharTokenizer(sorted([" ", "#"] + [chr(0x4E00 + i) for i in range(vocab_size - 2)]))
+    rows = []
+    for name in ("vanilla", "llama"):
+        torch.manual_seed(0)
+        model = MiniLM(preset(name, vocab_size=vocab_size, impl="fused")).to(device).eval()
+        sample(model, tokenizer, chars=8)  # warm-up
+        times = {True: [], False: []}
+        for _ in range(rounds):
+            for use_cache in (True, False):
+                start = time.perf_counter()
+                sample(model, tokenizer, chars=chars, seed=0, use_cache=use_cache)
+                _sync(device)
+                times[use_cache].append(time.perf_counter() - start)
+        cached, recomputed = statistics.median(times[True]), statistics.median(times[False])
+        rows.append({"model": name, "chars": chars, "cached_s": cached, "recomputed_s": recomputed,
+                     "cached_chars_per_s": chars / cached, "recomputed_chars_per_s": chars / recomputed,
+                     "speedup": recomputed / cached, "rounds": rounds})
+    return rows
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = pick_device(args.device)
+    print(f"bench on {device} (torch {torch.__version__}, {torch.get_num_threads()} threads), "
+          f"vocab {args.vocab_size}, batch {args.batch_size} x 128; medians over {args.rounds} rounds")
+    training = bench_training(device, args.vocab_size, args.batch_size, args.rounds, args.steps_per_round)
+    step_ms = {(r["model"], r["impl"]): r["step_ms"] for r in training}
+    print(f"\n{'model':<9}{'impl':<8}{'ms/step':>9}{'min':>8}{'max':>8}{'tokens/s':>11}")
+    for r in training:
+        print(f"{r['model']:<9}{r['impl']:<8}{r['step_ms']:>9.1f}{r['min_ms']:>8.1f}{r['max_ms']:>8.1f}"
+              f"{r['tokens_per_s']:>11,.0f}")
+    ratios = {
+        "llama_fused / vanilla_fused": step_ms[("llama", "fused")] / step_ms[("vanilla", "fused")],
+        "llama_fused / vanilla_manual": step_ms[("llama", "fused")] / step_ms[("vanilla", "manual")],
+        "llama_manual / vanilla_manual": step_ms[("llama", "manual")] / step_ms[("vanilla", "manual")],
+        "vanilla_fused / vanilla_manual": step_ms[("vanilla", "fused")] / step_ms[("vanilla", "manual")],
+        "llama_fused / llama_manual": step_ms[("llama", "fused")] / step_ms[("llama", "manual")],
+    }
+    print("\nstep-time ratios (below 1: the first is faster)")
+    for label, value in ratios.items():
+        print(f"  {label:<32}{value:>6.2f}")
+
+    generation = bench_generation(device, args.vocab_size, args.gen_chars, args.gen_rounds)
+    print(f"\ngeneration of {args.gen_chars} characters (fused), medians over {args.gen_rounds} rounds")
+    print(f"{'model':<9}{'cached s':>10}{'recomputed s':>14}{'speedup':>9}")
+    for r in generation:
+        print(f"{r['model']:<9}{r['cached_s']:>10.2f}{r['recomputed_s']:>14.2f}{r['speedup']:>8.1f}x")
+
+    if args.out:
+        write_json(args.out, {
+            "device": str(device), "torch_version": torch.__version__, "threads": torch.get_num_threads(),
+            "machine": platform.machine(), "python_version": platform.python_version(),
+            "vocab_size": args.vocab_size, "batch_size": args.batch_size,
+            "training": training, "ratios": ratios, "generation": generation,
+        })
+        print(f"\nwritten to {args.out}")
+    return 0
