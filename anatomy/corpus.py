@@ -14,9 +14,13 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import tomllib
 from collections import Counter
 from pathlib import Path
+
+try:
+    import tomllib  # Python 3.11+
+except ModuleNotFoundError:  # Python 3.10: the same parser, published as tomli
+    import tomli as tomllib
 
 import yaml
 from frontmatter.default_handlers import BaseHandler, YAMLHandler
