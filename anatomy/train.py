@@ -214,6 +214,18 @@ class RunFolder:
             raise AnatomyError(f"{path}: no such checkpoint (has this run trained yet?)")
         return path
 
+    def previous_settings(self) -> dict | None:
+        """The settings of the run already in this folder, if any (from config.json or last.pt)."""
+        if self.config.is_file():
+            return run_settings(json.loads(self.config.read_text(encoding="utf-8")))
+        if self.last.is_file():
+            return load_checkpoint(self.last).get("settings")
+        return None
+
+    def clear(self) -> None:
+        for path in (self.summary, self.last, self.best, self.metrics, self.config, self.root / "samples.json"):
+            path.unlink(missing_ok=True)
+
     def write_metrics(self, rows: list[dict]) -> None:
         with atomic_path(self.metrics) as tmp:
             tmp.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
@@ -285,6 +297,7 @@ def train(
     model_overrides: dict[str, Any] | None = None,
     train_overrides: dict[str, Any] | None = None,
     tags: dict[str, str] | None = None,
+    restart_on_change: bool = False,
 ) -> dict:
     """Train (or resume, or skip a finished) run; returns its summary."""
     tokenizer, train_ids, val_ids = load_tokenized(data_dir)
@@ -301,16 +314,18 @@ def train(
         "data": {"dir": Path(data_dir).as_posix(), "vocab_size": tokenizer.vocab_size,
                  "train_tokens": len(train_ids), "val_tokens": len(val_ids)},
     }
-    if run.config.is_file():
-        previous = json.loads(run.config.read_text(encoding="utf-8"))
-        if _comparable(previous) != _comparable(resolved):
+    previous = run.previous_settings()
+    if previous is not None and previous != run_settings(resolved):
+        if not restart_on_change:
             raise AnatomyError(
-                f"{run.config}: this folder holds a run with different settings; "
-                f"use another --out, or delete the folder to start over"
+                f"{run.root}: this folder holds a run with different settings; "
+                f"use another --out, delete the folder, or pass --restart-on-change"
             )
-        if run.summary.is_file():
-            print(f"{run.root}: already finished, nothing to do")
-            return json.loads(run.summary.read_text(encoding="utf-8"))
+        print(f"{run.root}: settings changed, starting over", flush=True)
+        run.clear()
+    elif run.summary.is_file():
+        print(f"{run.root}: already finished, nothing to do")
+        return json.loads(run.summary.read_text(encoding="utf-8"))
     write_json(run.config, resolved)
 
     if train_cfg.threads:
@@ -340,6 +355,7 @@ def train(
         return {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                 "rng": torch.get_rng_state(), "state": state,
                 "config": {"model": model_cfg.to_dict(), "train": train_cfg.to_dict()},
+                "settings": run_settings(resolved),
                 "vocab": tokenizer.chars}
 
     progress = Progress(train_cfg.steps, state["step"], run.root.name if run.root.name else "run")
@@ -406,10 +422,11 @@ def train(
     return summary
 
 
-def _comparable(resolved: dict) -> dict:
-    """The settings that define a run; the device and threads may change between a kill and a resume."""
+def run_settings(resolved: dict) -> dict:
+    """What defines a run's numbers: model, training and data, but not where it runs (device and
+    threads may change between a kill and a resume) nor its tags (labels, not settings)."""
     train = {k: v for k, v in resolved["train"].items() if k not in ("device", "threads")}
-    return {**resolved, "train": train}
+    return {"preset": resolved["preset"], "model": resolved["model"], "train": train, "data": resolved["data"]}
 
 
 def _summary(model, state, diverged_step, device, train_cfg, model_cfg) -> dict:
@@ -457,13 +474,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preset", default="vanilla", help="vanilla, llama or debug (default vanilla)")
     parser.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE",
                         help="metadata stored with the run (experiment, group, part, direction, ...)")
+    parser.add_argument("--restart-on-change", action="store_true",
+                        help="if --out holds a run with other settings, discard it and start over "
+                             "(default: refuse); a run with the same settings is always resumed")
     parser.add_argument("overrides", nargs="*", metavar="key=value",
                         help="any ModelConfig or TrainConfig field, e.g. n_layer=12 warmup_steps=0 seed=7")
 
 
 def run(args: argparse.Namespace) -> int:
     model_overrides, train_overrides = split_overrides(args.overrides)
-    summary = train(args.data, args.out, args.preset, model_overrides, train_overrides, parse_tags(args.tag))
+    summary = train(args.data, args.out, args.preset, model_overrides, train_overrides, parse_tags(args.tag),
+                    restart_on_change=args.restart_on_change)
     if summary["diverged"]:
         print(f"{args.out}: diverged at step {summary['diverged_step']} (recorded; not an error)")
     else:

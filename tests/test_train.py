@@ -156,6 +156,20 @@ def test_folder_with_other_settings_is_refused(tiny_data, tmp_path):
     train(tiny_data, run_dir, "debug", {}, FAST)
     with pytest.raises(AnatomyError, match="holds a run with different settings"):
         train(tiny_data, run_dir, "debug", {"n_layer": 3}, FAST)
+    # A label is not a setting, nor is the device: the finished run stands.
+    assert train(tiny_data, run_dir, "debug", {}, {**FAST, "device": "cpu"}, tags={"note": "x"})["steps_done"] == 30
+
+
+def test_restart_on_change_discards_the_old_run(tiny_data, tmp_path):
+    run_dir = tmp_path / "mine"
+    train(tiny_data, run_dir, "debug", {}, FAST)
+    (run_dir / "config.json").unlink()  # the checkpoint alone still tells the old settings
+    with pytest.raises(AnatomyError, match="holds a run with different settings"):
+        train(tiny_data, run_dir, "debug", {"n_layer": 3}, FAST)
+    summary = train(tiny_data, run_dir, "debug", {"n_layer": 3}, FAST, restart_on_change=True)
+    assert summary["steps_done"] == 30
+    assert json.loads((run_dir / "config.json").read_text())["model"]["n_layer"] == 3
+    assert [r["step"] for r in read_metrics(run_dir)] == [10, 20, 30]
 
 
 def test_resume_after_sigkill_matches_an_uninterrupted_run(tiny_data, tmp_path):
