@@ -124,12 +124,63 @@ def fixture_runs(tmp_path: Path) -> tuple[Path, Path]:
 
 
 @pytest.fixture(scope="session")
-def dashboard_db(tmp_path_factory) -> Path:
-    """A results database built by the real collecting code, for the dashboard tests."""
+def fixture_grid_db(tmp_path_factory) -> Path:
+    """A database collected from the written fixture grid (NaN/inf losses, a run still going)."""
     from anatomy.results import collect
 
-    root = tmp_path_factory.mktemp("dashboard_db")
+    root = tmp_path_factory.mktemp("fixture_grid_db")
     write_fixture_grid(root / "runs", root / "benchmarks")
     db = root / "anatomy.duckdb"
     collect(root / "runs", db, root / "results.json", root / "benchmarks")
+    return db
+
+
+# A tiny grid of real runs: the debug model size, tens of steps, on a short corpus.
+# name -> (seeds, tags, model overrides on top of the debug size, train overrides)
+LLAMA_PARTS = {"norm_type": "rmsnorm", "norm_pos": "pre", "pos_type": "rope", "ffn_type": "swiglu", "n_kv_head": 2}
+TINY_GRID = {
+    "vanilla": ((42, 7), {"group": "headline"}, {}, {}),
+    "llama": ((42, 7), {"group": "headline"}, LLAMA_PARTS, {}),
+    "vanilla_plus_swiglu": ((42, 7), {"group": "ablation", "part": "swiglu", "direction": "add"},
+                            {"ffn_type": "swiglu"}, {}),
+    "llama_minus_swiglu": ((42, 7), {"group": "ablation", "part": "swiglu", "direction": "remove"},
+                           {**LLAMA_PARTS, "ffn_type": "gelu"}, {}),
+    # an absurd learning rate makes the post-norm run really diverge, within two steps
+    "deep_post_nowarmup": ((42,), {"group": "break", "part": "prenorm"},
+                           {**LLAMA_PARTS, "n_layer": 4, "norm_pos": "post"}, {"warmup_steps": 0, "lr": 1e30}),
+    "deep_pre_nowarmup": ((42,), {"group": "break", "part": "prenorm"},
+                          {**LLAMA_PARTS, "n_layer": 4}, {"warmup_steps": 0}),
+    "mqa": ((42,), {"group": "break", "part": "gqa"}, {**LLAMA_PARTS, "n_kv_head": 1}, {}),
+    # trained, then its summary.json removed: how a run still in progress (or killed) looks
+    "rope_k_unrotated": ((42,), {"group": "break", "part": "rope"}, {**LLAMA_PARTS, "rope_break": "k_unrotated"}, {}),
+}
+TINY_TRAIN = {"steps": 80, "eval_every": 5, "batch_size": 8, "lr": 1e-2, "threads": 1}
+# Validation is the last 10% of the text: the second passage, which training never sees, so the
+# tiny model memorises the first and its val loss turns upward within the 80 steps.
+TINY_TEXT = ("## 学而\n子曰：学而时习之，不亦说乎？有朋自远方来，不亦乐乎？\nThe quick brown fox jumps over the lazy dog.\n" * 22
+             + "## 为政\n子曰：为政以德，譬如北辰。\nA lazy dog sleeps; the brown fox runs far away.\n" * 3)
+
+
+@pytest.fixture(scope="session")
+def dashboard_db(tmp_path_factory) -> Path:
+    """A database that the real collecting code built from real tiny runs (train, generate)."""
+    from anatomy.atomic import write_json
+    from anatomy.generate import generate_samples
+    from anatomy.results import collect
+    from anatomy.tokenizer import tokenize_corpus
+    from anatomy.train import train
+
+    root = tmp_path_factory.mktemp("tiny_grid")
+    (root / "corpus.txt").write_text(TINY_TEXT, encoding="utf-8")
+    tokenize_corpus(root / "corpus.txt", root / "data", ctx_len=16)
+    for name, (seeds, tags, model, train_overrides) in TINY_GRID.items():
+        for seed in seeds:
+            run = root / "runs" / name / f"seed{seed}"
+            train(root / "data", run, "debug", model, {**TINY_TRAIN, **train_overrides, "seed": seed},
+                  {"experiment": name, "description": f"{name} (tiny test run)", **tags})
+            write_json(run / "samples.json", [generate_samples(run, chars=80)])
+    for file_name in ("summary.json", "samples.json"):
+        (root / "runs" / "rope_k_unrotated" / "seed42" / file_name).unlink()
+    db = root / "anatomy.duckdb"
+    collect(root / "runs", db, root / "results.json")
     return db

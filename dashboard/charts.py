@@ -1,0 +1,217 @@
+"""Altair charts shared by the views. Encodings are typed (`step:Q`, `label:N`) throughout.
+
+Every chart takes tidy DataFrames from `dashboard.analysis` and returns an Altair chart; the
+views only choose what to show.
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+# colours: the two headline models keep theirs on every page
+PALETTE = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#ff9da6", "#9d755d",
+           "#bab0ac", "#eeca3b"]
+PINNED = {"vanilla": "#4c78a8", "llama": "#f58518"}
+DIVERGED_RED = "#d62728"
+TURN_RED = "#e45756"
+
+
+def color_scale(names) -> alt.Scale:
+    """A fixed colour per name (vanilla blue, llama orange, then the palette in order)."""
+    names = list(dict.fromkeys(names))
+    spare = [c for c in PALETTE if c not in PINNED.values()]
+    colors, i = [], 0
+    for name in names:
+        if name in PINNED:
+            colors.append(PINNED[name])
+        else:
+            colors.append(spare[i % len(spare)])
+            i += 1
+    return alt.Scale(domain=names, range=colors)
+
+
+def run_colors(labels, experiments) -> alt.Scale:
+    """Runs take their experiment's colour when one seed per experiment is shown, else their own."""
+    pairs = list(dict.fromkeys(zip(labels, experiments)))
+    if len({exp for _, exp in pairs}) == len(pairs):
+        experiment_scale = color_scale([exp for _, exp in pairs])
+        lookup = dict(zip(experiment_scale.domain, experiment_scale.range))
+        return alt.Scale(domain=[lab for lab, _ in pairs], range=[lookup[exp] for _, exp in pairs])
+    return color_scale([lab for lab, _ in pairs])
+
+
+def y_loss(field: str = "loss", log: bool = False, title: str = "loss (nats / char)") -> alt.Y:
+    scale = alt.Scale(type="log" if log else "linear", zero=False)
+    return alt.Y(f"{field}:Q", title=title, scale=scale)
+
+
+X_TITLES = {"step": "training step", "elapsed_s": "wall-clock (s)"}
+
+
+def loss_curves(long: pd.DataFrame, x: str = "step", log: bool = False, height: int = 420,
+                by: str = "label") -> alt.Chart:
+    """Train and val curves, coloured per run (by="label") or per experiment (by="experiment",
+    seeds as separate lines); click the legend to highlight."""
+    pick = alt.selection_point(fields=[by], bind="legend")
+    if by == "label":
+        scale = run_colors(long["label"], long["experiment"])
+        title = "run (click to highlight)"
+    else:
+        scale, title = color_scale(long[by]), "experiment (click to highlight)"
+    base = alt.Chart(long).encode(
+        x=alt.X(f"{x}:Q", title=X_TITLES.get(x, x)),
+        y=y_loss("smoothed", log),
+        color=alt.Color(f"{by}:N", title=title, legend=alt.Legend(labelLimit=320), scale=scale),
+        strokeDash=alt.StrokeDash("split:N", title="split",
+                                  scale=alt.Scale(domain=["val", "train"], range=[[1, 0], [5, 3]])),
+        detail=alt.Detail(["label:N", "split:N"]) if by != "label" else "split:N",
+        opacity=alt.condition(pick, alt.value(1.0), alt.value(0.12)),
+        tooltip=[
+            alt.Tooltip("label:N", title="run"),
+            alt.Tooltip("split:N"),
+            alt.Tooltip("step:Q", format=","),
+            alt.Tooltip("elapsed_s:Q", title="wall-clock (s)", format=".1f"),
+            alt.Tooltip("loss:Q", title="loss", format=".4f"),
+            alt.Tooltip("smoothed:Q", title="smoothed", format=".4f"),
+            alt.Tooltip("lr:Q", format=".2e"),
+            alt.Tooltip("tokens_seen:Q", title="tokens seen", format=","),
+        ],
+    )
+    # small points on the lines give the hover tooltips something to catch
+    lines = base.mark_line(strokeWidth=2, point=alt.OverlayMarkDef(size=14, filled=True)).add_params(pick)
+    return lines.properties(height=height)
+
+
+def seed_band_chart(band: pd.DataFrame, runs_long: pd.DataFrame, best: pd.DataFrame,
+                    log: bool = False, height: int = 440) -> alt.LayerChart:
+    """Val loss per experiment: min-max band over seeds, each seed's line, each run's best point."""
+    scale = color_scale(band["experiment"])
+    pick = alt.selection_point(fields=["experiment"], bind="legend")
+    faded = alt.condition(pick, alt.value(1.0), alt.value(0.15))
+    color = alt.Color("experiment:N", title="model (click to highlight)", scale=scale,
+                      legend=alt.Legend(labelLimit=320, symbolType="stroke", symbolOpacity=1, symbolStrokeWidth=3))
+    x = alt.X("step:Q", title="training step")
+    area = alt.Chart(band).mark_area(opacity=0.22).encode(
+        x=x, y=y_loss("min", log, "val loss (nats / char)"), y2="max:Q", color=color,
+        tooltip=[alt.Tooltip("experiment:N"), alt.Tooltip("step:Q", format=","),
+                 alt.Tooltip("min:Q", title="min over seeds", format=".4f"),
+                 alt.Tooltip("max:Q", title="max over seeds", format=".4f"),
+                 alt.Tooltip("n_seeds:Q", title="seeds")],
+    )
+    lines = alt.Chart(runs_long).mark_line(strokeWidth=1.6).encode(
+        x=x, y=y_loss("loss", log, "val loss (nats / char)"), color=color, detail="label:N", opacity=faded,
+        tooltip=[alt.Tooltip("label:N", title="run"), alt.Tooltip("step:Q", format=","),
+                 alt.Tooltip("loss:Q", title="val loss", format=".4f")],
+    ).add_params(pick)
+    points = alt.Chart(best).mark_point(size=140, filled=True, shape="diamond", stroke="white", strokeWidth=1.2).encode(
+        x=x, y="val_loss:Q", color=color,
+        tooltip=[alt.Tooltip("label:N", title="best of run"), alt.Tooltip("step:Q", format=","),
+                 alt.Tooltip("val_loss:Q", title="best val", format=".4f")],
+    )
+    best_of_experiment = best.sort_values("val_loss").drop_duplicates("experiment").copy()
+    best_of_experiment["text"] = [f"best {v:.3f} @ {int(s)}" for v, s in
+                                  zip(best_of_experiment["val_loss"], best_of_experiment["step"])]
+    labels = alt.Chart(best_of_experiment).mark_text(dy=18, fontWeight="bold", fontSize=12).encode(
+        x=x, y="val_loss:Q", text="text:N", color=color)
+    return (area + lines + points + labels).properties(height=height)
+
+
+def overfitting_chart(run: pd.DataFrame, row: pd.Series, margin: float, height: int = 300) -> alt.LayerChart:
+    """One run: train and val, the gap between them, val's minimum and the region after it."""
+    x = alt.X("step:Q", title="training step")
+    last_step = float(run["step"].max())
+    after = pd.DataFrame({"start": [row["min_step"]], "end": [last_step]})
+    shade = alt.Chart(after).mark_rect(color=TURN_RED, opacity=0.08).encode(x="start:Q", x2="end:Q")
+    shade_text = alt.Chart(after).mark_text(align="left", baseline="top", dx=4, dy=4, color=TURN_RED).encode(
+        x="start:Q", y=alt.value(0), text=alt.value("after the minimum: overfitting"))
+    gap = alt.Chart(run).mark_area(color="#999999", opacity=0.18).encode(
+        x=x, y=alt.Y("train_loss:Q", title="loss (nats / char)", scale=alt.Scale(zero=False)), y2="val_loss:Q",
+        tooltip=[alt.Tooltip("step:Q", format=","), alt.Tooltip("train_loss:Q", title="train", format=".4f"),
+                 alt.Tooltip("val_loss:Q", title="val", format=".4f"), alt.Tooltip("gap:Q", title="val - train", format=".4f")],
+    ).transform_calculate(gap="datum.val_loss - datum.train_loss")
+    long = run.melt(id_vars=["step"], value_vars=["train_loss", "val_loss"], var_name="split", value_name="loss")
+    long["split"] = long["split"].str.replace("_loss", "")
+    lines = alt.Chart(long).mark_line(strokeWidth=2).encode(
+        x=x, y="loss:Q",
+        color=alt.Color("split:N", scale=alt.Scale(domain=["train", "val"], range=["#4c78a8", "#f58518"]), title=None,
+                        legend=alt.Legend(orient="top", direction="horizontal")),
+        tooltip=[alt.Tooltip("split:N"), alt.Tooltip("step:Q", format=","), alt.Tooltip("loss:Q", format=".4f")],
+    )
+    minimum = pd.DataFrame({"step": [row["min_step"]], "loss": [row["min_val"]],
+                            "text": [f"min val {row['min_val']:.3f} @ {int(row['min_step'])}"]})
+    min_point = alt.Chart(minimum).mark_point(shape="diamond", size=160, filled=True, color=TURN_RED).encode(
+        x="step:Q", y="loss:Q", tooltip=["text:N"])
+    min_text = alt.Chart(minimum).mark_text(dy=-14, fontWeight="bold", color=TURN_RED).encode(
+        x="step:Q", y="loss:Q", text="text:N")
+    # no region to shade while val is still at its minimum on the last evaluation
+    layers = [shade, gap, lines, min_point, min_text, shade_text] if row["min_step"] < last_step else \
+        [gap, lines, min_point, min_text]
+    if pd.notna(row["turn_step"]):
+        turn = pd.DataFrame({"step": [row["turn_step"]],
+                             "text": [f"val > min + {margin:g} from step {int(row['turn_step'])}"]})
+        layers.append(alt.Chart(turn).mark_rule(strokeDash=[6, 4], color=TURN_RED, strokeWidth=1.5).encode(
+            x="step:Q", tooltip=["text:N"]))
+        layers.append(alt.Chart(turn).mark_text(align="left", dx=4, baseline="bottom", color=TURN_RED).encode(
+            x="step:Q", y=alt.value(height - 4), text="text:N"))
+    return alt.layer(*layers).properties(height=height)
+
+
+def benefit_chart(benefit: pd.DataFrame, noise: float, height_per_row: int = 34) -> alt.LayerChart:
+    """Per part, how much best val it is worth, both ways, with the seed range as error bars."""
+    benefit = benefit.assign(row=benefit["part"] + " · " + benefit["direction"])
+    rows = sorted(benefit["row"])
+    direction_scale = alt.Scale(domain=["added to vanilla", "removed from llama"],
+                                range=[PINNED["vanilla"], PINNED["llama"]])
+    y = alt.Y("row:N", title=None, sort=rows, axis=alt.Axis(labelLimit=320))
+    tooltip = [alt.Tooltip("experiment:N"), alt.Tooltip("direction:N"),
+               alt.Tooltip("benefit:Q", title="gain (nats)", format="+.4f"),
+               alt.Tooltip("benefit_low:Q", title="seed min", format="+.4f"),
+               alt.Tooltip("benefit_high:Q", title="seed max", format="+.4f"), alt.Tooltip("n_seeds:Q", title="seeds")]
+    layers = []
+    if pd.notna(noise) and noise > 0:
+        band = pd.DataFrame({"low": [-noise], "high": [noise]})
+        layers.append(alt.Chart(band).mark_rect(color="#bbbbbb", opacity=0.3).encode(
+            x=alt.X("low:Q"), x2="high:Q",
+            tooltip=[alt.Tooltip("high:Q", title="± seed spread of the baselines", format=".4f")]))
+    zero = alt.Chart(pd.DataFrame({"x": [0.0]})).mark_rule(color="#555555").encode(x="x:Q")
+    bars = alt.Chart(benefit).mark_bar(height=18, opacity=0.9).encode(
+        x=alt.X("benefit:Q", title="gain in best val loss from having the part (nats; right = it helps)"),
+        y=y, color=alt.Color("direction:N", scale=direction_scale, title=None,
+                             legend=alt.Legend(orient="top", direction="horizontal")), tooltip=tooltip)
+    errors = alt.Chart(benefit).mark_errorbar(ticks=True, color="#222222", thickness=1.5).encode(
+        x=alt.X("benefit_low:Q", title=""), x2="benefit_high:Q", y=y, tooltip=tooltip)
+    layers += [bars, errors, zero]
+    return alt.layer(*layers).properties(height=max(height_per_row * len(rows), 90))
+
+
+def divergence_marks(points: pd.DataFrame, log: bool = False) -> alt.LayerChart:
+    """Where each diverged run broke: a red dashed rule at that step, a cross at its last finite val."""
+    points = points.copy()
+    points["text"] = [f"✕ {label} diverged (NaN/inf) at step {s}" for label, s in zip(points["label"], points["diverged_step"])]
+    tooltip = [alt.Tooltip("label:N", title="run"), alt.Tooltip("diverged_step:Q", title="diverged at step"),
+               alt.Tooltip("val_loss:Q", title="last finite val", format=".4f")]
+    rule = alt.Chart(points).mark_rule(color=DIVERGED_RED, strokeDash=[6, 3], strokeWidth=2).encode(
+        x="diverged_step:Q", tooltip=tooltip)
+    text = alt.Chart(points).mark_text(align="left", baseline="top", dx=6, color=DIVERGED_RED, fontWeight="bold").encode(
+        x="diverged_step:Q", y=alt.value(6), text="text:N")
+    reached = points.dropna(subset=["val_loss"])
+    cross = alt.Chart(reached).mark_point(shape="cross", size=260, filled=True, color=DIVERGED_RED, angle=45).encode(
+        x="step:Q", y=y_loss("val_loss", log), tooltip=tooltip)
+    return rule + text + cross
+
+
+def delta_chart(deltas: pd.DataFrame, reference: str, height_per_row: int = 44) -> alt.LayerChart:
+    """Best val minus the reference's, per experiment, with the seed range as error bars."""
+    y = alt.Y("experiment:N", title=None, sort=alt.EncodingSortField("delta", op="mean"), axis=alt.Axis(labelLimit=320))
+    tooltip = [alt.Tooltip("experiment:N"), alt.Tooltip("delta:Q", title=f"vs {reference} (nats)", format="+.4f"),
+               alt.Tooltip("delta_low:Q", title="seed min", format="+.4f"),
+               alt.Tooltip("delta_high:Q", title="seed max", format="+.4f"), alt.Tooltip("n_seeds:Q", title="seeds")]
+    points = alt.Chart(deltas).mark_point(filled=True, size=120).encode(
+        x=alt.X("delta:Q", title=f"best val loss minus {reference}'s (nats; right = worse)"), y=y,
+        color=alt.Color("experiment:N", scale=color_scale(deltas["experiment"]), legend=None), tooltip=tooltip)
+    errors = alt.Chart(deltas).mark_errorbar(ticks=True, thickness=2).encode(
+        x=alt.X("delta_low:Q", title=""), x2="delta_high:Q", y=y,
+        color=alt.Color("experiment:N", scale=color_scale(deltas["experiment"]), legend=None), tooltip=tooltip)
+    zero = alt.Chart(pd.DataFrame({"x": [0.0]})).mark_rule(color="#555555").encode(x="x:Q")
+    return (errors + points + zero).properties(height=max(height_per_row * len(deltas), 90))

@@ -1,0 +1,162 @@
+"""Reading the results database: the only place the dashboard touches DuckDB.
+
+Every query opens its own read-only connection and closes it at once (`python -m anatomy
+collect` replaces the file while the dashboard runs, and a held connection would keep
+reading the old one). Results are cached by Streamlit and keyed on the file's identity, so
+a rebuilt database is picked up on the next rerun.
+
+What can go wrong is turned into a `DatabaseProblem` with words for the learner: no
+database yet, a database being rebuilt, a file that is not a results database.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import streamlit as st
+
+DEFAULT_DB = "results/anatomy.duckdb"
+DB_ENV_VAR = "ANATOMY_DB"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+MAKE_DATABASE_HELP = (
+    "Make one from the repository root with `snakemake --cores 1 headline` "
+    "(vanilla vs mini-LLaMA over both seeds) or `snakemake --cores 1` (the whole grid). "
+    "Runs trained by hand are collected with "
+    "`python -m anatomy collect --runs results/runs --db results/anatomy.duckdb --json results/results.json`."
+)
+
+
+class DatabaseProblem(Exception):
+    """The database cannot be read right now; `kind` is missing, rebuilding or invalid."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+def default_db_path() -> str:
+    """$ANATOMY_DB, else results/anatomy.duckdb in the working folder or in the repository."""
+    if os.environ.get(DB_ENV_VAR):
+        return os.environ[DB_ENV_VAR]
+    if Path(DEFAULT_DB).exists() or not (REPO_ROOT / DEFAULT_DB).exists():
+        return DEFAULT_DB
+    return str(REPO_ROOT / DEFAULT_DB)
+
+
+def file_version(path: str) -> tuple[int, int, int]:
+    """Changes whenever collect renames a new database into place (a new inode)."""
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        raise _missing(Path(path)) from None
+    return (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+
+
+def _missing(path: Path) -> DatabaseProblem:
+    # collect builds the new file as .anatomy.duckdb.XXXX.tmp beside the target
+    if path.parent.is_dir() and any(path.parent.glob(f".{path.name}.*.tmp")):
+        return DatabaseProblem("rebuilding", f"The database `{path}` is being rebuilt right now.")
+    return DatabaseProblem("missing", f"There is no results database at `{path}` yet.")
+
+
+def run_query(path: str, sql: str) -> pd.DataFrame:
+    """One query on its own short read-only connection."""
+    try:
+        with duckdb.connect(path, read_only=True) as con:
+            return con.execute(sql).df()
+    except duckdb.CatalogException as err:
+        raise DatabaseProblem(
+            "invalid", f"`{path}` is not a results database of this project ({err}). Rebuild it with collect."
+        ) from None
+    except (duckdb.IOException, duckdb.InvalidInputException, duckdb.SerializationException) as err:
+        if not Path(path).exists():
+            raise _missing(Path(path)) from None
+        # a lock held by a writer, or a file caught half-way through a copy
+        raise DatabaseProblem(
+            "rebuilding", f"The database `{path}` cannot be opened right now; it may be being rebuilt ({err})."
+        ) from None
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _cached_query(path: str, version: tuple[int, int, int], sql: str) -> pd.DataFrame:
+    del version  # only part of the cache key
+    return run_query(path, sql)
+
+
+def query(path: str, sql: str) -> pd.DataFrame:
+    return _cached_query(path, file_version(path), sql)
+
+
+@dataclass
+class Results:
+    """The database's tables and views as DataFrames, plus a label per run for the charts."""
+
+    path: str
+    runs: pd.DataFrame  # the run_summary view, one row per run, with "label" and "n_layer"
+    metrics: pd.DataFrame  # one row per evaluation, with the run's label, experiment and seed
+    experiments: pd.DataFrame  # the experiment_summary view
+    ablations: pd.DataFrame  # the ablation_summary view
+    samples: pd.DataFrame
+
+    @property
+    def headline(self) -> pd.DataFrame:
+        return self.runs[self.runs["group"] == "headline"]
+
+
+def run_label(experiment: str, seed) -> str:
+    return f"{experiment} · seed {seed}" if pd.notna(seed) else str(experiment)
+
+
+def _n_layer(config_json: str) -> float:
+    try:
+        return float(json.loads(config_json)["model"]["n_layer"])
+    except (TypeError, ValueError, KeyError):
+        return float("nan")
+
+
+def load_results(path: str) -> Results:
+    """All the dashboard reads, in a few queries. Raises DatabaseProblem."""
+    runs = query(path, """
+        SELECT s.*, r.config FROM run_summary s JOIN runs r USING (run_id)
+        ORDER BY s."group" = 'headline' DESC, s.experiment, s.seed""")
+    runs["label"] = [run_label(e, s) for e, s in zip(runs["experiment"], runs["seed"])]
+    runs["n_layer"] = runs.pop("config").map(_n_layer)
+    metrics = query(path, "SELECT * FROM metrics ORDER BY run_id, step")
+    metrics = metrics.merge(runs[["run_id", "label", "experiment", "seed", "status"]], on="run_id")
+    samples = query(path, "SELECT * FROM samples ORDER BY run_id, sample_idx").merge(
+        runs[["run_id", "label", "experiment"]], on="run_id")
+    return Results(
+        path=path,
+        runs=runs,
+        metrics=metrics,
+        experiments=query(path, "SELECT * FROM experiment_summary ORDER BY experiment"),
+        ablations=query(path, "SELECT * FROM ablation_summary ORDER BY part, direction"),
+        samples=samples,
+    )
+
+
+def require_results() -> Results:
+    """The results for the database chosen in the sidebar, or a friendly message and stop."""
+    path = st.session_state.get("db_path") or default_db_path()
+    try:
+        results = load_results(path)
+    except DatabaseProblem as problem:
+        if problem.kind == "missing":
+            st.info(f"{problem} {MAKE_DATABASE_HELP}", icon=":material/database:")
+        elif problem.kind == "rebuilding":
+            st.warning(f"{problem} Wait a few seconds, then reload.", icon=":material/hourglass_top:")
+            st.button("Reload", on_click=st.cache_data.clear)
+        else:
+            st.error(str(problem), icon=":material/warning:")
+        st.stop()
+    if results.runs.empty:
+        st.info(f"The database `{path}` holds no runs yet: the grid has not finished its first run. "
+                "Reload once a run folder has been collected.", icon=":material/hourglass_top:")
+        st.stop()
+    return results

@@ -1,0 +1,42 @@
+"""The results dashboard: `streamlit run dashboard` from the repository root.
+
+This entry file sets the page up, lets the learner choose the database in the sidebar
+(default: $ANATOMY_DB, else results/anatomy.duckdb) and hands over to one file per view.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import streamlit as st
+
+# `streamlit run dashboard` puts only this folder on sys.path; the views import `dashboard.*`
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from dashboard import loaders  # noqa: E402
+
+st.set_page_config(page_title="llm-anatomy lab", page_icon=":material/biotech:", layout="wide")
+
+VIEWS = Path(__file__).parent / "views"
+pages = [
+    st.Page(VIEWS / "overview.py", title="Overview", icon=":material/dashboard:", default=True),
+    st.Page(VIEWS / "curves.py", title="Curves", icon=":material/show_chart:"),
+    st.Page(VIEWS / "overfitting.py", title="Overfitting turn", icon=":material/trending_up:"),
+    st.Page(VIEWS / "ablations.py", title="Ablations", icon=":material/extension:"),
+    st.Page(VIEWS / "breaks.py", title="Break tests", icon=":material/bolt:"),
+    st.Page(VIEWS / "samples.py", title="Samples", icon=":material/article:"),
+]
+page = st.navigation(pages)
+
+with st.sidebar:
+    st.text_input(
+        "Results database", value=loaders.default_db_path(), key="db_path",
+        help=f"A DuckDB file made by `python -m anatomy collect`. Set ${loaders.DB_ENV_VAR} to change the default.",
+    )
+    st.button("Reload data", on_click=st.cache_data.clear, help="Re-read the database (it is re-read on its own when it changes)")
+    st.caption("llm-anatomy lab: a 2017 Transformer vs a mini-LLaMA, part by part.")
+
+page.run()

@@ -1,0 +1,82 @@
+"""Break tests: pre-norm vs post-norm at depth, broken RoPE, MQA, QK-norm, against llama.
+
+Every run whose group is neither `headline` nor `ablation` shows here. Runs deeper than the
+headline models go in the depth section; the rest are compared with llama.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import analysis, charts, loaders
+
+REFERENCE = "llama"
+
+results = loaders.require_results()
+runs = results.runs
+
+st.title("Break tests")
+breaks = runs[~runs["group"].isin(["headline", "ablation"])]
+if breaks.empty:
+    st.info("No break-test runs in this database yet. `snakemake --cores 1 break_tests` trains them.")
+    st.stop()
+
+diverged = analysis.divergence_points(runs, results.metrics)
+diverged = diverged[diverged["run_id"].isin(breaks["run_id"])]
+for _, point in diverged.iterrows():
+    before = (f"last finite val {point['val_loss']:.3f} at step {int(point['step'])}" if pd.notna(point["val_loss"])
+              else "before its first evaluation")
+    st.error(f"**{point['label']} diverged**: the loss became NaN/inf at step {point['diverged_step']} "
+             f"({before}); training stopped there.", icon=":material/error:")
+
+headline_depth = results.headline["n_layer"].median()
+is_deep = breaks["n_layer"] > headline_depth if results.headline["n_layer"].notna().any() else breaks["n_layer"] < 0
+deep, others = breaks[is_deep], breaks[~is_deep]
+log = st.toggle("log y", key="breaks_log")
+
+if not deep.empty:
+    st.subheader(f"At depth: {int(deep['n_layer'].max())} layers, no warmup")
+    st.caption("Post-norm puts the norm after the residual sum, so at depth the gradient must pass through every "
+               "norm; pre-norm keeps a clean residual path. ✕ marks where a run broke.")
+    metrics = results.metrics[results.metrics["run_id"].isin(deep["run_id"])]
+    chart = charts.loss_curves(analysis.long_curves(metrics), log=log)
+    marks = diverged[diverged["run_id"].isin(deep["run_id"])]
+    if not marks.empty:
+        chart = chart + charts.divergence_marks(marks, log=log)
+    st.altair_chart(chart, width="stretch")
+
+if not others.empty:
+    st.subheader(f"Broken or changed parts against {REFERENCE}")
+    st.caption("RoPE with k left unrotated or paired differently from q loses relative position; "
+               "MQA shares one key/value head among all query heads.")
+    shown = [REFERENCE] + list(dict.fromkeys(others["experiment"]))
+    metrics = results.metrics[results.metrics["experiment"].isin(shown)]
+    val = analysis.long_curves(metrics, splits=("val_loss",))
+    chart = charts.loss_curves(val, log=log, by="experiment")
+    marks = diverged[diverged["run_id"].isin(others["run_id"])]
+    if not marks.empty:
+        chart = chart + charts.divergence_marks(marks, log=log)
+    st.altair_chart(chart, width="stretch")
+    if (runs["experiment"] == REFERENCE).any():
+        deltas = analysis.versus_reference(runs, list(dict.fromkeys(others["experiment"])), REFERENCE)
+        if not deltas.empty:
+            st.altair_chart(charts.delta_chart(deltas, REFERENCE), width="stretch")
+    else:
+        st.info(f"No `{REFERENCE}` runs to compare with yet.")
+
+st.subheader("Break-test runs")
+st.dataframe(
+    breaks[["label", "description", "part", "n_layer", "status", "diverged_step", "best_val_loss", "best_step",
+            "final_val_loss", "last_step"]],
+    hide_index=True, width="stretch",
+    column_config={
+        "label": st.column_config.TextColumn("run"),
+        "n_layer": st.column_config.NumberColumn("layers", format="%d"),
+        "diverged_step": st.column_config.NumberColumn("diverged at", format="%d"),
+        "best_val_loss": st.column_config.NumberColumn("best val", format="%.4f"),
+        "best_step": st.column_config.NumberColumn("at step", format="%d"),
+        "final_val_loss": st.column_config.NumberColumn("final val", format="%.4f"),
+        "last_step": st.column_config.NumberColumn("steps", format="%d"),
+    },
+)

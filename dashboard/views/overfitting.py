@@ -1,0 +1,49 @@
+"""The overfitting turn: where val loss bottoms out, and how fast it climbs while train keeps falling."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard import analysis, charts, loaders
+
+results = loaders.require_results()
+
+st.title("The overfitting turn")
+st.caption("Train loss keeps falling, but past some step the model memorises the training text and val loss "
+           "turns upward. The shaded region is everything after val's minimum; the grey band is the train/val gap.")
+
+margin = st.number_input("Margin (nats): the turn is the first step where val is this far above its minimum",
+                         min_value=0.0, max_value=5.0, value=0.05, step=0.01, format="%.2f", key="turn_margin")
+table = analysis.overfitting_table(results.metrics, margin)
+if table.empty:
+    st.info("No run has a finite val loss yet.")
+    st.stop()
+
+st.dataframe(
+    table.drop(columns=["run_id", "experiment"]).sort_values("val_rise", ascending=False),
+    hide_index=True, width="stretch",
+    column_config={
+        "label": st.column_config.TextColumn("run"),
+        "min_val": st.column_config.NumberColumn("min val", format="%.4f"),
+        "min_step": st.column_config.NumberColumn("at step", format="%d"),
+        "turn_step": st.column_config.NumberColumn(f"val > min + margin from step", format="%d"),
+        "final_step": st.column_config.NumberColumn("last eval", format="%d"),
+        "final_val": st.column_config.NumberColumn("final val", format="%.4f"),
+        "val_rise": st.column_config.NumberColumn("rise after min", format="%+.4f"),
+        "final_train": st.column_config.NumberColumn("final train", format="%.4f"),
+        "gap": st.column_config.NumberColumn("val - train at end", format="%.4f"),
+    },
+)
+
+headline = list(results.headline["label"])
+default = headline or list(table.sort_values("val_rise", ascending=False)["label"][:2])
+chosen = st.multiselect("Runs to draw", list(table["label"]), default=default, key="turn_runs")
+columns = st.columns(2)
+for i, label in enumerate(chosen):
+    row = table[table["label"] == label].iloc[0]
+    run = results.metrics[(results.metrics["label"] == label)]
+    run = run[analysis.finite(run["val_loss"]) & analysis.finite(run["train_loss"])]
+    with columns[i % 2]:
+        st.markdown(f"**{label}**: min val {row['min_val']:.3f} at step {int(row['min_step'])}, "
+                    f"then +{row['val_rise']:.3f} by step {int(row['final_step'])}")
+        st.altair_chart(charts.overfitting_chart(run, row, margin), width="stretch")

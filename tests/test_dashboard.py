@@ -1,0 +1,286 @@
+"""The dashboard under Streamlit's AppTest: every view, on real tiny runs and on edge cases.
+
+`dashboard_db` is built by the real code (train, generate, collect) from a tiny grid;
+`fixture_grid_db` holds run folders written by hand in the contract format, for the states
+real runs rarely give on demand (NaN/inf losses after some finite steps, a run still going).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from anatomy.results import collect
+from conftest import write_fixture_grid
+from dashboard import analysis
+
+APP = Path(__file__).resolve().parent.parent / "dashboard" / "streamlit_app.py"
+PAGES = ["overview", "curves", "overfitting", "ablations", "breaks", "samples"]
+
+
+def open_page(db: Path | str, page: str, monkeypatch) -> AppTest:
+    monkeypatch.setenv("ANATOMY_DB", str(db))
+    app = AppTest.from_file(str(APP), default_timeout=60)
+    app.run()
+    if page != "overview":
+        app.switch_page(f"views/{page}.py").run()
+    assert not app.exception, [e.value for e in app.exception]
+    return app
+
+
+def chart_tables(app: AppTest) -> list[pd.DataFrame]:
+    """The data behind each Altair chart on the page, one DataFrame per chart (all layers)."""
+    tables = []
+    for chart in app.get("vega_lite_chart"):
+        frames = [pa.ipc.open_stream(d.data.data).read_all().to_pandas() for d in chart.proto.datasets]
+        tables.append(pd.concat(frames, ignore_index=True) if frames else pd.DataFrame())
+    return tables
+
+
+def chart_specs(app: AppTest) -> list[dict]:
+    return [json.loads(chart.proto.spec) for chart in app.get("vega_lite_chart")]
+
+
+def texts(app: AppTest) -> str:
+    """Every piece of prose on the page, one string."""
+    parts = []
+    for kind in ("title", "subheader", "markdown", "caption", "info", "warning", "error", "text"):
+        parts += [str(element.value) for element in getattr(app, kind)]
+    parts += [str(m.label) + str(m.value) for m in app.metric]
+    return "\n".join(parts)
+
+
+def db_rows(db: Path, sql: str) -> list[tuple]:
+    with duckdb.connect(str(db), read_only=True) as con:
+        return con.execute(sql).fetchall()
+
+
+def labels_of(db: Path, where: str = "TRUE") -> set[str]:
+    return {f"{e} · seed {s}" for e, s in db_rows(db, f'SELECT experiment, seed FROM runs WHERE {where}')}
+
+
+# ---------------------------------------------------------------------------------------------
+# Every view on the database built from real tiny runs
+
+
+def test_overview_shows_the_headline_runs(dashboard_db, monkeypatch):
+    app = open_page(dashboard_db, "overview", monkeypatch)
+    headline = labels_of(dashboard_db, "\"group\" = 'headline'")
+    assert headline == {"vanilla · seed 42", "vanilla · seed 7", "llama · seed 42", "llama · seed 7"}
+    (table,) = app.dataframe
+    assert set(table.value["run"] if "run" in table.value else table.value["label"]) == headline
+    (chart,) = chart_tables(app)
+    assert set(chart["label"].dropna()) == headline
+    # each run's best point is the minimum val of that run in the database
+    best = dict(db_rows(dashboard_db, "SELECT experiment || ' · seed ' || seed, best_val_loss FROM run_summary"))
+    marked = chart.dropna(subset=["val_loss"]).drop_duplicates("label").set_index("label")["val_loss"]
+    for label, value in marked.items():
+        assert value == pytest.approx(best[label])
+    # the grid's state is said in words: one run still going, one diverged
+    prose = texts(app)
+    assert "still running" in prose and "deep_post_nowarmup · seed 42" in prose
+    assert "vanilla" in prose and "llama" in prose
+
+
+def test_curves_follow_the_controls(dashboard_db, monkeypatch):
+    app = open_page(dashboard_db, "curves", monkeypatch)
+    headline = labels_of(dashboard_db, "\"group\" = 'headline'")
+    (chart,) = chart_tables(app)
+    assert set(chart["label"]) == headline and set(chart["split"]) == {"train", "val"}
+    n_rows = db_rows(dashboard_db, "SELECT count(*) FROM metrics JOIN runs USING (run_id) WHERE \"group\" = 'headline'")
+    assert len(chart) == 2 * n_rows[0][0]  # every evaluation, train and val
+
+    app.multiselect(key="curves_experiments").set_value(["mqa"]).run()
+    app.segmented_control(key="curves_x").set_value("wall-clock").run()
+    app.toggle(key="curves_log").set_value(True).run()
+    app.slider(key="curves_smoothing").set_value(0.5).run()
+    assert not app.exception
+    (spec,) = chart_specs(app)
+    (chart,) = chart_tables(app)
+    assert set(chart["label"]) == {"mqa · seed 42"}
+    assert spec["encoding"]["x"]["field"] == "elapsed_s"
+    assert spec["encoding"]["y"]["scale"]["type"] == "log"
+    val = chart[chart["split"] == "val"].sort_values("step")
+    assert val["smoothed"].tolist() == pytest.approx(_ema(val["loss"], 0.5).tolist())
+    assert val["smoothed"].tolist() != pytest.approx(val["loss"].tolist())
+    # legend-click highlight: a selection bound to the legend drives the opacity
+    assert any(param.get("bind") == "legend" for param in spec.get("params", []))
+
+
+def _ema(values: pd.Series, weight: float) -> pd.Series:
+    """The bias-corrected EMA written out by hand, to check the smoothing against."""
+    out, num, den = [], 0.0, 0.0
+    for value in values:
+        num = weight * num + (1 - weight) * value
+        den = weight * den + (1 - weight)
+        out.append(num / den)
+    return pd.Series(out, index=values.index)
+
+
+def test_overfitting_view_marks_min_and_turn(dashboard_db, monkeypatch):
+    app = open_page(dashboard_db, "overfitting", monkeypatch)
+    table = app.dataframe[0].value
+    # every run with a finite val is in the table (the run that diverged at step 2 has none)
+    assert set(table["label"]) == labels_of(dashboard_db, "experiment != 'deep_post_nowarmup'")
+    best = dict(db_rows(dashboard_db, "SELECT experiment || ' · seed ' || seed, best_step FROM run_summary"))
+    for label, min_step in zip(table["label"], table["min_step"]):
+        assert min_step == best[label]
+    assert len(app.get("vega_lite_chart")) == 4  # the headline runs by default
+    # the turn: the first evaluation after the minimum that is more than 0.05 above it
+    turned = table.dropna(subset=["turn_step"])
+    assert len(turned) >= 4  # the tiny runs do overfit
+    for _, row in turned.iterrows():
+        experiment, seed = row["label"].split(" · seed ")
+        val = dict(db_rows(dashboard_db, f"SELECT step, val_loss FROM metrics WHERE run_id = '{experiment}/seed{seed}'"))
+        assert val[row["turn_step"]] > row["min_val"] + 0.05
+        assert all(v <= row["min_val"] + 0.05 for step, v in val.items() if row["min_step"] <= step < row["turn_step"])
+
+    # a huge margin: val never rises that far above its minimum, so no turn step
+    app.number_input(key="turn_margin").set_value(5.0).run()
+    assert app.dataframe[0].value["turn_step"].isna().all()
+
+
+def test_ablations_view_pairs_parts_with_baselines(dashboard_db, monkeypatch):
+    app = open_page(dashboard_db, "ablations", monkeypatch)
+    (chart,) = chart_tables(app)
+    bars = chart.dropna(subset=["part"])
+    assert set(zip(bars["part"], bars["direction"])) == {("swiglu", "added to vanilla"), ("swiglu", "removed from llama")}
+    best = dict(db_rows(dashboard_db, "SELECT run_id, best_val_loss FROM run_summary"))
+    gains = [best[f"vanilla/seed{s}"] - best[f"vanilla_plus_swiglu/seed{s}"] for s in (42, 7)]
+    added = bars[bars["direction"] == "added to vanilla"].iloc[0]
+    assert added["benefit"] == pytest.approx(np.mean(gains))
+    assert (added["benefit_low"], added["benefit_high"]) == pytest.approx((min(gains), max(gains)))
+    assert set(app.dataframe[0].value["experiment"]) == {"vanilla_plus_swiglu", "llama_minus_swiglu"}
+
+
+def test_break_view_flags_the_divergence(dashboard_db, monkeypatch):
+    app = open_page(dashboard_db, "breaks", monkeypatch)
+    (error,) = app.error
+    assert "deep_post_nowarmup · seed 42 diverged" in error.value and "step 2" in error.value
+    tables = chart_tables(app)
+    deep = tables[0]  # the depth section comes first: the 4-layer runs
+    assert set(deep["label"].dropna()) == {"deep_pre_nowarmup · seed 42", "deep_post_nowarmup · seed 42"}
+    assert "✕ deep_post_nowarmup · seed 42 diverged (NaN/inf) at step 2" in set(deep["text"].dropna())
+    assert "before its first evaluation" in error.value
+    others = tables[1]
+    assert set(others["experiment"].dropna()) == {"llama", "mqa", "rope_k_unrotated"}
+    assert set(app.dataframe[0].value["label"]) == labels_of(dashboard_db, "\"group\" = 'break'")
+
+
+def test_samples_view_shows_generated_text_side_by_side(dashboard_db, monkeypatch):
+    app = open_page(dashboard_db, "samples", monkeypatch)
+    shown = {element.value for element in app.text}
+    chosen = app.multiselect(key="samples_runs").value
+    assert set(chosen) == labels_of(dashboard_db, "\"group\" = 'headline'")
+    for label in chosen:
+        experiment, seed = label.split(" · seed ")
+        (text,) = db_rows(dashboard_db, f"SELECT text FROM samples WHERE run_id = '{experiment}/seed{seed}'")[0]
+        assert text in shown and text.startswith("## ")
+    # a diverged run has no text to show, only the note saying why
+    app.multiselect(key="samples_runs").set_value(["deep_post_nowarmup · seed 42"]).run()
+    assert not app.text and "no checkpoint to sample from" in app.warning[0].value
+
+
+# ---------------------------------------------------------------------------------------------
+# Edge cases: NaN/inf losses, an empty database, no database, a database being rebuilt
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_views_survive_non_finite_losses_and_a_running_grid(fixture_grid_db, page, monkeypatch):
+    app = open_page(fixture_grid_db, page, monkeypatch)
+    assert app.get("vega_lite_chart") or app.text  # every view draws something
+    if page == "breaks":
+        assert len(app.error) == 2  # both seeds of the post-norm run diverged
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_no_database_says_how_to_make_one(tmp_path, page, monkeypatch):
+    app = open_page(tmp_path / "results" / "anatomy.duckdb", page, monkeypatch)
+    (info,) = app.info
+    assert "no results database" in info.value and "snakemake --cores 1" in info.value
+    assert not app.get("vega_lite_chart")
+
+
+def test_a_database_being_renamed_into_place_is_not_an_error(tmp_path, monkeypatch):
+    (tmp_path / ".anatomy.duckdb.k2j4.tmp").write_bytes(b"")  # collect's temporary file
+    app = open_page(tmp_path / "anatomy.duckdb", "overview", monkeypatch)
+    assert "being rebuilt" in app.warning[0].value
+
+
+def test_an_unreadable_file_is_explained(tmp_path, monkeypatch):
+    db = tmp_path / "anatomy.duckdb"
+    db.write_bytes(b"this is not a duckdb file" * 100)
+    app = open_page(db, "curves", monkeypatch)
+    assert "cannot be opened right now" in app.warning[0].value
+
+
+def test_a_database_with_no_runs_yet(tmp_path, monkeypatch):
+    (tmp_path / "runs").mkdir()
+    collect(tmp_path / "runs", tmp_path / "anatomy.duckdb")
+    app = open_page(tmp_path / "anatomy.duckdb", "overview", monkeypatch)
+    assert "holds no runs yet" in app.info[0].value
+
+
+def test_sidebar_path_and_a_rebuilt_database_are_picked_up(fixture_grid_db, tmp_path, monkeypatch):
+    app = open_page(tmp_path / "missing.duckdb", "overview", monkeypatch)
+    assert app.info and not app.dataframe
+    # a second database, grown by a rerun of collect while the app is open
+    runs = tmp_path / "runs"
+    write_fixture_grid(runs)
+    db = tmp_path / "anatomy.duckdb"
+    collect(runs, db)
+    app.sidebar.text_input(key="db_path").set_value(str(db)).run()
+    assert len(app.dataframe[0].value) == 4  # the headline runs
+    app.switch_page("views/breaks.py").run()
+    before = set(app.dataframe[0].value["label"])
+    from conftest import write_run_folder
+
+    write_run_folder(runs, "llama_qk_norm", 42, group="break", part="qk_norm")
+    collect(runs, db)
+    app.run()
+    assert set(app.dataframe[0].value["label"]) == before | {"llama_qk_norm · seed 42"}
+
+
+# ---------------------------------------------------------------------------------------------
+# The numbers behind the charts
+
+
+def test_turn_step_is_the_first_rise_past_the_margin():
+    steps = pd.Series([10, 20, 30, 40, 50, 60])
+    val = pd.Series([3.0, 2.5, 2.4, 2.42, 2.6, np.inf])
+    assert analysis.turn_step(steps, val, 0.05) == 50
+    assert analysis.turn_step(steps, val, 0.01) == 40
+    assert np.isnan(analysis.turn_step(steps, val, 1.0))
+    assert np.isnan(analysis.turn_step(steps, pd.Series([np.nan] * 6), 0.05))
+
+
+def test_part_benefit_reads_the_same_way_in_both_directions():
+    ablations = pd.DataFrame({
+        "experiment": ["vanilla_plus_x", "llama_minus_x"], "part": ["x", "x"], "direction": ["add", "remove"],
+        "delta_best_val_mean": [-0.10, 0.08], "delta_best_val_min": [-0.12, 0.05],
+        "delta_best_val_max": [-0.07, 0.11], "n_seeds": [2, 2],
+    })
+    benefit = analysis.part_benefit(ablations).set_index("direction")
+    # adding x lowered vanilla's loss by 0.10 and removing it raised llama's by 0.08: both +
+    assert benefit.loc["added to vanilla", "benefit"] == pytest.approx(0.10)
+    assert benefit.loc["removed from llama", "benefit"] == pytest.approx(0.08)
+    assert (benefit.loc["added to vanilla", "benefit_low"], benefit.loc["added to vanilla", "benefit_high"]) == \
+        pytest.approx((0.07, 0.12))
+
+
+def test_seed_band_and_versus_reference_pair_by_seed():
+    metrics = pd.DataFrame({"experiment": ["a"] * 4, "step": [1, 1, 2, 2], "val_loss": [1.0, 3.0, 2.0, np.nan]})
+    band = analysis.seed_band(metrics).set_index("step")
+    assert band.loc[1, ["mean", "min", "max", "n_seeds"]].tolist() == [2.0, 1.0, 3.0, 2]
+    assert band.loc[2, "n_seeds"] == 1
+    runs = pd.DataFrame({"experiment": ["ref", "ref", "b", "b"], "seed": [1, 2, 1, 2],
+                         "best_val_loss": [2.0, 3.0, 2.5, 3.1]})
+    row = analysis.versus_reference(runs, ["b"], "ref").iloc[0]
+    assert (row["delta"], row["delta_low"], row["delta_high"]) == pytest.approx((0.3, 0.1, 0.5))

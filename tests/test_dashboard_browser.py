@@ -1,0 +1,197 @@
+"""The dashboard in a real browser: `streamlit run dashboard`, headless Chromium, screenshots.
+
+AppTest runs the scripts but not the front end; this drives Debian's `chromium` over the
+DevTools protocol (with the `websockets` package Streamlit already depends on), waits until
+every page has drawn its Vega charts and shows no exception box, and saves a screenshot of
+each page to $ANATOMY_SCREENSHOT_DIR (a CI artifact) or the test's temporary folder.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+# url path of each view -> how many charts it draws on the fixture database
+PAGES = {"": 1, "curves": 1, "overfitting": 4, "ablations": 1, "breaks": 3, "samples": 0}
+WINDOW = (1440, 1500)
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install -y chromium)"),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def poll(check, timeout: float):
+    """check() until it returns something truthy or time runs out; the last result either way."""
+    deadline = time.monotonic() + timeout
+    result = None
+    while time.monotonic() < deadline:
+        try:
+            result = check()
+        except OSError:
+            result = None
+        if result:
+            break
+        time.sleep(0.25)
+    return result
+
+
+def wait_for(check, timeout: float, what: str):
+    result = poll(check, timeout)
+    if not result:
+        raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+    return result
+
+
+def http_get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return response.read().decode()
+
+
+@contextmanager
+def streamlit_server(db: Path, log: Path):
+    port = free_port()
+    env = {**os.environ, "ANATOMY_DB": str(db)}
+    with log.open("w") as log_file:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "dashboard", "--server.headless", "true",
+             "--server.address", "127.0.0.1", "--server.port", str(port),
+             "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+            cwd=REPO_ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT,
+        )
+        try:
+            url = f"http://127.0.0.1:{port}"
+            wait_for(lambda: server.poll() is None and http_get(f"{url}/_stcore/health") == "ok", 60,
+                     f"streamlit to start (log: {log})")
+            yield url
+        finally:
+            server.terminate()
+            server.wait(timeout=20)
+
+
+class DevTools:
+    """The few DevTools-protocol calls the check needs, over one websocket."""
+
+    def __init__(self, socket):
+        self.socket = socket
+        self.ids = itertools.count(1)
+
+    def call(self, method: str, **params):
+        call_id = next(self.ids)
+        self.socket.send(json.dumps({"id": call_id, "method": method, "params": params}))
+        while True:
+            message = json.loads(self.socket.recv(timeout=60))
+            if message.get("id") == call_id:
+                if "error" in message:
+                    raise AssertionError(f"{method}: {message['error']}")
+                return message["result"]
+
+    def evaluate(self, expression: str):
+        return self.call("Runtime.evaluate", expression=expression, returnByValue=True)["result"].get("value")
+
+
+@contextmanager
+def chromium(profile: Path):
+    browser = subprocess.Popen(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--disable-dev-shm-usage", f"--user-data-dir={profile}", f"--window-size={WINDOW[0]},{WINDOW[1]}",
+         "--remote-debugging-port=0", "--remote-allow-origins=*", "about:blank"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        # Chromium writes the port it chose into the profile folder
+        active = profile / "DevToolsActivePort"
+        port = wait_for(lambda: active.exists() and active.read_text().split("\n")[0].strip(), 60,
+                        "chromium's DevTools port")
+        targets = wait_for(lambda: [t for t in json.loads(http_get(f"http://127.0.0.1:{port}/json/list"))
+                                    if t["type"] == "page"], 30, "a chromium page")
+        from websockets.sync.client import connect
+
+        with connect(targets[0]["webSocketDebuggerUrl"], max_size=64 * 2**20, open_timeout=20) as socket:
+            devtools = DevTools(socket)
+            devtools.call("Page.enable")
+            devtools.call("Emulation.setDeviceMetricsOverride", width=WINDOW[0], height=WINDOW[1],
+                          deviceScaleFactor=1, mobile=False)
+            yield devtools
+    finally:
+        browser.terminate()
+        browser.wait(timeout=20)
+
+
+PAGE_STATE = """(() => {
+  const charts = document.querySelectorAll('.vega-embed canvas, .vega-embed svg.marks').length;
+  const running = document.querySelector('[data-testid="stStatusWidget"]') !== null;
+  const exceptions = [...document.querySelectorAll('[data-testid="stException"]')].map(e => e.innerText);
+  const title = document.querySelector('h1') ? document.querySelector('h1').innerText : '';
+  return {charts, running, exceptions, title, text: document.body.innerText};
+})()"""
+
+
+@pytest.fixture(scope="module")
+def screenshot_dir(tmp_path_factory) -> Path:
+    folder = os.environ.get("ANATOMY_SCREENSHOT_DIR")
+    path = Path(folder) if folder else tmp_path_factory.mktemp("screenshots")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def headline_names(db: Path) -> tuple[list[str], list[str]]:
+    """(experiments, run labels) of the headline runs, as the pages name them."""
+    import duckdb
+
+    with duckdb.connect(str(db), read_only=True) as con:
+        rows = con.execute("""SELECT experiment, seed FROM runs WHERE "group" = 'headline'""").fetchall()
+    return sorted({e for e, _ in rows}), [f"{e} · seed {s}" for e, s in rows]
+
+
+def test_every_page_draws_its_charts_in_chromium(dashboard_db, screenshot_dir, tmp_path):
+    db = dashboard_db
+    experiments, labels = headline_names(db)
+    assert experiments, "the fixture database has no headline runs"
+    # text each page must show (charts and tables draw on canvas, so this is the page's own text)
+    expected = {"": experiments, "curves": labels, "samples": labels}
+    with streamlit_server(db, tmp_path / "streamlit.log") as url, \
+            tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile, \
+            chromium(Path(profile)) as browser:
+        for page, n_charts in PAGES.items():
+            browser.call("Page.navigate", url=f"{url}/{page}")
+
+            last = {}
+
+            def drawn():
+                last.update(browser.evaluate(PAGE_STATE) or {})
+                done = last.get("title") and not last["running"] and last["charts"] >= n_charts
+                return done or bool(last.get("exceptions"))
+
+            poll(drawn, 60)
+            time.sleep(1.0)  # let the charts finish their first paint before the screenshot
+            shot = browser.call("Page.captureScreenshot", format="png")
+            target = screenshot_dir / f"dashboard-{page or 'overview'}.png"
+            target.write_bytes(base64.b64decode(shot["data"]))
+            print(f"screenshot: {target}")
+            assert last.get("exceptions") == [], f"/{page} shows an exception: {last.get('exceptions')}"
+            assert last["charts"] >= n_charts, f"/{page} drew {last['charts']} of {n_charts} charts (see {target})"
+            for name in expected.get(page, []):
+                assert name in last["text"], f"/{page} does not show {name}"
