@@ -41,9 +41,15 @@ def run_colors(labels, experiments) -> alt.Scale:
     return color_scale([lab for lab, _ in pairs])
 
 
-def y_loss(field: str = "loss", log: bool = False, title: str = "loss (nats / char)") -> alt.Y:
-    scale = alt.Scale(type="log" if log else "linear", zero=False)
+def y_loss(field: str = "loss", log: bool = False, title: str = "loss (nats / char)", padding: int = 0) -> alt.Y:
+    scale = alt.Scale(type="log" if log else "linear", zero=False, padding=padding)
     return alt.Y(f"{field}:Q", title=title, scale=scale)
+
+
+def text_inside(x: float, x_max: float) -> dict:
+    """Text alignment that keeps a label inside the plot: Vega shrinks a plot to fit a label
+    that sticks out of it, so one near the right edge is right-aligned."""
+    return {"align": "right", "dx": -6} if x > 0.6 * x_max else {"align": "left", "dx": 6}
 
 
 X_TITLES = {"step": "training step", "elapsed_s": "wall-clock (s)"}
@@ -63,8 +69,9 @@ def loss_curves(long: pd.DataFrame, x: str = "step", log: bool = False, height: 
         x=alt.X(f"{x}:Q", title=X_TITLES.get(x, x)),
         y=y_loss("smoothed", log),
         color=alt.Color(f"{by}:N", title=title, legend=alt.Legend(labelLimit=320), scale=scale),
-        strokeDash=alt.StrokeDash("split:N", title="split",
-                                  scale=alt.Scale(domain=["val", "train"], range=[[1, 0], [5, 3]])),
+        strokeDash=alt.StrokeDash("split:N", title="split", scale=alt.Scale(
+            domain=[split for split in ("val", "train") if split in set(long["split"])],
+            range=[[1, 0], [5, 3]] if "val" in set(long["split"]) else [[5, 3]])),
         detail=alt.Detail(["label:N", "split:N"]) if by != "label" else "split:N",
         opacity=alt.condition(pick, alt.value(1.0), alt.value(0.12)),
         tooltip=[
@@ -92,8 +99,9 @@ def seed_band_chart(band: pd.DataFrame, runs_long: pd.DataFrame, best: pd.DataFr
     color = alt.Color("experiment:N", title="model (click to highlight)", scale=scale,
                       legend=alt.Legend(labelLimit=320, symbolType="stroke", symbolOpacity=1, symbolStrokeWidth=3))
     x = alt.X("step:Q", title="training step")
+    # padding below the curves leaves room for the labels of the best points
     area = alt.Chart(band).mark_area(opacity=0.22).encode(
-        x=x, y=y_loss("min", log, "val loss (nats / char)"), y2="max:Q", color=color,
+        x=x, y=y_loss("min", log, "val loss (nats / char)", padding=40), y2="max:Q", color=color,
         tooltip=[alt.Tooltip("experiment:N"), alt.Tooltip("step:Q", format=","),
                  alt.Tooltip("min:Q", title="min over seeds", format=".4f"),
                  alt.Tooltip("max:Q", title="max over seeds", format=".4f"),
@@ -110,10 +118,19 @@ def seed_band_chart(band: pd.DataFrame, runs_long: pd.DataFrame, best: pd.DataFr
                  alt.Tooltip("val_loss:Q", title="best val", format=".4f")],
     )
     best_of_experiment = best.sort_values("val_loss").drop_duplicates("experiment").copy()
-    best_of_experiment["text"] = [f"best {v:.3f} @ {int(s)}" for v, s in
-                                  zip(best_of_experiment["val_loss"], best_of_experiment["step"])]
-    labels = alt.Chart(best_of_experiment).mark_text(dy=18, fontWeight="bold", fontSize=12).encode(
-        x=x, y="val_loss:Q", text="text:N", color=color)
+    best_of_experiment["text"] = [f"{e}: best {v:.3f} @ {int(s)}" for e, v, s in zip(
+        best_of_experiment["experiment"], best_of_experiment["val_loss"], best_of_experiment["step"])]
+    # one label per model, stacked under the lowest point so that they never overlap
+    lowest = best_of_experiment["val_loss"].min()
+    best_of_experiment["label_y"] = lowest
+    best_of_experiment["label_step"] = best_of_experiment["step"]
+    last_step = band["step"].max()
+    labels = alt.layer(*[
+        alt.Chart(best_of_experiment.iloc[[i]]).mark_text(
+            dy=16 + 15 * i, fontWeight="bold", fontSize=12, **text_inside(step, last_step)).encode(
+            x="label_step:Q", y="label_y:Q", text="text:N", color=color)
+        for i, step in enumerate(best_of_experiment["step"])
+    ])
     return (area + lines + points + labels).properties(height=height)
 
 
@@ -123,8 +140,9 @@ def overfitting_chart(run: pd.DataFrame, row: pd.Series, margin: float, height: 
     last_step = float(run["step"].max())
     after = pd.DataFrame({"start": [row["min_step"]], "end": [last_step]})
     shade = alt.Chart(after).mark_rect(color=TURN_RED, opacity=0.08).encode(x="start:Q", x2="end:Q")
-    shade_text = alt.Chart(after).mark_text(align="left", baseline="top", dx=4, dy=4, color=TURN_RED).encode(
-        x="start:Q", y=alt.value(0), text=alt.value("after the minimum: overfitting"))
+    # right-aligned at the end, so the label stays inside the plot wherever the minimum is
+    shade_text = alt.Chart(after).mark_text(align="right", baseline="top", dx=-4, dy=6, color=TURN_RED).encode(
+        x="end:Q", y=alt.value(0), text=alt.value("after the minimum: overfitting"))
     gap = alt.Chart(run).mark_area(color="#999999", opacity=0.18).encode(
         x=x, y=alt.Y("train_loss:Q", title="loss (nats / char)", scale=alt.Scale(zero=False)), y2="val_loss:Q",
         tooltip=[alt.Tooltip("step:Q", format=","), alt.Tooltip("train_loss:Q", title="train", format=".4f"),
@@ -142,22 +160,29 @@ def overfitting_chart(run: pd.DataFrame, row: pd.Series, margin: float, height: 
                             "text": [f"min val {row['min_val']:.3f} @ {int(row['min_step'])}"]})
     min_point = alt.Chart(minimum).mark_point(shape="diamond", size=160, filled=True, color=TURN_RED).encode(
         x="step:Q", y="loss:Q", tooltip=["text:N"])
-    min_text = alt.Chart(minimum).mark_text(dy=-14, fontWeight="bold", color=TURN_RED).encode(
+    min_text = alt.Chart(minimum).mark_text(dy=10, baseline="top", fontWeight="bold", color=TURN_RED).encode(
         x="step:Q", y="loss:Q", text="text:N")
     # no region to shade while val is still at its minimum on the last evaluation
     layers = [shade, gap, lines, min_point, min_text, shade_text] if row["min_step"] < last_step else \
         [gap, lines, min_point, min_text]
     if pd.notna(row["turn_step"]):
-        turn = pd.DataFrame({"step": [row["turn_step"]],
+        # the threshold min + margin, and the first step val crosses it (placed in data
+        # coordinates: a mark outside the plot would make Vega shrink the plot to fit it)
+        threshold = row["min_val"] + margin
+        turn = pd.DataFrame({"step": [row["turn_step"]], "start": [row["min_step"]], "end": [last_step],
+                             "loss": [threshold],
                              "text": [f"val > min + {margin:g} from step {int(row['turn_step'])}"]})
+        layers.append(alt.Chart(turn).mark_rule(strokeDash=[2, 2], color=TURN_RED).encode(
+            x="start:Q", x2="end:Q", y="loss:Q", tooltip=["text:N"]))
         layers.append(alt.Chart(turn).mark_rule(strokeDash=[6, 4], color=TURN_RED, strokeWidth=1.5).encode(
             x="step:Q", tooltip=["text:N"]))
-        layers.append(alt.Chart(turn).mark_text(align="left", dx=4, baseline="bottom", color=TURN_RED).encode(
-            x="step:Q", y=alt.value(height - 4), text="text:N"))
+        layers.append(alt.Chart(turn).mark_text(dy=-8, baseline="bottom", color=TURN_RED,
+                                                **text_inside(row["turn_step"], last_step)).encode(
+            x="step:Q", y="loss:Q", text="text:N"))
     return alt.layer(*layers).properties(height=height)
 
 
-def benefit_chart(benefit: pd.DataFrame, noise: float, height_per_row: int = 34) -> alt.LayerChart:
+def benefit_chart(benefit: pd.DataFrame, noise: float, height_per_row: int = 36) -> alt.LayerChart:
     """Per part, how much best val it is worth, both ways, with the seed range as error bars."""
     benefit = benefit.assign(row=benefit["part"] + " · " + benefit["direction"])
     rows = sorted(benefit["row"])
@@ -182,10 +207,10 @@ def benefit_chart(benefit: pd.DataFrame, noise: float, height_per_row: int = 34)
     errors = alt.Chart(benefit).mark_errorbar(ticks=True, color="#222222", thickness=1.5).encode(
         x=alt.X("benefit_low:Q", title=""), x2="benefit_high:Q", y=y, tooltip=tooltip)
     layers += [bars, errors, zero]
-    return alt.layer(*layers).properties(height=max(height_per_row * len(rows), 90))
+    return alt.layer(*layers).properties(height=alt.Step(height_per_row))  # a fixed height per row
 
 
-def divergence_marks(points: pd.DataFrame, log: bool = False) -> alt.LayerChart:
+def divergence_marks(points: pd.DataFrame, x_max: float, log: bool = False) -> alt.LayerChart:
     """Where each diverged run broke: a red dashed rule at that step, a cross at its last finite val."""
     points = points.copy()
     points["text"] = [f"✕ {label} diverged (NaN/inf) at step {s}" for label, s in zip(points["label"], points["diverged_step"])]
@@ -193,8 +218,12 @@ def divergence_marks(points: pd.DataFrame, log: bool = False) -> alt.LayerChart:
                alt.Tooltip("val_loss:Q", title="last finite val", format=".4f")]
     rule = alt.Chart(points).mark_rule(color=DIVERGED_RED, strokeDash=[6, 3], strokeWidth=2).encode(
         x="diverged_step:Q", tooltip=tooltip)
-    text = alt.Chart(points).mark_text(align="left", baseline="top", dx=6, color=DIVERGED_RED, fontWeight="bold").encode(
-        x="diverged_step:Q", y=alt.value(6), text="text:N")
+    text = alt.layer(*[
+        alt.Chart(points.iloc[[i]]).mark_text(baseline="top", dy=6 + 16 * i, color=DIVERGED_RED, fontWeight="bold",
+                                              **text_inside(step, x_max)).encode(
+            x="diverged_step:Q", y=alt.value(0), text="text:N")
+        for i, step in enumerate(points["diverged_step"])
+    ])
     reached = points.dropna(subset=["val_loss"])
     cross = alt.Chart(reached).mark_point(shape="cross", size=260, filled=True, color=DIVERGED_RED, angle=45).encode(
         x="step:Q", y=y_loss("val_loss", log), tooltip=tooltip)
@@ -203,7 +232,8 @@ def divergence_marks(points: pd.DataFrame, log: bool = False) -> alt.LayerChart:
 
 def delta_chart(deltas: pd.DataFrame, reference: str, height_per_row: int = 44) -> alt.LayerChart:
     """Best val minus the reference's, per experiment, with the seed range as error bars."""
-    y = alt.Y("experiment:N", title=None, sort=alt.EncodingSortField("delta", op="mean"), axis=alt.Axis(labelLimit=320))
+    order = list(deltas.sort_values("delta")["experiment"])
+    y = alt.Y("experiment:N", title=None, sort=order, axis=alt.Axis(labelLimit=320))
     tooltip = [alt.Tooltip("experiment:N"), alt.Tooltip("delta:Q", title=f"vs {reference} (nats)", format="+.4f"),
                alt.Tooltip("delta_low:Q", title="seed min", format="+.4f"),
                alt.Tooltip("delta_high:Q", title="seed max", format="+.4f"), alt.Tooltip("n_seeds:Q", title="seeds")]
@@ -214,4 +244,5 @@ def delta_chart(deltas: pd.DataFrame, reference: str, height_per_row: int = 44) 
         x=alt.X("delta_low:Q", title=""), x2="delta_high:Q", y=y,
         color=alt.Color("experiment:N", scale=color_scale(deltas["experiment"]), legend=None), tooltip=tooltip)
     zero = alt.Chart(pd.DataFrame({"x": [0.0]})).mark_rule(color="#555555").encode(x="x:Q")
-    return (errors + points + zero).properties(height=max(height_per_row * len(deltas), 90))
+    # a fixed height per row (Vega squeezes discrete rows to nothing in a short fixed-height chart)
+    return (errors + points + zero).properties(height=alt.Step(height_per_row))

@@ -16,7 +16,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from contextlib import contextmanager
@@ -172,9 +171,8 @@ def test_every_page_draws_its_charts_in_chromium(dashboard_db, screenshot_dir, t
     assert experiments, "the fixture database has no headline runs"
     # text each page must show (charts and tables draw on canvas, so this is the page's own text)
     expected = {"": experiments, "curves": labels, "samples": labels}
-    with streamlit_server(db, tmp_path / "streamlit.log") as url, \
-            tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile, \
-            chromium(Path(profile)) as browser:
+    # a fresh profile; in tmp_path, since Chromium's helpers may still write there as it exits
+    with streamlit_server(db, tmp_path / "streamlit.log") as url, chromium(tmp_path / "profile") as browser:
         for page, n_charts in PAGES.items():
             browser.call("Page.navigate", url=f"{url}/{page}")
 
@@ -182,7 +180,8 @@ def test_every_page_draws_its_charts_in_chromium(dashboard_db, screenshot_dir, t
 
             def drawn():
                 last.update(browser.evaluate(PAGE_STATE) or {})
-                done = last.get("title") and not last["running"] and last["charts"] >= n_charts
+                done = (last.get("title") and not last["running"] and last["charts"] >= n_charts
+                        and all(name in last["text"] for name in expected.get(page, [])))
                 return done or bool(last.get("exceptions"))
 
             poll(drawn, 60)

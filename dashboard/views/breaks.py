@@ -43,7 +43,7 @@ if not deep.empty:
     chart = charts.loss_curves(analysis.long_curves(metrics), log=log)
     marks = diverged[diverged["run_id"].isin(deep["run_id"])]
     if not marks.empty:
-        chart = chart + charts.divergence_marks(marks, log=log)
+        chart = chart + charts.divergence_marks(marks, x_max=metrics["step"].max(), log=log)
     st.altair_chart(chart, width="stretch")
 
 if not others.empty:
@@ -56,7 +56,7 @@ if not others.empty:
     chart = charts.loss_curves(val, log=log, by="experiment")
     marks = diverged[diverged["run_id"].isin(others["run_id"])]
     if not marks.empty:
-        chart = chart + charts.divergence_marks(marks, log=log)
+        chart = chart + charts.divergence_marks(marks, x_max=metrics["step"].max(), log=log)
     st.altair_chart(chart, width="stretch")
     if (runs["experiment"] == REFERENCE).any():
         deltas = analysis.versus_reference(runs, list(dict.fromkeys(others["experiment"])), REFERENCE)
