@@ -75,7 +75,7 @@ def test_overview_shows_the_headline_runs(dashboard_db, monkeypatch):
     headline = labels_of(dashboard_db, "\"group\" = 'headline'")
     assert headline == {"vanilla · seed 42", "vanilla · seed 7", "llama · seed 42", "llama · seed 7"}
     (table,) = app.dataframe
-    assert set(table.value["run"] if "run" in table.value else table.value["label"]) == headline
+    assert set(table.value["label"]) == headline
     (chart,) = chart_tables(app)
     assert set(chart["label"].dropna()) == headline
     # each run's best point is the minimum val of that run in the database

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import analysis, charts, loaders
+from dashboard import analysis, charts, loaders, tables
 
 REFERENCE = "llama"
 
@@ -66,17 +66,5 @@ if not others.empty:
         st.info(f"No `{REFERENCE}` runs to compare with yet.")
 
 st.subheader("Break-test runs")
-st.dataframe(
-    breaks[["label", "description", "part", "n_layer", "status", "diverged_step", "best_val_loss", "best_step",
-            "final_val_loss", "last_step"]],
-    hide_index=True, width="stretch",
-    column_config={
-        "label": st.column_config.TextColumn("run"),
-        "n_layer": st.column_config.NumberColumn("layers", format="%d"),
-        "diverged_step": st.column_config.NumberColumn("diverged at", format="%d"),
-        "best_val_loss": st.column_config.NumberColumn("best val", format="%.4f"),
-        "best_step": st.column_config.NumberColumn("at step", format="%d"),
-        "final_val_loss": st.column_config.NumberColumn("final val", format="%.4f"),
-        "last_step": st.column_config.NumberColumn("steps", format="%d"),
-    },
-)
+tables.run_table(breaks, ["label", "description", "part", "n_layer", "status", "diverged_step", "best_val_loss",
+                          "best_step", "final_val_loss", "last_step"])

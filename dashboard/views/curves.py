@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import analysis, charts, loaders
+from dashboard import analysis, charts, loaders, tables
 
 results = loaders.require_results()
 runs = results.runs
@@ -58,5 +58,5 @@ for _, run in not_done.iterrows():
         st.warning(f"{run['label']} diverged at step {run['diverged_step']}; its line stops there.", icon=":material/error:")
 
 with st.expander("Run details"):
-    st.dataframe(chosen_runs[["label", "description", "group", "part", "direction", "params", "status",
-                              "best_val_loss", "best_step", "elapsed_s"]], hide_index=True, width="stretch")
+    tables.run_table(chosen_runs, ["label", "description", "group", "part", "direction", "params", "status",
+                                   "best_val_loss", "best_step", "elapsed_s"])

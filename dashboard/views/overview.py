@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import analysis, charts, loaders
+from dashboard import analysis, charts, loaders, tables
 
 results = loaders.require_results()
 runs = results.runs
@@ -58,20 +58,5 @@ else:
 
 # ---- the table, as in the chapter
 st.subheader("Runs")
-table = shown[["label", "status", "params", "best_val_loss", "best_step", "final_val_loss", "final_train_loss",
-               "step_time_s", "tokens_per_s", "last_step", "device"]].copy()
-table["step_time_s"] = table["step_time_s"] * 1000
-st.dataframe(
-    table, hide_index=True, width="stretch",
-    column_config={
-        "label": st.column_config.TextColumn("run"),
-        "params": st.column_config.NumberColumn("params", format="localized"),
-        "best_val_loss": st.column_config.NumberColumn("best val", format="%.4f"),
-        "best_step": st.column_config.NumberColumn("at step", format="%d"),
-        "final_val_loss": st.column_config.NumberColumn("final val", format="%.4f"),
-        "final_train_loss": st.column_config.NumberColumn("final train", format="%.4f"),
-        "step_time_s": st.column_config.NumberColumn("ms / step", format="%.1f"),
-        "tokens_per_s": st.column_config.NumberColumn("tokens / s", format="%.0f"),
-        "last_step": st.column_config.NumberColumn("steps", format="%d"),
-    },
-)
+tables.run_table(shown, ["label", "status", "params", "best_val_loss", "best_step", "final_val_loss",
+                        "final_train_loss", "step_time_ms", "tokens_per_s", "last_step", "device"])
