@@ -450,6 +450,6 @@ def test_quick_grid_end_to_end(tmp_path):
     assert "Nothing to be done" in plan.stdout + plan.stderr
     changed = tmp_path / "changed.yaml"
     changed.write_text("experiments:\n  mqa:\n    train: {lr: 1.0e-3}\n", encoding="utf-8")
-    plan = snakemake(tmp_path, "-n", "--configfile", str(WORKFLOW / "quick.yaml"), str(changed))
+    plan = snakemake(tmp_path, "-n", "-p", "--configfile", str(WORKFLOW / "quick.yaml"), str(changed))
     assert job_counts(plan.stdout) == {"train_model": 2, "generate_samples": 2, "collect_results": 1, "all": 1}
     assert set(train_commands(plan.stdout)) == expected_runs(["mqa"])
