@@ -4,6 +4,10 @@ AppTest runs the scripts but not the front end; this drives Debian's `chromium` 
 DevTools protocol (with the `websockets` package Streamlit already depends on), waits until
 every page has drawn its Vega charts and shows no exception box, and saves a screenshot of
 each page to $ANATOMY_SCREENSHOT_DIR (a CI artifact) or the test's temporary folder.
+
+For the README's screenshots, point it at a real grid's database instead of the tiny one:
+    ANATOMY_BROWSER_DB=results/anatomy.duckdb ANATOMY_SCREENSHOT_DIR=docs/screenshots \
+        python -m pytest tests/test_dashboard_browser.py
 """
 
 from __future__ import annotations
@@ -76,7 +80,8 @@ def streamlit_server(db: Path, log: Path):
         server = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", "dashboard", "--server.headless", "true",
              "--server.address", "127.0.0.1", "--server.port", str(port),
-             "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+             "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
+             "--client.toolbarMode", "viewer"],
             cwd=REPO_ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT,
         )
         try:
@@ -165,8 +170,15 @@ def headline_names(db: Path) -> tuple[list[str], list[str]]:
     return sorted({e for e, _ in rows}), [f"{e} · seed {s}" for e, s in rows]
 
 
-def test_every_page_draws_its_charts_in_chromium(dashboard_db, screenshot_dir, tmp_path):
-    db = dashboard_db
+@pytest.fixture
+def browser_db(request) -> Path:
+    """$ANATOMY_BROWSER_DB (a full or quick grid's database), else the tiny real grid."""
+    chosen = os.environ.get("ANATOMY_BROWSER_DB")
+    return Path(chosen).resolve() if chosen else request.getfixturevalue("dashboard_db")
+
+
+def test_every_page_draws_its_charts_in_chromium(browser_db, screenshot_dir, tmp_path):
+    db = browser_db
     experiments, labels = headline_names(db)
     assert experiments, "the fixture database has no headline runs"
     # text each page must show (charts and tables draw on canvas, so this is the page's own text)
