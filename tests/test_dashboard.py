@@ -8,6 +8,7 @@ real runs rarely give on demand (NaN/inf losses after some finite steps, a run s
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import duckdb
@@ -19,9 +20,13 @@ from streamlit.testing.v1 import AppTest
 
 from anatomy.results import collect
 from conftest import write_fixture_grid
-from dashboard import analysis
 
-APP = Path(__file__).resolve().parent.parent / "dashboard" / "streamlit_app.py"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:  # the dashboard is an app folder, not an installed package
+    sys.path.insert(0, str(REPO_ROOT))
+from dashboard import analysis  # noqa: E402
+
+APP = REPO_ROOT / "dashboard" / "streamlit_app.py"
 PAGES = ["overview", "curves", "overfitting", "ablations", "breaks", "samples"]
 
 
