@@ -30,13 +30,13 @@ for _, point in diverged.iterrows():
     st.error(f"**{point['label']} diverged**: the loss became NaN/inf at step {point['diverged_step']} "
              f"({before}); training stopped there.", icon=":material/error:")
 
-headline_depth = results.headline["n_layer"].median()
-is_deep = breaks["n_layer"] > headline_depth if results.headline["n_layer"].notna().any() else breaks["n_layer"] < 0
+# deeper than the headline models (with no headline runs yet, the median is NaN: none is deep)
+is_deep = breaks["n_layer"] > results.headline["n_layer"].median()
 deep, others = breaks[is_deep], breaks[~is_deep]
 log = st.toggle("log y", key="breaks_log")
 
 if not deep.empty:
-    st.subheader(f"At depth: {int(deep['n_layer'].max())} layers, no warmup")
+    st.subheader(f"At depth: {int(deep['n_layer'].max())} layers")
     st.caption("Post-norm puts the norm after the residual sum, so at depth the gradient must pass through every "
                "norm; pre-norm keeps a clean residual path. ✕ marks where a run broke.")
     metrics = results.metrics[results.metrics["run_id"].isin(deep["run_id"])]
