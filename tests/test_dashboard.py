@@ -105,7 +105,7 @@ def test_curves_follow_the_controls(dashboard_db, monkeypatch):
     app.multiselect(key="curves_experiments").set_value(["mqa"]).run()
     app.segmented_control(key="curves_x").set_value("wall-clock").run()
     app.toggle(key="curves_log").set_value(True).run()
-    app.slider(key="curves_smoothing").set_value(0.5).run()
+    app.slider(key="curves_smoothing").set_value(0.8).run()
     assert not app.exception
     (spec,) = chart_specs(app)
     (chart,) = chart_tables(app)
@@ -113,7 +113,7 @@ def test_curves_follow_the_controls(dashboard_db, monkeypatch):
     assert spec["encoding"]["x"]["field"] == "elapsed_s"
     assert spec["encoding"]["y"]["scale"]["type"] == "log"
     val = chart[chart["split"] == "val"].sort_values("step")
-    assert val["smoothed"].tolist() == pytest.approx(_ema(val["loss"], 0.5).tolist())
+    assert val["smoothed"].tolist() == pytest.approx(_ema(val["loss"], 0.8).tolist())
     assert val["smoothed"].tolist() != pytest.approx(val["loss"].tolist())
     # legend-click highlight: a selection bound to the legend drives the opacity
     assert any(param.get("bind") == "legend" for param in spec.get("params", []))
