@@ -289,3 +289,17 @@ def test_seed_band_and_versus_reference_pair_by_seed():
                          "best_val_loss": [2.0, 3.0, 2.5, 3.1]})
     row = analysis.versus_reference(runs, ["b"], "ref").iloc[0]
     assert (row["delta"], row["delta_low"], row["delta_high"]) == pytest.approx((0.3, 0.1, 0.5))
+
+
+def test_views_hold_no_connection_and_never_write(fixture_grid_db, tmp_path, monkeypatch):
+    db = tmp_path / "anatomy.duckdb"
+    db.write_bytes(fixture_grid_db.read_bytes())
+    before = db.read_bytes()
+    app = open_page(db, "overview", monkeypatch)
+    for page in PAGES[1:]:
+        app.switch_page(f"views/{page}.py").run()
+        assert not app.exception
+    assert db.read_bytes() == before
+    # DuckDB refuses a read-write connection while a read-only one to the same file is open
+    with duckdb.connect(str(db)) as writer:
+        assert writer.execute("SELECT count(*) FROM runs").fetchone()[0] > 0
