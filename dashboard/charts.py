@@ -160,7 +160,8 @@ def overfitting_chart(run: pd.DataFrame, row: pd.Series, margin: float, height: 
                             "text": [f"min val {row['min_val']:.3f} @ {int(row['min_step'])}"]})
     min_point = alt.Chart(minimum).mark_point(shape="diamond", size=160, filled=True, color=TURN_RED).encode(
         x="step:Q", y="loss:Q", tooltip=["text:N"])
-    min_text = alt.Chart(minimum).mark_text(dy=10, baseline="top", fontWeight="bold", color=TURN_RED).encode(
+    min_text = alt.Chart(minimum).mark_text(dy=10, baseline="top", fontWeight="bold", color=TURN_RED,
+                                            **text_inside(row["min_step"], last_step)).encode(
         x="step:Q", y="loss:Q", text="text:N")
     # no region to shade while val is still at its minimum on the last evaluation
     layers = [shade, gap, lines, min_point, min_text, shade_text] if row["min_step"] < last_step else \

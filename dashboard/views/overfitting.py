@@ -44,6 +44,10 @@ for i, label in enumerate(chosen):
     run = results.metrics[(results.metrics["label"] == label)]
     run = run[analysis.finite(run["val_loss"]) & analysis.finite(run["train_loss"])]
     with columns[i % 2]:
-        st.markdown(f"**{label}**: min val {row['min_val']:.3f} at step {int(row['min_step'])}, "
-                    f"then +{row['val_rise']:.3f} by step {int(row['final_step'])}")
+        if row["min_step"] < row["final_step"]:
+            st.markdown(f"**{label}**: min val {row['min_val']:.3f} at step {int(row['min_step'])}, "
+                        f"then +{row['val_rise']:.3f} by step {int(row['final_step'])}")
+        else:
+            st.markdown(f"**{label}**: val is still falling at its last evaluation "
+                        f"({row['min_val']:.3f} at step {int(row['min_step'])}): no turn yet")
         st.altair_chart(charts.overfitting_chart(run, row, margin), width="stretch")
