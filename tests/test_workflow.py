@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -263,6 +264,9 @@ def test_corpus_edits_rerun_extraction(workdir):
     for path in ("results/corpus/corpus.txt", "results/corpus/stats.json"):
         (workdir / path).parent.mkdir(parents=True, exist_ok=True)
         (workdir / path).write_text("already extracted")
+        os.utime(workdir / path, (time.time() - 60, time.time() - 60))  # newer than the posts
+    for post in posts.iterdir():
+        os.utime(post, (time.time() - 120, time.time() - 120))
     plan = snakemake(workdir, "-n", "results/corpus/corpus.txt")
     assert "Nothing to be done" in plan.stdout + plan.stderr
     (posts / "new.md").write_text("---\ntitle: new\n---\nnew text\n", encoding="utf-8")
@@ -353,10 +357,13 @@ exit 1
 
 def pretend_tokenized(workdir: Path) -> None:
     """Corpus files newer than the posts, so Snakemake plans only training."""
+    for post in (workdir / "data" / "posts").iterdir():
+        os.utime(post, (time.time() - 120, time.time() - 120))
     for name in ("corpus.txt", "stats.json", "vocab.json", "train.npy", "val.npy", "split.json"):
         path = workdir / "results" / "corpus" / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("stand-in")
+        os.utime(path, (time.time() - 60, time.time() - 60))
 
 
 def test_crashed_training_leaves_nothing_that_counts_as_done(workdir):
@@ -419,8 +426,8 @@ def test_quick_grid_end_to_end(tmp_path):
 
     `headline` first, over both seeds: its database holds exactly its runs. Then the whole grid
     for seed 42 only: every experiment runs end to end, at a bit over half the cost of both
-    seeds (36 runs; CI has 2 cores). Finally: nothing left to do, and a changed experiment
-    reruns only its own runs.
+    seeds (36 runs; CI has 2 cores), plus one run that diverges. Finally: nothing left to do,
+    and a changed experiment reruns only its own runs.
     """
     shutil.copytree(REPO / "data" / "posts", tmp_path / "data" / "posts")
     quick = ("--configfile", str(WORKFLOW / "quick.yaml"))
@@ -432,31 +439,43 @@ def test_quick_grid_end_to_end(tmp_path):
     assert {(name, seed) for name, seed, *_ in headline["runs"]} == expected_runs(["vanilla", "llama"])
     assert {name for (name,) in headline["summary"]} == {"vanilla", "llama"}
 
-    one_seed = ("--config", "seeds=[42]")
-    result = snakemake(tmp_path, "--cores", "2", *quick, *one_seed)
+    # Every experiment for seed 42, plus one whose learning rate makes it diverge: a diverged
+    # run is a result, so the grid goes on and the database records it.
+    diverging = tmp_path / "diverging.yaml"
+    diverging.write_text("experiments:\n  blow_up:\n    preset: vanilla\n    group: extra\n"
+                         "    description: lr far too high\n    train: {lr: 1.0e+4, warmup_steps: 0}\n",
+                         encoding="utf-8")
+    grid = ("--configfile", str(WORKFLOW / "quick.yaml"), str(diverging), "--config", "seeds=[42]")
+    result = snakemake(tmp_path, "--cores", "2", *grid)
     assert result.returncode == 0, result.stderr[-5000:]
-    assert job_counts(result.stdout + result.stderr)["train_model"] == len(DEFAULT_GRID) - 2  # headline done
+    assert job_counts(result.stdout + result.stderr)["train_model"] == len(DEFAULT_GRID) - 1  # headline done
 
-    everything = {(name, 42) for name in DEFAULT_GRID} | {("vanilla", 7), ("llama", 7)}
+    grid_groups = {**DEFAULT_GRID, "blow_up": "extra"}
+    everything = {(name, 42) for name in grid_groups} | {("vanilla", 7), ("llama", 7)}
     found = read_database(database)
     assert {(name, seed) for name, seed, *_ in found["runs"]} == everything
-    assert {(name, group) for name, _, group, *_ in found["runs"]} == set(DEFAULT_GRID.items())
-    assert all(status in ("done", "diverged") for *_, status, _ in found["runs"])
+    assert {(name, group) for name, _, group, *_ in found["runs"]} == set(grid_groups.items())
+    statuses = {(name, seed): status for name, seed, _, status, _ in found["runs"]}
+    assert statuses.pop(("blow_up", 42)) == "diverged"
+    assert set(statuses.values()) <= {"done", "diverged"}  # finished, one way or the other
     assert all(description for *_, description in found["runs"])
     assert len(found["metrics"]) == len(everything) and all(rows >= 1 for _, rows in found["metrics"])
     assert len(found["samples"]) == len(everything)
     # sampled as the config says: final weights, temperature 0.8, prefix "## ", quick's 40 chars
-    assert {tuple(row[1:]) for row in found["samples"]} == {("## ", 0.8, "last", 40)}
+    settings = {run_id: tuple(row) for run_id, *row in found["samples"]}
+    assert settings.pop("blow_up/seed42")[:2] == ("## ", 0.8)  # no weights to sample from
+    assert set(settings.values()) == {("## ", 0.8, "last", 40)}
     assert len(found["benchmarks"]) == len(everything) and all(run_id for (run_id,) in found["benchmarks"])
-    assert {name for (name,) in found["summary"]} == set(DEFAULT_GRID)
+    assert {name for (name,) in found["summary"]} == set(grid_groups)
     summary = json.loads((tmp_path / "results" / "results.json").read_text(encoding="utf-8"))
     assert len(summary["run_summary"]) == len(everything)
-    assert {row["experiment"] for row in summary["experiment_summary"]} == set(DEFAULT_GRID)
+    assert {row["experiment"] for row in summary["experiment_summary"]} == set(grid_groups)
 
-    plan = snakemake(tmp_path, "-n", *quick, *one_seed)
+    plan = snakemake(tmp_path, "-n", *grid)
     assert "Nothing to be done" in plan.stdout + plan.stderr
     changed = tmp_path / "changed.yaml"
     changed.write_text("experiments:\n  mqa:\n    train: {lr: 1.0e-3}\n", encoding="utf-8")
-    plan = snakemake(tmp_path, "-n", "-p", "--configfile", str(WORKFLOW / "quick.yaml"), str(changed), *one_seed)
+    plan = snakemake(tmp_path, "-n", "-p", "--configfile", str(WORKFLOW / "quick.yaml"), str(diverging),
+                     str(changed), "--config", "seeds=[42]")
     assert job_counts(plan.stdout) == {"train_model": 1, "generate_samples": 1, "collect_results": 1, "all": 1}
     assert set(train_commands(plan.stdout)) == {("mqa", 42)}
