@@ -168,13 +168,16 @@ def test_quick_config_shrinks_every_run_but_keeps_what_defines_an_experiment(wor
     assert "--chars 40 " in result.stdout
 
 
-def test_config_on_the_command_line(workdir):
-    """`--config seeds=[3]` (read as text by Snakemake) and a device override reach the jobs."""
-    result = snakemake(workdir, "headline", "-n", "-p", "--config", "seeds=[3]", "device=cpu")
+def test_runtime_settings_on_the_command_line(workdir):
+    """`--config seeds=[3]` (read as text by Snakemake), device, threads and GPUs reach the jobs."""
+    result = snakemake(workdir, "headline", "-n", "-p", "--cores", "8", "--resources", "gpu=1",
+                       "--config", "seeds=[3]", "device=cpu", "train_threads=3", "gpus_per_run=1")
     assert result.returncode == 0, result.stderr + result.stdout
     commands = train_commands(result.stdout)
     assert set(commands) == {("vanilla", 3), ("llama", 3)}
-    assert all("train.device=cpu" in command for command in commands.values())
+    assert all("train.device=cpu" in command and "train.threads=3 " in command for command in commands.values())
+    trained = re.findall(r"^rule train_model:\n(?:    .*\n)*?    resources: (.*)$", result.stdout, flags=re.MULTILINE)
+    assert len(trained) == 2 and all("gpu=1" in resources for resources in trained)
 
 
 def test_adding_an_experiment_is_adding_an_entry(tmp_path):
@@ -309,7 +312,8 @@ def test_slurm_profile_dry_run_asks_a_gpu_for_training_only(workdir):
         if rule != "train_model":
             assert "gpu=" not in resources, (rule, resources)
 
-    # ...and the SLURM plugin turns that resource into a GPU request for sbatch.
+    # ...and the SLURM plugin turns that resource into a GPU request for sbatch. (The plugin is
+    # also what lets Snakemake accept `executor: slurm` above, even for a dry-run.)
     from snakemake_executor_plugin_slurm.utils import set_gres_string
 
     settings = yaml.safe_load((profile / "config.yaml").read_text(encoding="utf-8"))
