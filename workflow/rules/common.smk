@@ -17,7 +17,8 @@ def validate_config():
     """Check the merged config against the schema, naming the entry and field that is wrong.
 
     Snakemake's own message prints the whole sub-schema; this one fits on a line, e.g.
-    `experiments.mqa.model: 'norm_typ' is not a known key; known: d_model, n_layer, ...`.
+    `invalid config at experiments.mqa.model: Additional properties are not allowed
+    ('norm_typ' was unexpected); known keys: d_model, n_layer, ...`.
     """
     try:
         validate(config, "../schemas/config.schema.yaml")
