@@ -5,14 +5,12 @@ rule train_model:
     input:
         rules.tokenize_corpus.output,
     output:
-        # summary.json is written last, so its presence means the run finished. The other files
-        # a run always writes are declared too: Snakemake deletes them when a job fails and
-        # before it reruns one, so a rerun (say, after an experiment's settings changed) starts
-        # from scratch instead of resuming a run made with other settings.
+        # summary.json is written last, so its presence means the run finished. It is the only
+        # declared output on purpose: when a job is interrupted (Ctrl-C, a killed node, a failed
+        # job), Snakemake removes declared outputs, and the run's checkpoint must survive so that
+        # the rerun resumes from it. A changed experiment does not resume: --restart-on-change
+        # makes `anatomy train` discard a run made with other settings.
         summary="results/runs/{experiment}/seed{seed}/summary.json",
-        config="results/runs/{experiment}/seed{seed}/config.json",
-        metrics="results/runs/{experiment}/seed{seed}/metrics.jsonl",
-        checkpoint="results/runs/{experiment}/seed{seed}/last.pt",
     params:
         run_dir=run_folder,
         # Params are tracked: changing an experiment's settings reruns exactly its runs.
@@ -26,10 +24,8 @@ rule train_model:
     benchmark:
         "results/benchmarks/train_model/{experiment}/seed{seed}.tsv"
     shell:
-        # best.pt is not always written (a run can diverge before its first evaluation), so it
-        # cannot be an output; remove an old one by hand so it never outlives its run.
-        "rm -f {params.run_dir}/best.pt && "
-        "python -m anatomy train --data results/corpus --out {params.run_dir} {params.arguments}"
+        "python -m anatomy train --data results/corpus --out {params.run_dir} --restart-on-change"
+        " {params.arguments}"
         " train.seed={wildcards.seed} train.threads={threads} train.device={params.device}"
         " > {log} 2>&1"
 
