@@ -172,9 +172,9 @@ def headline_names(db: Path) -> tuple[list[str], list[str]]:
 
 @pytest.fixture
 def browser_db(request) -> Path:
-    """$ANATOMY_BROWSER_DB (a full or quick grid's database), else the tiny real grid."""
+    """$ANATOMY_BROWSER_DB (a full or quick grid's database, relative to the repository root), else the tiny real grid."""
     chosen = os.environ.get("ANATOMY_BROWSER_DB")
-    return Path(chosen).resolve() if chosen else request.getfixturevalue("dashboard_db")
+    return Path(chosen) if chosen else request.getfixturevalue("dashboard_db")
 
 
 def test_every_page_draws_its_charts_in_chromium(browser_db, screenshot_dir, tmp_path):
