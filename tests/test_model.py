@@ -6,6 +6,7 @@ import itertools
 import pytest
 import torch
 
+from anatomy.check import rope_shift_error
 from anatomy.config import preset
 from anatomy.errors import AnatomyError
 from anatomy.model import MiniLM, apply_rope, rope_angles, swiglu_hidden
@@ -144,12 +145,8 @@ def test_mha_is_gqa_with_every_kv_head_repeated():
 
 def rope_shift_difference(rope_break):
     model = tiny(pos_type="rope", rope_break=rope_break)
-    attn = model.blocks[0].attn
     x = torch.randn(1, 10, model.cfg.d_model, generator=torch.Generator().manual_seed(3))
-    with torch.no_grad():
-        base = attn.qk_scores(x, model.rope, start=0)
-        shifted = attn.qk_scores(x, model.rope, start=5)
-    return (base - shifted).abs().max().item()
+    return rope_shift_error(model, x, shift=5)
 
 
 def test_rope_scores_depend_only_on_relative_position():
