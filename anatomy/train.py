@@ -358,6 +358,11 @@ def train(
                 "settings": run_settings(resolved),
                 "vocab": tokenizer.chars}
 
+    def metric_row(step: int, lr: float, train_loss: float | None, val_loss: float | None) -> dict:
+        return {"step": step, "train_loss": train_loss, "val_loss": val_loss, "lr": lr,
+                "tokens_seen": step * train_cfg.batch_size * model_cfg.ctx_len,
+                "elapsed_s": round(state["elapsed_s"] + time.perf_counter() - clock, 3)}
+
     progress = Progress(train_cfg.steps, state["step"], run.root.name if run.root.name else "run")
     diverged_step = None
     clock = time.perf_counter()
@@ -385,22 +390,17 @@ def train(
 
         if not math.isfinite(loss_value):
             diverged_step = step
-            row = {"step": step, "train_loss": None, "val_loss": None, "lr": lr,
-                   "tokens_seen": step * train_cfg.batch_size * model_cfg.ctx_len,
-                   "elapsed_s": state["elapsed_s"] + time.perf_counter() - clock, "diverged": True}
+            row = {**metric_row(step, lr, None, None), "diverged": True}
             state["metrics"].append(row)
             run.append_metric(row)
             break
 
         if step % train_cfg.eval_every == 0 or step == train_cfg.steps:
-            row = {
-                "step": step,
-                "train_loss": evaluate(model, train_data, train_windows, train_cfg.eval_batch_size),
-                "val_loss": finite_or_none(evaluate(model, val_data, val_windows, train_cfg.eval_batch_size)),
-                "lr": lr,
-                "tokens_seen": step * train_cfg.batch_size * model_cfg.ctx_len,
-                "elapsed_s": round(state["elapsed_s"] + time.perf_counter() - clock, 3),
-            }
+            row = metric_row(
+                step, lr,
+                train_loss=evaluate(model, train_data, train_windows, train_cfg.eval_batch_size),
+                val_loss=finite_or_none(evaluate(model, val_data, val_windows, train_cfg.eval_batch_size)),
+            )
             state["metrics"].append(row)
             run.append_metric(row)
             progress.eval(row)
