@@ -46,7 +46,7 @@ def window_start(length: int, ctx_len: int) -> int:
     return math.ceil((length - ctx_len) / half) * half
 
 
-@torch.no_grad()
+@torch.inference_mode()  # like no_grad, and skips autograd's version counters too
 def sample(
     model: MiniLM,
     tokenizer: CharTokenizer,

@@ -85,7 +85,7 @@ def rope_angles(head_dim: int, length: int, base: float = 10000.0) -> torch.Tens
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Half-split pairing (as in the Hugging Face LLaMA code): dimension i turns with i + head_dim/2.
 
-    x: (B, heads, T, head_dim); cos, sin: (T, head_dim/2).
+    x: (..., head_dim); cos, sin: (..., head_dim/2), broadcast against x (one angle per position).
     """
     x1, x2 = x.chunk(2, dim=-1)
     return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
@@ -142,9 +142,9 @@ class CausalSelfAttention(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.n_head, self.n_kv_head, self.head_dim = cfg.n_head, cfg.n_kv_head, cfg.head_dim
-        self.q_proj = nn.Linear(cfg.d_model, cfg.n_head * cfg.head_dim, bias=False)
-        self.k_proj = nn.Linear(cfg.d_model, cfg.n_kv_head * cfg.head_dim, bias=False)
-        self.v_proj = nn.Linear(cfg.d_model, cfg.n_kv_head * cfg.head_dim, bias=False)
+        # q, k and v projections stacked in one matrix: one matmul instead of three. Rows are
+        # [n_head query heads | n_kv_head key heads | n_kv_head value heads], head_dim rows each.
+        self.qkv_proj = nn.Linear(cfg.d_model, (cfg.n_head + 2 * cfg.n_kv_head) * cfg.head_dim, bias=False)
         self.o_proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
         # QK-norm: normalise q and k per head before scoring, so scores cannot blow up.
         self.q_norm = make_norm(cfg, cfg.head_dim) if cfg.qk_norm else None
@@ -155,20 +155,26 @@ class CausalSelfAttention(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """q: (B, n_head, T, head_dim); k, v: (B, n_kv_head, T, head_dim), positions from `start`."""
         B, T, _ = x.shape
-        q = self.q_proj(x).view(B, T, self.n_head, self.head_dim).transpose(1, 2)
-        k = self.k_proj(x).view(B, T, self.n_kv_head, self.head_dim).transpose(1, 2)
-        v = self.v_proj(x).view(B, T, self.n_kv_head, self.head_dim).transpose(1, 2)
+        heads = self.qkv_proj(x).view(B, T, self.n_head + 2 * self.n_kv_head, self.head_dim)
+        qk, v = heads.split([self.n_head + self.n_kv_head, self.n_kv_head], dim=2)
         if self.q_norm is not None:
-            q, k = self.q_norm(q), self.k_norm(k)
+            q, k = qk.split([self.n_head, self.n_kv_head], dim=2)
+            qk = torch.cat((self.q_norm(q), self.k_norm(k)), dim=2)
         if rope is not None:  # rotate q and k, never v
             cos, sin = rope(start, T)
-            q = apply_rope(q, cos, sin)
-            if self.cfg.rope_break == "none":
-                k = apply_rope(k, cos, sin)
-            elif self.cfg.rope_break == "k_adjacent":
-                k = apply_rope_adjacent(k, cos, sin)
-            # "k_unrotated": k keeps no position at all
-        return q, k, v
+            qk = self._rotate(qk, cos[:, None], sin[:, None])  # (T, 1, head_dim/2): same angle for every head
+        q, k = qk.split([self.n_head, self.n_kv_head], dim=2)
+        return q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+
+    def _rotate(self, qk: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """RoPE on q and k side by side, (B, T, n_head + n_kv_head, head_dim): one pass for both."""
+        if self.cfg.rope_break == "none":
+            return apply_rope(qk, cos, sin)
+        q, k = qk.split([self.n_head, self.n_kv_head], dim=2)
+        if self.cfg.rope_break == "k_adjacent":
+            k = apply_rope_adjacent(k, cos, sin)
+        # "k_unrotated": k keeps no position at all
+        return torch.cat((apply_rope(q, cos, sin), k), dim=2)
 
     def qk_scores(self, x: torch.Tensor, rope: RotaryEmbedding | None, start: int = 0) -> torch.Tensor:
         """The raw attention scores q.k / sqrt(head_dim), (B, n_head, T, T): used by the RoPE check."""
@@ -211,6 +217,8 @@ class CausalSelfAttention(nn.Module):
         gqa = self.n_kv_head != self.n_head
         if start == 0:
             return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+        if T == 1:  # one new token after the cache: it may see every key, so no mask is needed
+            return F.scaled_dot_product_attention(q, k, v, enable_gqa=gqa)
         # With a cache, query i sits at position start + i: allow keys up to there.
         allowed = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(start)
         return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, enable_gqa=gqa)

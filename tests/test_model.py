@@ -129,11 +129,12 @@ def test_mha_is_gqa_with_every_kv_head_repeated():
     gqa = tiny(n_kv_head=2, pos_type="rope")
     mha = tiny(n_kv_head=4, pos_type="rope")
     state = gqa.state_dict()
-    head_dim, group = gqa.cfg.head_dim, 2
+    n_head, n_kv_head, head_dim = gqa.cfg.n_head, gqa.cfg.n_kv_head, gqa.cfg.head_dim
     for name, weight in list(state.items()):
-        if name.endswith(("k_proj.weight", "v_proj.weight")):
-            heads = weight.view(gqa.cfg.n_kv_head, head_dim, -1)
-            state[name] = heads.repeat_interleave(group, dim=0).reshape(-1, weight.shape[1])
+        if name.endswith("qkv_proj.weight"):  # rows: [query heads | key heads | value heads]
+            q, k, v = weight.view(-1, head_dim, weight.shape[1]).split([n_head, n_kv_head, n_kv_head])
+            k, v = (heads.repeat_interleave(n_head // n_kv_head, dim=0) for heads in (k, v))
+            state[name] = torch.cat((q, k, v)).reshape(-1, weight.shape[1])
     mha.load_state_dict(state)
     idx = tokens()
     with torch.no_grad():
