@@ -31,6 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--gen-chars", type=int, default=512, help="characters per generation timing")
     parser.add_argument("--gen-rounds", type=int, default=3)
+    parser.add_argument("--gen-ctx-lens", type=int, nargs="+", default=[128, 512], metavar="N",
+                        help="context lengths to time generation at (default 128, the chapter's, and 512)")
     parser.add_argument("--vocab-size", type=int, default=CHAPTER_VOCAB)
     parser.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, mps")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
@@ -83,13 +85,16 @@ def bench_training(device, vocab_size, batch_size, rounds, steps_per_round) -> l
     return rows
 
 
-def bench_generation(device, vocab_size, chars, rounds) -> list[dict]:
+def bench_generation(device, vocab_size, chars, rounds, ctx_lens=(128,)) -> list[dict]:
+    """Cached vs recomputed generation. Recomputing costs a forward over the whole window per
+    character, so the cache's gain grows with the context length: timed at each of `ctx_lens`
+    (untrained weights: speed does not depend on what the weights are)."""
     # Any vocabulary of the right size that holds the default prefix "## ".
     tokenizer = CharTokenizer(sorted([" ", "#"] + [chr(0x4E00 + i) for i in range(vocab_size - 2)]))
     rows = []
-    for name in ("vanilla", "llama"):
+    for ctx_len, name in ((c, n) for c in ctx_lens for n in ("vanilla", "llama")):
         torch.manual_seed(0)
-        model = MiniLM(preset(name, vocab_size=vocab_size, impl="fused")).to(device).eval()
+        model = MiniLM(preset(name, vocab_size=vocab_size, impl="fused", ctx_len=ctx_len)).to(device).eval()
         sample(model, tokenizer, chars=8)  # warm-up
         times = {True: [], False: []}
         for _ in range(rounds):
@@ -99,7 +104,7 @@ def bench_generation(device, vocab_size, chars, rounds) -> list[dict]:
                 _sync(device)
                 times[use_cache].append(time.perf_counter() - start)
         cached, recomputed = statistics.median(times[True]), statistics.median(times[False])
-        rows.append({"model": name, "chars": chars, "cached_s": cached, "recomputed_s": recomputed,
+        rows.append({"model": name, "ctx_len": ctx_len, "chars": chars, "cached_s": cached, "recomputed_s": recomputed,
                      "cached_chars_per_s": chars / cached, "recomputed_chars_per_s": chars / recomputed,
                      "speedup": recomputed / cached, "rounds": rounds})
     return rows
@@ -128,11 +133,11 @@ def run(args: argparse.Namespace) -> int:
     for label, value in ratios.items():
         print(f"  {label:<32}{value:>6.2f}")
 
-    generation = bench_generation(device, args.vocab_size, args.gen_chars, args.gen_rounds)
+    generation = bench_generation(device, args.vocab_size, args.gen_chars, args.gen_rounds, args.gen_ctx_lens)
     print(f"\ngeneration of {args.gen_chars} characters (fused), medians over {args.gen_rounds} rounds")
-    print(f"{'model':<9}{'cached s':>10}{'recomputed s':>14}{'speedup':>9}")
+    print(f"{'model':<9}{'ctx_len':>8}{'cached s':>10}{'recomputed s':>14}{'speedup':>9}")
     for r in generation:
-        print(f"{r['model']:<9}{r['cached_s']:>10.2f}{r['recomputed_s']:>14.2f}{r['speedup']:>8.1f}x")
+        print(f"{r['model']:<9}{r['ctx_len']:>8}{r['cached_s']:>10.2f}{r['recomputed_s']:>14.2f}{r['speedup']:>8.1f}x")
 
     if args.out:
         write_json(args.out, {

@@ -46,6 +46,16 @@ def window_start(length: int, ctx_len: int) -> int:
     return math.ceil((length - ctx_len) / half) * half
 
 
+def sample_next(logits: torch.Tensor, temperature: float, generator: torch.Generator) -> int:
+    """Draw one token id from softmax(logits / temperature) by inverse-CDF sampling: one uniform
+    number looked up in the cumulative probabilities. Same distribution as torch.multinomial, at a
+    fraction of its fixed cost per call, which matters when a cached step itself is cheap."""
+    cumulative = torch.softmax(logits / temperature, dim=-1).cumsum(dim=-1)
+    u = torch.rand(1, generator=generator, device=logits.device) * cumulative[-1]
+    # right=True skips tokens of probability 0 (a flat step); min() guards against rounding at the top
+    return min(int(torch.searchsorted(cumulative, u, right=True)), cumulative.numel() - 1)
+
+
 @torch.inference_mode()  # like no_grad, and skips autograd's version counters too
 def sample(
     model: MiniLM,
@@ -75,8 +85,7 @@ def sample(
             cache_start = start
         else:  # only the newest character goes through the model
             logits, cache = model.forward_cached(torch.tensor([ids[-1:]], device=device), cache)
-        probs = torch.softmax(logits[0, -1] / temperature, dim=-1)
-        ids.append(int(torch.multinomial(probs, 1, generator=generator)))
+        ids.append(sample_next(logits[0, -1], temperature, generator))
     return tokenizer.decode(ids)
 
 

@@ -8,7 +8,9 @@ import pytest
 
 from anatomy.cli import main
 from anatomy.errors import AnatomyError
-from anatomy.generate import generate_samples, load_model, sample, window_start
+import torch
+
+from anatomy.generate import generate_samples, load_model, sample, sample_next, window_start
 from tiny_runs import tiny_data, tiny_runs  # noqa: F401  (fixtures)
 
 
@@ -17,6 +19,25 @@ def test_window_start_jumps_by_half_a_window():
     assert [window_start(n, ctx) for n in (1, 16, 17, 24, 25, 32, 33)] == [0, 0, 8, 8, 16, 16, 24]
     for n in range(1, 200):  # the model never sees more than ctx_len tokens
         assert 0 < n - window_start(n, ctx) <= ctx
+
+
+def test_sample_next_follows_the_softmax_distribution():
+    """Inverse-CDF sampling: frequencies match softmax(logits / T); a -inf logit is never drawn."""
+    logits = torch.tensor([2.0, 0.0, float("-inf"), 1.0, -1.0])
+    temperature = 0.8
+    generator = torch.Generator().manual_seed(0)
+    draws = torch.tensor([sample_next(logits, temperature, generator) for _ in range(20_000)])
+    frequencies = torch.bincount(draws, minlength=5).float() / len(draws)
+    expected = torch.softmax(logits / temperature, dim=-1)
+    assert frequencies[2] == 0
+    torch.testing.assert_close(frequencies, expected, atol=0.015, rtol=0)
+
+
+def test_sample_next_never_returns_an_index_past_the_vocabulary():
+    """Even when rounding leaves the cumulative sum a hair below the drawn number."""
+    peaked = torch.tensor([0.0] * 7 + [50.0])  # all the mass on the last token
+    generator = torch.Generator().manual_seed(1)
+    assert {sample_next(peaked, 1.0, generator) for _ in range(500)} == {7}
 
 
 @pytest.mark.parametrize("name", ["vanilla", "llama"])
