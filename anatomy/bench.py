@@ -81,8 +81,19 @@ def bench_training(device, vocab_size, batch_size, rounds, steps_per_round) -> l
         median = statistics.median(samples)
         rows.append({"model": name, "impl": impl, "step_ms": median * 1000,
                      "min_ms": min(samples) * 1000, "max_ms": max(samples) * 1000,
-                     "tokens_per_s": batch_size * ctx_len / median, "rounds": len(samples)})
+                     "tokens_per_s": batch_size * ctx_len / median, "rounds": len(samples),
+                     "round_ms": [t * 1000 for t in samples]})
     return rows
+
+
+def step_ratio(rows: list[dict], first: tuple[str, str], second: tuple[str, str]) -> dict[str, float]:
+    """first / second step time, two ways. `of_medians`: ratio of the two medians. `paired`: the
+    median of the per-round ratios; both ran in the same round, a few seconds apart, so a machine
+    that speeds up or slows down over the run moves both alike and the ratio stays steadier."""
+    by_variant = {(r["model"], r["impl"]): r for r in rows}
+    a, b = by_variant[first], by_variant[second]
+    paired = statistics.median(x / y for x, y in zip(a["round_ms"], b["round_ms"]))
+    return {"of_medians": a["step_ms"] / b["step_ms"], "paired": paired}
 
 
 def bench_generation(device, vocab_size, chars, rounds, ctx_lens=(128,)) -> list[dict]:
@@ -117,21 +128,18 @@ def run(args: argparse.Namespace) -> int:
     print(f"bench on {device} (torch {torch.__version__}, {torch.get_num_threads()} threads), "
           f"vocab {args.vocab_size}, batch {args.batch_size} x 128; medians over {args.rounds} rounds")
     training = bench_training(device, args.vocab_size, args.batch_size, args.rounds, args.steps_per_round)
-    step_ms = {(r["model"], r["impl"]): r["step_ms"] for r in training}
     print(f"\n{'model':<9}{'impl':<8}{'ms/step':>9}{'min':>8}{'max':>8}{'tokens/s':>11}")
     for r in training:
         print(f"{r['model']:<9}{r['impl']:<8}{r['step_ms']:>9.1f}{r['min_ms']:>8.1f}{r['max_ms']:>8.1f}"
               f"{r['tokens_per_s']:>11,.0f}")
-    ratios = {
-        "llama_fused / vanilla_fused": step_ms[("llama", "fused")] / step_ms[("vanilla", "fused")],
-        "llama_fused / vanilla_manual": step_ms[("llama", "fused")] / step_ms[("vanilla", "manual")],
-        "llama_manual / vanilla_manual": step_ms[("llama", "manual")] / step_ms[("vanilla", "manual")],
-        "vanilla_fused / vanilla_manual": step_ms[("vanilla", "fused")] / step_ms[("vanilla", "manual")],
-        "llama_fused / llama_manual": step_ms[("llama", "fused")] / step_ms[("llama", "manual")],
-    }
+    pairs = [(("llama", "fused"), ("vanilla", "fused")), (("llama", "fused"), ("vanilla", "manual")),
+             (("llama", "manual"), ("vanilla", "manual")), (("vanilla", "fused"), ("vanilla", "manual")),
+             (("llama", "fused"), ("llama", "manual"))]
+    ratios = {f"{a[0]}_{a[1]} / {b[0]}_{b[1]}": step_ratio(training, a, b) for a, b in pairs}
     print("\nstep-time ratios (below 1: the first is faster)")
+    print(f"  {'':<32}{'of medians':>11}{'per round':>11}")
     for label, value in ratios.items():
-        print(f"  {label:<32}{value:>6.2f}")
+        print(f"  {label:<32}{value['of_medians']:>11.2f}{value['paired']:>11.2f}")
 
     generation = bench_generation(device, args.vocab_size, args.gen_chars, args.gen_rounds, args.gen_ctx_lens)
     print(f"\ngeneration of {args.gen_chars} characters (fused), medians over {args.gen_rounds} rounds")
