@@ -160,21 +160,22 @@ class CausalSelfAttention(nn.Module):
         if self.q_norm is not None:
             q, k = qk.split([self.n_head, self.n_kv_head], dim=2)
             qk = torch.cat((self.q_norm(q), self.k_norm(k)), dim=2)
-        if rope is not None:  # rotate q and k, never v
+        if rope is None:
+            q, k = qk.split([self.n_head, self.n_kv_head], dim=2)
+        else:  # rotate q and k, never v
             cos, sin = rope(start, T)
-            qk = self._rotate(qk, cos[:, None], sin[:, None])  # (T, 1, head_dim/2): same angle for every head
-        q, k = qk.split([self.n_head, self.n_kv_head], dim=2)
+            q, k = self._rotate(qk, cos[:, None], sin[:, None])  # (T, 1, head_dim/2): same angle for every head
         return q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
 
-    def _rotate(self, qk: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def _rotate(self, qk: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """RoPE on q and k side by side, (B, T, n_head + n_kv_head, head_dim): one pass for both."""
         if self.cfg.rope_break == "none":
-            return apply_rope(qk, cos, sin)
+            return apply_rope(qk, cos, sin).split([self.n_head, self.n_kv_head], dim=2)
         q, k = qk.split([self.n_head, self.n_kv_head], dim=2)
         if self.cfg.rope_break == "k_adjacent":
             k = apply_rope_adjacent(k, cos, sin)
         # "k_unrotated": k keeps no position at all
-        return torch.cat((apply_rope(q, cos, sin), k), dim=2)
+        return apply_rope(q, cos, sin), k
 
     def qk_scores(self, x: torch.Tensor, rope: RotaryEmbedding | None, start: int = 0) -> torch.Tensor:
         """The raw attention scores q.k / sqrt(head_dim), (B, n_head, T, T): used by the RoPE check."""

@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from anatomy.cli import main
 from anatomy.errors import AnatomyError
-import torch
-
 from anatomy.generate import generate_samples, load_model, sample, sample_next, window_start
 from tiny_runs import tiny_data, tiny_runs  # noqa: F401  (fixtures)
 
