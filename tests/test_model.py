@@ -141,6 +141,33 @@ def test_mha_is_gqa_with_every_kv_head_repeated():
         torch.testing.assert_close(gqa(idx)[0], mha(idx)[0], atol=1e-5, rtol=1e-5)
 
 
+def test_qk_norm_normalises_each_query_and_key_head():
+    """QK-norm (RMSNorm here): every q and k head vector has RMS = its norm weight, even after RoPE
+    (a rotation keeps length); q_norm acts on q only, k_norm on k only."""
+    model = tiny("fused", qk_norm=True, norm_type="rmsnorm", pos_type="rope", n_kv_head=2)
+    attn = model.blocks[0].attn
+    with torch.no_grad():
+        attn.q_norm.weight.fill_(2.0)
+        q, k, _ = attn.project_qkv(torch.randn(2, 6, model.cfg.d_model), model.rope, start=3)
+    rms = lambda t: t.pow(2).mean(dim=-1).sqrt()  # noqa: E731
+    torch.testing.assert_close(rms(q), torch.full(q.shape[:-1], 2.0), atol=1e-3, rtol=0)
+    torch.testing.assert_close(rms(k), torch.full(k.shape[:-1], 1.0), atol=1e-3, rtol=0)
+
+
+@pytest.mark.parametrize("impl", ["manual", "fused"])
+def test_qk_norm_model_caches_like_it_recomputes(impl):
+    model = tiny(impl, qk_norm=True, norm_type="rmsnorm", pos_type="rope", n_kv_head=2)
+    idx = tokens(length=8)
+    with torch.no_grad():
+        full, _ = model(idx)
+        logits, cache = model.forward_cached(idx[:, :5])
+        steps = [logits]
+        for t in range(5, 8):
+            logits, cache = model.forward_cached(idx[:, t : t + 1], cache)
+            steps.append(logits)
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
+
+
 # --- RoPE ----------------------------------------------------------------------------------------
 
 
