@@ -1,7 +1,8 @@
 """`python -m anatomy bench`: how fast is each version, measured rather than guessed.
 
 Training: one optimizer step of vanilla and llama at the chapter's size, with the hand-written
-(`manual`) and the `fused` parts. Generation: 512 characters with and without the KV cache.
+(`manual`) and the `fused` parts, and the fused ones through torch.compile (`fused+compile`, where
+a backend is installed; its compile time is the `1st step` column). Generation: 512 characters with and without the KV cache.
 Everything runs in one process, interleaved round by round (so a noisy neighbour slows all
 variants alike), and the report quotes medians and ratios, not single timings.
 """
@@ -16,11 +17,12 @@ import time
 import torch
 
 from anatomy.atomic import write_json
+from anatomy.compiling import compile_wanted, run_with_fallback
 from anatomy.config import preset
 from anatomy.generate import sample
 from anatomy.model import MiniLM
 from anatomy.tokenizer import CharTokenizer
-from anatomy.train import pick_device
+from anatomy.train import forward_backward, pick_device
 
 CHAPTER_VOCAB = 1719
 
@@ -36,6 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vocab-size", type=int, default=CHAPTER_VOCAB)
     parser.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, mps")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--no-compile", action="store_true", help="leave out the fused+compile variants")
     parser.add_argument("--out", help="write the results as JSON here")
 
 
@@ -46,34 +49,42 @@ def _sync(device: torch.device) -> None:
         torch.mps.synchronize()
 
 
-def bench_training(device, vocab_size, batch_size, rounds, steps_per_round) -> list[dict]:
-    variants = [(name, impl) for name in ("vanilla", "llama") for impl in ("manual", "fused")]
-    setups = {}
+def bench_training(device, vocab_size, batch_size, rounds, steps_per_round, compile_setting="auto") -> list[dict]:
+    impls = ["manual", "fused"] + (["fused+compile"] if compile_wanted(compile_setting, device) else [])
+    variants = [(name, impl) for name in ("vanilla", "llama") for impl in impls]
+    setups = {}  # variant -> (model, the module a step calls, optimizer)
     for name, impl in variants:
         torch.manual_seed(0)
-        model = MiniLM(preset(name, vocab_size=vocab_size, impl=impl)).to(device)
+        model = MiniLM(preset(name, vocab_size=vocab_size, impl=impl.removesuffix("+compile"))).to(device)
         optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
-        setups[(name, impl)] = (model, optimizer)
+        forward = torch.compile(model) if impl.endswith("+compile") else model
+        setups[(name, impl)] = (model, forward, optimizer)
     ctx_len = preset("vanilla").ctx_len
     data = torch.randint(0, vocab_size, (batch_size, ctx_len + 1), generator=torch.Generator().manual_seed(0))
     x, y = data[:, :-1].to(device), data[:, 1:].to(device)
 
-    def step(model, optimizer):
-        _, loss = model(x, y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+    def step(forward, optimizer):
+        forward_backward(forward, optimizer, x, y)
         optimizer.step()
 
-    for model, optimizer in setups.values():  # warm-up: allocator, kernels, first-call costs
-        for _ in range(2):
-            step(model, optimizer)
+    first_step_s = {}
+    for variant, (model, forward, optimizer) in list(setups.items()):  # warm-up; compiles
+        start = time.perf_counter()
+        _, used = run_with_fallback(lambda module: step(module, optimizer), forward, model,
+                                    label=f"{variant[0]} {variant[1]}: ")
+        _sync(device)
+        first_step_s[variant] = time.perf_counter() - start
+        if used is not forward:  # the compile failed: that variant has nothing to time
+            del setups[variant]
+            continue
+        step(forward, optimizer)
     _sync(device)
-    times = {variant: [] for variant in variants}
+    times = {variant: [] for variant in setups}
     for _ in range(rounds):
-        for variant, (model, optimizer) in setups.items():
+        for variant, (_, forward, optimizer) in setups.items():
             start = time.perf_counter()
             for _ in range(steps_per_round):
-                step(model, optimizer)
+                step(forward, optimizer)
             _sync(device)
             times[variant].append((time.perf_counter() - start) / steps_per_round)
     rows = []
@@ -82,6 +93,7 @@ def bench_training(device, vocab_size, batch_size, rounds, steps_per_round) -> l
         rows.append({"model": name, "impl": impl, "step_ms": median * 1000,
                      "min_ms": min(samples) * 1000, "max_ms": max(samples) * 1000,
                      "tokens_per_s": batch_size * ctx_len / median, "rounds": len(samples),
+                     "first_step_s": first_step_s[(name, impl)],
                      "round_ms": [t * 1000 for t in samples]})
     return rows
 
@@ -127,19 +139,25 @@ def run(args: argparse.Namespace) -> int:
     device = pick_device(args.device)
     print(f"bench on {device} (torch {torch.__version__}, {torch.get_num_threads()} threads), "
           f"vocab {args.vocab_size}, batch {args.batch_size} x 128; medians over {args.rounds} rounds")
-    training = bench_training(device, args.vocab_size, args.batch_size, args.rounds, args.steps_per_round)
-    print(f"\n{'model':<9}{'impl':<8}{'ms/step':>9}{'min':>8}{'max':>8}{'tokens/s':>11}")
+    training = bench_training(device, args.vocab_size, args.batch_size, args.rounds, args.steps_per_round,
+                              compile_setting=not args.no_compile and "auto")
+    print(f"\n{'model':<9}{'impl':<15}{'ms/step':>9}{'min':>8}{'max':>8}{'tokens/s':>11}{'1st step s':>12}")
     for r in training:
-        print(f"{r['model']:<9}{r['impl']:<8}{r['step_ms']:>9.1f}{r['min_ms']:>8.1f}{r['max_ms']:>8.1f}"
-              f"{r['tokens_per_s']:>11,.0f}")
+        print(f"{r['model']:<9}{r['impl']:<15}{r['step_ms']:>9.1f}{r['min_ms']:>8.1f}{r['max_ms']:>8.1f}"
+              f"{r['tokens_per_s']:>11,.0f}{r['first_step_s']:>12.1f}")
     pairs = [(("llama", "fused"), ("vanilla", "fused")), (("llama", "fused"), ("vanilla", "manual")),
              (("llama", "manual"), ("vanilla", "manual")), (("vanilla", "fused"), ("vanilla", "manual")),
-             (("llama", "fused"), ("llama", "manual"))]
-    ratios = {f"{a[0]}_{a[1]} / {b[0]}_{b[1]}": step_ratio(training, a, b) for a, b in pairs}
+             (("llama", "fused"), ("llama", "manual")),
+             (("llama", "fused+compile"), ("vanilla", "fused+compile")),
+             (("llama", "fused+compile"), ("vanilla", "fused")),
+             (("vanilla", "fused+compile"), ("vanilla", "fused")), (("llama", "fused+compile"), ("llama", "fused"))]
+    timed = {(r["model"], r["impl"]) for r in training}
+    ratios = {f"{a[0]}_{a[1]} / {b[0]}_{b[1]}": step_ratio(training, a, b)
+              for a, b in pairs if a in timed and b in timed}
     print("\nstep-time ratios (below 1: the first is faster)")
-    print(f"  {'':<32}{'of medians':>11}{'per round':>11}")
+    print(f"  {'':<44}{'of medians':>11}{'per round':>11}")
     for label, value in ratios.items():
-        print(f"  {label:<32}{value['of_medians']:>11.2f}{value['paired']:>11.2f}")
+        print(f"  {label:<44}{value['of_medians']:>11.2f}{value['paired']:>11.2f}")
 
     generation = bench_generation(device, args.vocab_size, args.gen_chars, args.gen_rounds, args.gen_ctx_lens)
     print(f"\ngeneration of {args.gen_chars} characters (fused), medians over {args.gen_rounds} rounds")

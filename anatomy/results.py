@@ -32,7 +32,7 @@ SCHEMA_PATH = Path(__file__).with_name("schema.sql")
 
 RUN_COLUMNS = [
     "run_id", "experiment", "seed", "group", "part", "direction", "description", "config",
-    "preset", "params", "device", "torch_version", "status", "diverged", "diverged_step",
+    "preset", "params", "device", "compiled", "torch_version", "status", "diverged", "diverged_step",
     "steps_done", "best_val_loss", "best_step", "final_train_loss", "final_val_loss",
     "step_time_s", "tokens_per_s",
 ]
@@ -46,7 +46,8 @@ BENCHMARK_COLUMNS = [
 BENCHMARK_HEADER = {"h:m:s": "hms"}
 # Arrow types for the columns that are not plain strings; the rest are strings
 ARROW_TYPES = {
-    "seed": pa.int64(), "params": pa.int64(), "diverged": pa.bool_(), "diverged_step": pa.int64(),
+    "seed": pa.int64(), "params": pa.int64(), "diverged": pa.bool_(), "compiled": pa.bool_(),
+    "diverged_step": pa.int64(),
     "steps_done": pa.int64(), "best_step": pa.int64(), "step": pa.int64(), "tokens_seen": pa.int64(),
     "sample_idx": pa.int64(), "chars": pa.int64(), "repeat": pa.int64(),
     **{name: pa.float64() for name in [
@@ -195,6 +196,8 @@ def read_run(folder: Path, runs_root: Path) -> tuple[dict[str, Any], list, list]
         "preset": config.get("preset") or tags.get("preset") or train.get("preset"),
         "params": from_summary("params", int),
         "device": None if summary is None else summary.get("device"),
+        # summaries written before the compile option have no such key: they ran eagerly
+        "compiled": None if summary is None else bool(summary.get("compiled", False)),
         "torch_version": None if summary is None else summary.get("torch_version"),
         "status": status,
         "diverged": diverged,

@@ -20,6 +20,7 @@ CREATE TABLE runs (
     preset           VARCHAR,
     params           BIGINT,
     device           VARCHAR,
+    compiled         BOOLEAN,              -- training steps ran through torch.compile
     torch_version    VARCHAR,
     status           VARCHAR NOT NULL,     -- done | diverged | running (no summary.json yet)
     diverged         BOOLEAN NOT NULL,
@@ -115,7 +116,8 @@ SELECT
     coalesce(lv.final_val_loss, r.final_val_loss)
         - coalesce(lt.final_train_loss, r.final_train_loss) AS train_val_gap,
     r.step_time_s,
-    r.tokens_per_s
+    r.tokens_per_s,
+    r.compiled
 FROM runs r
 LEFT JOIN best b USING (run_id)
 LEFT JOIN last_val lv USING (run_id)

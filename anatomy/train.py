@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from anatomy.atomic import atomic_path, write_json
+from anatomy.compiling import compiled_or_eager, run_with_fallback
 from anatomy.config import (
     ModelConfig,
     check_field_types,
@@ -63,6 +64,9 @@ class TrainConfig:
     max_train_eval_windows: int = 128  # train loss: this many fixed windows spread over the split
     device: str = "auto"  # auto = cuda > mps > cpu
     threads: int = 0  # 0: torch's default
+    # torch.compile the training step (anatomy/compiling.py): True, False, or auto = where a
+    # backend for the device is installed. Evaluation and generation always run eagerly.
+    compile: bool | Literal["auto"] = "auto"
 
     def __post_init__(self) -> None:
         check_field_types(self)
@@ -252,6 +256,14 @@ def finite_or_none(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def forward_backward(module, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Loss and fresh gradients for one batch; `module` is the model or its compiled version."""
+    optimizer.zero_grad(set_to_none=True)
+    _, loss = module(x, y)
+    loss.backward()
+    return loss
+
+
 # ---------------------------------------------------------------------------------------------
 # The training loop
 # ---------------------------------------------------------------------------------------------
@@ -363,6 +375,9 @@ def train(
                 "tokens_seen": step * train_cfg.batch_size * model_cfg.ctx_len,
                 "elapsed_s": round(state["elapsed_s"] + time.perf_counter() - clock, 3)}
 
+    # The module the training steps call: the model itself, or torch.compile's wrapper around it
+    # (same parameters; evaluation and checkpoints use the model directly).
+    forward = compiled_or_eager(model, train_cfg.compile, device)
     progress = Progress(train_cfg.steps, state["step"], run.root.name if run.root.name else "run")
     diverged_step = None
     clock = time.perf_counter()
@@ -377,9 +392,8 @@ def train(
         state["batch_digest"] = hashlib.sha256(state["batch_digest"].encode() + starts.tobytes()).hexdigest()
         x, y = windows_at(train_data, starts, model_cfg.ctx_len)
         tick = time.perf_counter()
-        _, loss = model(x, y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        loss, forward = run_with_fallback(lambda module: forward_backward(module, optimizer, x, y),
+                                          forward, model, label=f"{run.root}: ")
         if train_cfg.grad_clip:
             torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg.grad_clip)
         optimizer.step()
@@ -417,19 +431,19 @@ def train(
     state["step"] = step
     if diverged_step is not None:
         save_checkpoint(run.last, checkpoint_state())
-    summary = _summary(model, state, diverged_step, device, train_cfg, model_cfg)
+    summary = _summary(model, state, diverged_step, device, forward is not model, train_cfg, model_cfg)
     write_json(run.summary, summary)  # last: its presence means the run is finished
     return summary
 
 
 def run_settings(resolved: dict) -> dict:
-    """What defines a run's numbers: model, training and data, but not where it runs (device and
-    threads may change between a kill and a resume) nor its tags (labels, not settings)."""
-    train = {k: v for k, v in resolved["train"].items() if k not in ("device", "threads")}
+    """What defines a run's numbers: model, training and data, but not where or how it runs (device,
+    threads and compile may change between a kill and a resume) nor its tags (labels, not settings)."""
+    train = {k: v for k, v in resolved["train"].items() if k not in ("device", "threads", "compile")}
     return {"preset": resolved["preset"], "model": resolved["model"], "train": train, "data": resolved["data"]}
 
 
-def _summary(model, state, diverged_step, device, train_cfg, model_cfg) -> dict:
+def _summary(model, state, diverged_step, device, compiled, train_cfg, model_cfg) -> dict:
     metrics = state["metrics"]
     evaluated = [m for m in metrics if m.get("val_loss") is not None]
     step_time = statistics.median(state["step_times"]) if state["step_times"] else None
@@ -443,6 +457,7 @@ def _summary(model, state, diverged_step, device, train_cfg, model_cfg) -> dict:
         "tokens_per_s": train_cfg.batch_size * model_cfg.ctx_len / step_time if step_time else None,
         "steps_done": state["step"],
         "device": str(device),
+        "compiled": compiled,  # whether the training steps ran through torch.compile
         "torch_version": torch.__version__,
         "python_version": platform.python_version(),
         "diverged": diverged_step is not None,

@@ -76,6 +76,8 @@ def write_run_folder(
             "diverged": status == "diverged", "diverged_step": diverged_step,
             "status": status, "steps_done": last_step,
         }
+        if experiment == "llama":  # the others stand for summaries written before the compile option
+            summary["compiled"] = True
         (folder / "summary.json").write_text(json.dumps(summary))  # NaN written as NaN, like json.dump
     if samples and status == "done":
         (folder / "samples.json").write_text(json.dumps([
@@ -154,7 +156,7 @@ TINY_GRID = {
     # trained, then its summary.json removed: how a run still in progress (or killed) looks
     "rope_k_unrotated": ((42,), {"group": "break", "part": "rope"}, {**LLAMA_PARTS, "rope_break": "k_unrotated"}, {}),
 }
-TINY_TRAIN = {"steps": 80, "eval_every": 5, "batch_size": 8, "lr": 1e-2, "threads": 1}
+TINY_TRAIN = {"steps": 80, "eval_every": 5, "batch_size": 8, "lr": 1e-2, "threads": 1, "compile": False}
 # Validation is the last 10% of the text: the second passage, which training never sees, so the
 # tiny model memorises the first and its val loss turns upward within the 80 steps.
 TINY_TEXT = ("## 学而\n子曰：学而时习之，不亦说乎？有朋自远方来，不亦乐乎？\nThe quick brown fox jumps over the lazy dog.\n" * 22

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from anatomy import bench
 from anatomy.bench import step_ratio
 from anatomy.cli import main
 
@@ -11,7 +12,8 @@ from anatomy.cli import main
 def test_bench_writes_every_variant(tmp_path, capsys):
     out = tmp_path / "bench.json"
     args = ["bench", "--rounds", "1", "--steps-per-round", "1", "--batch-size", "2", "--gen-chars", "8",
-            "--gen-rounds", "1", "--gen-ctx-lens", "16", "32", "--vocab-size", "64", "--threads", "1", "--out", str(out)]
+            "--gen-rounds", "1", "--gen-ctx-lens", "16", "32", "--vocab-size", "64", "--threads", "1", "--out", str(out),
+            "--no-compile"]
     assert main(args) == 0
     result = json.loads(out.read_text())
     variants = {(r["model"], r["impl"]) for r in result["training"]}
@@ -31,3 +33,37 @@ def test_step_ratio_of_medians_and_per_round():
             {"model": "llama", "impl": "fused", "step_ms": 360.0, "round_ms": [90.0, 360.0, 360.0]}]
     ratio = step_ratio(rows, ("llama", "fused"), ("vanilla", "fused"))
     assert ratio == pytest.approx({"of_medians": 3.6, "paired": 0.9})
+
+
+def bench_args(out):
+    return ["bench", "--rounds", "1", "--steps-per-round", "1", "--batch-size", "2", "--gen-chars", "8",
+            "--gen-rounds", "1", "--gen-ctx-lens", "16", "--vocab-size", "64", "--threads", "1", "--out", str(out)]
+
+
+def test_bench_times_the_compiled_variants_where_compile_works(tmp_path, monkeypatch):
+    """The fused+compile rows and their ratios. (torch.compile is stood in for by the identity:
+    compiling the chapter-size models would cost CI a minute; tests/test_train.py compiles for real.)"""
+    monkeypatch.setattr(bench.torch, "compile", lambda model: lambda *args: model(*args))
+    monkeypatch.setattr(bench, "compile_wanted", lambda setting, device: setting == "auto")
+    assert main(bench_args(tmp_path / "bench.json")) == 0
+    result = json.loads((tmp_path / "bench.json").read_text())
+    assert {(r["model"], r["impl"]) for r in result["training"]} == {
+        (m, i) for m in ("vanilla", "llama") for i in ("manual", "fused", "fused+compile")}
+    assert all(r["first_step_s"] > 0 for r in result["training"])
+    assert "llama_fused+compile / vanilla_fused+compile" in result["ratios"]
+    assert "llama_fused+compile / vanilla_fused" in result["ratios"]
+
+
+def test_bench_leaves_out_a_variant_whose_compile_fails(tmp_path, monkeypatch, capsys):
+    def broken_compile(model):
+        def call(*args, **kwargs):
+            raise RuntimeError("no working C++ compiler found")
+        return call
+
+    monkeypatch.setattr(bench.torch, "compile", broken_compile)
+    monkeypatch.setattr(bench, "compile_wanted", lambda setting, device: True)
+    assert main(bench_args(tmp_path / "bench.json")) == 0
+    result = json.loads((tmp_path / "bench.json").read_text())
+    assert {r["impl"] for r in result["training"]} == {"manual", "fused"}
+    assert not any("compile" in label for label in result["ratios"])
+    assert "llama fused+compile: torch.compile failed" in capsys.readouterr().out

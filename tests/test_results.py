@@ -67,6 +67,14 @@ def test_running_and_diverged_runs_keep_their_state(collected):
         (None, "run diverged at step 30; no checkpoint to sample from")]
 
 
+def test_runs_record_whether_training_was_compiled(collected):
+    _, db, _, _ = collected
+    rows = dict(query(db, "SELECT run_id, compiled FROM run_summary WHERE seed = 42"))
+    assert rows["llama/seed42"] is True
+    assert rows["vanilla/seed42"] is False  # no such key: written before the option, so eager
+    assert rows["llama_minus_rope/seed42"] is None  # still running: not known yet
+
+
 def test_run_summary_finds_the_overfitting_turn(collected):
     runs_root, db, _, _ = collected
     for run_id, best_val, best_step, final_val, final_train, rise, gap, last_step in query(db, """

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 
+from anatomy import compiling
 from anatomy import train as train_module
 from anatomy.cli import main
 from anatomy.config import preset
@@ -173,7 +174,7 @@ def test_restart_on_change_discards_the_old_run(tiny_data, tmp_path):
 
 
 def test_resume_after_sigkill_matches_an_uninterrupted_run(tiny_data, tmp_path):
-    settings = {"steps": 400, "eval_every": 10, "batch_size": 4, "threads": 1}
+    settings = {"steps": 400, "eval_every": 10, "batch_size": 4, "threads": 1, "compile": False}
     reference = tmp_path / "reference"
     train(tiny_data, reference, "debug", {}, settings)
 
@@ -201,6 +202,70 @@ def test_resume_after_sigkill_matches_an_uninterrupted_run(tiny_data, tmp_path):
     assert losses(resumed) == losses(uninterrupted)
     summary = json.loads((killed / "summary.json").read_text())
     assert summary["batch_digest"] == json.loads((reference / "summary.json").read_text())["batch_digest"]
+
+
+# --- torch.compile ------------------------------------------------------------------------------
+
+
+def test_compiled_training_matches_eager(tiny_data, tmp_path):
+    """torch.compile changes the speed, not the model: the same run, compiled, ends at the same
+    losses up to float rounding (the two backends add up in different orders)."""
+    settings = {**FAST, "steps": 20, "eval_every": 5}
+    eager = train(tiny_data, tmp_path / "eager", "debug", {}, {**settings, "compile": False})
+    compiled = train(tiny_data, tmp_path / "compiled", "debug", {}, {**settings, "compile": True})
+    assert (eager["compiled"], compiled["compiled"]) == (False, True)
+    eager_rows, compiled_rows = read_metrics(tmp_path / "eager"), read_metrics(tmp_path / "compiled")
+    assert [r["step"] for r in compiled_rows] == [5, 10, 15, 20]
+    for a, b in zip(eager_rows, compiled_rows):
+        assert b["train_loss"] == pytest.approx(a["train_loss"], rel=1e-4)
+        assert b["val_loss"] == pytest.approx(a["val_loss"], rel=1e-4)
+    assert eager_rows[-1]["val_loss"] != eager_rows[0]["val_loss"]  # it did train
+
+
+def test_a_failing_compile_falls_back_to_eager(tiny_data, tmp_path, monkeypatch, capsys):
+    """A machine whose torch.compile breaks (no C++ compiler, say) still gets its run, eagerly."""
+
+    def broken_compile(model):
+        def call(*args, **kwargs):
+            raise RuntimeError("no working C++ compiler found")
+        return call
+
+    monkeypatch.setattr(compiling.torch, "compile", broken_compile)
+    summary = train(tiny_data, tmp_path / "fallback", "debug", {}, {**FAST, "compile": True})
+    assert "torch.compile failed (RuntimeError: no working C++ compiler found)" in capsys.readouterr().out
+    assert summary["compiled"] is False and summary["steps_done"] == 30
+    reference = train(tiny_data, tmp_path / "eager", "debug", {}, FAST)
+    assert losses(read_metrics(tmp_path / "fallback")) == losses(read_metrics(tmp_path / "eager"))
+    assert summary["best_val_loss"] == reference["best_val_loss"]
+
+
+def test_an_error_eager_raises_too_is_not_hidden_by_the_fallback():
+    model = torch.nn.Linear(2, 2)
+
+    def step(module):
+        raise ValueError("a real bug")
+
+    with pytest.raises(ValueError, match="a real bug"):
+        compiling.run_with_fallback(step, lambda *a: None, model)
+
+
+def test_compile_auto_turns_on_only_where_a_backend_is_installed(monkeypatch):
+    cpu, mps = torch.device("cpu"), torch.device("mps")
+    assert compiling.compile_wanted(True, mps) and not compiling.compile_wanted(False, cpu)
+    assert not compiling.compile_wanted("auto", mps)
+    monkeypatch.delenv("CXX", raising=False)
+    monkeypatch.setattr(compiling.shutil, "which", lambda name: None)
+    assert not compiling.compile_wanted("auto", cpu)
+    monkeypatch.setattr(compiling.shutil, "which", lambda name: "/usr/bin/clang++" if name == "clang++" else None)
+    assert compiling.compile_wanted("auto", cpu)
+
+
+def test_compile_is_a_runtime_setting(tiny_data, tmp_path):
+    """Like device and threads, it may change between a kill and a resume: the run is the same run."""
+    run_dir = tmp_path / "run"
+    train(tiny_data, run_dir, "debug", {}, FAST)
+    again = train(tiny_data, run_dir, "debug", {}, {**FAST, "compile": "auto"})
+    assert again["steps_done"] == 30  # finished before, so nothing to do; no settings clash
 
 
 # --- configuration and command line ------------------------------------------------------------
@@ -234,6 +299,7 @@ def test_bad_overrides_are_named(pair, message):
         ("device", "tpu", "device = 'tpu' is not valid: expected auto, cpu, mps, cuda or cuda:N"),
         ("schedule", "linear", "schedule = 'linear' is not valid: expected one of 'constant', 'cosine'"),
         ("lr", "fast", "lr = 'fast' is not valid: expected float"),
+        ("compile", "maybe", "compile = 'maybe' is not valid: expected bool or one of 'auto'"),
     ],
 )
 def test_train_config_validation(field, value, message):

@@ -335,7 +335,7 @@ def test_schema_knows_every_experiment_field_of_the_package():
 
     schema = yaml.safe_load((WORKFLOW / "schemas" / "config.schema.yaml").read_text(encoding="utf-8"))
     model_fields = {field.name for field in dataclasses.fields(ModelConfig)} - {"vocab_size"}
-    train_fields = {field.name for field in dataclasses.fields(TrainConfig)} - {"seed", "device", "threads"}
+    train_fields = {field.name for field in dataclasses.fields(TrainConfig)} - {"seed", "device", "threads", "compile"}
     assert set(schema["$defs"]["model"]["properties"]) == model_fields
     assert set(schema["$defs"]["train"]["properties"]) == train_fields
 

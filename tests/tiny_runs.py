@@ -12,7 +12,8 @@ TINY_TEXT = (
     "## 学而\n\n子曰：学而时习之，不亦说乎？有朋自远方来，不亦乐乎？人不知而不愠，不亦君子乎？\n\n"
     "## 为政\n\n子曰：为政以德，譬如北辰，居其所而众星共之。子曰：诗三百，一言以蔽之，曰思无邪。\n\n"
 ) * 12
-FAST = {"steps": 30, "eval_every": 10, "batch_size": 4, "threads": 1}
+# compile False: torch.compile's one-off compilation would cost more than these runs take
+FAST = {"steps": 30, "eval_every": 10, "batch_size": 4, "threads": 1, "compile": False}
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ rule train_model:
         # Params are tracked: changing an experiment's settings reruns exactly its runs.
         arguments=train_arguments,
         device=config["device"],
+        compile=config["compile"],
     threads: config["train_threads"]
     resources:
         gpu=config["gpus_per_run"],
@@ -27,6 +28,7 @@ rule train_model:
         "python -m anatomy train --data results/corpus --out {params.run_dir} --restart-on-change"
         " {params.arguments}"
         " train.seed={wildcards.seed} train.threads={threads} train.device={params.device}"
+        " train.compile={params.compile}"
         " > {log} 2>&1"
 
 
