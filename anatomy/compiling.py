@@ -3,14 +3,16 @@
 On a CPU, torch 2.13 has fused kernels for LayerNorm and GELU, the 2017 parts, but builds
 RMSNorm's backward, RoPE and SwiGLU's gate from several small ops, each one more pass over memory.
 `torch.compile` writes one loop for each such chain. On the 2-core bench machine it makes a llama
-step about 10% faster and leaves a vanilla step where it was (README, "Speed"). It computes the
-same model: losses and gradients agree with the eager ones to float rounding (tests/test_train.py).
+step 7-10% faster; a vanilla step, whose parts all have fused kernels already, gets no faster
+(0-4% slower; README, "Speed"). It computes the same model: losses agree with the eager ones to
+float rounding (tests/test_train.py).
 
 It costs a one-off compilation, 15-25 s for a chapter-size model (seconds when torch's on-disk
 cache has seen the model before), and it needs a backend: a C++ compiler on the CPU, Triton on
-CUDA. `auto` turns it on only where that backend is present (never on mps, where it is still a
-prototype), and a compile that fails falls back to plain eager PyTorch with one line of notice:
-no machine loses a run to it.
+CUDA. So `auto` compiles only where it pays: a model with the fused impl and at least one part
+that has no fused kernel, on a device whose backend is installed (never mps, where it is still
+a prototype). A compile that fails falls back to plain eager PyTorch with one line of notice: no
+machine loses a run to it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import shutil
 import torch
 from torch import nn
 
+from anatomy.config import ModelConfig
+
 CompileSetting = bool | str  # True, False or "auto"
 
 
@@ -31,21 +35,33 @@ def cpp_compiler_found() -> bool:
     return any(name and shutil.which(name) for name in candidates)
 
 
-def compile_wanted(setting: CompileSetting, device: torch.device) -> bool:
-    """True/False as given; auto: on where torch.compile has a backend for the device."""
-    if setting != "auto":
-        return bool(setting)
+def backend_available(device: torch.device) -> bool:
+    """Whether torch.compile has a backend for this device here."""
     if device.type == "cpu":
         return cpp_compiler_found()
     if device.type == "cuda":
         return importlib.util.find_spec("triton") is not None
-    return False
+    return False  # mps: still a prototype in torch.compile
+
+
+def has_unfused_parts(cfg: ModelConfig) -> bool:
+    """Parts that torch runs as a chain of small ops: the ones compiling speeds up. (The manual
+    impl is left as written: its point is to show what the hand-written version costs.)"""
+    return cfg.impl == "fused" and (
+        cfg.norm_type == "rmsnorm" or cfg.pos_type == "rope" or cfg.ffn_type == "swiglu" or cfg.qk_norm)
+
+
+def compile_wanted(setting: CompileSetting, device: torch.device, cfg: ModelConfig) -> bool:
+    """True/False as given; auto: where a backend is installed and the model has parts to fuse."""
+    if setting != "auto":
+        return bool(setting)
+    return has_unfused_parts(cfg) and backend_available(device)
 
 
 def compiled_or_eager(model: nn.Module, setting: CompileSetting, device: torch.device) -> nn.Module:
     """The module to call for training steps: `torch.compile(model)` (same parameters) or the model.
     Compilation is lazy: it happens, and can fail, at the first call (see `run_with_fallback`)."""
-    return torch.compile(model) if compile_wanted(setting, device) else model
+    return torch.compile(model) if compile_wanted(setting, device, model.cfg) else model
 
 
 def run_with_fallback(step, forward: nn.Module, model: nn.Module, label: str = ""):

@@ -44,7 +44,7 @@ def test_bench_times_the_compiled_variants_where_compile_works(tmp_path, monkeyp
     """The fused+compile rows and their ratios. (torch.compile is stood in for by the identity:
     compiling the chapter-size models would cost CI a minute; tests/test_train.py compiles for real.)"""
     monkeypatch.setattr(bench.torch, "compile", lambda model: lambda *args: model(*args))
-    monkeypatch.setattr(bench, "compile_wanted", lambda setting, device: setting == "auto")
+    monkeypatch.setattr(bench, "backend_available", lambda device: True)
     assert main(bench_args(tmp_path / "bench.json")) == 0
     result = json.loads((tmp_path / "bench.json").read_text())
     assert {(r["model"], r["impl"]) for r in result["training"]} == {
@@ -61,7 +61,7 @@ def test_bench_leaves_out_a_variant_whose_compile_fails(tmp_path, monkeypatch, c
         return call
 
     monkeypatch.setattr(bench.torch, "compile", broken_compile)
-    monkeypatch.setattr(bench, "compile_wanted", lambda setting, device: True)
+    monkeypatch.setattr(bench, "backend_available", lambda device: True)
     assert main(bench_args(tmp_path / "bench.json")) == 0
     result = json.loads((tmp_path / "bench.json").read_text())
     assert {r["impl"] for r in result["training"]} == {"manual", "fused"}

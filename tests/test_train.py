@@ -250,14 +250,28 @@ def test_an_error_eager_raises_too_is_not_hidden_by_the_fallback():
 
 
 def test_compile_auto_turns_on_only_where_a_backend_is_installed(monkeypatch):
-    cpu, mps = torch.device("cpu"), torch.device("mps")
-    assert compiling.compile_wanted(True, mps) and not compiling.compile_wanted(False, cpu)
-    assert not compiling.compile_wanted("auto", mps)
+    cpu, mps, llama = torch.device("cpu"), torch.device("mps"), preset("llama", vocab_size=50, impl="fused")
+    assert compiling.compile_wanted(True, mps, llama) and not compiling.compile_wanted(False, cpu, llama)
+    assert not compiling.compile_wanted("auto", mps, llama)
     monkeypatch.delenv("CXX", raising=False)
     monkeypatch.setattr(compiling.shutil, "which", lambda name: None)
-    assert not compiling.compile_wanted("auto", cpu)
+    assert not compiling.compile_wanted("auto", cpu, llama)
     monkeypatch.setattr(compiling.shutil, "which", lambda name: "/usr/bin/clang++" if name == "clang++" else None)
-    assert compiling.compile_wanted("auto", cpu)
+    assert compiling.compile_wanted("auto", cpu, llama)
+
+
+@pytest.mark.parametrize(
+    "overrides, wanted",
+    [({}, False), ({"impl": "manual", "norm_type": "rmsnorm"}, False), ({"norm_type": "rmsnorm"}, True),
+     ({"pos_type": "rope"}, True), ({"ffn_type": "swiglu"}, True), ({"qk_norm": True}, True),
+     ({"n_kv_head": 2, "norm_pos": "pre"}, False)],
+)
+def test_compile_auto_only_for_models_with_parts_to_fuse(monkeypatch, overrides, wanted):
+    """The 2017 parts (and GQA, pre-norm) already run as fused kernels: compiling them only costs
+    the compile time. RMSNorm, RoPE and SwiGLU are chains of small ops it fuses."""
+    monkeypatch.setattr(compiling, "backend_available", lambda device: True)
+    cfg = preset("vanilla", vocab_size=50, **{"impl": "fused", **overrides})
+    assert compiling.compile_wanted("auto", torch.device("cpu"), cfg) is wanted
 
 
 def test_compile_is_a_runtime_setting(tiny_data, tmp_path):
