@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from anatomy.errors import AnatomyError
@@ -47,3 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     except AnatomyError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader stopped reading (`... | head`): files are already written, nothing failed.
+        # Point stdout at /dev/null so Python's own flush at exit does not fail a second time.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -84,6 +86,20 @@ def test_command_line_writes_samples_json(tiny_runs, tmp_path, capsys):
     assert record["text"] == capsys.readouterr().out.rstrip("\n") and len(record["text"]) == 43
     assert main(["generate", str(tiny_runs["llama"]), "--prefix", "☃"]) == 2
     assert "U+2603" in capsys.readouterr().err
+
+
+def test_a_reader_that_stops_early_is_not_an_error(tiny_runs, tmp_path):
+    """`python -m anatomy generate RUN | head -3`: head closes the pipe before the text is printed.
+    No traceback, exit 0, and the samples file is whole."""
+    out = tmp_path / "samples.json"
+    command = [sys.executable, "-m", "anatomy", "generate", str(tiny_runs["llama"]), "--chars", "40",
+               "--out", str(out)]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader is gone before the child writes anything
+    stderr = proc.stderr.read().decode()
+    assert proc.wait() == 0, stderr
+    assert "Traceback" not in stderr and "Broken pipe" not in stderr
+    assert len(json.loads(out.read_text())[0]["text"]) == 43
 
 
 def test_diverged_run_is_sampled_from_its_best_checkpoint(tiny_runs, tmp_path):
