@@ -64,8 +64,8 @@ class TrainConfig:
     max_train_eval_windows: int = 128  # train loss: this many fixed windows spread over the split
     device: str = "auto"  # auto = cuda > mps > cpu
     threads: int = 0  # 0: torch's default
-    # torch.compile the training step (anatomy/compiling.py): True, False, or auto = where a
-    # backend for the device is installed. Evaluation and generation always run eagerly.
+    # torch.compile the training step (anatomy/compiling.py): True, False, or auto = for models
+    # with RMSNorm, RoPE or SwiGLU where a backend is installed. Evaluation and generation run eagerly.
     compile: bool | Literal["auto"] = "auto"
 
     def __post_init__(self) -> None:

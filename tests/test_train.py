@@ -207,6 +207,7 @@ def test_resume_after_sigkill_matches_an_uninterrupted_run(tiny_data, tmp_path):
 # --- torch.compile ------------------------------------------------------------------------------
 
 
+@pytest.mark.skipif(not compiling.backend_available(torch.device("cpu")), reason="no C++ compiler for torch.compile")
 def test_compiled_training_matches_eager(tiny_data, tmp_path):
     """torch.compile changes the speed, not the model: the same run, compiled, ends at the same
     losses up to float rounding (the two backends add up in different orders)."""
