@@ -81,6 +81,9 @@ def test_overview_shows_the_headline_runs(dashboard_db, monkeypatch):
     assert headline == {"vanilla · seed 42", "vanilla · seed 7", "llama · seed 42", "llama · seed 7"}
     (table,) = app.dataframe
     assert set(table.value["label"]) == headline
+    # step times are read next to whether the run was compiled (the tiny runs were not)
+    assert {"step_time_ms", "compiled"} <= set(table.value.columns)
+    assert not table.value["compiled"].any()
     (chart,) = chart_tables(app)
     assert set(chart["label"].dropna()) == headline
     # each run's best point is the minimum val of that run in the database

@@ -59,4 +59,4 @@ else:
 # ---- the table, as in the chapter
 st.subheader("Runs")
 tables.run_table(shown, ["label", "status", "params", "best_val_loss", "best_step", "final_val_loss",
-                        "final_train_loss", "step_time_ms", "tokens_per_s", "last_step", "device"])
+                        "final_train_loss", "step_time_ms", "tokens_per_s", "compiled", "last_step", "device"])
