@@ -2,7 +2,8 @@
 
 Training: one optimizer step of vanilla and llama at the chapter's size, with the hand-written
 (`manual`) and the `fused` parts, and the fused ones through torch.compile (`fused+compile`, where
-a backend is installed; its compile time is the `1st step` column). Generation: 512 characters with and without the KV cache.
+a backend is installed; its compile time is the `1st step` column). Generation: 512 characters
+with and without the KV cache.
 Everything runs in one process, interleaved round by round (so a noisy neighbour slows all
 variants alike), and the report quotes medians and ratios, not single timings.
 """
@@ -17,7 +18,7 @@ import time
 import torch
 
 from anatomy.atomic import write_json
-from anatomy.compiling import backend_available, run_with_fallback
+from anatomy.compiling import backend_available, compiled_or_eager, run_with_fallback
 from anatomy.config import preset
 from anatomy.generate import sample
 from anatomy.model import MiniLM
@@ -58,7 +59,7 @@ def bench_training(device, vocab_size, batch_size, rounds, steps_per_round, with
         torch.manual_seed(0)
         model = MiniLM(preset(name, vocab_size=vocab_size, impl=impl.removesuffix("+compile"))).to(device)
         optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
-        forward = torch.compile(model) if impl.endswith("+compile") else model
+        forward = compiled_or_eager(model, impl.endswith("+compile"), device)
         setups[(name, impl)] = (model, forward, optimizer)
     ctx_len = preset("vanilla").ctx_len
     data = torch.randint(0, vocab_size, (batch_size, ctx_len + 1), generator=torch.Generator().manual_seed(0))

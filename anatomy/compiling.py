@@ -3,11 +3,11 @@
 On a CPU, torch 2.13 has fused kernels for LayerNorm and GELU, the 2017 parts, but builds
 RMSNorm's backward, RoPE and SwiGLU's gate from several small ops, each one more pass over memory.
 `torch.compile` writes one loop for each such chain. On the 2-core bench machine it makes a llama
-step 7-10% faster; a vanilla step, whose parts all have fused kernels already, gets no faster
-(0-4% slower; README, "Speed"). It computes the same model: losses agree with the eager ones to
+step 6-9% faster; a vanilla step, whose parts all have fused kernels already, gets 3-8% slower
+(three bench runs; README, "Speed"). It computes the same model: losses agree with the eager ones to
 float rounding (tests/test_train.py).
 
-It costs a one-off compilation, 15-25 s for a chapter-size model (seconds when torch's on-disk
+It costs a one-off compilation, 17-20 s for a chapter-size model (seconds when torch's on-disk
 cache has seen the model before), and it needs a backend: a C++ compiler on the CPU, Triton on
 CUDA. So `auto` compiles only where it pays: a model with the fused impl and at least one part
 that has no fused kernel, on a device whose backend is installed (never mps, where it is still
