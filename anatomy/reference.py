@@ -1,0 +1,168 @@
+"""Ship finished runs as reference results: `python -m anatomy reference`.
+
+A full-size grid costs hours of CPU, so its results are committed to the repository, and a
+fresh clone can show them before anything is trained. This command copies each finished run's
+small files (config, metrics, summary, samples; never a checkpoint) from `results/runs/` into
+`results/reference/runs/`, with its Snakemake benchmark record, and records where and when each
+run was made in `results/reference/grid.json`.
+
+It can run while the grid is still training: runs without `summary.json` and `samples.json`
+are left for the next call, and a run already shipped is not copied again unless it changed.
+`python -m anatomy collect --runs results/reference/runs --benchmarks results/reference/benchmarks`
+builds a database from what was shipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+from anatomy.atomic import write_bytes, write_json
+from anatomy.errors import AnatomyError
+from anatomy.results import find_run_folders, read_run
+
+# The files of a run folder that hold its results: everything except the checkpoints (*.pt),
+# which are large and can be recomputed.
+RESULT_FILES = ("config.json", "metrics.jsonl", "summary.json", "samples.json")
+BENCHMARK_RULE = "train_model"  # the Snakemake rule whose benchmark file times a training run
+PROVENANCE_FILE = "grid.json"
+
+
+def machine_description() -> str:
+    """The CPU model and core count of this machine, e.g. 'AMD EPYC 7B13, 2 cores'."""
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:  # not Linux: platform's answer stands
+        pass
+    return f"{model}, {os.cpu_count()} cores"
+
+
+def benchmark_seconds(path: Path | None) -> float | None:
+    """Wall-clock seconds from a Snakemake benchmark file (its 's' column), if there is one."""
+    if path is None or not path.is_file():
+        return None
+    lines = path.read_text(encoding="utf-8").splitlines()
+    if len(lines) < 2:
+        return None
+    header, values = lines[0].split("\t"), lines[1].split("\t")
+    try:
+        return float(values[header.index("s")])
+    except (ValueError, IndexError):
+        raise AnatomyError(f"{path}: not a Snakemake benchmark file (no number in its 's' column)") from None
+
+
+def finished_at(path: Path) -> str:
+    """When a file was last written, as UTC ISO 8601 (summary.json is the last file of a run)."""
+    stamp = dt.datetime.fromtimestamp(path.stat().st_mtime, tz=dt.timezone.utc)
+    return stamp.replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def provenance(folder: Path, benchmark: Path | None, machine: str) -> dict[str, Any]:
+    """Where, when and how long one run trained."""
+    summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+    return {
+        "device": summary.get("device"),
+        "machine": machine,
+        "torch_version": summary.get("torch_version"),
+        "compiled": summary.get("compiled"),
+        "finished_utc": finished_at(folder / "summary.json"),
+        "train_s": summary.get("elapsed_s"),  # the training loop itself
+        "job_s": benchmark_seconds(benchmark),  # the whole job, as Snakemake timed it
+    }
+
+
+def read_provenance(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {"runs": {}}
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise AnatomyError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
+    if not isinstance(record, dict) or not isinstance(record.get("runs"), dict):
+        raise AnatomyError(f"{path}: expected an object with a 'runs' object")
+    return record
+
+
+def grid_totals(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The grid as a whole: how many runs, from when to when, how much compute."""
+    finished = sorted(entry["finished_utc"] for entry in runs.values())
+    return {
+        "n_runs": len(runs),
+        "first_finished_utc": finished[0] if finished else None,
+        "last_finished_utc": finished[-1] if finished else None,
+        "devices": sorted({str(entry["device"]) for entry in runs.values()}),
+        "machines": sorted({str(entry["machine"]) for entry in runs.values()}),
+        "torch_versions": sorted({str(entry["torch_version"]) for entry in runs.values()}),
+        "train_s_total": round(sum(entry["train_s"] or 0.0 for entry in runs.values()), 1),
+    }
+
+
+def is_finished(folder: Path) -> bool:
+    return all((folder / name).is_file() for name in RESULT_FILES)
+
+
+def ship(runs_root: Path, out: Path, benchmarks_root: Path | None = None) -> dict[str, list[str]]:
+    """Copy every finished run under `runs_root` into `out`; return run ids by what happened."""
+    runs_root, out = Path(runs_root), Path(out)
+    if not runs_root.is_dir():
+        raise AnatomyError(f"--runs {runs_root}: no such folder (train a model first)")
+    if out.resolve() == runs_root.resolve() or runs_root.resolve() in out.resolve().parents:
+        raise AnatomyError(f"--out {out} is inside --runs {runs_root}: expected a separate folder")
+    if out.exists() and not out.is_dir():
+        raise AnatomyError(f"--out {out} is a file: expected a folder (e.g. results/reference)")
+    record = read_provenance(out / PROVENANCE_FILE)
+    machine = machine_description()
+    report: dict[str, list[str]] = {"added": [], "updated": [], "unchanged": [], "not finished": []}
+    finished = []
+    for folder in find_run_folders(runs_root):
+        if is_finished(folder):
+            read_run(folder, runs_root)  # every run is checked before anything is written
+            finished.append(folder)
+        else:
+            report["not finished"].append(folder.relative_to(runs_root).as_posix())
+    for folder in finished:
+        run_id = folder.relative_to(runs_root).as_posix()
+        target = out / "runs" / run_id
+        files = {target / name: (folder / name).read_bytes() for name in RESULT_FILES}
+        benchmark = Path(benchmarks_root, BENCHMARK_RULE, f"{run_id}.tsv") if benchmarks_root else None
+        if benchmark is not None and benchmark.is_file():
+            # Snakemake's layout, so that collect --benchmarks reads them unchanged
+            files[out / "benchmarks" / BENCHMARK_RULE / f"{run_id}.tsv"] = benchmark.read_bytes()
+        if run_id in record["runs"] and all(path.is_file() and path.read_bytes() == data
+                                            for path, data in files.items()):
+            report["unchanged"].append(run_id)
+            continue
+        report["updated" if (target / "summary.json").exists() else "added"].append(run_id)
+        for path, data in files.items():
+            write_bytes(path, data)
+        record["runs"][run_id] = provenance(folder, benchmark, machine)
+    record["runs"] = dict(sorted(record["runs"].items()))
+    write_json(out / PROVENANCE_FILE, {"grid": grid_totals(record["runs"]), "runs": record["runs"]})
+    return report
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--runs", type=Path, default=Path("results/runs"), help="folder of run folders")
+    parser.add_argument("--benchmarks", type=Path, default=Path("results/benchmarks"),
+                        help="Snakemake's benchmark files, for each run's wall time (optional)")
+    parser.add_argument("--out", type=Path, default=Path("results/reference"), help="the reference folder")
+
+
+def run(args: argparse.Namespace) -> int:
+    benchmarks = args.benchmarks if args.benchmarks.is_dir() else None
+    report = ship(args.runs, args.out, benchmarks)
+    for what, run_ids in report.items():
+        if run_ids:
+            print(f"{what:>13}: {len(run_ids)}  ({', '.join(run_ids)})")
+    total = len(report["added"]) + len(report["updated"]) + len(report["unchanged"])
+    print(f"{args.out}: {total} finished runs shipped; {args.out / PROVENANCE_FILE} says where and when")
+    return 0

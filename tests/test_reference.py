@@ -1,0 +1,109 @@
+"""Shipping finished runs as reference results: small files only, provenance, idempotence."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from anatomy import reference, results
+from anatomy.cli import main
+
+
+def shipped_files(out: Path) -> set[str]:
+    return {path.relative_to(out).as_posix() for path in out.rglob("*") if path.is_file()}
+
+
+def test_ships_finished_runs_small_files_and_their_benchmark_only(fixture_runs, tmp_path):
+    runs_root, benchmarks_root = fixture_runs
+    # a checkpoint beside the results must stay behind
+    (runs_root / "vanilla" / "seed42" / "last.pt").write_bytes(b"weights")
+    out = tmp_path / "reference"
+
+    report = reference.ship(runs_root, out, benchmarks_root)
+
+    # the running run has no summary; the diverged runs have summary and samples, so they ship
+    assert report["not finished"] == ["llama_minus_rope/seed42"]
+    assert len(report["added"]) == 14 and not report["updated"] and not report["unchanged"]
+    files = shipped_files(out)
+    assert not any(name.endswith(".pt") for name in files)
+    assert "runs/vanilla/seed42/metrics.jsonl" in files
+    assert {name for name in files if not name.startswith("runs/")} == {
+        "grid.json", "benchmarks/train_model/vanilla/seed42.tsv"}
+    for run_id in report["added"]:
+        for name in reference.RESULT_FILES:
+            assert (out / "runs" / run_id / name).read_bytes() == (runs_root / run_id / name).read_bytes()
+
+    grid = json.loads((out / "grid.json").read_text())
+    assert sorted(grid["runs"]) == sorted(report["added"])
+    vanilla = grid["runs"]["vanilla/seed42"]
+    assert vanilla["job_s"] == 12.5 and vanilla["device"] == "cpu" and vanilla["torch_version"] == "2.13.0"
+    assert vanilla["finished_utc"].endswith("Z") and "cores" in vanilla["machine"]
+    assert grid["runs"]["llama/seed42"]["job_s"] is None  # no benchmark file for it
+    assert grid["grid"]["n_runs"] == 14 and grid["grid"]["devices"] == ["cpu"]
+
+
+def test_collect_builds_the_same_database_from_the_reference(fixture_runs, tmp_path):
+    runs_root, benchmarks_root = fixture_runs
+    out = tmp_path / "reference"
+    reference.ship(runs_root, out, benchmarks_root)
+    (runs_root / "llama_minus_rope").rename(tmp_path / "unfinished")  # only finished runs compare
+
+    original, shipped = tmp_path / "original.duckdb", tmp_path / "shipped.duckdb"
+    results.collect(runs_root, original, None, benchmarks_root)
+    results.collect(out / "runs", shipped, None, out / "benchmarks")
+    sql = "SELECT * EXCLUDE (elapsed_s) FROM run_summary ORDER BY run_id"
+    with duckdb.connect(str(original), read_only=True) as a, duckdb.connect(str(shipped), read_only=True) as b:
+        # compared as text: a diverged run's NaN is not equal to itself
+        assert repr(a.execute(sql).fetchall()) == repr(b.execute(sql).fetchall())
+        assert a.execute("SELECT * FROM benchmarks").fetchall() == b.execute("SELECT * FROM benchmarks").fetchall()
+
+
+def test_a_second_call_ships_only_what_is_new_or_changed(fixture_runs, tmp_path):
+    runs_root, benchmarks_root = fixture_runs
+    out = tmp_path / "reference"
+    reference.ship(runs_root, out, benchmarks_root)
+    first = json.loads((out / "grid.json").read_text())
+
+    # the running run finishes; another run is trained again and differs
+    running = runs_root / "llama_minus_rope" / "seed42"
+    for name in ("summary.json", "samples.json"):
+        (running / name).write_text((runs_root / "llama" / "seed42" / name).read_text())
+    (runs_root / "mqa" / "seed7" / "samples.json").write_text("[]")
+
+    report = reference.ship(runs_root, out, benchmarks_root)
+    assert report["added"] == ["llama_minus_rope/seed42"]
+    assert report["updated"] == ["mqa/seed7"]
+    assert len(report["unchanged"]) == 13 and not report["not finished"]
+    assert (out / "runs" / "mqa" / "seed7" / "samples.json").read_text() == "[]"
+    second = json.loads((out / "grid.json").read_text())
+    # a run shipped before keeps its record (it may come from another machine or session)
+    assert second["runs"]["vanilla/seed42"] == first["runs"]["vanilla/seed42"]
+    assert second["grid"]["n_runs"] == 15
+
+
+def test_a_run_collect_cannot_read_is_not_shipped(fixture_runs, tmp_path):
+    runs_root, _ = fixture_runs
+    (runs_root / "mqa" / "seed7" / "summary.json").write_text("{not json")
+    with pytest.raises(Exception, match=r"mqa/seed7/summary.json: not valid JSON"):
+        reference.ship(runs_root, tmp_path / "reference")
+    assert not (tmp_path / "reference" / "grid.json").exists()
+
+
+def test_cli_reports_what_it_shipped_and_refuses_bad_folders(fixture_runs, tmp_path, capsys):
+    runs_root, benchmarks_root = fixture_runs
+    out = tmp_path / "reference"
+    assert main(["reference", "--runs", str(runs_root), "--benchmarks", str(benchmarks_root), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "added: 14" in printed and "not finished: 1  (llama_minus_rope/seed42)" in printed
+
+    assert main(["reference", "--runs", str(tmp_path / "nowhere"), "--out", str(out)]) == 2
+    assert "--runs" in capsys.readouterr().err
+    assert main(["reference", "--runs", str(runs_root), "--out", str(runs_root / "ref")]) == 2
+    assert "inside --runs" in capsys.readouterr().err
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+    assert main(["reference", "--runs", str(runs_root), "--out", str(a_file)]) == 2
+    assert "is a file: expected a folder" in capsys.readouterr().err
