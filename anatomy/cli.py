@@ -22,6 +22,7 @@ COMMANDS = {
     "generate": ("anatomy.generate", "sample text from a run's checkpoint"),
     "bench": ("anatomy.bench", "measure step time and generation speed"),
     "collect": ("anatomy.results", "collect run folders into the DuckDB database and results.json"),
+    "report": ("anatomy.report", "write the results report (Markdown + PNG figures) from a results database"),
     "reference": ("anatomy.reference", "ship finished runs' small files as reference results (no checkpoints)"),
 }
 

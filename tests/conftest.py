@@ -16,6 +16,10 @@ import pytest
 # ---------------------------------------------------------------------------------------------
 
 
+# The five parts that make the 2017 model a mini-LLaMA, as model settings
+LLAMA_PARTS = {"norm_type": "rmsnorm", "norm_pos": "pre", "pos_type": "rope", "ffn_type": "swiglu", "n_kv_head": 2}
+
+
 def write_run_folder(
     runs_root: Path,
     experiment: str,
@@ -32,6 +36,7 @@ def write_run_folder(
     diverged_step: int | None = None,
     samples: bool = True,
     n_layer: int = 1,
+    model: dict[str, Any] | None = None,
 ) -> Path:
     """Write one run folder whose val curve falls to `floor` at `turn_step`, then rises.
 
@@ -46,7 +51,8 @@ def write_run_folder(
     if direction:
         tags["direction"] = direction
     config = {
-        "model": {"d_model": 16, "n_layer": n_layer},
+        # the parts of the 2017 model unless `model` swaps some (LLAMA_PARTS: the mini-LLaMA's)
+        "model": {"d_model": 16, "n_layer": n_layer, **(model or {})},
         "train": {"seed": seed, "max_steps": steps, "batch_size": 2},
         "tags": tags,
         "data": {"dir": "corpus", "vocab_size": 50},
@@ -96,18 +102,19 @@ def write_fixture_grid(runs_root: Path, benchmarks_root: Path | None = None) -> 
     """A small grid in every state: headline pair, ablations both ways, breaks, one running run."""
     for seed in (42, 7):
         write_run_folder(runs_root, "vanilla", seed, floor=2.3, turn_step=70)
-        write_run_folder(runs_root, "llama", seed, floor=2.1, turn_step=40)
+        write_run_folder(runs_root, "llama", seed, floor=2.1, turn_step=40, model=LLAMA_PARTS)
         write_run_folder(runs_root, "vanilla_plus_swiglu", seed, group="ablation", part="swiglu",
-                         direction="add", floor=2.2, turn_step=60)
+                         direction="add", floor=2.2, turn_step=60, model={"ffn_type": "swiglu"})
         write_run_folder(runs_root, "llama_minus_swiglu", seed, group="ablation", part="swiglu",
-                         direction="remove", floor=2.25, turn_step=50)
+                         direction="remove", floor=2.25, turn_step=50, model={**LLAMA_PARTS, "ffn_type": "gelu"})
         write_run_folder(runs_root, "deep_pre_nowarmup", seed, group="break", part="norm_pos",
-                         n_layer=12, floor=2.05)
+                         n_layer=12, floor=2.05, model=LLAMA_PARTS)
         write_run_folder(runs_root, "deep_post_nowarmup", seed, group="break", part="norm_pos",
-                         n_layer=12, status="diverged", diverged_step=30)
-        write_run_folder(runs_root, "mqa", seed, group="break", part="gqa", floor=2.15)
+                         n_layer=12, status="diverged", diverged_step=30, model={**LLAMA_PARTS, "norm_pos": "post"})
+        write_run_folder(runs_root, "mqa", seed, group="break", part="gqa", floor=2.15,
+                         model={**LLAMA_PARTS, "n_kv_head": 1})
     write_run_folder(runs_root, "llama_minus_rope", 42, group="ablation", part="rope", direction="remove",
-                     status="running", steps=100)
+                     status="running", steps=100, model={**LLAMA_PARTS, "pos_type": "learned"})
     if benchmarks_root is not None:
         folder = benchmarks_root / "train_model" / "vanilla"
         folder.mkdir(parents=True)
@@ -139,7 +146,6 @@ def fixture_grid_db(tmp_path_factory) -> Path:
 
 # A tiny grid of real runs: the debug model size, tens of steps, on a short corpus.
 # name -> (seeds, tags, model overrides on top of the debug size, train overrides)
-LLAMA_PARTS = {"norm_type": "rmsnorm", "norm_pos": "pre", "pos_type": "rope", "ffn_type": "swiglu", "n_kv_head": 2}
 TINY_GRID = {
     "vanilla": ((42, 7), {"group": "headline"}, {}, {}),
     "llama": ((42, 7), {"group": "headline"}, LLAMA_PARTS, {}),

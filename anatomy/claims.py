@@ -1,0 +1,194 @@
+"""The chapter's claims, each next to our measurement with a verdict.
+
+A verdict is computed from the data, never typed: reproduced, not reproduced, partly, or not yet
+run. "Beyond seed noise" means every seed's difference is larger than the baselines' own spread
+over seeds (`seed_noise`): smaller differences could be the seed alone.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from anatomy.config import ModelConfig
+from anatomy.report_data import (
+    MODEL_FIELDS,
+    ReportData,
+    deep_runs,
+    delta_text,
+    fmt,
+    headline_of,
+    paired_deltas,
+    per_seed,
+    seed_noise,
+)
+
+# val loss further than this above its minimum at the end of a run counts as memorising
+MEMORISING_RISE = 0.1
+
+
+@dataclass
+class Claim:
+    claim: str
+    chapter: str
+    measured: str
+    verdict: str
+
+
+def claims(data: ReportData) -> list[Claim]:
+    vanilla, llama = headline_of(data, "vanilla"), headline_of(data, "llama")
+    both = sorted(set(vanilla["seed"]) & set(llama["seed"]))
+    out = []
+    not_run = "not yet run"
+
+    # 1. llama learns faster: its best val comes earlier
+    if both:
+        earlier = paired_deltas(llama, vanilla, "best_step")
+        measured = (f"best val at step {per_seed(llama, 'best_step')} (mini-LLaMA) vs "
+                    f"{per_seed(vanilla, 'best_step')} (vanilla)")
+        verdict = "**reproduced**" if (earlier < 0).all() else "**not reproduced**"
+    else:
+        measured, verdict = "headline not run", not_run
+    out.append(Claim("The mini-LLaMA learns faster: its best val comes earlier",
+                     "step 500 vs 1100", measured, verdict))
+
+    # 2. llama reaches a lower best val
+    if both:
+        gap = -paired_deltas(llama, vanilla)  # vanilla minus llama: positive = llama lower
+        noise = seed_noise(data, set(vanilla["experiment"]) | set(llama["experiment"]))
+        measured = (f"best val {per_seed(llama, 'best_val_loss')} vs {per_seed(vanilla, 'best_val_loss')}: "
+                    f"llama lower by {' / '.join(fmt(v, sign=True) for v in gap.sort_index(ascending=False))} "
+                    f"(seed noise {fmt(noise)})")
+        if (gap > 0).all() and (len(gap) < 2 or (gap > noise).all()):
+            verdict = "**reproduced**"
+        elif (gap > 0).all():
+            verdict = "**not reproduced**: lower with every seed, but by less than the seed noise"
+        else:
+            verdict = "**not reproduced**"
+    else:
+        measured, verdict = "headline not run", not_run
+    out.append(Claim("The mini-LLaMA reaches a lower best val", "3.599 vs 3.706 (gap 0.107); seed 7: gap 0.094",
+                     measured, verdict))
+
+    # 3. llama memorises after its best val: val up, train down
+    if not llama.empty:
+        rising = (llama["val_rise"] > MEMORISING_RISE) & (llama["final_train_loss"] < llama["train_at_best"])
+        measured = (f"after step {per_seed(llama, 'best_step')} val rises by {per_seed(llama, 'val_rise')} to "
+                    f"{per_seed(llama, 'final_val_loss')}; train falls from {per_seed(llama, 'train_at_best')} to "
+                    f"{per_seed(llama, 'final_train_loss')}")
+        verdict = "**reproduced**" if rising.all() else "**not reproduced**"
+    else:
+        measured, verdict = "mini-LLaMA not run", not_run
+    out.append(Claim("The mini-LLaMA memorises after its best val: val climbs while train falls",
+                     "val 3.599 → 5.083 at step 2000, train → 0.33", measured, verdict))
+
+    # 4. which part earned the gain
+    out.append(_which_part(data))
+    out.append(_deep_claim(data))
+    out.append(_rope_claim(data))
+    out.append(_mqa_claim(data))
+    return out
+
+
+def _which_part(data: ReportData) -> Claim:
+    claim, chapter = "Which part earned the gain", "could not tell (no ablation); guessed SwiGLU and RMSNorm, RoPE helping"
+    if data.ablations.empty:
+        return Claim(claim, chapter, "ablations not run", "not yet run")
+    noise = seed_noise(data, data.ablations["baseline"].unique())
+    helped, parts_seen = [], []
+    for part, rows in data.ablations.groupby("part"):
+        parts_seen.append(part)
+        verdicts = []
+        for entry in rows.itertuples():
+            deltas = paired_deltas(data.runs[data.runs["experiment"] == entry.experiment],
+                                   data.runs[data.runs["experiment"] == entry.baseline])
+            # the part helps: adding it lowers the loss, removing it raises the loss
+            helps = -deltas if entry.direction == "add" else deltas
+            verdicts.append(len(helps) >= 2 and bool((helps > noise).all()))
+        if verdicts and all(verdicts):
+            helped.append(part)
+    measured = (f"beyond seed noise ({fmt(noise)}) both ways: {', '.join(helped) or 'none'}; "
+                f"parts measured: {', '.join(parts_seen)}")
+    missing = {"rmsnorm", "prenorm", "rope", "gqa", "swiglu"} - set(parts_seen)
+    if missing:
+        measured += f"; not yet run: {', '.join(sorted(missing))}"
+    return Claim(claim, chapter, measured, "**answered here**" if not missing else "partly answered")
+
+
+def _deep_claim(data: ReportData) -> Claim:
+    claim = "A 12-layer post-norm model without warmup struggles or diverges; pre-norm keeps it stable"
+    chapter = "left to the reader"
+    post, pre = deep_runs(data, "post"), deep_runs(data, "pre")
+    if post.empty or pre.empty:
+        return Claim(claim, chapter, "deep pair not run", "not yet run")
+    post_broke, pre_broke = post["diverged"].any(), pre["diverged"].any()
+    deltas = paired_deltas(post, pre)
+    measured = (f"post-norm: diverged {'yes' if post_broke else 'no'}, best val {per_seed(post, 'best_val_loss')}; "
+                f"pre-norm: diverged {'yes' if pre_broke else 'no'}, best val {per_seed(pre, 'best_val_loss')}; "
+                f"post minus pre {delta_text(deltas)}")
+    noise = seed_noise(data, set(post["experiment"]) | set(pre["experiment"]))
+    if post_broke and not pre_broke:
+        verdict = "**reproduced**: post-norm diverged, pre-norm did not"
+    elif not deltas.empty and (deltas > max(noise, 0) if not math.isnan(noise) else deltas > 0).all():
+        verdict = "**partly reproduced**: post-norm trains, but worse with every seed"
+    else:
+        verdict = "**not reproduced** at this width: post-norm trains as well as pre-norm"
+    return Claim(claim, chapter, measured, verdict)
+
+
+def _rope_claim(data: ReportData) -> Claim:
+    claim = "Breaking RoPE (k unrotated, or k paired differently from q) hurts; which hurts more, and does either collapse to chance?"
+    chapter = "left to the reader"
+    broken = data.runs[(data.runs["rope_break"].notna()) & (data.runs["rope_break"] != "none")]
+    llama = headline_of(data, "llama")
+    if broken.empty or llama.empty:
+        return Claim(claim, chapter, "RoPE breaks not run", "not yet run")
+    chance = math.log(float(broken["vocab_size"].iloc[0]))
+    deltas = {name: paired_deltas(runs, llama) for name, runs in broken.groupby("rope_break")}
+    parts = [f"{name}: best val {per_seed(broken[broken['rope_break'] == name], 'best_val_loss')}, "
+             f"{delta_text(delta)} vs mini-LLaMA" for name, delta in deltas.items()]
+    worst = max(deltas, key=lambda name: deltas[name].mean() if len(deltas[name]) else -math.inf)
+    collapsed = (broken["best_val_loss"] >= chance - 0.05).any()
+    measured = "; ".join(parts) + f"; chance is ln(vocabulary) = {chance:.3f}"
+    verdict = (f"**answered**: {worst} hurts more; "
+               + ("one collapses to chance" if collapsed else "neither collapses to chance"))
+    return Claim(claim, chapter, measured, verdict)
+
+
+def _mqa_claim(data: ReportData) -> Claim:
+    claim = "MQA (one KV head) costs little in val loss and keeps a KV cache a quarter of MHA's"
+    chapter = "left to the reader; cache 1/4 of MHA with 4 heads"
+    runs = data.runs
+    mqa = runs[(runs["group"] == "break") & (runs["n_kv_head"] == 1)]
+    llama = headline_of(data, "llama")
+    if mqa.empty or llama.empty:
+        return Claim(claim, chapter, "MQA not run", "not yet run")
+    # the mini-LLaMA with plain multi-head attention: every part but GQA
+    mha = runs[(runs["group"] == "ablation") & (runs["n_parts"] == 4) & (runs["n_kv_head"] == runs["n_head"])]
+    n_head = int(llama["n_head"].iloc[0])
+    cache = {f"{name} ({kv} KV heads)": _kv_bytes_per_token(llama.iloc[0], kv)
+             for name, kv in (("MHA", n_head), ("GQA", int(llama["n_kv_head"].iloc[0])), ("MQA", 1))}
+    mqa_vs_mha = paired_deltas(mqa, mha)
+    measured = f"best val {delta_text(paired_deltas(mqa, llama))} vs the mini-LLaMA (GQA)"
+    measured += f", {delta_text(mqa_vs_mha)} vs MHA" if not mha.empty else "; the MHA run is not in yet"
+    measured += "; KV cache per character: " + ", ".join(f"{name} {size:,} bytes" for name, size in cache.items())
+    ratio = _kv_bytes_per_token(llama.iloc[0], 1) / _kv_bytes_per_token(llama.iloc[0], n_head)
+    if mha.empty:
+        return Claim(claim, chapter, measured, f"partly answered: cache {ratio:.2f} of MHA's; the val cost needs the MHA run")
+    noise = seed_noise(data, set(llama["experiment"]) | set(mha["experiment"]))
+    small = len(mqa_vs_mha) > 0 and not math.isnan(noise) and bool((mqa_vs_mha.abs() <= noise).all())
+    verdict = (f"**{'reproduced' if small else 'partly reproduced'}**: cache {ratio:.2f} of MHA's; "
+               + ("the val cost is within seed noise" if small else "the val cost is beyond seed noise"))
+    return Claim(claim, chapter, measured, verdict)
+
+
+def _kv_bytes_per_token(run: pd.Series, n_kv_head: int) -> int:
+    """float32 keys and values per generated character, from the model's own formula."""
+    from anatomy.model import MiniLM  # torch, only for this claim
+
+    settings = {name: getattr(run[name], "item", lambda value=run[name]: value)() for name in MODEL_FIELDS}
+    # the cache does not depend on the vocabulary
+    cfg = ModelConfig.from_dict({**settings, "vocab_size": 8, "n_kv_head": n_kv_head})
+    return MiniLM(cfg).kv_cache_bytes(tokens=1)

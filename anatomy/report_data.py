@@ -1,0 +1,166 @@
+"""What the report reads from a results database, and the roles the runs play.
+
+`anatomy report` and `anatomy.claims` both work on a `ReportData`: the database's summary views
+as DataFrames, each run with its model settings. The roles (the 2017 model, the mini-LLaMA, the
+deep pair) are recognised from those settings, so they hold for any experiment names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from anatomy.config import ModelConfig
+from anatomy.errors import AnatomyError
+
+MODEL_FIELDS = {field.name for field in dataclasses.fields(ModelConfig)}
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading the database
+
+
+@dataclass
+class ReportData:
+    runs: pd.DataFrame  # run_summary, one row per run, plus the model settings the roles need
+    experiments: pd.DataFrame  # experiment_summary
+    ablations: pd.DataFrame  # ablation_summary
+    metrics: pd.DataFrame  # every evaluation, with the run's label
+    provenance: dict[str, Any] | None  # grid.json of shipped reference results, if any
+
+
+def llama_parts(cfg: ModelConfig) -> list[str]:
+    """Which of the five parts that make the mini-LLaMA this model has."""
+    has = {"rmsnorm": cfg.norm_type == "rmsnorm", "prenorm": cfg.norm_pos == "pre", "rope": cfg.pos_type == "rope",
+           "gqa": cfg.n_kv_head < cfg.n_head, "swiglu": cfg.ffn_type == "swiglu"}
+    return [part for part, present in has.items() if present]
+
+
+def _model_settings(config_json: str) -> dict[str, Any]:
+    """The run's model settings (defaults for any it does not record) and its vocabulary size."""
+    config = json.loads(config_json)
+    model = config.get("model") if isinstance(config.get("model"), dict) else {}
+    data = config.get("data") if isinstance(config.get("data"), dict) else {}
+    cfg = ModelConfig.from_dict({name: value for name, value in model.items() if name in MODEL_FIELDS})
+    return {**cfg.to_dict(), "n_parts": len(llama_parts(cfg)), "vocab_size": data.get("vocab_size")}
+
+
+def load(db_path: Path, provenance: dict[str, Any] | None = None) -> ReportData:
+    if not Path(db_path).is_file():
+        raise AnatomyError(f"--db {db_path}: no such database (make one with `python -m anatomy collect`)")
+    try:
+        with duckdb.connect(str(db_path), read_only=True) as con:
+            runs = con.execute("""
+                SELECT s.*, r.config, m.train_loss AS train_at_best
+                FROM run_summary s JOIN runs r USING (run_id)
+                LEFT JOIN metrics m ON m.run_id = s.run_id AND m.step = s.best_step
+                ORDER BY s.experiment, s.seed""").df()
+            experiments = con.execute("SELECT * FROM experiment_summary ORDER BY experiment").df()
+            ablations = con.execute("SELECT * FROM ablation_summary ORDER BY part, direction").df()
+            metrics = con.execute("SELECT * FROM metrics ORDER BY run_id, step").df()
+    except duckdb.Error as err:
+        raise AnatomyError(f"--db {db_path}: not a results database of this project ({type(err).__name__}: "
+                           f"{str(err).splitlines()[0]})") from None
+    settings = pd.DataFrame([_model_settings(c) for c in runs.pop("config")], index=runs.index)
+    runs = pd.concat([runs, settings], axis=1)
+    runs["label"] = [f"{e} · seed {s}" for e, s in zip(runs["experiment"], runs["seed"])]
+    metrics = metrics.merge(runs[["run_id", "label", "experiment", "seed", "status"]], on="run_id")
+    return ReportData(runs, experiments, ablations, metrics, provenance)
+
+
+# ---------------------------------------------------------------------------------------------
+# Roles: which runs are the chapter's models and its break tests
+
+
+def headline_of(data: ReportData, model: str) -> pd.DataFrame:
+    """The headline runs of the 2017 model ("vanilla": none of the five parts) or the
+    mini-LLaMA ("llama": all five)."""
+    runs = data.runs
+    return runs[(runs["group"] == "headline") & (runs["n_parts"] == (5 if model == "llama" else 0))]
+
+
+def headline_layers(data: ReportData) -> float:
+    return data.runs.loc[data.runs["group"] == "headline", "n_layer"].median()
+
+
+def deep_runs(data: ReportData, norm_pos: str) -> pd.DataFrame:
+    runs = data.runs
+    return runs[(runs["group"] == "break") & (runs["n_layer"] > headline_layers(data)) & (runs["norm_pos"] == norm_pos)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Formatting
+
+
+def fmt(value: Any, digits: int = 3, sign: bool = False) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if isinstance(value, float) and math.isinf(value):
+        return "inf"
+    return f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
+
+
+def per_seed(runs: pd.DataFrame, column: str, digits: int = 3) -> str:
+    """One value per seed, seeds in descending order (42 / 7), as the chapter lists them."""
+    ordered = runs.sort_values("seed", ascending=False)
+    if column in ("best_step",):
+        return " / ".join("–" if pd.isna(v) else str(int(v)) for v in ordered[column])
+    return " / ".join(fmt(v, digits) for v in ordered[column])
+
+
+def seeds_of(runs: pd.DataFrame) -> str:
+    return " / ".join(str(int(s)) for s in runs.sort_values("seed", ascending=False)["seed"])
+
+
+def md_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def paired_deltas(mine: pd.DataFrame, base: pd.DataFrame, column: str = "best_val_loss") -> pd.Series:
+    """This experiment minus the baseline, seed by seed (same seed = same batches)."""
+    return (mine.set_index("seed")[column] - base.set_index("seed")[column]).dropna()
+
+
+def delta_text(deltas: pd.Series) -> str:
+    if deltas.empty:
+        return "–"
+    if len(deltas) == 1:
+        return f"{fmt(deltas.iloc[0], sign=True)} (1 seed)"
+    return f"{fmt(deltas.mean(), sign=True)} ({fmt(deltas.min(), sign=True)} to {fmt(deltas.max(), sign=True)})"
+
+
+def seed_noise(data: ReportData, experiments) -> float:
+    """The baselines' own seed spread: the largest max - min of best val over seeds."""
+    rows = data.experiments[data.experiments["experiment"].isin(list(experiments)) & (data.experiments["n_runs"] > 1)]
+    spread = rows["best_val_max"] - rows["best_val_min"]
+    return float(spread.max()) if len(spread) else math.nan
+
+
+def read_provenance(path: Path | None) -> dict[str, Any] | None:
+    if path is None or not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise AnatomyError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
+
+
+def load_runs(runs_root: Path, provenance: dict[str, Any] | None) -> ReportData:
+    """Collect a folder of run folders (and its benchmarks beside it) into a temporary database."""
+    from anatomy.results import collect
+
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "report.duckdb"
+        benchmarks = runs_root.parent / "benchmarks"
+        collect(runs_root, db, None, benchmarks if benchmarks.is_dir() else None)
+        return load(db, provenance)

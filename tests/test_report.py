@@ -1,0 +1,179 @@
+"""The results report: tables from the views, verdicts from the data, figures, the README's section."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from anatomy import claims, report
+from anatomy.cli import main
+from anatomy.report_data import load, load_runs, read_provenance
+from anatomy.results import collect
+from conftest import LLAMA_PARTS, write_run_folder
+
+REPO = Path(__file__).resolve().parent.parent
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def table_rows(markdown: str, heading: str) -> list[list[str]]:
+    """The body rows of the first table after `### heading`, as lists of cells."""
+    section = markdown.split(f"### {heading}", 1)[1]
+    rows = [line for line in section.splitlines() if line.startswith("|")]
+    table = []
+    for line in rows[2:]:
+        table.append([cell.strip() for cell in line.strip("|").split("|")])
+        if line is rows[-1]:
+            break
+    return table
+
+
+def verdicts(data) -> dict[str, str]:
+    return {claim.claim: claim.verdict for claim in claims.claims(data)}
+
+
+def test_headline_table_holds_run_summary_numbers(fixture_grid_db):
+    text = report.render(load(fixture_grid_db), [])
+    rows = {row[0]: row for row in table_rows(text, "Headline")}
+    with duckdb.connect(str(fixture_grid_db), read_only=True) as con:
+        expected = {
+            experiment: con.execute(
+                "SELECT best_val_loss, best_step, final_val_loss, final_train_loss FROM run_summary "
+                "WHERE experiment = ? ORDER BY seed DESC", [experiment]).fetchall()
+            for experiment in ("vanilla", "llama")
+        }
+    for name, experiment in (("vanilla (2017)", "vanilla"), ("mini-LLaMA", "llama")):
+        best, step, final_val, final_train = zip(*expected[experiment])
+        assert rows[name][1] == "42 / 7"
+        assert rows[name][3] == " / ".join(f"{v:.3f}" for v in best)
+        assert rows[name][4] == " / ".join(str(s) for s in step)
+        assert rows[name][5] == " / ".join(f"{v:.3f}" for v in final_val)
+        assert rows[name][6] == " / ".join(f"{v:.3f}" for v in final_train)
+
+
+def test_verdicts_on_a_grid_where_the_chapter_holds(fixture_grid_db):
+    # the fixture: llama bottoms out earlier (40 vs 70) and lower (2.10 vs 2.30) than vanilla, then
+    # rises by 0.7; the deep post-norm run diverges and the pre-norm one does not
+    found = verdicts(load(fixture_grid_db))
+    assert found["The mini-LLaMA learns faster: its best val comes earlier"] == "**reproduced**"
+    assert found["The mini-LLaMA reaches a lower best val"] == "**reproduced**"
+    assert found["The mini-LLaMA memorises after its best val: val climbs while train falls"] == "**reproduced**"
+    deep = [v for c, v in found.items() if c.startswith("A 12-layer post-norm")][0]
+    assert deep == "**reproduced**: post-norm diverged, pre-norm did not"
+    assert [v for c, v in found.items() if c.startswith("Breaking RoPE")] == ["not yet run"]
+
+
+def grid_db(tmp_path: Path, **experiments) -> Path:
+    """A database of the headline pair (both seeds) plus the given runs: name -> write_run_folder kwargs."""
+    runs = tmp_path / "runs"
+    for name, kwargs in experiments.items():
+        for seed in (42, 7):
+            write_run_folder(runs, name, seed, **kwargs)
+    db = tmp_path / "grid.duckdb"
+    collect(runs, db)
+    return db
+
+
+def test_verdicts_turn_when_the_data_turn(tmp_path):
+    # vanilla now bottoms out earlier and lower; the llama never climbs; the deep pair both train
+    db = grid_db(
+        tmp_path,
+        vanilla={"floor": 2.0, "turn_step": 40},
+        llama={"floor": 2.3, "turn_step": 100, "model": LLAMA_PARTS},
+        deep_post_nowarmup={"group": "break", "n_layer": 12, "floor": 2.05, "model": {**LLAMA_PARTS, "norm_pos": "post"}},
+        deep_pre_nowarmup={"group": "break", "n_layer": 12, "floor": 2.05, "model": LLAMA_PARTS},
+    )
+    found = verdicts(load(db))
+    assert found["The mini-LLaMA learns faster: its best val comes earlier"] == "**not reproduced**"
+    assert found["The mini-LLaMA reaches a lower best val"] == "**not reproduced**"
+    assert found["The mini-LLaMA memorises after its best val: val climbs while train falls"] == "**not reproduced**"
+    deep = [v for c, v in found.items() if c.startswith("A 12-layer post-norm")][0]
+    assert deep.startswith("**not reproduced**")
+
+
+def test_a_gain_inside_seed_noise_is_not_a_finding(tmp_path):
+    # llama lower with both seeds, but by 0.005 against a seed spread of 0.01
+    db = grid_db(tmp_path, vanilla={"floor": 2.105}, llama={"floor": 2.1, "model": LLAMA_PARTS})
+    found = verdicts(load(db))
+    assert found["The mini-LLaMA reaches a lower best val"] == (
+        "**not reproduced**: lower with every seed, but by less than the seed noise")
+
+
+def test_ablation_table_pairs_seeds_and_judges_against_seed_noise(fixture_grid_db):
+    text = report.render(load(fixture_grid_db), [])
+    rows = {row[0]: row for row in table_rows(text, "Which part earned the gain")}
+    # swiglu: vanilla 2.32/2.33 -> 2.22/2.23 added; llama 2.12/2.13 -> 2.27/2.28 removed; noise 0.01
+    assert rows["swiglu"][1:] == ["-0.100 (-0.100 to -0.100)", "**yes**", "+0.150 (+0.150 to +0.150)", "**yes**"]
+    # the llama_minus_rope run is still going: one seed, so no verdict
+    assert rows["rope"][1:] == ["not run yet", "", "-0.100 (1 seed)", "needs 2 seeds"]
+
+
+def test_mqa_cache_sizes_are_the_models_own(tmp_path):
+    db = grid_db(
+        tmp_path,
+        vanilla={}, llama={"model": LLAMA_PARTS},
+        mqa={"group": "break", "model": {**LLAMA_PARTS, "n_kv_head": 1}, "n_layer": 3},
+    )
+    claim = [c for c in claims.claims(load(db)) if c.claim.startswith("MQA")][0]
+    # d_model 16, 4 heads -> head_dim 4; llama has 1 layer: 2 (k, v) x layers x KV heads x 4 x 4 bytes
+    assert "MHA (4 KV heads) 128 bytes, GQA (2 KV heads) 64 bytes, MQA (1 KV heads) 32 bytes" in claim.measured
+    assert claim.verdict.startswith("partly answered: cache 0.25 of MHA's")
+
+
+def test_report_on_real_tiny_runs(dashboard_db):
+    data = load(dashboard_db)
+    text = report.render(data, list(report.figure_charts(data)))
+    # roles come from the model settings: the tiny runs all use the `debug` preset
+    rows = {row[0]: row for row in table_rows(text, "Headline")}
+    assert rows["vanilla (2017)"][1] == "42 / 7" and rows["mini-LLaMA"][1] == "42 / 7"
+    assert "(headline.png)" in text and "(depth.png)" in text
+    assert "rope_k_unrotated" in text  # still running: its evaluations so far are reported
+
+
+def test_cli_writes_report_figures_and_readme_section(fixture_runs, tmp_path, capsys):
+    runs_root, _ = fixture_runs
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# Title\n\n## Results\n\n{report.README_START}\nold numbers\n{report.README_END}\n\n## After\n")
+    out = tmp_path / "docs" / "results"
+    assert main(["report", "--runs", str(runs_root), "--out", str(out), "--readme", str(readme)]) == 0
+    assert "5 figures" in capsys.readouterr().out
+    for name in ("headline", "overfitting", "ablations", "depth", "breaks"):
+        assert (out / f"{name}.png").read_bytes().startswith(PNG_MAGIC)
+    text = readme.read_text()
+    assert text.startswith("# Title\n\n## Results\n\n") and text.endswith(f"{report.README_END}\n\n## After\n")
+    assert "old numbers" not in text
+    block = report.readme_block(text)
+    # the README's copy links the figures from its own folder
+    assert "](docs/results/headline.png)" in block
+    assert block == (out / "report.md").read_text().removeprefix("# Results\n\n").replace("](", "](docs/results/")
+
+
+def test_cli_errors_are_one_line(fixture_runs, tmp_path, capsys):
+    runs_root, _ = fixture_runs
+    assert main(["report", "--db", str(tmp_path / "none.duckdb"), "--out", str(tmp_path / "o")]) == 2
+    assert "--db" in capsys.readouterr().err
+    not_db = tmp_path / "not.duckdb"
+    not_db.write_text("hello")
+    assert main(["report", "--db", str(not_db), "--out", str(tmp_path / "o")]) == 2
+    assert "not a results database" in capsys.readouterr().err
+    readme = tmp_path / "README.md"
+    readme.write_text("# no markers\n")
+    assert main(["report", "--runs", str(runs_root), "--out", str(tmp_path / "o"), "--no-figures",
+                 "--readme", str(readme)]) == 2
+    assert "report:start" in capsys.readouterr().err
+    assert readme.read_text() == "# no markers\n"
+
+
+def test_readme_results_come_from_the_shipped_reference_runs():
+    """The README's results section is what `anatomy report` makes of results/reference: no drift."""
+    reference = REPO / "results" / "reference"
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert (reference / "runs").is_dir(), "results/reference/runs is missing: the README's numbers have no source"
+    data = load_runs(reference / "runs", read_provenance(reference / "grid.json"))
+    expected = report.render(data, list(report.figure_charts(data)), "docs/results/")
+    assert report.readme_block(readme) == expected, (
+        "README results section is stale: run `python -m anatomy report --runs results/reference/runs "
+        "--out docs/results --readme README.md`")
+    for name in report.figure_charts(data):
+        assert (REPO / "docs" / "results" / f"{name}.png").is_file()
