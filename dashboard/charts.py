@@ -91,8 +91,12 @@ def loss_curves(long: pd.DataFrame, x: str = "step", log: bool = False, height: 
 
 
 def seed_band_chart(band: pd.DataFrame, runs_long: pd.DataFrame, best: pd.DataFrame,
-                    log: bool = False, height: int = 440) -> alt.LayerChart:
-    """Val loss per experiment: min-max band over seeds, each seed's line, each run's best point."""
+                    log: bool = False, height: int = 440, reference: pd.DataFrame | None = None) -> alt.LayerChart:
+    """Val loss per experiment: min-max band over seeds, each seed's line, each run's best point.
+
+    `reference`, a seed band of the shipped reference results, is drawn in grey behind, with
+    its experiments' names prefixed by "reference: ".
+    """
     scale = color_scale(band["experiment"])
     pick = alt.selection_point(fields=["experiment"], bind="legend")
     faded = alt.condition(pick, alt.value(1.0), alt.value(0.15))
@@ -131,7 +135,16 @@ def seed_band_chart(band: pd.DataFrame, runs_long: pd.DataFrame, best: pd.DataFr
             x="label_step:Q", y="label_y:Q", text="text:N", color=color)
         for i, step in enumerate(best_of_experiment["step"])
     ])
-    return (area + lines + points + labels).properties(height=height)
+    layers = [area, lines, points, labels]
+    if reference is not None and not reference.empty:
+        reference = reference.assign(experiment="reference: " + reference["experiment"])
+        behind = alt.Chart(reference).mark_area(opacity=0.25, color="#9e9e9e").encode(
+            x=x, y=y_loss("min", log, "val loss (nats / char)"), y2="max:Q", detail="experiment:N",
+            tooltip=[alt.Tooltip("experiment:N"), alt.Tooltip("step:Q", format=","),
+                     alt.Tooltip("min:Q", title="min over seeds", format=".4f"),
+                     alt.Tooltip("max:Q", title="max over seeds", format=".4f")])
+        layers.insert(0, behind)
+    return alt.layer(*layers).properties(height=height)
 
 
 def overfitting_chart(run: pd.DataFrame, row: pd.Series, margin: float, height: int = 300) -> alt.LayerChart:

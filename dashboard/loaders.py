@@ -7,6 +7,10 @@ a rebuilt database is picked up on the next rerun.
 
 What can go wrong is turned into a `DatabaseProblem` with words for the learner: no
 database yet, a database being rebuilt, a file that is not a results database.
+
+Before the learner has run anything, the dashboard shows the reference results shipped in
+`results/reference/` (a full-size grid): `reference_db()` collects them into
+`results/reference.duckdb` on first use, and again whenever the shipped files change.
 """
 
 from __future__ import annotations
@@ -23,6 +27,9 @@ import streamlit as st
 DEFAULT_DB = "results/anatomy.duckdb"
 DB_ENV_VAR = "ANATOMY_DB"
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# the full-size grid's small files, committed, and the database built from them (not committed)
+REFERENCE_DIR = REPO_ROOT / "results" / "reference"
+REFERENCE_DB = REPO_ROOT / "results" / "reference.duckdb"
 
 MAKE_DATABASE_HELP = (
     "Make one from the repository root with `snakemake --cores 1 headline` "
@@ -41,12 +48,53 @@ class DatabaseProblem(Exception):
 
 
 def default_db_path() -> str:
-    """$ANATOMY_DB, else results/anatomy.duckdb in the working folder or in the repository."""
+    """$ANATOMY_DB, else results/anatomy.duckdb in the working folder or in the repository,
+    else the shipped reference results."""
     if os.environ.get(DB_ENV_VAR):
         return os.environ[DB_ENV_VAR]
-    if Path(DEFAULT_DB).exists() or not (REPO_ROOT / DEFAULT_DB).exists():
+    if Path(DEFAULT_DB).exists():
         return DEFAULT_DB
-    return str(REPO_ROOT / DEFAULT_DB)
+    if (REPO_ROOT / DEFAULT_DB).exists():
+        return str(REPO_ROOT / DEFAULT_DB)
+    return reference_db() or DEFAULT_DB
+
+
+def reference_db() -> str | None:
+    """The shipped reference results as a database, (re)built when missing or older than them."""
+    runs = REFERENCE_DIR / "runs"
+    if not runs.is_dir():
+        return None
+    newest = max(path.stat().st_mtime_ns for path in REFERENCE_DIR.rglob("*") if path.is_file())
+    if not REFERENCE_DB.exists() or REFERENCE_DB.stat().st_mtime_ns < newest:
+        from anatomy.results import collect  # the one writer of databases, as for any collect
+
+        collect(runs, REFERENCE_DB, None, REFERENCE_DIR / "benchmarks")
+    return str(REFERENCE_DB)
+
+
+def is_reference(path: str) -> bool:
+    return Path(path).resolve() == REFERENCE_DB.resolve()
+
+
+def reference_provenance() -> dict:
+    """Where and when the reference runs were made (results/reference/grid.json), or {}."""
+    try:
+        return json.loads((REFERENCE_DIR / "grid.json").read_text(encoding="utf-8")).get("grid", {})
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def reference_note() -> str:
+    """One paragraph that labels the shipped results as reference, with their device and dates."""
+    grid = reference_provenance()
+    made = ""
+    if grid:
+        made = (f" {grid.get('n_runs', '?')} full-size runs, trained on {', '.join(grid.get('devices', []))} "
+                f"({'; '.join(grid.get('machines', []))}) with torch {', '.join(grid.get('torch_versions', []))}, "
+                f"finished {str(grid.get('first_finished_utc'))[:10]} to {str(grid.get('last_finished_utc'))[:10]}.")
+    return ("**Reference results**, shipped with the repository (`results/reference/`):" + made
+            + " Once you run the grid yourself (`snakemake --cores 1`), the dashboard opens your "
+              "`results/anatomy.duckdb` instead and draws these as a grey band behind your curves.")
 
 
 def file_version(path: str) -> tuple[int, int, int]:

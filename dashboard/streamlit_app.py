@@ -1,7 +1,8 @@
 """The results dashboard: `streamlit run dashboard` from the repository root.
 
 This entry file sets the page up, lets the learner choose the database in the sidebar
-(default: $ANATOMY_DB, else results/anatomy.duckdb) and hands over to one file per view.
+(default: $ANATOMY_DB, else results/anatomy.duckdb, else the shipped reference results) and
+hands over to one file per view.
 """
 
 from __future__ import annotations
@@ -39,4 +40,6 @@ with st.sidebar:
     st.button("Reload data", on_click=st.cache_data.clear, help="Re-read the database (it is re-read on its own when it changes)")
     st.caption("llm-anatomy lab: a 2017 Transformer vs a mini-LLaMA, part by part.")
 
+if loaders.is_reference(st.session_state.get("db_path") or ""):
+    st.info(loaders.reference_note(), icon=":material/verified:")
 page.run()

@@ -8,6 +8,7 @@ real runs rarely give on demand (NaN/inf losses after some finite steps, a run s
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -24,10 +25,31 @@ from conftest import write_fixture_grid
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:  # the dashboard is an app folder, not an installed package
     sys.path.insert(0, str(REPO_ROOT))
-from dashboard import analysis  # noqa: E402
+from dashboard import analysis, loaders  # noqa: E402
 
 APP = REPO_ROOT / "dashboard" / "streamlit_app.py"
 PAGES = ["overview", "curves", "overfitting", "ablations", "breaks", "samples"]
+
+
+@pytest.fixture(autouse=True)
+def no_reference(tmp_path_factory, monkeypatch):
+    """No shipped reference results unless a test ships some: the views are tested on their own."""
+    empty = tmp_path_factory.mktemp("no_reference")
+    monkeypatch.setattr(loaders, "REFERENCE_DIR", empty / "reference")
+    monkeypatch.setattr(loaders, "REFERENCE_DB", empty / "reference.duckdb")
+
+
+@pytest.fixture
+def shipped_reference(tmp_path, monkeypatch):
+    """The fixture grid shipped as reference results, as `anatomy reference` ships them."""
+    from anatomy.reference import ship
+
+    runs = tmp_path / "trained"
+    write_fixture_grid(runs)
+    ship(runs, tmp_path / "reference")
+    monkeypatch.setattr(loaders, "REFERENCE_DIR", tmp_path / "reference")
+    monkeypatch.setattr(loaders, "REFERENCE_DB", tmp_path / "reference.duckdb")
+    return tmp_path / "reference"
 
 
 def open_page(db: Path | str, page: str, monkeypatch) -> AppTest:
@@ -307,3 +329,47 @@ def test_views_hold_no_connection_and_never_write(fixture_grid_db, tmp_path, mon
     # DuckDB refuses a read-write connection while a read-only one to the same file is open
     with duckdb.connect(str(db)) as writer:
         assert writer.execute("SELECT count(*) FROM runs").fetchone()[0] > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# The shipped reference results
+
+
+def test_with_no_database_of_your_own_the_reference_opens_labelled(shipped_reference, tmp_path, monkeypatch):
+    monkeypatch.delenv("ANATOMY_DB", raising=False)
+    monkeypatch.chdir(tmp_path)  # no results/anatomy.duckdb here
+    monkeypatch.setattr(loaders, "REPO_ROOT", tmp_path)  # nor in the repository
+    app = AppTest.from_file(str(APP), default_timeout=60)
+    app.run()
+    assert not app.exception, [e.value for e in app.exception]
+    assert app.sidebar.text_input(key="db_path").value == str(loaders.REFERENCE_DB)
+    note = app.info[0].value
+    assert note.startswith("**Reference results**") and "14 full-size runs, trained on cpu" in note
+    assert len(app.dataframe[0].value) == 4  # the headline runs of the shipped grid
+    # the user's own view of it draws no reference band behind itself
+    assert all("reference: " not in str(table.get("experiment", "")) for table in chart_tables(app))
+
+    # new shipped files (a later grid) rebuild the database the next time it is asked for
+    built = loaders.REFERENCE_DB.stat().st_mtime_ns
+    summary = shipped_reference / "runs" / "vanilla" / "seed42" / "summary.json"
+    summary.write_text(summary.read_text())
+    os.utime(summary, ns=(built + 10**9, built + 10**9))
+    loaders.reference_db()
+    assert loaders.REFERENCE_DB.stat().st_mtime_ns > built
+
+
+def test_your_own_curves_are_drawn_over_the_reference_band(shipped_reference, dashboard_db, monkeypatch):
+    app = open_page(dashboard_db, "overview", monkeypatch)
+    assert not any("Reference results" in info.value for info in app.info)
+    (chart,) = chart_tables(app)
+    behind = chart[chart["experiment"].astype(str).str.startswith("reference: ")]
+    assert set(behind["experiment"]) == {"reference: vanilla", "reference: llama"}
+    # the band is the reference grid's min and max over seeds at each step
+    reference_metrics = db_rows(loaders.REFERENCE_DB, """
+        SELECT min(val_loss), max(val_loss) FROM metrics JOIN runs USING (run_id)
+        WHERE experiment = 'llama' AND step = 40""")
+    row = behind[(behind["experiment"] == "reference: llama") & (behind["step"] == 40)].iloc[0]
+    assert (row["min"], row["max"]) == pytest.approx(reference_metrics[0])
+    app.toggle(key="overview_reference").set_value(False).run()
+    (chart,) = chart_tables(app)
+    assert not chart["experiment"].astype(str).str.startswith("reference: ").any()

@@ -6,6 +6,21 @@ import streamlit as st
 
 from dashboard import analysis, charts, loaders, tables
 
+
+def reference_band(path: str, experiments: list[str]):
+    """The reference results' seed band of these experiments, unless this is the reference."""
+    if loaders.is_reference(path):
+        return None
+    reference = loaders.reference_db()
+    if reference is None:
+        return None
+    try:
+        metrics = loaders.load_results(reference).metrics
+    except loaders.DatabaseProblem:
+        return None
+    return analysis.seed_band(metrics[metrics["experiment"].isin(experiments)])
+
+
 results = loaders.require_results()
 runs = results.runs
 
@@ -49,12 +64,19 @@ else:
 
     # ---- the curves: min-max band over seeds, each seed, each run's best point
     metrics = results.metrics[results.metrics["experiment"].isin(experiments)]
-    log = st.toggle("log scale", value=False, key="overview_log")
+    cols = st.columns(2)
+    log = cols[0].toggle("log scale", value=False, key="overview_log")
+    reference = reference_band(results.path, experiments) if cols[1].toggle(
+        "reference results behind", value=True, key="overview_reference",
+        help="The shipped full-size reference grid's min-max band over seeds, in grey") else None
     band = analysis.seed_band(metrics)
     seeds = analysis.long_curves(metrics, splits=("val_loss",))
-    st.altair_chart(charts.seed_band_chart(band, seeds, analysis.best_points(metrics), log=log), width="stretch")
+    st.altair_chart(charts.seed_band_chart(band, seeds, analysis.best_points(metrics), log=log, reference=reference),
+                    width="stretch")
     st.caption("Shaded: min to max over seeds at each evaluation. Lines: each seed. ◆: each run's best val. "
-               "Click a model in the legend to highlight it.")
+               + ("Grey: the same experiments in the shipped reference results (min to max over seeds). "
+                  if reference is not None and not reference.empty else "")
+               + "Click a model in the legend to highlight it.")
 
 # ---- the table, as in the chapter
 st.subheader("Runs")
