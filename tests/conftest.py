@@ -73,7 +73,8 @@ def write_run_folder(
 
     if status != "running":
         finite = [row for row in rows if math.isfinite(row["val_loss"])]
-        best = min(finite, key=lambda row: row["val_loss"])
+        # a run that diverged before its first finite evaluation has no best point
+        best = min(finite, key=lambda row: row["val_loss"]) if finite else {"val_loss": None, "step": None}
         summary = {
             "params": 12_345 + (1_000 if experiment.startswith("vanilla") else 0),
             "best_val_loss": best["val_loss"], "best_step": best["step"],

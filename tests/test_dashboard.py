@@ -20,7 +20,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from anatomy.results import collect
-from conftest import write_fixture_grid
+from conftest import write_fixture_grid, write_run_folder
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:  # the dashboard is an app folder, not an installed package
@@ -232,6 +232,31 @@ def test_views_survive_non_finite_losses_and_a_running_grid(fixture_grid_db, pag
 
 
 @pytest.mark.parametrize("page", PAGES)
+def test_headline_runs_without_a_finite_val_loss(tmp_path, page, monkeypatch):
+    """A grid collected in progress: one headline run diverged before its first evaluation,
+    another has only just started (config.json, no metrics yet)."""
+    runs = tmp_path / "runs"
+    write_fixture_grid(runs)
+    write_run_folder(runs, "llama", 99, status="diverged", diverged_step=0, samples=False)
+    started = runs / "vanilla" / "seed5"
+    started.mkdir()
+    config = json.loads((runs / "vanilla" / "seed42" / "config.json").read_text())
+    config["train"]["seed"] = 5
+    (started / "config.json").write_text(json.dumps(config))
+    db = tmp_path / "anatomy.duckdb"
+    collect(runs, db)
+    app = open_page(db, page, monkeypatch)
+    prose = texts(app)
+    assert "<NA>" not in prose and "nan" not in prose.lower().split()
+    if page == "curves":
+        app.multiselect(key="curves_runs").set_value(["vanilla · seed 5", "vanilla · seed 42"]).run()
+        assert not app.exception
+        assert "vanilla · seed 5 is still running (no evaluation yet)" in texts(app)
+    if page == "overfitting":
+        assert "llama · seed 99" not in app.multiselect(key="turn_runs").value
+
+
+@pytest.mark.parametrize("page", PAGES)
 def test_no_database_says_how_to_make_one(tmp_path, page, monkeypatch):
     app = open_page(tmp_path / "results" / "anatomy.duckdb", page, monkeypatch)
     (info,) = app.info
@@ -271,8 +296,6 @@ def test_sidebar_path_and_a_rebuilt_database_are_picked_up(fixture_grid_db, tmp_
     assert len(app.dataframe[0].value) == 4  # the headline runs
     app.switch_page("views/breaks.py").run()
     before = set(app.dataframe[0].value["label"])
-    from conftest import write_run_folder
-
     write_run_folder(runs, "llama_qk_norm", 42, group="break", part="qk_norm")
     collect(runs, db)
     app.run()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from dashboard import analysis, charts, loaders, tables
@@ -53,7 +54,9 @@ chosen_runs = runs[runs["label"].isin(labels)]
 not_done = chosen_runs[chosen_runs["status"] != "done"]
 for _, run in not_done.iterrows():
     if run["status"] == "running":
-        st.info(f"{run['label']} is still running (last evaluation at step {run['last_step']}).", icon=":material/hourglass_top:")
+        progress = ("no evaluation yet" if pd.isna(run["last_step"])
+                    else f"last evaluation at step {int(run['last_step'])}")
+        st.info(f"{run['label']} is still running ({progress}).", icon=":material/hourglass_top:")
     else:
         st.warning(f"{run['label']} diverged at step {run['diverged_step']}; its line stops there.", icon=":material/error:")
 

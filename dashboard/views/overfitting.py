@@ -35,7 +35,9 @@ st.dataframe(
     },
 )
 
-headline = list(results.headline["label"])
+# headline runs without a finite val loss (diverged before their first evaluation, or just
+# started) have no row in the table, so they cannot be a default
+headline = [label for label in results.headline["label"] if label in set(table["label"])]
 default = headline or list(table.sort_values("val_rise", ascending=False)["label"][:2])
 chosen = st.multiselect("Runs to draw", list(table["label"]), default=default, key="turn_runs")
 columns = st.columns(2)
