@@ -145,6 +145,8 @@ def ship(runs_root: Path, out: Path, benchmarks_root: Path | None = None) -> dic
         for path, data in files.items():
             write_bytes(path, data)
         record["runs"][run_id] = provenance(folder, benchmark, machine)
+    if not record["runs"]:
+        return report  # nothing finished yet: no record to write
     record["runs"] = dict(sorted(record["runs"].items()))
     write_json(out / PROVENANCE_FILE, {"grid": grid_totals(record["runs"]), "runs": record["runs"]})
     return report

@@ -3,9 +3,9 @@
 Reads a results database (or collects a folder of runs into a temporary one) and writes
 `report.md` with the experiment's tables, the chapter's claims each next to our measurement
 with a verdict (`anatomy/claims.py`), and PNG figures drawn by the same Altair charts as the
-dashboard. `--readme README.md` also replaces the README's results section (between the
-`<!-- report:start -->` and `<!-- report:end -->` lines) with the same text, so the README's
-numbers come from the data; tests/test_report.py holds the two together.
+dashboard. `--readme README.md` also rewrites the README's generated sections (README_BLOCKS,
+between their marker lines) from the same data, so the README's numbers are never typed by
+hand; tests/test_report.py holds the two together.
 """
 
 from __future__ import annotations
@@ -37,7 +37,9 @@ from anatomy.report_data import (
     seeds_of,
 )
 
-README_START, README_END = "<!-- report:start -->", "<!-- report:end -->"
+# The README sections this report writes, each between `<!-- report:NAME:start -->` and
+# `<!-- report:NAME:end -->` lines: the results, and the wall time of each target.
+README_BLOCKS = ("results", "costs")
 # the chapter's own figures, quoted beside ours (its blog corpus: vocabulary 1,719)
 CHAPTER = {
     "vanilla_best": (3.706, 3.705), "vanilla_step": 1100,
@@ -220,7 +222,7 @@ FIGURE_TITLES = {
 # The report
 
 
-def render(data: ReportData, figure_names: list[str], image_prefix: str = "") -> str:
+def render(data: ReportData, figure_names: list[str], image_prefix: str = "", costs: bool = True) -> str:
     """The report's Markdown body (### sections); figures are linked as image_prefix + name.png."""
     def figure(name: str) -> str:
         return f"\n\n![{FIGURE_TITLES[name]}]({image_prefix}{name}.png)" if name in figure_names else ""
@@ -254,25 +256,38 @@ def render(data: ReportData, figure_names: list[str], image_prefix: str = "") ->
         "",
         overfitting_section(data),
     ]
-    costs = costs_section(data)
-    if costs:
-        lines += ["", "### What the runs cost", "", costs]
+    if costs and costs_section(data):
+        lines += ["", "### What the runs cost", "", costs_section(data)]
     return "\n".join(lines) + "\n"
 
 
-def splice_readme(readme: str, body: str, path: Path) -> str:
-    """The README with the text between the report markers replaced by `body`."""
-    if readme.count(README_START) != 1 or readme.count(README_END) != 1:
-        raise AnatomyError(f"{path}: expected one '{README_START}' line and one '{README_END}' line "
-                           "around the results section")
-    head, rest = readme.split(README_START)
-    _, tail = rest.split(README_END)
-    return f"{head}{README_START}\n{body}{README_END}{tail}"
+def readme_blocks(data: ReportData, figure_names: list[str], image_prefix: str) -> dict[str, str]:
+    """The README's generated sections by name (README_BLOCKS)."""
+    costs = costs_section(data) or "No shipped run records its wall time yet."
+    return {"results": render(data, figure_names, image_prefix, costs=False), "costs": costs + "\n"}
 
 
-def readme_block(readme: str) -> str:
-    """The text between the report markers, as splice_readme wrote it."""
-    return readme.split(README_START, 1)[1].split(README_END, 1)[0].removeprefix("\n")
+def markers(name: str) -> tuple[str, str]:
+    return f"<!-- report:{name}:start -->", f"<!-- report:{name}:end -->"
+
+
+def splice_readme(readme: str, blocks: dict[str, str], path: Path) -> str:
+    """The README with the text between each block's markers replaced by that block."""
+    for name, body in blocks.items():
+        start, end = markers(name)
+        if readme.count(start) != 1 or readme.count(end) != 1 or readme.index(start) > readme.index(end):
+            raise AnatomyError(f"{path}: expected one '{start}' line, then one '{end}' line, "
+                               f"around the section `anatomy report` writes")
+        head, rest = readme.split(start)
+        _, tail = rest.split(end)
+        readme = f"{head}{start}\n{body}{end}{tail}"
+    return readme
+
+
+def readme_block(readme: str, name: str) -> str:
+    """The text between a block's markers, as splice_readme wrote it."""
+    start, end = markers(name)
+    return readme.split(start, 1)[1].split(end, 1)[0].removeprefix("\n")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -285,7 +300,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default: the one beside --runs, if any)")
     parser.add_argument("--out", type=Path, default=Path("results/report"), help="folder for report.md and the PNGs")
     parser.add_argument("--readme", type=Path, default=None,
-                        help="also replace this README's results section (between the report markers)")
+                        help="also rewrite this README's results and costs sections (between their marker lines)")
     parser.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
 
 
@@ -305,6 +320,6 @@ def run(args: argparse.Namespace) -> int:
             raise AnatomyError(f"--readme {args.readme}: no such file")
         prefix = Path(os.path.relpath(args.out.resolve(), args.readme.resolve().parent)).as_posix()
         readme = args.readme.read_text(encoding="utf-8")
-        write_text(args.readme, splice_readme(readme, render(data, names, prefix + "/"), args.readme))
-        print(f"report: results section of {args.readme} rewritten")
+        write_text(args.readme, splice_readme(readme, readme_blocks(data, names, prefix + "/"), args.readme))
+        print(f"report: the {' and '.join(README_BLOCKS)} sections of {args.readme} rewritten")
     return 0

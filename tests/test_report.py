@@ -134,16 +134,20 @@ def test_report_on_real_tiny_runs(dashboard_db):
 def test_cli_writes_report_figures_and_readme_section(fixture_runs, tmp_path, capsys):
     runs_root, _ = fixture_runs
     readme = tmp_path / "README.md"
-    readme.write_text(f"# Title\n\n## Results\n\n{report.README_START}\nold numbers\n{report.README_END}\n\n## After\n")
+    (results_start, results_end), (costs_start, costs_end) = report.markers("results"), report.markers("costs")
+    readme.write_text(f"# Title\n\n## Costs\n{costs_start}\nold costs\n{costs_end}\n\n"
+                      f"## Results\n\n{results_start}\nold numbers\n{results_end}\n\n## After\n")
     out = tmp_path / "docs" / "results"
     assert main(["report", "--runs", str(runs_root), "--out", str(out), "--readme", str(readme)]) == 0
     assert "5 figures" in capsys.readouterr().out
     for name in ("headline", "overfitting", "ablations", "depth", "breaks"):
         assert (out / f"{name}.png").read_bytes().startswith(PNG_MAGIC)
     text = readme.read_text()
-    assert text.startswith("# Title\n\n## Results\n\n") and text.endswith(f"{report.README_END}\n\n## After\n")
-    assert "old numbers" not in text
-    block = report.readme_block(text)
+    assert text.startswith(f"# Title\n\n## Costs\n{costs_start}\n") and text.endswith(f"{results_end}\n\n## After\n")
+    assert "old numbers" not in text and "old costs" not in text
+    # the fixture runs record no wall time (no grid.json beside them)
+    assert report.readme_block(text, "costs") == "No shipped run records its wall time yet.\n"
+    block = report.readme_block(text, "results")
     # the README's copy links the figures from its own folder
     assert "](docs/results/headline.png)" in block
     assert block == (out / "report.md").read_text().removeprefix("# Results\n\n").replace("](", "](docs/results/")
@@ -161,7 +165,7 @@ def test_cli_errors_are_one_line(fixture_runs, tmp_path, capsys):
     readme.write_text("# no markers\n")
     assert main(["report", "--runs", str(runs_root), "--out", str(tmp_path / "o"), "--no-figures",
                  "--readme", str(readme)]) == 2
-    assert "report:start" in capsys.readouterr().err
+    assert "<!-- report:results:start -->" in capsys.readouterr().err
     assert readme.read_text() == "# no markers\n"
 
 
@@ -171,9 +175,10 @@ def test_readme_results_come_from_the_shipped_reference_runs():
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     assert (reference / "runs").is_dir(), "results/reference/runs is missing: the README's numbers have no source"
     data = load_runs(reference / "runs", read_provenance(reference / "grid.json"))
-    expected = report.render(data, list(report.figure_charts(data)), "docs/results/")
-    assert report.readme_block(readme) == expected, (
-        "README results section is stale: run `python -m anatomy report --runs results/reference/runs "
-        "--out docs/results --readme README.md`")
+    expected = report.readme_blocks(data, list(report.figure_charts(data)), "docs/results/")
+    for name, block in expected.items():
+        assert report.readme_block(readme, name) == block, (
+            f"README's {name} section is stale: run `python -m anatomy report --runs results/reference/runs "
+            "--out docs/results --readme README.md`")
     for name in report.figure_charts(data):
         assert (REPO / "docs" / "results" / f"{name}.png").is_file()
