@@ -101,12 +101,16 @@ def generate_samples(
     sampled from its best checkpoint instead, and the record says so."""
     run = RunFolder(run_dir)
     note = None
-    if checkpoint == "last" and run.summary.is_file():
+    if run.summary.is_file():
         summary = json.loads(run.summary.read_text(encoding="utf-8"))
         if summary.get("diverged"):
             note = f"run diverged at step {summary.get('diverged_step')}"
-            checkpoint = "best" if run.best.is_file() else None
-            note += "; sampled from the best checkpoint" if checkpoint else "; no checkpoint to sample from"
+            if checkpoint == "last":
+                checkpoint = "best"
+                note += "; sampled from the best checkpoint"
+            if not run.best.is_file():  # it diverged before its first finite evaluation
+                checkpoint = None
+                note = f"run diverged at step {summary.get('diverged_step')}; no checkpoint to sample from"
     text = None
     if checkpoint is not None:
         model, tokenizer = load_model(run_dir, checkpoint)
@@ -117,7 +121,9 @@ def generate_samples(
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dir", help="a run folder written by `anatomy train`")
-    parser.add_argument("--checkpoint", default="last", choices=["last", "best"])
+    parser.add_argument("--checkpoint", nargs="+", default=["last"], choices=["last", "best"],
+                        help="one sample from each: `--checkpoint last best` shows what memorising after "
+                             "the best val did to the text (default: last)")
     parser.add_argument("--chars", type=int, default=500, help="characters to generate (default 500)")
     parser.add_argument("--temperature", type=float, default=0.8)
     parser.add_argument("--prefix", default=DEFAULT_PREFIX, help="text to start from (default '## ')")
@@ -128,8 +134,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.chars < 0:
         raise AnatomyError(f"--chars {args.chars} is not valid: expected 0 or more")
-    record = generate_samples(args.run_dir, args.checkpoint, args.chars, args.temperature, args.prefix, args.seed)
+    records = [generate_samples(args.run_dir, checkpoint, args.chars, args.temperature, args.prefix, args.seed)
+               for checkpoint in dict.fromkeys(args.checkpoint)]
     if args.out:
-        write_json(args.out, [record])
-    print(record["text"] if record["text"] is not None else record["note"])
+        write_json(args.out, records)
+    for record in records:
+        if len(records) > 1:
+            print(f"--- {record['checkpoint']} checkpoint")
+        print(record["text"] if record["text"] is not None else record["note"])
     return 0

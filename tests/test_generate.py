@@ -88,6 +88,19 @@ def test_command_line_writes_samples_json(tiny_runs, tmp_path, capsys):
     assert "U+2603" in capsys.readouterr().err
 
 
+def test_samples_from_the_last_and_the_best_checkpoint(tiny_runs, tmp_path, capsys):
+    out = tmp_path / "samples.json"
+    common = [str(tiny_runs["llama"]), "--chars", "40", "--seed", "5"]
+    assert main(["generate", *common, "--checkpoint", "last", "best", "--out", str(out)]) == 0
+    last, best = json.loads(out.read_text())
+    assert (last["checkpoint"], best["checkpoint"]) == ("last", "best")
+    # each is the text that checkpoint alone gives at this seed
+    assert last["text"] == generate_samples(tiny_runs["llama"], "last", chars=40, seed=5)["text"]
+    assert best["text"] == generate_samples(tiny_runs["llama"], "best", chars=40, seed=5)["text"]
+    printed = capsys.readouterr().out
+    assert printed.index("--- last checkpoint") < printed.index(last["text"]) < printed.index("--- best checkpoint")
+
+
 def test_a_reader_that_stops_early_is_not_an_error(tiny_runs, tmp_path):
     """`python -m anatomy generate RUN | head -3`: head closes the pipe before the text is printed.
     No traceback, exit 0, and the samples file is whole."""
@@ -112,3 +125,9 @@ def test_diverged_run_is_sampled_from_its_best_checkpoint(tiny_runs, tmp_path):
     record = generate_samples(run, chars=10)
     assert record["checkpoint"] == "best" and "diverged at step 55" in record["note"]
     assert len(record["text"]) == 13
+    # diverged before any finite evaluation: no best weights either, whichever is asked for
+    (run / "best.pt").unlink()
+    for checkpoint in ("last", "best"):
+        record = generate_samples(run, checkpoint, chars=10)
+        assert record["checkpoint"] is None and record["text"] is None
+        assert record["note"] == "run diverged at step 55; no checkpoint to sample from"

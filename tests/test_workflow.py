@@ -465,11 +465,13 @@ def test_quick_grid_end_to_end(tmp_path):
     assert set(statuses.values()) <= {"done", "diverged"}  # finished, one way or the other
     assert all(description for *_, description in found["runs"])
     assert len(found["metrics"]) == len(everything) and all(rows >= 1 for _, rows in found["metrics"])
-    assert len(found["samples"]) == len(everything)
-    # sampled as the config says: final weights, temperature 0.8, prefix "## ", quick's 40 chars
-    settings = {run_id: tuple(row) for run_id, *row in found["samples"]}
-    assert settings.pop("blow_up/seed42")[:2] == ("## ", 0.8)  # no weights to sample from
-    assert set(settings.values()) == {("## ", 0.8, "last", 40)}
+    assert len(found["samples"]) == 2 * len(everything)
+    # sampled as the config says: final and best weights, temperature 0.8, prefix "## ", quick's 40 chars
+    settings: dict[str, list] = {}
+    for run_id, *row in found["samples"]:
+        settings.setdefault(run_id, []).append(tuple(row))
+    assert [row[:2] for row in settings.pop("blow_up/seed42")] == [("## ", 0.8)] * 2  # no weights to sample from
+    assert {tuple(rows) for rows in settings.values()} == {(("## ", 0.8, "last", 40), ("## ", 0.8, "best", 40))}
     assert len(found["benchmarks"]) == len(everything) and all(run_id for (run_id,) in found["benchmarks"])
     assert {name for (name,) in found["summary"]} == set(grid_groups)
     summary = json.loads((tmp_path / "results" / "results.json").read_text(encoding="utf-8"))

@@ -121,6 +121,12 @@ def train_arguments(wildcards):
     return " ".join(shlex.quote(argument) for argument in arguments)
 
 
+def sample_checkpoints(wildcards):
+    """config samples.checkpoint, one name or a list, as `anatomy generate --checkpoint` reads it."""
+    checkpoints = config["samples"]["checkpoint"]
+    return " ".join([checkpoints] if isinstance(checkpoints, str) else checkpoints)
+
+
 # Seconds of work each: run them where Snakemake runs, not as cluster jobs.
 localrules:
     extract_corpus,

@@ -39,13 +39,13 @@ rule generate_samples:
         "results/runs/{experiment}/seed{seed}/samples.json",
     params:
         run_dir=run_folder,
-        checkpoint=config["samples"]["checkpoint"],
+        checkpoints=sample_checkpoints,
         temperature=config["samples"]["temperature"],
         prefix=config["samples"]["prefix"],
         chars=config["samples"]["chars"],
     log:
         "results/logs/generate_samples/{experiment}/seed{seed}.log",
     shell:
-        "python -m anatomy generate {params.run_dir} --checkpoint {params.checkpoint}"
+        "python -m anatomy generate {params.run_dir} --checkpoint {params.checkpoints}"
         " --temperature {params.temperature} --prefix {params.prefix:q} --chars {params.chars}"
         " --out {output:q} > {log} 2>&1"
