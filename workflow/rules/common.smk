@@ -6,6 +6,7 @@ arguments of one training run, which runs a target needs) is a named function he
 
 import json
 import shlex
+import sys
 from pathlib import Path
 
 from jsonschema.exceptions import ValidationError
@@ -38,6 +39,15 @@ def validate_config():
 
 
 validate_config()
+
+# The rules say `python -m anatomy ...`; this shell function, put before each of their commands,
+# makes that `python` the interpreter running Snakemake, which has the package and its
+# dependencies, so a venv's snakemake works without activating the venv. A function rather than
+# a changed command: Snakemake reruns every job whose command text changed. (Braces doubled:
+# Snakemake formats the prefix and would read them as placeholders. `set -euo pipefail` is
+# Snakemake's own prefix for bash, which this one replaces.)
+PYTHON = shlex.quote(sys.executable).replace("{", "{{").replace("}", "}}")
+shell.prefix(f'set -euo pipefail; python() ( exec {PYTHON} "$@" ); ')
 
 EXPERIMENTS = config["experiments"]
 SEEDS = [int(seed) for seed in config["seeds"]]
