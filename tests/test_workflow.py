@@ -260,10 +260,23 @@ def test_unknown_settings_key_is_a_clear_error(workdir):
         in result.stdout + result.stderr
 
 
-def test_missing_corpus_is_a_clear_error(workdir):
-    result = snakemake(workdir, "-n", "--config", "corpus=no/such/blog")
+NO_POSTS = {
+    "a typo": ("no/such/blog", "corpus 'no/such/blog' (config key `corpus`) does not exist"),
+    "a folder of images": ("photos", "corpus folder 'photos' (config key `corpus`) holds no Markdown posts"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NO_POSTS))
+def test_a_corpus_without_posts_stops_the_plan_even_with_an_old_corpus_extracted(workdir, case):
+    """The old corpus and its tokens in results/ must not be trained on in its place."""
+    corpus, message = NO_POSTS[case]
+    pretend_tokenized(workdir)
+    (workdir / "photos" / "2024").mkdir(parents=True)
+    (workdir / "photos" / "2024" / "cat.jpg").write_bytes(b"\xff\xd8\xff\xe0")
+    result = snakemake(workdir, "-n", "headline", "--config", f"corpus={corpus}")
     assert result.returncode != 0
-    assert "corpus 'no/such/blog' (config key `corpus`) does not exist" in result.stdout + result.stderr
+    assert message in result.stdout + result.stderr
+    assert "train_model" not in result.stdout  # nothing planned
 
 
 FAILING_PYTHON = """#!/bin/sh

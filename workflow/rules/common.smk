@@ -78,10 +78,15 @@ def run_outputs(experiment_names):
     )
 
 
-def corpus_files(wildcards):
+MARKDOWN_SUFFIXES = (".md", ".markdown")
+
+
+def find_corpus_files():
     """Every file of the corpus, so that editing, adding or removing a post reruns extraction.
 
-    Hidden files and folders (.git, .DS_Store) are left out: they are not posts.
+    Hidden files and folders (.git, .DS_Store) are left out: they are not posts. Called when the
+    workflow is read, so a missing corpus, or one without posts, stops every target before any
+    job, even when results/corpus/ holds an older corpus the plan would otherwise reuse.
     """
     source = Path(config["corpus"])
     if source.is_file():
@@ -96,9 +101,20 @@ def corpus_files(wildcards):
         for path in source.rglob("*")
         if path.is_file() and not any(part.startswith(".") for part in path.relative_to(source).parts)
     ]
-    if not files:
-        raise WorkflowError(f"corpus folder {str(source)!r} (config key `corpus`) has no files")
+    if not any(path.name.lower().endswith(MARKDOWN_SUFFIXES) for path in files):
+        raise WorkflowError(
+            f"corpus folder {str(source)!r} (config key `corpus`) holds no Markdown posts "
+            f"(.md, .markdown) among its {len(files)} files"
+        )
     return sorted(str(path) for path in files)
+
+
+CORPUS_FILES = find_corpus_files()
+
+
+def corpus_files(wildcards):
+    """The extraction's input: the files found when the workflow was read."""
+    return CORPUS_FILES
 
 
 def run_folder(wildcards, output):
