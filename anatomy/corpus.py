@@ -47,7 +47,8 @@ class TomlHandler(BaseHandler):
 
 # (handler, delimiter, format name, the errors its parser raises)
 FRONT_MATTER = [
-    (YAMLHandler(), "---", "YAML", yaml.YAMLError),
+    # ValueError: PyYAML builds dates with datetime, which rejects 2016-02-30, month 13, hour 24
+    (YAMLHandler(), "---", "YAML", (yaml.YAMLError, ValueError)),
     (TomlHandler(), "+++", "TOML", tomllib.TOMLDecodeError),
 ]
 
@@ -92,7 +93,7 @@ def strip_front_matter(text: str, path: Path) -> str:
         try:
             metadata = handler.load(front)
         except parse_error as err:
-            raise AnatomyError(f"{path}: front matter is not valid {name}: {parse_error_detail(err)}") from None
+            raise AnatomyError(f"{path}: front matter is not valid {name}: {parse_error_detail(err, front)}") from None
         if metadata is not None and not isinstance(metadata, dict):
             raise AnatomyError(
                 f"{path}: front matter between '{delimiter}' lines must be 'key: value' pairs, "
@@ -102,9 +103,11 @@ def strip_front_matter(text: str, path: Path) -> str:
     return text
 
 
-def parse_error_detail(err: Exception) -> str:
+def parse_error_detail(err: Exception, front: str) -> str:
     """The parser's complaint with its line and column. The front matter text handed to the
     parser starts on the file's line 1, so those are the file's line numbers too."""
+    if not isinstance(err, yaml.YAMLError) and isinstance(err, ValueError):
+        return impossible_date_detail(front, err)
     mark = getattr(err, "problem_mark", None)  # PyYAML marks count from 0
     if mark is None:
         return str(err)  # tomllib already says "(at line L, column C)"
@@ -115,17 +118,64 @@ def parse_error_detail(err: Exception) -> str:
     return detail
 
 
-def find_posts(folder: Path) -> tuple[list[Path], list[dict]]:
-    """Markdown files under `folder` (relative paths, sorted) and the files skipped, with why."""
-    posts, skipped = [], []
+def impossible_date_detail(front: str, err: ValueError) -> str:
+    """Which YAML date does not exist, and on which line: PyYAML's ValueError names neither."""
+    for node in yaml_scalars(yaml.compose(front, Loader=yaml.SafeLoader)):
+        if node.tag == "tag:yaml.org,2002:timestamp":
+            try:
+                yaml.SafeLoader("").construct_yaml_timestamp(node)
+            except ValueError as bad_date:
+                return f"{node.value!r} at line {node.start_mark.line + 1} is not a date that exists ({bad_date})"
+    return str(err)
+
+
+def yaml_scalars(node):
+    """Every scalar (key or value) under a composed YAML node."""
+    if isinstance(node, yaml.ScalarNode):
+        yield node
+    elif isinstance(node, yaml.SequenceNode):
+        for child in node.value:
+            yield from yaml_scalars(child)
+    elif isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            yield from yaml_scalars(key)
+            yield from yaml_scalars(value)
+
+
+def shown(path: str | os.PathLike) -> str:
+    """A path as text that can be printed and written to JSON: a name that is not UTF-8 (say GBK
+    bytes from a zip made on Windows) shows its bytes as \\xNN instead of failing later."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def is_utf8_name(name: str) -> bool:
+    # os.walk hands bytes that are not UTF-8 over as lone surrogates, which cannot be encoded.
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def find_posts(folder: Path) -> tuple[list[Path], list[dict], list[dict]]:
+    """Markdown files under `folder` (relative paths, sorted), the files skipped with why, and the
+    files and folders whose names are not UTF-8 (never opened: their names could not be stored)."""
+    posts, skipped, bad_names = [], [], []
     for root, dirs, files in os.walk(folder):
         root_path = Path(root)
         for name in sorted(dirs):
             if name.startswith("."):  # .git, .obsidian...: skipped whole, counted once
                 skipped.append({"path": (root_path / name).relative_to(folder).as_posix() + "/", "reason": "hidden"})
-        dirs[:] = [name for name in dirs if not name.startswith(".")]
+        for name in sorted(dirs + files):
+            if not is_utf8_name(name):
+                where = shown(root_path / name)
+                bad_names.append({"path": shown((root_path / name).relative_to(folder)),
+                                  "error": f"{where}: the name is not UTF-8 (its bytes shown as \\xNN); rename it"})
+        dirs[:] = [name for name in dirs if not name.startswith(".") and is_utf8_name(name)]
         for name in files:
             relative = (root_path / name).relative_to(folder)
+            if not is_utf8_name(name):
+                continue
             if name.startswith("."):
                 skipped.append({"path": relative.as_posix(), "reason": "hidden"})
             elif not name.lower().endswith(MARKDOWN_SUFFIXES):
@@ -134,7 +184,7 @@ def find_posts(folder: Path) -> tuple[list[Path], list[dict]]:
                 posts.append(relative)
     # Sorting on path parts gives the same order on every file system and OS.
     posts.sort(key=lambda p: p.parts)
-    return posts, skipped
+    return posts, skipped, bad_names
 
 
 def read_post(path: Path) -> str:
@@ -142,20 +192,40 @@ def read_post(path: Path) -> str:
     return strip_front_matter(normalise_newlines(read_utf8(path)), path).strip()
 
 
-def extract_folder(folder: Path) -> tuple[list[str], list[dict], list[dict]]:
-    """(post bodies, their lengths, skipped files) for a folder of posts."""
-    paths, skipped = find_posts(folder)
+def extract_folder(folder: Path, skip_bad: bool = False) -> tuple[list[str], list[dict], list[dict]]:
+    """(post bodies, their lengths, skipped files) for a folder of posts.
+
+    Every post is read before any error is raised, so one run reports all the bad ones.
+    """
+    paths, skipped, bad = find_posts(folder)
     bodies, lengths = [], []
     for relative in paths:
-        body = read_post(folder / relative)
+        try:
+            body = read_post(folder / relative)
+        except AnatomyError as err:
+            bad.append({"path": relative.as_posix(), "error": str(err)})
+            continue
         if not body:  # e.g. Hugo's _index.md: front matter only
             skipped.append({"path": relative.as_posix(), "reason": "empty"})
             continue
         bodies.append(body)
         lengths.append({"path": relative.as_posix(), "characters": len(body)})
+    if bad and not skip_bad:
+        raise bad_files_error(folder, bad)
+    skipped += [{"path": b["path"], "reason": "bad", "error": b["error"]} for b in bad]
     if not bodies:
-        raise AnatomyError(f"{folder}: no Markdown posts with text (.md, .markdown){skip_summary(skipped)}")
+        raise AnatomyError(f"{shown(folder)}: no Markdown posts with text (.md, .markdown){skip_summary(skipped)}")
     return bodies, lengths, sorted(skipped, key=lambda s: s["path"])
+
+
+def bad_files_error(folder: Path, bad: list[dict]) -> AnatomyError:
+    """One line per bad file, so that all of them can be fixed before the next run."""
+    hint = "--skip-bad leaves {} out of the corpus".format("it" if len(bad) == 1 else "them")
+    if len(bad) == 1:
+        return AnatomyError(f"{bad[0]['error']} ({hint})")
+    lines = [f"{shown(folder)}: {len(bad)} files cannot be used ({hint}):"]
+    lines += [f"  {b['error']}" for b in sorted(bad, key=lambda b: b["path"])]
+    return AnatomyError("\n".join(lines))
 
 
 def extract_file(path: Path) -> str:
@@ -169,20 +239,24 @@ def extract_file(path: Path) -> str:
     return text
 
 
-def extract_corpus(src: str | os.PathLike) -> tuple[str, dict]:
-    """One text from a folder of posts or a single file, and its statistics."""
+def extract_corpus(src: str | os.PathLike, skip_bad: bool = False) -> tuple[str, dict]:
+    """One text from a folder of posts or a single file, and its statistics.
+
+    skip_bad: leave out the posts that cannot be used (listed in the statistics) instead of
+    stopping at them.
+    """
     src = Path(src)
     if not src.exists():
-        raise AnatomyError(f"{src}: no such file or folder (expected a folder of Markdown posts or a .txt file)")
+        raise AnatomyError(f"{shown(src)}: no such file or folder (expected a folder of Markdown posts or a .txt file)")
     if src.is_dir():
-        bodies, lengths, skipped = extract_folder(src)
+        bodies, lengths, skipped = extract_folder(src, skip_bad)
         text = "\n\n".join(bodies)
     else:
         text = extract_file(src)
-        lengths, skipped = [{"path": src.name, "characters": len(text)}], []
+        lengths, skipped = [{"path": shown(src.name), "characters": len(text)}], []
 
     stats = {
-        "source": src.as_posix(),
+        "source": shown(src.as_posix()),
         "posts": len(lengths),
         "characters": len(text),
         "distinct_characters": len(set(text)),
@@ -206,11 +280,39 @@ def write_corpus(out_dir: str | os.PathLike, text: str, stats: dict) -> None:
     write_json(out_dir / "stats.json", stats)
 
 
+def check_out_folder(out_dir: Path) -> None:
+    """--out names a folder, existing or to be made: checked before anything is written."""
+    if out_dir.is_dir():
+        return
+    if out_dir.exists():
+        raise AnatomyError(f"--out {shown(out_dir)}: is a file; expected a folder for corpus.txt and stats.json")
+    if out_dir.suffix.lower() in (TEXT_SUFFIX, ".json"):
+        raise AnatomyError(
+            f"--out {shown(out_dir)}: expected a folder, which gets corpus.txt and stats.json, not a file "
+            f"name; for example --out {shown(out_dir.parent)}"
+        )
+    nearest = next(parent for parent in out_dir.parents if parent.exists())
+    if not nearest.is_dir():
+        raise AnatomyError(f"--out {shown(out_dir)}: {shown(nearest)} is a file, so no folder can be made there")
+
+
+def remove_stale_tokens(out_dir: Path) -> None:
+    """Delete the token files an earlier `anatomy tokenize` left in `out_dir`.
+
+    They were made from the corpus this extraction replaces, so no later step may train on them,
+    whether this extraction succeeds or fails. split.json goes first: it says the rest is complete.
+    """
+    from anatomy.tokenizer import SPLIT_FILE, TRAIN_FILE, VAL_FILE, VOCAB_FILE  # it imports this module
+
+    for name in (SPLIT_FILE, VOCAB_FILE, TRAIN_FILE, VAL_FILE):
+        (out_dir / name).unlink(missing_ok=True)
+
+
 def report(stats: dict, out_dir: Path) -> str:
     skipped = stats["skipped"]
     skipped_text = ", ".join(f"{n} {reason}" for reason, n in skipped.items()) if skipped else "none"
     return "\n".join([
-        f"corpus: {stats['source']} -> {out_dir / 'corpus.txt'}",
+        f"corpus: {stats['source']} -> {shown(out_dir / 'corpus.txt')}",
         f"  posts                {stats['posts']:,}",
         f"  characters           {stats['characters']:,}",
         f"  distinct characters  {stats['distinct_characters']:,}",
@@ -220,11 +322,16 @@ def report(stats: dict, out_dir: Path) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("src", type=Path, help="a folder of Markdown posts, or one .txt file")
-    parser.add_argument("--out", type=Path, required=True, help="folder for corpus.txt and stats.json")
+    parser.add_argument("--out", type=Path, required=True,
+                        help="folder for corpus.txt and stats.json (made if missing)")
+    parser.add_argument("--skip-bad", action="store_true",
+                        help="leave out the posts that cannot be used, listed in stats.json, instead of stopping")
 
 
 def run(args: argparse.Namespace) -> int:
-    text, stats = extract_corpus(args.src)
+    check_out_folder(args.out)
+    remove_stale_tokens(args.out)  # before extracting: a failed extraction must not leave them either
+    text, stats = extract_corpus(args.src, skip_bad=args.skip_bad)
     write_corpus(args.out, text, stats)
     print(report(stats, args.out))
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -229,3 +230,148 @@ def test_default_posts_are_blog_posts_with_front_matter():
         assert body.lstrip("\n").startswith("## "), path
         orders.append(meta["order"])
     assert orders == list(range(1, len(posts) + 1))  # file names sort in reading order
+
+
+# ---------------------------------------------------------------------------------------------
+# Real blogs: dates that do not exist, names that are not UTF-8, --out, several bad posts
+# ---------------------------------------------------------------------------------------------
+
+HEXO_POST_DATED = """---
+title: 闰年的博客
+date: {date}
+tags:
+  - 随笔
+categories: 生活
+---
+
+正文第一段。
+"""
+
+# the value as written, and what datetime says is wrong with it
+IMPOSSIBLE_DATES = {
+    "february 30": ("2016-02-30 10:00:00", "day is out of range for month"),
+    "month 13": ("2016-13-01 10:00:00", "month must be in 1..12"),
+    "hour 24": ("2016-01-01 24:00:00", "hour must be in 0..23"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(IMPOSSIBLE_DATES))
+def test_a_yaml_date_that_does_not_exist_names_file_line_and_value(tmp_path, case):
+    value, problem = IMPOSSIBLE_DATES[case]
+    write(tmp_path / "source" / "_posts" / "leap.md", HEXO_POST_DATED.format(date=value))
+    with pytest.raises(AnatomyError) as err:
+        extract_corpus(tmp_path)
+    message = str(err.value)
+    assert str(tmp_path / "source" / "_posts" / "leap.md") in message
+    assert f"'{value}' at line 3 is not a date that exists ({problem})" in message
+    assert "\n" not in message
+
+
+def test_a_real_leap_day_is_a_date(tmp_path):
+    write(tmp_path / "leap.md", HEXO_POST_DATED.format(date="2016-02-29 10:00:00"))
+    assert extract_corpus(tmp_path)[0] == "正文第一段。"
+
+
+def write_gbk_named_image(folder: Path) -> bytes:
+    """An image whose name is GBK bytes, as unzipping an archive made on Chinese Windows leaves."""
+    name = "你好.jpg".encode("gbk")
+    (folder / "images").mkdir(parents=True, exist_ok=True)
+    with open(os.path.join(os.fsencode(folder / "images"), name), "wb") as image:
+        image.write(b"\xff\xd8\xff\xe0")
+    return name
+
+
+def test_a_file_name_that_is_not_utf8_is_named_even_for_a_skipped_image(tmp_path, capsys):
+    write(tmp_path / "src" / "post.md", JEKYLL_POST)
+    write_gbk_named_image(tmp_path / "src")
+    out = tmp_path / "out"
+    assert main(["corpus", str(tmp_path / "src"), "--out", str(out)]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1  # one line
+    assert "images/\\xc4\\xe3\\xba\\xc3.jpg: the name is not UTF-8" in error
+    assert not out.exists()  # neither corpus.txt nor stats.json
+
+
+def test_skip_bad_leaves_out_a_name_that_is_not_utf8_and_lists_it(tmp_path):
+    write(tmp_path / "src" / "post.md", JEKYLL_POST)
+    write_gbk_named_image(tmp_path / "src")
+    out = tmp_path / "out"
+    assert main(["corpus", str(tmp_path / "src"), "--out", str(out), "--skip-bad"]) == 0
+    stats = json.loads((out / "stats.json").read_text(encoding="utf-8"))
+    assert stats["skipped"] == {"bad": 1}
+    assert stats["skipped_files"][0]["path"] == "images/\\xc4\\xe3\\xba\\xc3.jpg"
+    assert (out / "corpus.txt").read_text(encoding="utf-8").startswith("## First heading")
+
+
+def test_out_pointing_at_a_file_is_a_clear_error(tmp_path, capsys):
+    write(tmp_path / "src" / "post.md", JEKYLL_POST)
+    existing = write(tmp_path / "notes.txt", "my notes")
+    assert main(["corpus", str(tmp_path / "src"), "--out", str(existing)]) == 2
+    assert f"--out {existing}: is a file; expected a folder" in capsys.readouterr().err
+    assert existing.read_text() == "my notes"
+
+
+def test_out_naming_corpus_txt_says_out_is_a_folder(tmp_path, capsys):
+    write(tmp_path / "src" / "post.md", JEKYLL_POST)
+    out = tmp_path / "results" / "corpus" / "corpus.txt"
+    assert main(["corpus", str(tmp_path / "src"), "--out", str(out)]) == 2
+    error = capsys.readouterr().err
+    assert f"--out {out}: expected a folder" in error
+    assert f"--out {out.parent}" in error  # what to type instead
+    assert not (tmp_path / "results").exists()
+
+
+def make_tokenized_folder(out: Path) -> list[Path]:
+    """What `anatomy corpus` then `anatomy tokenize` left in a folder (contents do not matter)."""
+    names = ["corpus.txt", "stats.json", "vocab.json", "train.npy", "val.npy", "split.json"]
+    for name in names:
+        write(out / name, "from an earlier corpus")
+    return [out / name for name in names[2:]]
+
+
+@pytest.mark.parametrize("extraction", ["fails", "succeeds"])
+def test_extraction_removes_the_token_files_of_the_corpus_it_replaces(tmp_path, extraction):
+    post = JEKYLL_POST if extraction == "succeeds" else "---\ntitle: [never closed\n---\nbody\n"
+    write(tmp_path / "src" / "post.md", post)
+    tokens = make_tokenized_folder(tmp_path / "out")
+    status = main(["corpus", str(tmp_path / "src"), "--out", str(tmp_path / "out")])
+    assert status == (0 if extraction == "succeeds" else 2)
+    assert [path for path in tokens if path.exists()] == []
+
+
+BROKEN_POSTS = {
+    "2015/unclosed.md": ("---\ntitle: 草稿\ndate: 2015-01-01\n\n正文", "never closed"),
+    "2016/bad-toml.md": ("+++\ntitle = \"引号没关\n+++\n正文", "not valid TOML"),
+    "2017/no-day.md": (HEXO_POST_DATED.format(date="2017-02-29 08:00:00"), "not a date that exists"),
+}
+
+
+def write_blog_with_broken_posts(src: Path) -> None:
+    write(src / "2014" / "good.md", JEKYLL_POST)
+    for name, (text, _) in BROKEN_POSTS.items():
+        write(src / name, text)
+
+
+def test_every_bad_post_is_reported_in_one_run(tmp_path):
+    write_blog_with_broken_posts(tmp_path / "src")
+    with pytest.raises(AnatomyError) as err:
+        extract_corpus(tmp_path / "src")
+    header, *lines = str(err.value).splitlines()
+    assert "3 files cannot be used" in header and "--skip-bad" in header
+    assert len(lines) == 3
+    for line, (name, (_, problem)) in zip(lines, sorted(BROKEN_POSTS.items())):
+        assert str(tmp_path / "src" / name) in line and problem in line, (name, line)
+
+
+def test_skip_bad_builds_the_corpus_from_the_good_posts_and_lists_the_bad(tmp_path, capsys):
+    write_blog_with_broken_posts(tmp_path / "src")
+    out = tmp_path / "out"
+    assert main(["corpus", str(tmp_path / "src"), "--out", str(out), "--skip-bad"]) == 0
+    assert "skipped files        3 bad" in capsys.readouterr().out
+    assert (out / "corpus.txt").read_text(encoding="utf-8") == extract_corpus(tmp_path / "src" / "2014")[0]
+    stats = json.loads((out / "stats.json").read_text(encoding="utf-8"))
+    assert stats["skipped"] == {"bad": 3}
+    listed = {entry["path"]: entry["error"] for entry in stats["skipped_files"]}
+    assert set(listed) == set(BROKEN_POSTS)
+    for name, (_, problem) in BROKEN_POSTS.items():
+        assert problem in listed[name]
