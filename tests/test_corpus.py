@@ -167,6 +167,13 @@ BAD_INPUTS = {
     "yaml unparsable": ({"p.md": "---\ntitle: [unclosed\n---\nbody"}, "", ["p.md", "not valid YAML", "line"]),
     "toml unparsable": ({"p.md": "+++\ntitle = \n+++\nbody"}, "", ["p.md", "not valid TOML", "line 2"]),
     "yaml not a mapping": ({"p.md": "---\njust a sentence\n---\nbody"}, "", ["p.md", "key: value", "str"]),
+    "hugo json unparsable": ({"p.md": '{\n  "title": "x",\n}\nbody'}, "", ["p.md", "'{' is not valid JSON", "line 3"]),
+    "hexo json unparsable": ({"p.md": ';;;\n"title": "x"\n"date": "2013/7/13"\n;;;\nbody'}, "",
+                             ["p.md", "not valid JSON", "line 3"]),
+    "hexo json never closed": ({"p.md": ';;;\n"title": "x"\nbody'}, "", ["p.md", "';;;'", "never closed"]),
+    "closing-only yaml unparsable": ({"p.md": "title: [x\n---\nbody"}, "", ["p.md", "not valid YAML", "line 2"]),
+    "front matter never closed nor opened": ({"p.md": "title: 没有分隔线\ndate: 2020-01-01\n\n正文"}, "",
+                                             ["p.md", "unrecognised front matter", "'title'", "no '---' or ';;;'"]),
     "empty folder": ({}, "", ["the folder is empty"]),
     "no markdown": ({"a.txt": "x", ".b.md": "y"}, "", ["no Markdown posts", "1 hidden", "1 not markdown"]),
     "only empty posts": ({"a.md": "---\ntitle: a\n---\n\n"}, "", ["no Markdown posts", "1 empty"]),
@@ -375,3 +382,144 @@ def test_skip_bad_builds_the_corpus_from_the_good_posts_and_lists_the_bad(tmp_pa
     assert set(listed) == set(BROKEN_POSTS)
     for name, (_, problem) in BROKEN_POSTS.items():
         assert problem in listed[name]
+
+
+# ---------------------------------------------------------------------------------------------
+# Front matter in JSON, and Hexo's forms with only a closing line
+# ---------------------------------------------------------------------------------------------
+
+HUGO_JSON_POST = """{
+  "title": "Hugo 的 JSON 前言",
+  "date": "2019-05-01T08:00:00+08:00",
+  "tags": ["hugo", "json"],
+  "params": {
+    "toc": true
+  }
+}
+
+## JSON 之后
+
+Hugo body.
+"""
+
+HEXO_JSON_POST = """;;;
+"title": "Hexo 的 JSON 前言",
+"date": "2013/7/13 20:46:25",
+"tags": ["hexo"]
+;;;
+
+Hexo JSON body.
+"""
+
+HEXO_JSON_CLOSING_ONLY = """"title": "只有结尾的分隔线",
+"date": "2013/7/13 20:46:25"
+;;;
+Closing-only JSON body.
+"""
+
+HEXO_YAML_CLOSING_ONLY = """title: 只有结尾的 YAML
+date: 2013-07-13 20:46:25
+tags:
+- hexo
+---
+正文。
+
+---
+
+分隔线之后。
+"""
+
+FRONT_MATTER_FORMS = {
+    "hugo json object": (HUGO_JSON_POST, "## JSON 之后\n\nHugo body."),
+    "hexo json between ;;;": (HEXO_JSON_POST, "Hexo JSON body."),
+    "hexo json closed by ;;; only": (HEXO_JSON_CLOSING_ONLY, "Closing-only JSON body."),
+    # the second `---` is a horizontal rule of the body, and stays
+    "hexo yaml closed by --- only": (HEXO_YAML_CLOSING_ONLY, "正文。\n\n---\n\n分隔线之后。"),
+}
+
+
+@pytest.mark.parametrize("form", sorted(FRONT_MATTER_FORMS))
+def test_json_and_closing_only_front_matter_are_removed(tmp_path, form):
+    post, body = FRONT_MATTER_FORMS[form]
+    write(tmp_path / "post.md", post)
+    assert extract_corpus(tmp_path)[0] == body
+
+
+def test_json_front_matter_is_read_for_drafts(tmp_path):
+    write(tmp_path / "post.md", HUGO_JSON_POST.replace('"tags"', '"draft": true,\n  "tags"'))
+    write(tmp_path / "other.md", "kept")
+    text, stats = extract_corpus(tmp_path)
+    assert text == "kept" and stats["skipped"] == {"draft": 1}
+
+
+def test_a_first_paragraph_before_a_horizontal_rule_is_not_front_matter(tmp_path):
+    # The shape of Hexo's closing-only form, but line 1 sets no front matter key: it is text.
+    post = "Note: this post is from 2012.\n\n---\n\n## Then\n"
+    write(tmp_path / "post.md", post)
+    assert extract_corpus(tmp_path)[0] == post.strip()
+
+
+# ---------------------------------------------------------------------------------------------
+# Drafts
+# ---------------------------------------------------------------------------------------------
+
+HEXO_PUBLISHED = """---
+title: 已发布
+date: 2020-01-01 10:00:00
+---
+已发布的正文。
+"""
+
+HEXO_UNPUBLISHED = """---
+title: 还没发布
+date: 2020-01-02 10:00:00
+published: false
+---
+未发布的正文。
+"""
+
+HEXO_DRAFT = """---
+title: 草稿
+tags:
+---
+_drafts 里的草稿。
+"""
+
+HUGO_DRAFT = """+++
+title = "Hugo 草稿"
+date = 2020-01-03T10:00:00Z
+draft = true
++++
+Hugo 的草稿。
+"""
+
+
+def write_blog_with_drafts(src: Path) -> None:
+    write(src / "source" / "_posts" / "published.md", HEXO_PUBLISHED)
+    write(src / "source" / "_posts" / "unpublished.md", HEXO_UNPUBLISHED)
+    write(src / "source" / "_drafts" / "idea.md", HEXO_DRAFT)
+    write(src / "content" / "posts" / "draft.md", HUGO_DRAFT)
+
+
+def test_drafts_are_left_out_and_counted(tmp_path, capsys):
+    write_blog_with_drafts(tmp_path / "src")
+    assert main(["corpus", str(tmp_path / "src"), "--out", str(tmp_path / "out")]) == 0
+    assert "skipped files        3 draft" in capsys.readouterr().out
+    assert (tmp_path / "out" / "corpus.txt").read_text(encoding="utf-8") == "已发布的正文。"
+    stats = json.loads((tmp_path / "out" / "stats.json").read_text(encoding="utf-8"))
+    assert {s["path"] for s in stats["skipped_files"] if s["reason"] == "draft"} == {
+        "source/_posts/unpublished.md", "source/_drafts/idea.md", "content/posts/draft.md"}
+
+
+def test_include_drafts_keeps_them(tmp_path):
+    write_blog_with_drafts(tmp_path / "src")
+    assert main(["corpus", str(tmp_path / "src"), "--out", str(tmp_path / "out"), "--include-drafts"]) == 0
+    text = (tmp_path / "out" / "corpus.txt").read_text(encoding="utf-8")
+    assert text == "Hugo 的草稿。\n\n_drafts 里的草稿。\n\n已发布的正文。\n\n未发布的正文。"
+
+
+def test_a_single_draft_post_is_used_only_with_include_drafts(tmp_path):
+    post = write(tmp_path / "draft.md", HUGO_DRAFT)
+    with pytest.raises(AnatomyError, match="draft.md: is a draft .*--include-drafts"):
+        extract_corpus(post)
+    assert extract_corpus(post, include_drafts=True)[0] == "Hugo 的草稿。"
