@@ -7,6 +7,10 @@ forms closed by `---` or `;;;` alone), line endings become `\\n`, and the bodies
 one blank line. Hidden files, files that are not Markdown and drafts are skipped and counted, so
 nothing is mixed in, or left out, silently. Every post that cannot be used is reported in one run.
 
+Outside code, HTML comments (Hexo's `<!-- more -->`) and template tags (`{% ... %}`, Hugo's
+`{{< ... >}}`) are dropped and raw HTML becomes its text; the Markdown itself and all code stay as
+written (`--keep-markup` keeps everything). The statistics count what each kind removed.
+
 Writes DIR/corpus.txt and DIR/stats.json.
 """
 
@@ -18,6 +22,7 @@ import os
 import re
 from collections import Counter
 from dataclasses import dataclass
+from html.parser import HTMLParser
 from pathlib import Path
 
 try:
@@ -27,6 +32,8 @@ except ModuleNotFoundError:  # Python 3.10: the same parser, published as tomli
 
 import yaml
 from frontmatter.default_handlers import BaseHandler, YAMLHandler
+from markdown_it import MarkdownIt
+from markdown_it.common.html_re import HTML_TAG_RE
 
 from anatomy.atomic import write_json, write_text
 from anatomy.errors import AnatomyError
@@ -42,6 +49,7 @@ class Options:
 
     skip_bad: bool = False  # leave out posts that cannot be used, listed in stats.json
     include_drafts: bool = False  # keep drafts: _drafts/, draft: true, published: false
+    keep_markup: bool = False  # keep HTML comments, template tags and raw HTML as written
 
 
 class TomlHandler(BaseHandler):
@@ -137,7 +145,8 @@ def split_hugo_json(text: str, path: Path) -> tuple[dict, str] | None:
     try:
         metadata, end = json.JSONDecoder().raw_decode(text)
     except json.JSONDecodeError as err:
-        raise AnatomyError(f"{path}: front matter opened with '{{' is not valid JSON: {json_error_detail(err)}") from None
+        detail = json_error_detail(err)
+        raise AnatomyError(f"{path}: front matter opened with '{{' is not valid JSON: {detail}") from None
     return metadata, text[end:]
 
 
@@ -242,6 +251,218 @@ def yaml_scalars(node):
             yield from yaml_scalars(value)
 
 
+# ---------------------------------------------------------------------------------------------
+# Markup: HTML comments, template tags and raw HTML, removed outside code
+# ---------------------------------------------------------------------------------------------
+
+COMMONMARK = MarkdownIt("commonmark")
+NO_BLANK_LINE = r"(?:(?!\n[ \t]*\n).)*?"  # markup never spans a blank line; a stray `{%` stays
+
+# Template code blocks: their content is code even outside a Markdown fence. Hexo's codeblock
+# and code, Jekyll's highlight, Liquid's raw (no tags inside), Hugo's highlight shortcode.
+LIQUID_CODE_BLOCK = re.compile(
+    r"\{%-?\s*(?P<tag>codeblock|code|highlight|raw)\b.*?%\}(?P<code>.*?)\{%-?\s*end(?P=tag)\s*-?%\}", re.DOTALL
+)
+HUGO_CODE_BLOCK = re.compile(
+    r"\{\{[<%]\s*highlight\b.*?[>%]\}\}(?P<code>.*?)\{\{[<%]\s*/highlight\s*[>%]\}\}", re.DOTALL
+)
+
+# A code span, kept as written: `x`, ``a ` b``.
+CODE_SPAN = re.compile(rf"(?<!`)(?P<ticks>`+)(?!`){NO_BLANK_LINE}(?<!`)(?P=ticks)(?!`)", re.DOTALL)
+
+# Liquid and Nunjucks tags {% ... %} (Jekyll, Hexo) and Hugo's shortcodes {{< ... >}}, {{% ... %}}
+TEMPLATE_TAG = re.compile(
+    rf"\{{%{NO_BLANK_LINE}%\}}|\{{\{{<{NO_BLANK_LINE}>\}}\}}|\{{\{{%{NO_BLANK_LINE}%\}}\}}", re.DOTALL
+)
+
+# What CommonMark counts as raw HTML (a tag, comment, declaration...), as markdown-it's own parser
+# matches it at a `<`. Any other `<` is text: `$x<y$`, `a <- b`, an autolink <https://...>.
+COMMONMARK_HTML = re.compile(HTML_TAG_RE.pattern.removeprefix("^"))  # older versions anchor with ^
+
+# An `&` that does not start a character reference as CommonMark reads them (`&name;`, `&#123;`):
+# text, where an HTML parser would also decode `&para` in `?a=1&para=2`.
+BARE_AMPERSAND = re.compile(r"&(?!#[0-9]{1,7};|#[xX][0-9a-fA-F]{1,6};|[A-Za-z][A-Za-z0-9]{1,31};)")
+
+MARKUP_KINDS = ("html_comments", "template_tags", "html_tags", "emptied_lines")
+
+
+class MarkupTally:
+    """Markup removed, by kind: how many pieces, and how many characters they held."""
+
+    def __init__(self):
+        self.count, self.characters = Counter(), Counter()
+
+    def add(self, kind: str, count: int, characters: int) -> None:
+        self.count[kind] += count
+        self.characters[kind] += characters
+
+    def as_dict(self) -> dict:
+        return {kind: {"count": self.count[kind], "characters": self.characters[kind]} for kind in MARKUP_KINDS}
+
+
+LINE_BREAK = object()  # where HTML ends a line: "\n", unless the source already does
+
+
+class HtmlToText(HTMLParser):
+    """Raw HTML into the text a reader sees, with Python's own HTML parser.
+
+    Tags and comments go, each leaving `marker` where it was (so lines that held nothing else
+    can go too); text between them stays as written; entities (&nbsp;, &lt;) become their
+    characters; script and style content goes.
+    """
+
+    HIDDEN = {"script", "style"}
+    ENDS_A_LINE = {"br", "p", "div", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "pre", "table"}
+
+    def __init__(self, marker: str):
+        super().__init__(convert_charrefs=True)
+        self.marker = marker
+        self.parts: list = []
+        self.hidden_depth = 0
+        self.tags = self.comments = self.comment_characters = 0
+
+    def handle_starttag(self, tag, attrs):
+        self.tags += 1
+        self.hidden_depth += tag in self.HIDDEN
+        self.parts.append(LINE_BREAK if tag == "br" else self.marker)
+
+    def handle_startendtag(self, tag, attrs):  # <br/>, <img ... />: one tag, not two
+        self.tags += 1
+        self.parts.append(LINE_BREAK if tag == "br" else self.marker)
+
+    def handle_endtag(self, tag):
+        self.tags += 1
+        if tag in self.HIDDEN and self.hidden_depth:
+            self.hidden_depth -= 1
+        self.parts.append(LINE_BREAK if tag in self.ENDS_A_LINE else self.marker)
+
+    def handle_data(self, data):
+        self.parts.append(self.marker if self.hidden_depth else data)
+
+    def handle_comment(self, data):
+        self.comments += 1
+        self.comment_characters += len("<!--") + len(data) + len("-->")
+        self.parts.append(self.marker)
+
+    def handle_decl(self, decl):  # <!DOCTYPE html>
+        self.handle_startendtag(decl, [])
+
+    handle_pi = unknown_decl = handle_decl
+
+    def text(self) -> str:
+        return "".join(self.resolve(i, part) for i, part in enumerate(self.parts))
+
+    def resolve(self, i: int, part) -> str:
+        """A line break becomes "\\n", unless the next text, past other tags, starts a line anyway."""
+        if part is not LINE_BREAK:
+            return part
+        following = next((p for p in self.parts[i + 1:] if p != self.marker), "")
+        return self.marker if isinstance(following, str) and following.startswith("\n") else "\n"
+
+
+def clean_markup(body: str, tally: MarkupTally) -> str:
+    """The body without HTML comments or template tags, its raw HTML turned into text; what
+    went is added to `tally`.
+
+    Code (fenced, indented, inline, and template code blocks) and the Markdown itself (headings,
+    lists, quotes) are kept as written: the model learns that skeleton.
+    """
+    if not any(sign in body for sign in "<&{"):
+        return body
+    marker = unused_character(body)
+    pieces = [text if is_code else clean_prose(text, marker, tally) for is_code, text in code_and_prose(body)]
+    return drop_emptied_lines("".join(pieces), marker, tally)
+
+
+def unused_character(text: str) -> str:
+    """A stand-in for removed markup that cannot clash with the text: a Unicode noncharacter
+    (U+FDD0..U+FDEF, set aside for a program's internal use) that the text does not hold."""
+    return next(char for char in map(chr, range(0xFDD0, 0xFDF0)) if char not in text)
+
+
+def code_and_prose(body: str) -> list[tuple[bool, str]]:
+    """The body cut into (is_code, text) pieces that join back into it."""
+    pieces = markdown_code_blocks(body)
+    pieces = split_out_code(pieces, LIQUID_CODE_BLOCK, "code")
+    pieces = split_out_code(pieces, HUGO_CODE_BLOCK, "code")
+    return split_out_code(pieces, CODE_SPAN, 0)
+
+
+def markdown_code_blocks(body: str) -> list[tuple[bool, str]]:
+    """Fenced and indented code blocks, where a CommonMark parser finds them (in lists and quotes
+    too, and not in an HTML block), as code; the rest as prose."""
+    line_starts = [0]
+    for line in body.split("\n"):
+        line_starts.append(line_starts[-1] + len(line) + 1)
+    pieces, position = [], 0
+    for token in COMMONMARK.parse(body):
+        if token.type in ("fence", "code_block") and token.map:
+            start, end = line_starts[token.map[0]], line_starts[token.map[1]]
+            pieces += [(False, body[position:start]), (True, body[start:end])]
+            position = end
+    return pieces + [(False, body[position:])]
+
+
+def split_out_code(pieces: list[tuple[bool, str]], pattern: re.Pattern, group) -> list[tuple[bool, str]]:
+    """The prose pieces cut further: each match's `group` becomes code."""
+    result = []
+    for is_code, text in pieces:
+        position = 0
+        if not is_code:
+            for match in pattern.finditer(text):
+                start, end = match.span(group)
+                result += [(False, text[position:start]), (True, text[start:end])]
+                position = end
+        result.append((is_code, text[position:]))
+    return result
+
+
+def clean_prose(text: str, marker: str, tally: MarkupTally) -> str:
+    tags = [match.group() for match in TEMPLATE_TAG.finditer(text)]
+    if tags:
+        tally.add("template_tags", len(tags), sum(map(len, tags)))
+        text = TEMPLATE_TAG.sub(marker, text)
+    if "<" in text or "&" in text:
+        text = html_to_text(text, marker, tally)
+    return text
+
+
+def html_to_text(text: str, marker: str, tally: MarkupTally) -> str:
+    parser = HtmlToText(marker)
+    parser.feed(as_html(text))
+    parser.close()
+    result = parser.text()
+    tally.add("html_comments", parser.comments, parser.comment_characters)
+    removed = len(text.replace(marker, "")) - len(result.replace(marker, ""))  # markers: template tags
+    tally.add("html_tags", parser.tags, removed - parser.comment_characters)  # entities decoded too
+    return result
+
+
+def as_html(text: str) -> str:
+    """Prose as the HTML parser should read it: each `&` and `<` that CommonMark reads as text
+    escaped, so that the parser gives it back as text."""
+    text = BARE_AMPERSAND.sub("&amp;", text)
+    return re.sub("<", lambda less: "<" if COMMONMARK_HTML.match(text, less.start()) else "&lt;", text)
+
+
+def drop_emptied_lines(text: str, marker: str, tally: MarkupTally) -> str:
+    """Drop the lines that held nothing but markup, and a blank line that would then double
+    another (`<!-- more -->` between two paragraphs leaves one blank line), then the markers."""
+    kept, dropped, after_dropped = [], 0, False
+    for line in text.split("\n"):
+        blank = not line.strip()
+        if marker in line and not line.replace(marker, "").strip():
+            dropped, after_dropped = dropped + 1, True
+        elif after_dropped and blank and (not kept or not kept[-1].strip()):
+            dropped += 1
+        else:
+            kept.append(line.replace(marker, ""))
+            after_dropped = after_dropped and blank
+    result = "\n".join(kept)
+    tally.add("emptied_lines", dropped, len(text.replace(marker, "")) - len(result))
+    return result
+
+
 def shown(path: str | os.PathLike) -> str:
     """A path as text that can be printed and written to JSON: a name that is not UTF-8 (say GBK
     bytes from a zip made on Windows) shows its bytes as \\xNN instead of failing later."""
@@ -296,13 +517,20 @@ def in_drafts_folder(relative: Path) -> bool:
     return DRAFTS_FOLDER in relative.parts[:-1]
 
 
-def extract_folder(folder: Path, options: Options) -> tuple[list[str], list[dict], list[dict]]:
-    """(post bodies, their lengths, skipped files) for a folder of posts.
+def post_text(body: str, options: Options, tally: MarkupTally) -> str:
+    """A post's body as it enters the corpus: markup removed (unless kept), outer blank lines too."""
+    if not options.keep_markup:
+        body = clean_markup(body, tally)
+    return body.strip()
+
+
+def extract_folder(folder: Path, options: Options) -> tuple[list[str], list[dict], list[dict], MarkupTally]:
+    """(post bodies, their lengths, skipped files, markup removed) for a folder of posts.
 
     Every post is read before any error is raised, so one run reports all the bad ones.
     """
     paths, skipped, bad = find_posts(folder)
-    bodies, lengths = [], []
+    bodies, lengths, tally = [], [], MarkupTally()
     for relative in paths:
         name = relative.as_posix()
         if in_drafts_folder(relative) and not options.include_drafts:
@@ -316,7 +544,7 @@ def extract_folder(folder: Path, options: Options) -> tuple[list[str], list[dict
         if is_draft(metadata) and not options.include_drafts:
             skipped.append({"path": name, "reason": "draft"})
             continue
-        body = body.strip()
+        body = post_text(body, options, tally)
         if not body:  # e.g. Hugo's _index.md: front matter only
             skipped.append({"path": name, "reason": "empty"})
             continue
@@ -327,7 +555,7 @@ def extract_folder(folder: Path, options: Options) -> tuple[list[str], list[dict
     skipped += [{"path": b["path"], "reason": "bad", "error": b["error"]} for b in bad]
     if not bodies:
         raise AnatomyError(f"{shown(folder)}: no Markdown posts with text (.md, .markdown){skip_summary(skipped)}")
-    return bodies, lengths, sorted(skipped, key=lambda s: s["path"])
+    return bodies, lengths, sorted(skipped, key=lambda s: s["path"]), tally
 
 
 def bad_files_error(folder: Path, bad: list[dict]) -> AnatomyError:
@@ -340,9 +568,9 @@ def bad_files_error(folder: Path, bad: list[dict]) -> AnatomyError:
     return AnatomyError("\n".join(lines))
 
 
-def extract_file(path: Path, options: Options) -> str:
-    """A single file as the whole corpus: a .txt as it is, a Markdown post without front matter."""
-    suffix = path.suffix.lower()
+def extract_file(path: Path, options: Options) -> tuple[str, MarkupTally]:
+    """A single file as the whole corpus: a .txt as it is, a Markdown post as a post in a folder."""
+    suffix, tally = path.suffix.lower(), MarkupTally()
     if suffix not in (TEXT_SUFFIX, *MARKDOWN_SUFFIXES):
         raise AnatomyError(f"{path}: expected a folder of Markdown posts or a .txt file, got a '{path.suffix}' file")
     if suffix == TEXT_SUFFIX:
@@ -351,25 +579,25 @@ def extract_file(path: Path, options: Options) -> str:
         metadata, text = read_post(path)
         if is_draft(metadata) and not options.include_drafts:
             raise AnatomyError(f"{path}: is a draft (draft: true or published: false); --include-drafts uses it")
-        text = text.strip()
+        text = post_text(text, options, tally)
     if not text.strip():
         raise AnatomyError(f"{path}: the file is empty")
-    return text
+    return text, tally
 
 
 def extract_corpus(src: str | os.PathLike, **options) -> tuple[str, dict]:
     """One text from a folder of posts or a single file, and its statistics.
 
-    options: those of `Options` (skip_bad, include_drafts), all off by default.
+    options: those of `Options` (skip_bad, include_drafts, keep_markup), all off by default.
     """
     src, options = Path(src), Options(**options)
     if not src.exists():
         raise AnatomyError(f"{shown(src)}: no such file or folder (expected a folder of Markdown posts or a .txt file)")
     if src.is_dir():
-        bodies, lengths, skipped = extract_folder(src, options)
+        bodies, lengths, skipped, tally = extract_folder(src, options)
         text = "\n\n".join(bodies)
     else:
-        text = extract_file(src, options)
+        text, tally = extract_file(src, options)
         lengths, skipped = [{"path": shown(src.name), "characters": len(text)}], []
 
     stats = {
@@ -378,6 +606,8 @@ def extract_corpus(src: str | os.PathLike, **options) -> tuple[str, dict]:
         "characters": len(text),
         "distinct_characters": len(set(text)),
         "skipped": dict(sorted(Counter(s["reason"] for s in skipped).items())),
+        "markup_kept": options.keep_markup,
+        "markup_removed": tally.as_dict(),
         "post_lengths": lengths,
         "skipped_files": skipped,
     }
@@ -434,7 +664,26 @@ def report(stats: dict, out_dir: Path) -> str:
         f"  characters           {stats['characters']:,}",
         f"  distinct characters  {stats['distinct_characters']:,}",
         f"  skipped files        {skipped_text}",
+        *markup_report(stats),
     ])
+
+
+MARKUP_NAMES = {"html_comments": "HTML comments", "template_tags": "template tags",
+                "html_tags": "HTML tags, entities", "emptied_lines": "lines left empty"}
+
+
+def markup_report(stats: dict) -> list[str]:
+    if stats["markup_kept"]:
+        return ["  markup               kept as written (--keep-markup)"]
+    removed = stats["markup_removed"]
+    total = sum(kind["characters"] for kind in removed.values())
+    if not total:
+        return ["  markup removed       none"]
+    lines = [f"  markup removed       {total:,} characters"]
+    for kind, name in MARKUP_NAMES.items():
+        count, characters = removed[kind]["count"], removed[kind]["characters"]
+        lines.append(f"    {name:<21}{count:,} ({characters:,} characters)")
+    return lines
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -445,12 +694,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="leave out the posts that cannot be used, listed in stats.json, instead of stopping")
     parser.add_argument("--include-drafts", action="store_true",
                         help="keep drafts (in _drafts/, or marked draft: true or published: false)")
+    parser.add_argument("--keep-markup", action="store_true",
+                        help="keep HTML comments, template tags ({%% %%}, {{< >}}) and raw HTML as written")
 
 
 def run(args: argparse.Namespace) -> int:
     check_out_folder(args.out)
     remove_stale_tokens(args.out)  # before extracting: a failed extraction must not leave them either
-    text, stats = extract_corpus(args.src, skip_bad=args.skip_bad, include_drafts=args.include_drafts)
+    text, stats = extract_corpus(args.src, skip_bad=args.skip_bad, include_drafts=args.include_drafts,
+                                 keep_markup=args.keep_markup)
     write_corpus(args.out, text, stats)
     print(report(stats, args.out))
     return 0

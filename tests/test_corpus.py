@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
 import yaml
 
 from anatomy.cli import main
-from anatomy.corpus import extract_corpus, write_corpus
+from anatomy.corpus import MarkupTally, clean_markup, extract_corpus, write_corpus
 from anatomy.errors import AnatomyError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -224,6 +225,8 @@ def test_default_corpus_extracts_to_the_stated_size():
     assert 110_000 <= stats["characters"] <= 125_000
     assert text.startswith("## 关雎\n\n关关雎鸠")
     assert "\r" not in text and "title:" not in text and "\n---" not in text
+    # no markup to remove, so the corpus is the text as written (the grid's results rely on it)
+    assert all(kind["count"] == kind["characters"] == 0 for kind in stats["markup_removed"].values())
 
 
 def test_default_posts_are_blog_posts_with_front_matter():
@@ -523,3 +526,220 @@ def test_a_single_draft_post_is_used_only_with_include_drafts(tmp_path):
     with pytest.raises(AnatomyError, match="draft.md: is a draft .*--include-drafts"):
         extract_corpus(post)
     assert extract_corpus(post, include_drafts=True)[0] == "Hugo 的草稿。"
+
+
+# ---------------------------------------------------------------------------------------------
+# Markup: HTML comments, template tags and raw HTML go; code and the Markdown stay
+# ---------------------------------------------------------------------------------------------
+
+HEXO_BLOG_POST = """---
+title: 用 Hexo 写博客
+date: 2018-03-04 21:30:00
+tags:
+  - hexo
+categories: 折腾
+---
+用 Hexo 写博客的第一篇。
+
+<!-- more -->
+
+## 写作
+
+{% blockquote 孔子 论语·学而 %}
+学而时习之，不亦说乎。
+{% endblockquote %}
+
+{% asset_img cover.png 封面 %}
+
+插入摘要分隔用 `<!-- more -->`，代码块这样写：
+
+{% codeblock lang:html %}
+<div class="note">{{ page.title }}</div>
+{% endcodeblock %}
+
+```yaml
+# _config.yml
+theme: next  # {% raw %}不是模板{% endraw %}
+```
+"""
+
+HEXO_BLOG_CORPUS = """用 Hexo 写博客的第一篇。
+
+## 写作
+
+学而时习之，不亦说乎。
+
+插入摘要分隔用 `<!-- more -->`，代码块这样写：
+
+<div class="note">{{ page.title }}</div>
+
+```yaml
+# _config.yml
+theme: next  # {% raw %}不是模板{% endraw %}
+```"""
+
+HEXO_TEMPLATE_TAGS = ["{% blockquote 孔子 论语·学而 %}", "{% endblockquote %}", "{% asset_img cover.png 封面 %}",
+                      "{% codeblock lang:html %}", "{% endcodeblock %}"]
+
+HEXO_DRAFT_WITH_MORE = """---
+title: 下一篇
+---
+还没写完。
+<!-- more -->
+{% post_link hello %}
+"""
+
+
+def test_a_hexo_blog_gives_a_corpus_without_more_liquid_tags_or_drafts_and_counts_each(tmp_path, capsys):
+    src = tmp_path / "source"
+    write(src / "_posts" / "hello.md", HEXO_BLOG_POST)
+    write(src / "_drafts" / "next.md", HEXO_DRAFT_WITH_MORE)
+    assert main(["corpus", str(src), "--out", str(tmp_path / "out")]) == 0
+    text = (tmp_path / "out" / "corpus.txt").read_text(encoding="utf-8")
+    assert text == HEXO_BLOG_CORPUS
+    out = capsys.readouterr().out
+    assert "skipped files        1 draft" in out
+    assert re.search(r"HTML comments +1 \(13 characters\)", out), out
+    tags = sum(map(len, HEXO_TEMPLATE_TAGS))
+    assert re.search(rf"template tags +5 \({tags} characters\)", out), out
+    removed = json.loads((tmp_path / "out" / "stats.json").read_text(encoding="utf-8"))["markup_removed"]
+    assert removed["html_comments"] == {"count": 1, "characters": len("<!-- more -->")}
+    assert removed["template_tags"] == {"count": 5, "characters": tags}
+    assert removed["html_tags"]["count"] == 0
+
+
+JEKYLL_CODE_POST = """---
+layout: post
+title: "Liquid 与代码"
+---
+Inline `<br>` and ``{% include x %}`` stay; so does <https://jekyllrb.com/docs/>.
+
+{% highlight html %}
+<p>{{ page.title }}</p>
+{% endhighlight %}
+
+{% raw %}
+{{ site.url }} {% if x %}
+{% endraw %}
+
+~~~
+<!-- in a tilde fence -->
+~~~
+
+    <b>indented code</b> &amp;
+
+1. A list item with code:
+
+   ```html
+   <i>in a list</i>
+   ```
+"""
+
+
+def test_code_keeps_its_markup_as_written(tmp_path):
+    write(tmp_path / "post.md", JEKYLL_CODE_POST)
+    text, stats = extract_corpus(tmp_path)
+    body = JEKYLL_CODE_POST.split("---\n", 2)[2].strip()
+    for tag in ("{% highlight html %}\n", "{% endhighlight %}\n", "{% raw %}\n", "{% endraw %}\n"):
+        body = body.replace(tag, "", 1)  # only the tags around code go, on lines of their own
+    assert text == body
+    assert stats["markup_removed"]["template_tags"]["count"] == 4
+
+
+OLD_IMPORT_POST = """---
+title: 旧博客导入
+date: 2009-06-01 12:00:00
+---
+<p>导入自旧博客。</p>
+<p><span style="font-size: 14px; font-family: 宋体;">&nbsp;&nbsp;那年夏天，我们在河边。</span></p>
+<p><span style="font-size: 14px;">第一行<br />第二行</span></p>
+<p><img src="http://example.com/photo.jpg" alt="" /></p>
+<script type="text/javascript">var _gaq = _gaq || [];</script>
+<p>AT&amp;T 和 [链接](http://example.com/?a=1&para=2)</p>
+
+## 后记
+
+旧文 <b>重发</b>。
+"""
+
+
+def test_raw_html_becomes_the_text_a_reader_sees(tmp_path):
+    write(tmp_path / "post.md", OLD_IMPORT_POST)
+    text, stats = extract_corpus(tmp_path)
+    assert text == ("导入自旧博客。\n\u00a0\u00a0那年夏天，我们在河边。\n第一行\n第二行\n"
+                    "AT&T 和 [链接](http://example.com/?a=1&para=2)\n\n## 后记\n\n旧文 重发。")
+    tags = stats["markup_removed"]["html_tags"]
+    assert tags["count"] == 20  # 5 <p>, 5 </p>, 2 <span>, 2 </span>, <br />, <img />, <script>, </script>, <b>, </b>
+    assert tags["characters"] > len(OLD_IMPORT_POST) // 2  # most of this post was markup
+
+
+MATH_POST = """---
+title: 不等式
+mathjax: true
+---
+当 $x<y$ 且 $y<z$ 时，有 $x<z$。
+
+> 引用：a<b 则 b>a。
+
+详见 <https://zh.wikipedia.org/wiki/不等式> 或写信给 <me@example.com>；AT&T 的 &copy 不是实体。
+"""
+
+
+def test_a_less_than_sign_that_starts_no_html_is_text(tmp_path):
+    # An HTML parser alone would read `<y$ ... >` as one tag, across paragraphs, and drop it;
+    # CommonMark (and so this step) reads it as text. Autolinks stay too.
+    write(tmp_path / "post.md", MATH_POST)
+    text, stats = extract_corpus(tmp_path)
+    assert text == MATH_POST.split("---\n", 2)[2].strip()
+    assert stats["markup_removed"]["html_tags"] == {"count": 0, "characters": 0}
+
+
+HUGO_SHORTCODE_POST = """+++
+title = "Hugo 短代码"
+date = 2021-01-01T10:00:00+08:00
++++
+
+{{< figure src="/images/river.jpg" title="河边" >}}
+
+## 代码
+
+{{< highlight go "linenos=table" >}}
+fmt.Println("<b>不是标签</b>")
+{{< /highlight >}}
+
+{{% notice tip %}}
+提示里的文字保留。
+{{% /notice %}}
+"""
+
+
+def test_hugo_shortcodes_go_and_highlighted_code_stays(tmp_path):
+    write(tmp_path / "content" / "posts" / "shortcodes.md", HUGO_SHORTCODE_POST)
+    text, stats = extract_corpus(tmp_path)
+    assert text == '## 代码\n\nfmt.Println("<b>不是标签</b>")\n\n提示里的文字保留。'
+    assert stats["markup_removed"]["template_tags"]["count"] == 5
+
+
+@pytest.mark.parametrize("post", [HEXO_BLOG_POST, JEKYLL_CODE_POST, OLD_IMPORT_POST, HUGO_SHORTCODE_POST])
+def test_keep_markup_keeps_the_body_as_written(tmp_path, post):
+    write(tmp_path / "post.md", post)
+    text, stats = extract_corpus(tmp_path, keep_markup=True)
+    assert text == extract_corpus(tmp_path / "post.md", keep_markup=True)[0]
+    assert text == re.split(r"^(?:---|\+\+\+)$", post, maxsplit=2, flags=re.MULTILINE)[2].strip()
+    assert stats["markup_kept"] is True
+
+
+@pytest.mark.parametrize("post", [HEXO_BLOG_POST, JEKYLL_CODE_POST, OLD_IMPORT_POST, HUGO_SHORTCODE_POST])
+def test_the_kinds_removed_add_up_to_what_went(tmp_path, post):
+    write(tmp_path / "post.md", post)
+    kept = extract_corpus(tmp_path, keep_markup=True)[0]
+    tally = MarkupTally()
+    cleaned = clean_markup(kept, tally)
+    assert sum(tally.characters.values()) == len(kept) - len(cleaned) > 0
+
+
+def test_cli_says_when_markup_is_kept(tmp_path, capsys):
+    write(tmp_path / "src" / "post.md", HEXO_BLOG_POST)
+    assert main(["corpus", str(tmp_path / "src"), "--out", str(tmp_path / "out"), "--keep-markup"]) == 0
+    assert "markup               kept as written (--keep-markup)" in capsys.readouterr().out
+    assert "<!-- more -->\n\n## 写作" in (tmp_path / "out" / "corpus.txt").read_text(encoding="utf-8")
