@@ -20,6 +20,8 @@ import argparse
 import json
 import os
 import re
+import sys
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 from html.parser import HTMLParser
@@ -606,12 +608,48 @@ def extract_corpus(src: str | os.PathLike, **options) -> tuple[str, dict]:
         "characters": len(text),
         "distinct_characters": len(set(text)),
         "skipped": dict(sorted(Counter(s["reason"] for s in skipped).items())),
+        "odd_characters": odd_characters(text),
         "markup_kept": options.keep_markup,
         "markup_removed": tally.as_dict(),
         "post_lengths": lengths,
         "skipped_files": skipped,
     }
     return text, stats
+
+
+def odd_kind(char: str) -> str | None:
+    """Characters rarely meant as text: control characters (newline and tab are meant), private-use
+    characters (icon fonts, text decoded with the wrong table) and U+FFFD, which a decoder leaves
+    where bytes were lost."""
+    if char == "\ufffd":
+        return "replacement"
+    category = unicodedata.category(char)
+    if category == "Cc" and char not in "\n\t":
+        return "control"
+    return "private_use" if category == "Co" else None
+
+
+def odd_characters(text: str) -> dict:
+    """How many odd characters of each kind the text holds, and which: each becomes a token."""
+    found = {char: text.count(char) for char in sorted(set(text)) if odd_kind(char)}
+    counts = Counter()
+    for char, count in found.items():
+        counts[odd_kind(char)] += count
+    return {
+        **{kind: counts[kind] for kind in ("control", "private_use", "replacement")},
+        "found": {f"U+{ord(char):04X}": count for char, count in found.items()},
+    }
+
+
+def size_warning(characters: int) -> str | None:
+    """A warning when the tokenize step will refuse the corpus at its default context length."""
+    from anatomy.tokenizer import DEFAULT_CTX_LEN, min_corpus_length  # it imports this module
+
+    minimum = min_corpus_length(DEFAULT_CTX_LEN + 1)
+    if characters >= minimum:
+        return None
+    return (f"{characters:,} characters are too few to train on at ctx_len {DEFAULT_CTX_LEN}: tokenizing needs "
+            f"at least {minimum:,}; add posts, or tokenize and train with a smaller ctx_len")
 
 
 def skip_summary(skipped: list[dict]) -> str:
@@ -665,7 +703,17 @@ def report(stats: dict, out_dir: Path) -> str:
         f"  distinct characters  {stats['distinct_characters']:,}",
         f"  skipped files        {skipped_text}",
         *markup_report(stats),
+        f"  odd characters       {odd_characters_report(stats['odd_characters'])}",
     ])
+
+
+def odd_characters_report(odd: dict) -> str:
+    names = {"control": "control", "private_use": "private use", "replacement": "U+FFFD"}
+    counts = [f"{odd[kind]:,} {name}" for kind, name in names.items() if odd[kind]]
+    if not counts:
+        return "none"
+    codes = ", ".join(list(odd["found"])[:8])
+    return f"{', '.join(counts)} ({codes}): each enters the vocabulary; stats.json lists them"
 
 
 MARKUP_NAMES = {"html_comments": "HTML comments", "template_tags": "template tags",
@@ -705,4 +753,7 @@ def run(args: argparse.Namespace) -> int:
                                  keep_markup=args.keep_markup)
     write_corpus(args.out, text, stats)
     print(report(stats, args.out))
+    warning = size_warning(stats["characters"])
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
     return 0

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from anatomy.cli import main
-from anatomy.corpus import MarkupTally, clean_markup, extract_corpus, write_corpus
+from anatomy.corpus import MarkupTally, clean_markup, extract_corpus, size_warning, write_corpus
 from anatomy.errors import AnatomyError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -227,6 +227,8 @@ def test_default_corpus_extracts_to_the_stated_size():
     assert "\r" not in text and "title:" not in text and "\n---" not in text
     # no markup to remove, so the corpus is the text as written (the grid's results rely on it)
     assert all(kind["count"] == kind["characters"] == 0 for kind in stats["markup_removed"].values())
+    assert stats["odd_characters"] == {"control": 0, "private_use": 0, "replacement": 0, "found": {}}
+    assert size_warning(stats["characters"]) is None
 
 
 def test_default_posts_are_blog_posts_with_front_matter():
@@ -743,3 +745,46 @@ def test_cli_says_when_markup_is_kept(tmp_path, capsys):
     assert main(["corpus", str(tmp_path / "src"), "--out", str(tmp_path / "out"), "--keep-markup"]) == 0
     assert "markup               kept as written (--keep-markup)" in capsys.readouterr().out
     assert "<!-- more -->\n\n## 写作" in (tmp_path / "out" / "corpus.txt").read_text(encoding="utf-8")
+
+
+# ---------------------------------------------------------------------------------------------
+# Character hygiene, and a corpus too small to train on
+# ---------------------------------------------------------------------------------------------
+
+# Pasted from elsewhere: a backspace, an icon-font glyph (private use), two characters a decoder
+# could not read (U+FFFD), and a tab, which is meant.
+ODD_POST = """---
+title: 复制粘贴的文章
+---
+第一段\x08。
+
+\ue600 图标字体，乱码 \ufffd\ufffd。
+
+\t缩进的一行。
+"""
+
+
+def test_odd_characters_are_counted_and_reported_in_one_line(tmp_path, capsys):
+    write(tmp_path / "src" / "post.md", ODD_POST)
+    assert main(["corpus", str(tmp_path / "src"), "--out", str(tmp_path / "out")]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if "odd characters" in line]
+    assert lines == ["  odd characters       1 control, 1 private use, 2 U+FFFD (U+0008, U+E600, U+FFFD): "
+                     "each enters the vocabulary; stats.json lists them"]
+    stats = json.loads((tmp_path / "out" / "stats.json").read_text(encoding="utf-8"))
+    assert stats["odd_characters"] == {"control": 1, "private_use": 1, "replacement": 2,
+                                       "found": {"U+0008": 1, "U+E600": 1, "U+FFFD": 2}}
+
+
+def test_a_corpus_too_small_to_train_is_warned_of_with_the_minimum(tmp_path, capsys):
+    from anatomy.tokenizer import DEFAULT_CTX_LEN, min_corpus_length
+
+    write(tmp_path / "src" / "post.md", HUGO_POST)
+    assert main(["corpus", str(tmp_path / "src"), "--out", str(tmp_path / "out")]) == 0
+    error = capsys.readouterr().err
+    minimum = min_corpus_length(DEFAULT_CTX_LEN + 1)
+    # written all the same: a warning, not an error
+    text = (tmp_path / "out" / "corpus.txt").read_text(encoding="utf-8")
+    assert error.startswith(f"warning: {len(text)} characters are too few to train on")
+    assert f"at ctx_len {DEFAULT_CTX_LEN}: tokenizing needs at least {minimum:,}" in error
+    assert error.count("\n") == 1
+
