@@ -37,7 +37,7 @@ from frontmatter.default_handlers import BaseHandler, YAMLHandler
 from markdown_it import MarkdownIt
 from markdown_it.common.html_re import HTML_TAG_RE
 
-from anatomy.atomic import write_json, write_text
+from anatomy.atomic import write_bytes
 from anatomy.errors import AnatomyError
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
@@ -466,8 +466,8 @@ def drop_emptied_lines(text: str, marker: str, tally: MarkupTally) -> str:
 
 
 def shown(path: str | os.PathLike) -> str:
-    """A path as text that can be printed and written to JSON: a name that is not UTF-8 (say GBK
-    bytes from a zip made on Windows) shows its bytes as \\xNN instead of failing later."""
+    """A path (or a message naming one) as text that can be printed and written to JSON: a name
+    that is not UTF-8 (say GBK bytes from a zip made on Windows) shows its bytes as \\xNN."""
     return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
@@ -541,7 +541,7 @@ def extract_folder(folder: Path, options: Options) -> tuple[list[str], list[dict
         try:
             metadata, body = read_post(folder / relative)
         except AnatomyError as err:
-            bad.append({"path": name, "error": str(err)})
+            bad.append({"path": name, "error": shown(str(err))})
             continue
         if is_draft(metadata) and not options.include_drafts:
             skipped.append({"path": name, "reason": "draft"})
@@ -564,7 +564,7 @@ def bad_files_error(folder: Path, bad: list[dict]) -> AnatomyError:
     """One line per bad file, so that all of them can be fixed before the next run."""
     hint = "--skip-bad leaves {} out of the corpus".format("it" if len(bad) == 1 else "them")
     if len(bad) == 1:
-        return AnatomyError(f"{bad[0]['error']} ({hint})")
+        return AnatomyError(f"{bad[0]['error']}; {hint}")
     lines = [f"{shown(folder)}: {len(bad)} files cannot be used ({hint}):"]
     lines += [f"  {b['error']}" for b in sorted(bad, key=lambda b: b["path"])]
     return AnatomyError("\n".join(lines))
@@ -643,7 +643,7 @@ def odd_characters(text: str) -> dict:
 
 def size_warning(characters: int) -> str | None:
     """A warning when the tokenize step will refuse the corpus at its default context length."""
-    from anatomy.tokenizer import DEFAULT_CTX_LEN, min_corpus_length  # it imports this module
+    from anatomy.tokenizer import DEFAULT_CTX_LEN, min_corpus_length  # here: the tokenizer imports this module
 
     minimum = min_corpus_length(DEFAULT_CTX_LEN + 1)
     if characters >= minimum:
@@ -660,9 +660,12 @@ def skip_summary(skipped: list[dict]) -> str:
 
 
 def write_corpus(out_dir: str | os.PathLike, text: str, stats: dict) -> None:
+    """Both files or neither: both are encoded before either is written."""
     out_dir = Path(out_dir)
-    write_text(out_dir / "corpus.txt", text)
-    write_json(out_dir / "stats.json", stats)
+    corpus = text.encode("utf-8")
+    stats_json = (json.dumps(stats, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    write_bytes(out_dir / "corpus.txt", corpus)
+    write_bytes(out_dir / "stats.json", stats_json)
 
 
 def check_out_folder(out_dir: Path) -> None:
@@ -687,7 +690,7 @@ def remove_stale_tokens(out_dir: Path) -> None:
     They were made from the corpus this extraction replaces, so no later step may train on them,
     whether this extraction succeeds or fails. split.json goes first: it says the rest is complete.
     """
-    from anatomy.tokenizer import SPLIT_FILE, TRAIN_FILE, VAL_FILE, VOCAB_FILE  # it imports this module
+    from anatomy.tokenizer import SPLIT_FILE, TRAIN_FILE, VAL_FILE, VOCAB_FILE  # here: it imports this module
 
     for name in (SPLIT_FILE, VOCAB_FILE, TRAIN_FILE, VAL_FILE):
         (out_dir / name).unlink(missing_ok=True)

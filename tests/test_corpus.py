@@ -315,6 +315,17 @@ def test_skip_bad_leaves_out_a_name_that_is_not_utf8_and_lists_it(tmp_path):
     assert (out / "corpus.txt").read_text(encoding="utf-8").startswith("## First heading")
 
 
+def test_a_blog_folder_whose_own_name_is_not_utf8_still_gets_its_stats(tmp_path):
+    src = tmp_path / os.fsdecode("博客".encode("gbk"))  # the folder a Windows zip unpacked into
+    write(src / "good.md", JEKYLL_POST)
+    write(src / "broken.md", "---\ntitle: [never closed\n---\nbody\n")
+    out = tmp_path / "out"
+    assert main(["corpus", str(src), "--out", str(out), "--skip-bad"]) == 0
+    stats = json.loads((out / "stats.json").read_text(encoding="utf-8"))
+    assert stats["source"].endswith("/\\xb2\\xa9\\xbf\\xcd")
+    assert "\\xb2\\xa9\\xbf\\xcd/broken.md: front matter is not valid YAML" in stats["skipped_files"][0]["error"]
+
+
 def test_out_pointing_at_a_file_is_a_clear_error(tmp_path, capsys):
     write(tmp_path / "src" / "post.md", JEKYLL_POST)
     existing = write(tmp_path / "notes.txt", "my notes")
