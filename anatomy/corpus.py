@@ -313,8 +313,10 @@ class HtmlToText(HTMLParser):
     characters; script and style content goes.
     """
 
-    HIDDEN = {"script", "style"}
-    ENDS_A_LINE = {"br", "p", "div", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "pre", "table"}
+    HIDDEN = frozenset({"script", "style"})
+    # <br>, and the end of a block: each ends a line of the text
+    ENDS_A_LINE = frozenset({"br", "p", "div", "li", "tr", "blockquote", "pre", "table",
+                             "h1", "h2", "h3", "h4", "h5", "h6"})
 
     def __init__(self, marker: str):
         super().__init__(convert_charrefs=True)
@@ -643,7 +645,8 @@ def odd_characters(text: str) -> dict:
 
 def size_warning(characters: int) -> str | None:
     """A warning when the tokenize step will refuse the corpus at its default context length."""
-    from anatomy.tokenizer import DEFAULT_CTX_LEN, min_corpus_length  # here: the tokenizer imports this module
+    # Imported here, not at the top: the tokenizer imports this module.
+    from anatomy.tokenizer import DEFAULT_CTX_LEN, min_corpus_length
 
     minimum = min_corpus_length(DEFAULT_CTX_LEN + 1)
     if characters >= minimum:
@@ -690,7 +693,8 @@ def remove_stale_tokens(out_dir: Path) -> None:
     They were made from the corpus this extraction replaces, so no later step may train on them,
     whether this extraction succeeds or fails. split.json goes first: it says the rest is complete.
     """
-    from anatomy.tokenizer import SPLIT_FILE, TRAIN_FILE, VAL_FILE, VOCAB_FILE  # here: it imports this module
+    # Imported here, not at the top: the tokenizer imports this module.
+    from anatomy.tokenizer import SPLIT_FILE, TRAIN_FILE, VAL_FILE, VOCAB_FILE
 
     for name in (SPLIT_FILE, VOCAB_FILE, TRAIN_FILE, VAL_FILE):
         (out_dir / name).unlink(missing_ok=True)

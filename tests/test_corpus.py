@@ -11,7 +11,13 @@ import pytest
 import yaml
 
 from anatomy.cli import main
-from anatomy.corpus import MarkupTally, clean_markup, extract_corpus, size_warning, write_corpus
+from anatomy.corpus import (
+    MarkupTally,
+    clean_markup,
+    extract_corpus,
+    size_warning,
+    write_corpus,
+)
 from anatomy.errors import AnatomyError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -779,8 +785,8 @@ def test_odd_characters_are_counted_and_reported_in_one_line(tmp_path, capsys):
     write(tmp_path / "src" / "post.md", ODD_POST)
     assert main(["corpus", str(tmp_path / "src"), "--out", str(tmp_path / "out")]) == 0
     lines = [line for line in capsys.readouterr().out.splitlines() if "odd characters" in line]
-    assert lines == ["  odd characters       1 control, 1 private use, 2 U+FFFD (U+0008, U+E600, U+FFFD): "
-                     "each enters the vocabulary; stats.json lists them"]
+    assert lines == [("  odd characters       1 control, 1 private use, 2 U+FFFD (U+0008, U+E600, U+FFFD): "
+                      "each enters the vocabulary; stats.json lists them")]
     stats = json.loads((tmp_path / "out" / "stats.json").read_text(encoding="utf-8"))
     assert stats["odd_characters"] == {"control": 1, "private_use": 1, "replacement": 2,
                                        "found": {"U+0008": 1, "U+E600": 1, "U+FFFD": 2}}
