@@ -279,6 +279,17 @@ def test_a_corpus_without_posts_stops_the_plan_even_with_an_old_corpus_extracted
     assert "train_model" not in result.stdout  # nothing planned
 
 
+def test_a_failed_extraction_leaves_no_tokens_of_the_old_corpus(workdir):
+    """A post broken after an earlier run: extraction fails, and the old corpus's token arrays,
+    which training would otherwise read, are gone with it."""
+    pretend_tokenized(workdir)
+    (workdir / "data" / "posts" / "broken.md").write_text("---\ntitle: [never closed\n---\n正文\n", encoding="utf-8")
+    result = snakemake(workdir, "--cores", "1", "results/corpus/split.json")
+    assert result.returncode != 0
+    assert "broken.md: front matter is not valid YAML" in (workdir / "results/logs/extract_corpus.log").read_text()
+    assert list((workdir / "results" / "corpus").glob("*")) == []  # Snakemake may remove the folder too
+
+
 FAILING_PYTHON = """#!/bin/sh
 # The first `python` on PATH, as outside an activated venv: it lacks the package.
 echo "the python on PATH was called" >&2
