@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 from pathlib import Path
 
 import pytest
 import yaml
 
 from anatomy.cli import main
-from anatomy.corpus import extract_corpus, write_corpus
+from anatomy.corpus import (
+    MarkupTally,
+    clean_markup,
+    extract_corpus,
+    size_warning,
+    write_corpus,
+)
 from anatomy.errors import AnatomyError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -166,6 +174,13 @@ BAD_INPUTS = {
     "yaml unparsable": ({"p.md": "---\ntitle: [unclosed\n---\nbody"}, "", ["p.md", "not valid YAML", "line"]),
     "toml unparsable": ({"p.md": "+++\ntitle = \n+++\nbody"}, "", ["p.md", "not valid TOML", "line 2"]),
     "yaml not a mapping": ({"p.md": "---\njust a sentence\n---\nbody"}, "", ["p.md", "key: value", "str"]),
+    "hugo json unparsable": ({"p.md": '{\n  "title": "x",\n}\nbody'}, "", ["p.md", "'{' is not valid JSON", "line 3"]),
+    "hexo json unparsable": ({"p.md": ';;;\n"title": "x"\n"date": "2013/7/13"\n;;;\nbody'}, "",
+                             ["p.md", "not valid JSON", "line 3"]),
+    "hexo json never closed": ({"p.md": ';;;\n"title": "x"\nbody'}, "", ["p.md", "';;;'", "never closed"]),
+    "closing-only yaml unparsable": ({"p.md": "title: [x\n---\nbody"}, "", ["p.md", "not valid YAML", "line 2"]),
+    "front matter never closed nor opened": ({"p.md": "title: 没有分隔线\ndate: 2020-01-01\n\n正文"}, "",
+                                             ["p.md", "unrecognised front matter", "'title'", "no '---' or ';;;'"]),
     "empty folder": ({}, "", ["the folder is empty"]),
     "no markdown": ({"a.txt": "x", ".b.md": "y"}, "", ["no Markdown posts", "1 hidden", "1 not markdown"]),
     "only empty posts": ({"a.md": "---\ntitle: a\n---\n\n"}, "", ["no Markdown posts", "1 empty"]),
@@ -216,6 +231,10 @@ def test_default_corpus_extracts_to_the_stated_size():
     assert 110_000 <= stats["characters"] <= 125_000
     assert text.startswith("## 关雎\n\n关关雎鸠")
     assert "\r" not in text and "title:" not in text and "\n---" not in text
+    # no markup to remove, so the corpus is the text as written (the grid's results rely on it)
+    assert all(kind["count"] == kind["characters"] == 0 for kind in stats["markup_removed"].values())
+    assert stats["odd_characters"] == {"control": 0, "private_use": 0, "replacement": 0, "found": {}}
+    assert size_warning(stats["characters"]) is None
 
 
 def test_default_posts_are_blog_posts_with_front_matter():
@@ -229,3 +248,560 @@ def test_default_posts_are_blog_posts_with_front_matter():
         assert body.lstrip("\n").startswith("## "), path
         orders.append(meta["order"])
     assert orders == list(range(1, len(posts) + 1))  # file names sort in reading order
+
+
+# ---------------------------------------------------------------------------------------------
+# Real blogs: dates that do not exist, names that are not UTF-8, --out, several bad posts
+# ---------------------------------------------------------------------------------------------
+
+HEXO_POST_DATED = """---
+title: 闰年的博客
+date: {date}
+tags:
+  - 随笔
+categories: 生活
+---
+
+正文第一段。
+"""
+
+# the value as written, and what datetime says is wrong with it
+IMPOSSIBLE_DATES = {
+    "february 30": ("2016-02-30 10:00:00", "day is out of range for month"),
+    "month 13": ("2016-13-01 10:00:00", "month must be in 1..12"),
+    "hour 24": ("2016-01-01 24:00:00", "hour must be in 0..23"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(IMPOSSIBLE_DATES))
+def test_a_yaml_date_that_does_not_exist_names_file_line_and_value(tmp_path, case):
+    value, problem = IMPOSSIBLE_DATES[case]
+    write(tmp_path / "source" / "_posts" / "leap.md", HEXO_POST_DATED.format(date=value))
+    with pytest.raises(AnatomyError) as err:
+        extract_corpus(tmp_path)
+    message = str(err.value)
+    assert str(tmp_path / "source" / "_posts" / "leap.md") in message
+    assert f"'{value}' at line 3 is not a date that exists ({problem})" in message
+    assert "\n" not in message
+
+
+def test_a_real_leap_day_is_a_date(tmp_path):
+    write(tmp_path / "leap.md", HEXO_POST_DATED.format(date="2016-02-29 10:00:00"))
+    assert extract_corpus(tmp_path)[0] == "正文第一段。"
+
+
+def write_gbk_named_image(folder: Path) -> bytes:
+    """An image whose name is GBK bytes, as unzipping an archive made on Chinese Windows leaves."""
+    name = "你好.jpg".encode("gbk")
+    (folder / "images").mkdir(parents=True, exist_ok=True)
+    with open(os.path.join(os.fsencode(folder / "images"), name), "wb") as image:
+        image.write(b"\xff\xd8\xff\xe0")
+    return name
+
+
+def test_a_file_name_that_is_not_utf8_is_named_even_for_a_skipped_image(tmp_path, capsys):
+    write(tmp_path / "src" / "post.md", JEKYLL_POST)
+    write_gbk_named_image(tmp_path / "src")
+    out = tmp_path / "out"
+    assert main(["corpus", str(tmp_path / "src"), "--out", str(out)]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1  # one line
+    assert "images/\\xc4\\xe3\\xba\\xc3.jpg: the name is not UTF-8" in error
+    assert not out.exists()  # neither corpus.txt nor stats.json
+
+
+def test_skip_bad_leaves_out_a_name_that_is_not_utf8_and_lists_it(tmp_path):
+    write(tmp_path / "src" / "post.md", JEKYLL_POST)
+    write_gbk_named_image(tmp_path / "src")
+    out = tmp_path / "out"
+    assert main(["corpus", str(tmp_path / "src"), "--out", str(out), "--skip-bad"]) == 0
+    stats = json.loads((out / "stats.json").read_text(encoding="utf-8"))
+    assert stats["skipped"] == {"bad": 1}
+    assert stats["skipped_files"][0]["path"] == "images/\\xc4\\xe3\\xba\\xc3.jpg"
+    assert (out / "corpus.txt").read_text(encoding="utf-8").startswith("## First heading")
+
+
+def test_a_blog_folder_whose_own_name_is_not_utf8_still_gets_its_stats(tmp_path):
+    src = tmp_path / os.fsdecode("博客".encode("gbk"))  # the folder a Windows zip unpacked into
+    write(src / "good.md", JEKYLL_POST)
+    write(src / "broken.md", "---\ntitle: [never closed\n---\nbody\n")
+    out = tmp_path / "out"
+    assert main(["corpus", str(src), "--out", str(out), "--skip-bad"]) == 0
+    stats = json.loads((out / "stats.json").read_text(encoding="utf-8"))
+    assert stats["source"].endswith("/\\xb2\\xa9\\xbf\\xcd")
+    assert "\\xb2\\xa9\\xbf\\xcd/broken.md: front matter is not valid YAML" in stats["skipped_files"][0]["error"]
+
+
+def test_out_pointing_at_a_file_is_a_clear_error(tmp_path, capsys):
+    write(tmp_path / "src" / "post.md", JEKYLL_POST)
+    existing = write(tmp_path / "notes.txt", "my notes")
+    assert main(["corpus", str(tmp_path / "src"), "--out", str(existing)]) == 2
+    assert f"--out {existing}: is a file; expected a folder" in capsys.readouterr().err
+    assert existing.read_text() == "my notes"
+
+
+def test_out_naming_corpus_txt_says_out_is_a_folder(tmp_path, capsys):
+    write(tmp_path / "src" / "post.md", JEKYLL_POST)
+    out = tmp_path / "results" / "corpus" / "corpus.txt"
+    assert main(["corpus", str(tmp_path / "src"), "--out", str(out)]) == 2
+    error = capsys.readouterr().err
+    assert f"--out {out}: expected a folder" in error
+    assert f"--out {out.parent}" in error  # what to type instead
+    assert not (tmp_path / "results").exists()
+
+
+def make_tokenized_folder(out: Path) -> list[Path]:
+    """What `anatomy corpus` then `anatomy tokenize` left in a folder (contents do not matter)."""
+    names = ["corpus.txt", "stats.json", "vocab.json", "train.npy", "val.npy", "split.json"]
+    for name in names:
+        write(out / name, "from an earlier corpus")
+    return [out / name for name in names[2:]]
+
+
+@pytest.mark.parametrize("extraction", ["fails", "succeeds"])
+def test_extraction_removes_the_token_files_of_the_corpus_it_replaces(tmp_path, extraction):
+    post = JEKYLL_POST if extraction == "succeeds" else "---\ntitle: [never closed\n---\nbody\n"
+    write(tmp_path / "src" / "post.md", post)
+    tokens = make_tokenized_folder(tmp_path / "out")
+    status = main(["corpus", str(tmp_path / "src"), "--out", str(tmp_path / "out")])
+    assert status == (0 if extraction == "succeeds" else 2)
+    assert [path for path in tokens if path.exists()] == []
+
+
+BROKEN_POSTS = {
+    "2015/unclosed.md": ("---\ntitle: 草稿\ndate: 2015-01-01\n\n正文", "never closed"),
+    "2016/bad-toml.md": ("+++\ntitle = \"引号没关\n+++\n正文", "not valid TOML"),
+    "2017/no-day.md": (HEXO_POST_DATED.format(date="2017-02-29 08:00:00"), "not a date that exists"),
+}
+
+
+def write_blog_with_broken_posts(src: Path) -> None:
+    write(src / "2014" / "good.md", JEKYLL_POST)
+    for name, (text, _) in BROKEN_POSTS.items():
+        write(src / name, text)
+
+
+def test_every_bad_post_is_reported_in_one_run(tmp_path):
+    write_blog_with_broken_posts(tmp_path / "src")
+    with pytest.raises(AnatomyError) as err:
+        extract_corpus(tmp_path / "src")
+    header, *lines = str(err.value).splitlines()
+    assert "3 files cannot be used" in header and "--skip-bad" in header
+    assert len(lines) == 3
+    for line, (name, (_, problem)) in zip(lines, sorted(BROKEN_POSTS.items())):
+        assert str(tmp_path / "src" / name) in line and problem in line, (name, line)
+
+
+def test_skip_bad_builds_the_corpus_from_the_good_posts_and_lists_the_bad(tmp_path, capsys):
+    write_blog_with_broken_posts(tmp_path / "src")
+    out = tmp_path / "out"
+    assert main(["corpus", str(tmp_path / "src"), "--out", str(out), "--skip-bad"]) == 0
+    assert "skipped files        3 bad" in capsys.readouterr().out
+    assert (out / "corpus.txt").read_text(encoding="utf-8") == extract_corpus(tmp_path / "src" / "2014")[0]
+    stats = json.loads((out / "stats.json").read_text(encoding="utf-8"))
+    assert stats["skipped"] == {"bad": 3}
+    listed = {entry["path"]: entry["error"] for entry in stats["skipped_files"]}
+    assert set(listed) == set(BROKEN_POSTS)
+    for name, (_, problem) in BROKEN_POSTS.items():
+        assert problem in listed[name]
+
+
+# ---------------------------------------------------------------------------------------------
+# Front matter in JSON, and Hexo's forms with only a closing line
+# ---------------------------------------------------------------------------------------------
+
+HUGO_JSON_POST = """{
+  "title": "Hugo 的 JSON 前言",
+  "date": "2019-05-01T08:00:00+08:00",
+  "tags": ["hugo", "json"],
+  "params": {
+    "toc": true
+  }
+}
+
+## JSON 之后
+
+Hugo body.
+"""
+
+HEXO_JSON_POST = """;;;
+"title": "Hexo 的 JSON 前言",
+"date": "2013/7/13 20:46:25",
+"tags": ["hexo"]
+;;;
+
+Hexo JSON body.
+"""
+
+HEXO_JSON_CLOSING_ONLY = """"title": "只有结尾的分隔线",
+"date": "2013/7/13 20:46:25"
+;;;
+Closing-only JSON body.
+"""
+
+HEXO_YAML_CLOSING_ONLY = """title: 只有结尾的 YAML
+date: 2013-07-13 20:46:25
+tags:
+- hexo
+---
+正文。
+
+---
+
+分隔线之后。
+"""
+
+FRONT_MATTER_FORMS = {
+    "hugo json object": (HUGO_JSON_POST, "## JSON 之后\n\nHugo body."),
+    "hexo json between ;;;": (HEXO_JSON_POST, "Hexo JSON body."),
+    "hexo json closed by ;;; only": (HEXO_JSON_CLOSING_ONLY, "Closing-only JSON body."),
+    # the second `---` is a horizontal rule of the body, and stays
+    "hexo yaml closed by --- only": (HEXO_YAML_CLOSING_ONLY, "正文。\n\n---\n\n分隔线之后。"),
+}
+
+
+@pytest.mark.parametrize("form", sorted(FRONT_MATTER_FORMS))
+def test_json_and_closing_only_front_matter_are_removed(tmp_path, form):
+    post, body = FRONT_MATTER_FORMS[form]
+    write(tmp_path / "post.md", post)
+    assert extract_corpus(tmp_path)[0] == body
+
+
+def test_json_front_matter_is_read_for_drafts(tmp_path):
+    write(tmp_path / "post.md", HUGO_JSON_POST.replace('"tags"', '"draft": true,\n  "tags"'))
+    write(tmp_path / "other.md", "kept")
+    text, stats = extract_corpus(tmp_path)
+    assert text == "kept" and stats["skipped"] == {"draft": 1}
+
+
+def test_a_first_paragraph_before_a_horizontal_rule_is_not_front_matter(tmp_path):
+    # The shape of Hexo's closing-only form, but line 1 sets no front matter key: it is text.
+    post = "Note: this post is from 2012.\n\n---\n\n## Then\n"
+    write(tmp_path / "post.md", post)
+    assert extract_corpus(tmp_path)[0] == post.strip()
+
+
+# ---------------------------------------------------------------------------------------------
+# Drafts
+# ---------------------------------------------------------------------------------------------
+
+HEXO_PUBLISHED = """---
+title: 已发布
+date: 2020-01-01 10:00:00
+---
+已发布的正文。
+"""
+
+HEXO_UNPUBLISHED = """---
+title: 还没发布
+date: 2020-01-02 10:00:00
+published: false
+---
+未发布的正文。
+"""
+
+HEXO_DRAFT = """---
+title: 草稿
+tags:
+---
+_drafts 里的草稿。
+"""
+
+HUGO_DRAFT = """+++
+title = "Hugo 草稿"
+date = 2020-01-03T10:00:00Z
+draft = true
++++
+Hugo 的草稿。
+"""
+
+
+def write_blog_with_drafts(src: Path) -> None:
+    write(src / "source" / "_posts" / "published.md", HEXO_PUBLISHED)
+    write(src / "source" / "_posts" / "unpublished.md", HEXO_UNPUBLISHED)
+    write(src / "source" / "_drafts" / "idea.md", HEXO_DRAFT)
+    write(src / "content" / "posts" / "draft.md", HUGO_DRAFT)
+
+
+def test_drafts_are_left_out_and_counted(tmp_path, capsys):
+    write_blog_with_drafts(tmp_path / "src")
+    assert main(["corpus", str(tmp_path / "src"), "--out", str(tmp_path / "out")]) == 0
+    assert "skipped files        3 draft" in capsys.readouterr().out
+    assert (tmp_path / "out" / "corpus.txt").read_text(encoding="utf-8") == "已发布的正文。"
+    stats = json.loads((tmp_path / "out" / "stats.json").read_text(encoding="utf-8"))
+    assert {s["path"] for s in stats["skipped_files"] if s["reason"] == "draft"} == {
+        "source/_posts/unpublished.md", "source/_drafts/idea.md", "content/posts/draft.md"}
+
+
+def test_include_drafts_keeps_them(tmp_path):
+    write_blog_with_drafts(tmp_path / "src")
+    assert main(["corpus", str(tmp_path / "src"), "--out", str(tmp_path / "out"), "--include-drafts"]) == 0
+    text = (tmp_path / "out" / "corpus.txt").read_text(encoding="utf-8")
+    assert text == "Hugo 的草稿。\n\n_drafts 里的草稿。\n\n已发布的正文。\n\n未发布的正文。"
+
+
+def test_a_single_draft_post_is_used_only_with_include_drafts(tmp_path):
+    post = write(tmp_path / "draft.md", HUGO_DRAFT)
+    with pytest.raises(AnatomyError, match="draft.md: is a draft .*--include-drafts"):
+        extract_corpus(post)
+    assert extract_corpus(post, include_drafts=True)[0] == "Hugo 的草稿。"
+
+
+# ---------------------------------------------------------------------------------------------
+# Markup: HTML comments, template tags and raw HTML go; code and the Markdown stay
+# ---------------------------------------------------------------------------------------------
+
+HEXO_BLOG_POST = """---
+title: 用 Hexo 写博客
+date: 2018-03-04 21:30:00
+tags:
+  - hexo
+categories: 折腾
+---
+用 Hexo 写博客的第一篇。
+
+<!-- more -->
+
+## 写作
+
+{% blockquote 孔子 论语·学而 %}
+学而时习之，不亦说乎。
+{% endblockquote %}
+
+{% asset_img cover.png 封面 %}
+
+插入摘要分隔用 `<!-- more -->`，代码块这样写：
+
+{% codeblock lang:html %}
+<div class="note">{{ page.title }}</div>
+{% endcodeblock %}
+
+```yaml
+# _config.yml
+theme: next  # {% raw %}不是模板{% endraw %}
+```
+"""
+
+HEXO_BLOG_CORPUS = """用 Hexo 写博客的第一篇。
+
+## 写作
+
+学而时习之，不亦说乎。
+
+插入摘要分隔用 `<!-- more -->`，代码块这样写：
+
+<div class="note">{{ page.title }}</div>
+
+```yaml
+# _config.yml
+theme: next  # {% raw %}不是模板{% endraw %}
+```"""
+
+HEXO_TEMPLATE_TAGS = ["{% blockquote 孔子 论语·学而 %}", "{% endblockquote %}", "{% asset_img cover.png 封面 %}",
+                      "{% codeblock lang:html %}", "{% endcodeblock %}"]
+
+HEXO_DRAFT_WITH_MORE = """---
+title: 下一篇
+---
+还没写完。
+<!-- more -->
+{% post_link hello %}
+"""
+
+
+def test_a_hexo_blog_gives_a_corpus_without_more_liquid_tags_or_drafts_and_counts_each(tmp_path, capsys):
+    src = tmp_path / "source"
+    write(src / "_posts" / "hello.md", HEXO_BLOG_POST)
+    write(src / "_drafts" / "next.md", HEXO_DRAFT_WITH_MORE)
+    assert main(["corpus", str(src), "--out", str(tmp_path / "out")]) == 0
+    text = (tmp_path / "out" / "corpus.txt").read_text(encoding="utf-8")
+    assert text == HEXO_BLOG_CORPUS
+    out = capsys.readouterr().out
+    assert "skipped files        1 draft" in out
+    assert re.search(r"HTML comments +1 \(13 characters\)", out), out
+    tags = sum(map(len, HEXO_TEMPLATE_TAGS))
+    assert re.search(rf"template tags +5 \({tags} characters\)", out), out
+    removed = json.loads((tmp_path / "out" / "stats.json").read_text(encoding="utf-8"))["markup_removed"]
+    assert removed["html_comments"] == {"count": 1, "characters": len("<!-- more -->")}
+    assert removed["template_tags"] == {"count": 5, "characters": tags}
+    assert removed["html_tags"]["count"] == 0
+
+
+JEKYLL_CODE_POST = """---
+layout: post
+title: "Liquid 与代码"
+---
+Inline `<br>` and ``{% include x %}`` stay; so does <https://jekyllrb.com/docs/>.
+
+{% highlight html %}
+<p>{{ page.title }}</p>
+{% endhighlight %}
+
+{% raw %}
+{{ site.url }} {% if x %}
+{% endraw %}
+
+~~~
+<!-- in a tilde fence -->
+~~~
+
+    <b>indented code</b> &amp;
+
+1. A list item with code:
+
+   ```html
+   <i>in a list</i>
+   ```
+"""
+
+
+def test_code_keeps_its_markup_as_written(tmp_path):
+    write(tmp_path / "post.md", JEKYLL_CODE_POST)
+    text, stats = extract_corpus(tmp_path)
+    body = JEKYLL_CODE_POST.split("---\n", 2)[2].strip()
+    for tag in ("{% highlight html %}\n", "{% endhighlight %}\n", "{% raw %}\n", "{% endraw %}\n"):
+        body = body.replace(tag, "", 1)  # only the tags around code go, on lines of their own
+    assert text == body
+    assert stats["markup_removed"]["template_tags"]["count"] == 4
+
+
+OLD_IMPORT_POST = """---
+title: 旧博客导入
+date: 2009-06-01 12:00:00
+---
+<p>导入自旧博客。</p>
+<p><span style="font-size: 14px; font-family: 宋体;">&nbsp;&nbsp;那年夏天，我们在河边。</span></p>
+<p><span style="font-size: 14px;">第一行<br />第二行</span></p>
+<p><img src="http://example.com/photo.jpg" alt="" /></p>
+<script type="text/javascript">var _gaq = _gaq || [];</script>
+<p>AT&amp;T 和 [链接](http://example.com/?a=1&para=2)</p>
+
+## 后记
+
+旧文 <b>重发</b>。
+"""
+
+
+def test_raw_html_becomes_the_text_a_reader_sees(tmp_path):
+    write(tmp_path / "post.md", OLD_IMPORT_POST)
+    text, stats = extract_corpus(tmp_path)
+    assert text == ("导入自旧博客。\n\u00a0\u00a0那年夏天，我们在河边。\n第一行\n第二行\n"
+                    "AT&T 和 [链接](http://example.com/?a=1&para=2)\n\n## 后记\n\n旧文 重发。")
+    tags = stats["markup_removed"]["html_tags"]
+    assert tags["count"] == 20  # 5 <p>, 5 </p>, 2 <span>, 2 </span>, <br />, <img />, <script>, </script>, <b>, </b>
+    assert tags["characters"] > len(OLD_IMPORT_POST) // 2  # most of this post was markup
+
+
+MATH_POST = """---
+title: 不等式
+mathjax: true
+---
+当 $x<y$ 且 $y<z$ 时，有 $x<z$。
+
+> 引用：a<b 则 b>a。
+
+详见 <https://zh.wikipedia.org/wiki/不等式> 或写信给 <me@example.com>；AT&T 的 &copy 不是实体。
+"""
+
+
+def test_a_less_than_sign_that_starts_no_html_is_text(tmp_path):
+    # An HTML parser alone would read `<y$ ... >` as one tag, across paragraphs, and drop it;
+    # CommonMark (and so this step) reads it as text. Autolinks stay too.
+    write(tmp_path / "post.md", MATH_POST)
+    text, stats = extract_corpus(tmp_path)
+    assert text == MATH_POST.split("---\n", 2)[2].strip()
+    assert stats["markup_removed"]["html_tags"] == {"count": 0, "characters": 0}
+
+
+HUGO_SHORTCODE_POST = """+++
+title = "Hugo 短代码"
+date = 2021-01-01T10:00:00+08:00
++++
+
+{{< figure src="/images/river.jpg" title="河边" >}}
+
+## 代码
+
+{{< highlight go "linenos=table" >}}
+fmt.Println("<b>不是标签</b>")
+{{< /highlight >}}
+
+{{% notice tip %}}
+提示里的文字保留。
+{{% /notice %}}
+"""
+
+
+def test_hugo_shortcodes_go_and_highlighted_code_stays(tmp_path):
+    write(tmp_path / "content" / "posts" / "shortcodes.md", HUGO_SHORTCODE_POST)
+    text, stats = extract_corpus(tmp_path)
+    assert text == '## 代码\n\nfmt.Println("<b>不是标签</b>")\n\n提示里的文字保留。'
+    assert stats["markup_removed"]["template_tags"]["count"] == 5
+
+
+@pytest.mark.parametrize("post", [HEXO_BLOG_POST, JEKYLL_CODE_POST, OLD_IMPORT_POST, HUGO_SHORTCODE_POST])
+def test_keep_markup_keeps_the_body_as_written(tmp_path, post):
+    write(tmp_path / "post.md", post)
+    text, stats = extract_corpus(tmp_path, keep_markup=True)
+    assert text == extract_corpus(tmp_path / "post.md", keep_markup=True)[0]
+    assert text == re.split(r"^(?:---|\+\+\+)$", post, maxsplit=2, flags=re.MULTILINE)[2].strip()
+    assert stats["markup_kept"] is True
+
+
+@pytest.mark.parametrize("post", [HEXO_BLOG_POST, JEKYLL_CODE_POST, OLD_IMPORT_POST, HUGO_SHORTCODE_POST])
+def test_the_kinds_removed_add_up_to_what_went(tmp_path, post):
+    write(tmp_path / "post.md", post)
+    kept = extract_corpus(tmp_path, keep_markup=True)[0]
+    tally = MarkupTally()
+    cleaned = clean_markup(kept, tally)
+    assert sum(tally.characters.values()) == len(kept) - len(cleaned) > 0
+
+
+def test_cli_says_when_markup_is_kept(tmp_path, capsys):
+    write(tmp_path / "src" / "post.md", HEXO_BLOG_POST)
+    assert main(["corpus", str(tmp_path / "src"), "--out", str(tmp_path / "out"), "--keep-markup"]) == 0
+    assert "markup               kept as written (--keep-markup)" in capsys.readouterr().out
+    assert "<!-- more -->\n\n## 写作" in (tmp_path / "out" / "corpus.txt").read_text(encoding="utf-8")
+
+
+# ---------------------------------------------------------------------------------------------
+# Character hygiene, and a corpus too small to train on
+# ---------------------------------------------------------------------------------------------
+
+# Pasted from elsewhere: a backspace, an icon-font glyph (private use), two characters a decoder
+# could not read (U+FFFD), and a tab, which is meant.
+ODD_POST = """---
+title: 复制粘贴的文章
+---
+第一段\x08。
+
+\ue600 图标字体，乱码 \ufffd\ufffd。
+
+\t缩进的一行。
+"""
+
+
+def test_odd_characters_are_counted_and_reported_in_one_line(tmp_path, capsys):
+    write(tmp_path / "src" / "post.md", ODD_POST)
+    assert main(["corpus", str(tmp_path / "src"), "--out", str(tmp_path / "out")]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if "odd characters" in line]
+    assert lines == [("  odd characters       1 control, 1 private use, 2 U+FFFD (U+0008, U+E600, U+FFFD): "
+                      "each enters the vocabulary; stats.json lists them")]
+    stats = json.loads((tmp_path / "out" / "stats.json").read_text(encoding="utf-8"))
+    assert stats["odd_characters"] == {"control": 1, "private_use": 1, "replacement": 2,
+                                       "found": {"U+0008": 1, "U+E600": 1, "U+FFFD": 2}}
+
+
+def test_a_corpus_too_small_to_train_is_warned_of_with_the_minimum(tmp_path, capsys):
+    from anatomy.tokenizer import DEFAULT_CTX_LEN, min_corpus_length
+
+    write(tmp_path / "src" / "post.md", HUGO_POST)
+    assert main(["corpus", str(tmp_path / "src"), "--out", str(tmp_path / "out")]) == 0
+    error = capsys.readouterr().err
+    minimum = min_corpus_length(DEFAULT_CTX_LEN + 1)
+    # written all the same: a warning, not an error
+    text = (tmp_path / "out" / "corpus.txt").read_text(encoding="utf-8")
+    assert error.startswith(f"warning: {len(text)} characters are too few to train on")
+    assert f"at ctx_len {DEFAULT_CTX_LEN}: tokenizing needs at least {minimum:,}" in error
+    assert error.count("\n") == 1
+

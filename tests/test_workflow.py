@@ -50,15 +50,20 @@ NEW_EXPERIMENT = """
 
 
 def snakemake(workdir: Path, *args: str, snakefile: Path = WORKFLOW / "Snakefile",
-              path_first: Path | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
-    """Run Snakemake on `snakefile` in `workdir`; the rules' `python` is this test's Python."""
+              path_first: Path | None = None, pythonpath_first: Path | None = None,
+              timeout: int = 600) -> subprocess.CompletedProcess:
+    """Run Snakemake on `snakefile` in `workdir` with this test's Python, which the rules call too.
+
+    `path_first` goes first on PATH, `pythonpath_first` first on PYTHONPATH (a stand-in package).
+    """
     env = dict(os.environ)
-    path = [str(Path(sys.executable).parent), env.get("PATH", "")]
     if path_first is not None:
-        path.insert(0, str(path_first))
-    env["PATH"] = os.pathsep.join(path)
+        env["PATH"] = os.pathsep.join((str(path_first), env.get("PATH", "")))
     # `python -m anatomy` must work from the temporary working directory, installed or not.
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    pythonpath = [str(REPO), env.get("PYTHONPATH")]
+    if pythonpath_first is not None:
+        pythonpath.insert(0, str(pythonpath_first))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in pythonpath if p)
     return subprocess.run(
         [sys.executable, "-m", "snakemake", "--snakefile", str(snakefile), "--directory", str(workdir),
          *args],
@@ -255,10 +260,52 @@ def test_unknown_settings_key_is_a_clear_error(workdir):
         in result.stdout + result.stderr
 
 
-def test_missing_corpus_is_a_clear_error(workdir):
-    result = snakemake(workdir, "-n", "--config", "corpus=no/such/blog")
+NO_POSTS = {
+    "a typo": ("no/such/blog", "corpus 'no/such/blog' (config key `corpus`) does not exist"),
+    "a folder of images": ("photos", "corpus folder 'photos' (config key `corpus`) holds no Markdown posts"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NO_POSTS))
+def test_a_corpus_without_posts_stops_the_plan_even_with_an_old_corpus_extracted(workdir, case):
+    """The old corpus and its tokens in results/ must not be trained on in its place."""
+    corpus, message = NO_POSTS[case]
+    pretend_tokenized(workdir)
+    (workdir / "photos" / "2024").mkdir(parents=True)
+    (workdir / "photos" / "2024" / "cat.jpg").write_bytes(b"\xff\xd8\xff\xe0")
+    result = snakemake(workdir, "-n", "headline", "--config", f"corpus={corpus}")
     assert result.returncode != 0
-    assert "corpus 'no/such/blog' (config key `corpus`) does not exist" in result.stdout + result.stderr
+    assert message in result.stdout + result.stderr
+    assert "train_model" not in result.stdout  # nothing planned
+
+
+def test_a_failed_extraction_leaves_no_tokens_of_the_old_corpus(workdir):
+    """A post broken after an earlier run: extraction fails, and the old corpus's token arrays,
+    which training would otherwise read, are gone with it."""
+    pretend_tokenized(workdir)
+    (workdir / "data" / "posts" / "broken.md").write_text("---\ntitle: [never closed\n---\n正文\n", encoding="utf-8")
+    result = snakemake(workdir, "--cores", "1", "results/corpus/split.json")
+    assert result.returncode != 0
+    assert "broken.md: front matter is not valid YAML" in (workdir / "results/logs/extract_corpus.log").read_text()
+    assert list((workdir / "results" / "corpus").glob("*")) == []  # Snakemake may remove the folder too
+
+
+FAILING_PYTHON = """#!/bin/sh
+# The first `python` on PATH, as outside an activated venv: it lacks the package.
+echo "the python on PATH was called" >&2
+exit 1
+"""
+
+
+def test_rules_call_the_python_that_runs_snakemake(workdir):
+    """A venv's snakemake run without activating the venv: the rules still find the package."""
+    fake_bin = workdir / "fake_bin"
+    fake_bin.mkdir()
+    (fake_bin / "python").write_text(FAILING_PYTHON)
+    (fake_bin / "python").chmod(0o755)
+    result = snakemake(workdir, "--cores", "1", "results/corpus/corpus.txt", path_first=fake_bin)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "学而时习之" in (workdir / "results" / "corpus" / "corpus.txt").read_text(encoding="utf-8")
 
 
 def test_corpus_edits_rerun_extraction(workdir):
@@ -344,18 +391,18 @@ def test_schema_knows_every_experiment_field_of_the_package():
 # Failing jobs
 # ---------------------------------------------------------------------------------------------
 
-CRASHING_PYTHON = """#!/bin/sh
+CRASHING_ANATOMY = """
 # Stands in for `python -m anatomy train`: writes part of a run, then dies as a crash would.
-while [ $# -gt 0 ]; do
-  if [ "$1" = "--out" ]; then out="$2"; fi
-  shift
-done
-mkdir -p "$out"
-echo '{"tags": {}}' > "$out/config.json"
-echo '{"step": 10, "val_loss": 4.0}' > "$out/metrics.jsonl"
-echo 'half a checkpoint' > "$out/last.pt"
-echo 'killed at step 17' >&2
-exit 1
+import sys
+from pathlib import Path
+
+out = Path(sys.argv[sys.argv.index("--out") + 1])
+out.mkdir(parents=True, exist_ok=True)
+(out / "config.json").write_text('{"tags": {}}')
+(out / "metrics.jsonl").write_text('{"step": 10, "val_loss": 4.0}')
+(out / "last.pt").write_text("half a checkpoint")
+print("killed at step 17", file=sys.stderr)
+sys.exit(1)
 """
 
 
@@ -371,14 +418,14 @@ def pretend_tokenized(workdir: Path) -> None:
 
 
 def test_crashed_training_leaves_nothing_that_counts_as_done_and_can_resume(workdir):
-    fake_bin = workdir / "fake_bin"
-    fake_bin.mkdir()
-    (fake_bin / "python").write_text(CRASHING_PYTHON)
-    (fake_bin / "python").chmod(0o755)
+    fake = workdir / "fake"  # a stand-in `anatomy` package, found before the real one
+    (fake / "anatomy").mkdir(parents=True)
+    (fake / "anatomy" / "__init__.py").write_text("")
+    (fake / "anatomy" / "__main__.py").write_text(CRASHING_ANATOMY)
     pretend_tokenized(workdir)
     target = "results/runs/vanilla/seed42/summary.json"
 
-    result = snakemake(workdir, "--cores", "1", target, path_first=fake_bin)
+    result = snakemake(workdir, "--cores", "1", target, pythonpath_first=fake)
     assert result.returncode != 0
     assert "killed at step 17" in (workdir / "results/logs/train_model/vanilla/seed42.log").read_text()
     run = workdir / "results" / "runs" / "vanilla" / "seed42"

@@ -6,6 +6,7 @@ arguments of one training run, which runs a target needs) is a named function he
 
 import json
 import shlex
+import sys
 from pathlib import Path
 
 from jsonschema.exceptions import ValidationError
@@ -39,6 +40,15 @@ def validate_config():
 
 validate_config()
 
+# The rules say `python -m anatomy ...`; this shell function, put before each of their commands,
+# makes that `python` the interpreter running Snakemake, which has the package and its
+# dependencies, so a venv's snakemake works without activating the venv. A function rather than
+# a changed command: Snakemake reruns every job whose command text changed. (Braces doubled:
+# Snakemake formats the prefix and would read them as placeholders. `set -euo pipefail` is
+# Snakemake's own prefix for bash, which this one replaces.)
+PYTHON = shlex.quote(sys.executable).replace("{", "{{").replace("}", "}}")
+shell.prefix(f'set -euo pipefail; python() ( exec {PYTHON} "$@" ); ')
+
 EXPERIMENTS = config["experiments"]
 SEEDS = [int(seed) for seed in config["seeds"]]
 
@@ -68,10 +78,15 @@ def run_outputs(experiment_names):
     )
 
 
-def corpus_files(wildcards):
+MARKDOWN_SUFFIXES = (".md", ".markdown")
+
+
+def find_corpus_files():
     """Every file of the corpus, so that editing, adding or removing a post reruns extraction.
 
-    Hidden files and folders (.git, .DS_Store) are left out: they are not posts.
+    Hidden files and folders (.git, .DS_Store) are left out: they are not posts. Called when the
+    workflow is read, so a missing corpus, or one without posts, stops every target before any
+    job, even when results/corpus/ holds an older corpus the plan would otherwise reuse.
     """
     source = Path(config["corpus"])
     if source.is_file():
@@ -86,9 +101,20 @@ def corpus_files(wildcards):
         for path in source.rglob("*")
         if path.is_file() and not any(part.startswith(".") for part in path.relative_to(source).parts)
     ]
-    if not files:
-        raise WorkflowError(f"corpus folder {str(source)!r} (config key `corpus`) has no files")
+    if not any(path.name.lower().endswith(MARKDOWN_SUFFIXES) for path in files):
+        raise WorkflowError(
+            f"corpus folder {str(source)!r} (config key `corpus`) holds no Markdown posts "
+            f"(.md, .markdown) among its {len(files)} files"
+        )
     return sorted(str(path) for path in files)
+
+
+CORPUS_FILES = find_corpus_files()
+
+
+def corpus_files(wildcards):
+    """The extraction's input: the files found when the workflow was read."""
+    return CORPUS_FILES
 
 
 def run_folder(wildcards, output):
