@@ -25,17 +25,29 @@ from anatomy.errors import AnatomyError
 from anatomy.model import KVCache, MiniLM
 from anatomy.tokenizer import CharTokenizer
 from anatomy.train import RunFolder, load_checkpoint
+from anatomy.weights import SUFFIX, load_weights
 
 DEFAULT_PREFIX = "## "
 
 
 def load_model(run_dir: str | Path, checkpoint: str = "last") -> tuple[MiniLM, CharTokenizer]:
-    """The model and vocabulary saved in a run's checkpoint (the checkpoint alone is enough)."""
-    path = RunFolder(run_dir).checkpoint(checkpoint)
-    saved = load_checkpoint(path)
-    model = MiniLM(ModelConfig.from_dict(saved["config"]["model"], source=f"{path} config"))
-    model.load_state_dict(saved["model"])
-    return model.eval(), CharTokenizer(saved["vocab"], source=f"vocabulary of {path}")
+    """The model and vocabulary saved in a run's checkpoint (the checkpoint alone is enough).
+
+    A shipped reference run has no checkpoint, only its float16 weights (`best.safetensors`,
+    `last.safetensors`, see anatomy/weights.py): those are read instead, upcast to float32.
+    """
+    run = RunFolder(run_dir)
+    weights = run.root / f"{checkpoint}{SUFFIX}"
+    if checkpoint in ("last", "best") and not (run.root / f"{checkpoint}.pt").is_file() and weights.is_file():
+        path = weights
+        state, model_config, vocab = load_weights(weights)
+    else:
+        path = run.checkpoint(checkpoint)
+        saved = load_checkpoint(path)
+        state, model_config, vocab = saved["model"], saved["config"]["model"], saved["vocab"]
+    model = MiniLM(ModelConfig.from_dict(model_config, source=f"{path} config"))
+    model.load_state_dict(state)
+    return model.eval(), CharTokenizer(vocab, source=f"vocabulary of {path}")
 
 
 def window_start(length: int, ctx_len: int) -> int:
@@ -108,7 +120,8 @@ def generate_samples(
             if checkpoint == "last":
                 checkpoint = "best"
                 note += "; sampled from the best checkpoint"
-            if not run.best.is_file():  # it diverged before its first finite evaluation
+            if not run.best.is_file() and not (run.root / f"best{SUFFIX}").is_file():
+                # it diverged before its first finite evaluation
                 checkpoint = None
                 note = f"run diverged at step {summary.get('diverged_step')}; no checkpoint to sample from"
     text = None

@@ -110,6 +110,27 @@ def is_finished(folder: Path) -> bool:
     return all((folder / name).is_file() for name in RESULT_FILES)
 
 
+def ship_weights(runs_root: Path, out: Path, run_ids: list[str]) -> list[Path]:
+    """The float16 weights of these runs' best and last checkpoints, beside their shipped files,
+    so that generation works on a fresh clone (anatomy/weights.py). Returns the files written."""
+    from anatomy.train import load_checkpoint  # torch: only when weights are shipped
+    from anatomy.weights import SUFFIX, save_weights
+
+    written = []
+    for run_id in run_ids:
+        folder = runs_root / run_id
+        if not (out / "runs" / run_id / "summary.json").is_file():
+            raise AnatomyError(f"--weights {run_id}: not a shipped run of {out} (is it finished?)")
+        for checkpoint in ("best", "last"):
+            source = folder / f"{checkpoint}.pt"
+            if not source.is_file():
+                raise AnatomyError(f"--weights {run_id}: {source} is missing, so its weights cannot be shipped")
+            target = out / "runs" / run_id / f"{checkpoint}{SUFFIX}"
+            save_weights(load_checkpoint(source), target)
+            written.append(target)
+    return written
+
+
 def ship(runs_root: Path, out: Path, benchmarks_root: Path | None = None) -> dict[str, list[str]]:
     """Copy every finished run under `runs_root` into `out`; return run ids by what happened."""
     runs_root, out = Path(runs_root), Path(out)
@@ -157,6 +178,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--benchmarks", type=Path, default=Path("results/benchmarks"),
                         help="Snakemake's benchmark files, for each run's wall time (optional)")
     parser.add_argument("--out", type=Path, default=Path("results/reference"), help="the reference folder")
+    parser.add_argument("--weights", nargs="+", default=[], metavar="RUN_ID",
+                        help="also ship these runs' best and last weights as float16 safetensors "
+                             "(e.g. vanilla/seed42 llama/seed42), so a fresh clone can generate")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -165,6 +189,8 @@ def run(args: argparse.Namespace) -> int:
     for what, run_ids in report.items():
         if run_ids:
             print(f"{what:>13}: {len(run_ids)}  ({', '.join(run_ids)})")
+    for path in ship_weights(args.runs, args.out, args.weights):
+        print(f"      weights: {path} ({path.stat().st_size / 1e6:.1f} MB)")
     total = len(report["added"]) + len(report["updated"]) + len(report["unchanged"])
     print(f"{args.out}: {total} finished runs shipped; {args.out / PROVENANCE_FILE} says where and when")
     return 0
