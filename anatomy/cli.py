@@ -20,6 +20,7 @@ COMMANDS = {
     "tokenize": ("anatomy.tokenizer", "build the character vocabulary and the train/val token arrays"),
     "train": ("anatomy.train", "train one model (one config, one seed) into a run folder"),
     "generate": ("anatomy.generate", "sample text from a run's checkpoint"),
+    "memorised": ("anatomy.memorisation", "measure how much of each sample is copied verbatim from the training text"),
     "bench": ("anatomy.bench", "measure step time and generation speed"),
     "collect": ("anatomy.results", "collect run folders into the DuckDB database and results.json"),
     "report": ("anatomy.report", "write the results report (Markdown + PNG figures) from a results database"),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from pathlib import Path
 
 import torch
@@ -22,6 +23,7 @@ import torch
 from anatomy.atomic import write_json
 from anatomy.config import ModelConfig
 from anatomy.errors import AnatomyError
+from anatomy.memorisation import Memorisation, annotate, data_dir_of
 from anatomy.model import KVCache, MiniLM
 from anatomy.tokenizer import CharTokenizer
 from anatomy.train import RunFolder, load_checkpoint
@@ -132,6 +134,20 @@ def generate_samples(
             "chars": chars, "text": text, "note": note}
 
 
+def with_memorisation(records: list[dict], run_dir: Path) -> list[dict]:
+    """The records with how much of each text is copied from the training split
+    (anatomy/memorisation.py), when the corpus the run trained on is at hand."""
+    try:
+        data_dir = data_dir_of(run_dir)
+    except AnatomyError as err:
+        print(f"note: memorisation not measured: {err}", file=sys.stderr)
+        return records
+    if not (data_dir / "corpus.txt").is_file():
+        print(f"note: memorisation not measured: the run's corpus {data_dir} is not here", file=sys.stderr)
+        return records
+    return annotate(records, Memorisation(data_dir))
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dir", help="a run folder written by `anatomy train`")
     parser.add_argument("--checkpoint", nargs="+", default=["last"], choices=["last", "best"],
@@ -149,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
         raise AnatomyError(f"--chars {args.chars} is not valid: expected 0 or more")
     records = [generate_samples(args.run_dir, checkpoint, args.chars, args.temperature, args.prefix, args.seed)
                for checkpoint in dict.fromkeys(args.checkpoint)]
+    records = with_memorisation(records, Path(args.run_dir))
     if args.out:
         write_json(args.out, records)
     for record in records:

@@ -37,7 +37,11 @@ RUN_COLUMNS = [
     "step_time_s", "tokens_per_s",
 ]
 METRIC_COLUMNS = ["run_id", "step", "train_loss", "val_loss", "lr", "tokens_seen", "elapsed_s"]
-SAMPLE_COLUMNS = ["run_id", "sample_idx", "checkpoint", "prefix", "temperature", "seed", "chars", "text", "note"]
+SAMPLE_COLUMNS = [
+    "run_id", "sample_idx", "checkpoint", "prefix", "temperature", "seed", "chars", "text", "note",
+    "copy_min_chars", "copied_fraction", "val_copied_fraction", "longest_copy", "longest_copy_text",
+    "longest_copy_post", "longest_copy_line", "copied_spans",
+]
 BENCHMARK_COLUMNS = [
     "rule", "job", "run_id", "repeat", "s", "hms", "max_rss", "max_vms", "max_uss", "max_pss",
     "io_in", "io_out", "mean_load", "cpu_time",
@@ -50,9 +54,11 @@ ARROW_TYPES = {
     "diverged_step": pa.int64(),
     "steps_done": pa.int64(), "best_step": pa.int64(), "step": pa.int64(), "tokens_seen": pa.int64(),
     "sample_idx": pa.int64(), "chars": pa.int64(), "repeat": pa.int64(),
+    "copy_min_chars": pa.int64(), "longest_copy": pa.int64(), "longest_copy_line": pa.int64(),
     **{name: pa.float64() for name in [
         "best_val_loss", "final_train_loss", "final_val_loss", "step_time_s", "tokens_per_s",
-        "train_loss", "val_loss", "lr", "elapsed_s", "temperature", "s", "max_rss", "max_vms",
+        "train_loss", "val_loss", "lr", "elapsed_s", "temperature", "copied_fraction", "val_copied_fraction",
+        "s", "max_rss", "max_vms",
         "max_uss", "max_pss", "io_in", "io_out", "mean_load", "cpu_time",
     ]},
 }
@@ -153,8 +159,29 @@ def read_samples(path: Path, run_id: str) -> list[dict[str, Any]]:
             "chars": _number(record.get("chars"), path, f"chars (sample {idx})", int),
             "text": record["text"],
             "note": None if record.get("note") is None else str(record["note"]),
+            **memorisation_columns(record.get("memorisation"), path, idx),
         })
     return rows
+
+
+def memorisation_columns(figures: Any, path: Path, idx: int) -> dict[str, Any]:
+    """A sample's memorisation figures (anatomy/memorisation.py) as columns; NULL if not measured."""
+    if figures is None:
+        return {}
+    if not isinstance(figures, dict):
+        raise AnatomyError(f"{path}: sample {idx}: 'memorisation' must be an object, got {figures!r}")
+    source = figures.get("longest_copy_source") or {}
+    where = f"memorisation of sample {idx}"
+    return {
+        "copy_min_chars": _number(figures.get("min_chars"), path, f"min_chars ({where})", int),
+        "copied_fraction": _number(figures.get("copied_fraction"), path, f"copied_fraction ({where})"),
+        "val_copied_fraction": _number(figures.get("val_copied_fraction"), path, f"val_copied_fraction ({where})"),
+        "longest_copy": _number(figures.get("longest_copy"), path, f"longest_copy ({where})", int),
+        "longest_copy_text": figures.get("longest_copy_text"),
+        "longest_copy_post": source.get("post"),
+        "longest_copy_line": _number(source.get("line"), path, f"longest_copy_source.line ({where})", int),
+        "copied_spans": json.dumps(figures.get("copied_spans") or []),
+    }
 
 
 def read_run(folder: Path, runs_root: Path) -> tuple[dict[str, Any], list, list]:
@@ -326,6 +353,7 @@ def summary_tables(db_path: Path) -> dict[str, list[dict[str, Any]]]:
             ("run_summary", "experiment, seed"),
             ("experiment_summary", "experiment"),
             ("ablation_summary", "part, direction"),
+            ("sample_memorisation", "run_id, sample_idx"),
         ]:
             cursor = con.execute(f"SELECT * FROM {view} ORDER BY {order}")
             names = [column[0] for column in cursor.description]

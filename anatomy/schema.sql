@@ -55,6 +55,16 @@ CREATE TABLE samples (
     chars       INTEGER,
     text        VARCHAR,                -- NULL when there was nothing to sample from
     note        VARCHAR,                -- e.g. "run diverged at step 40; sampled from the best checkpoint"
+    -- memorisation (anatomy/memorisation.py); NULL when not measured. A span of at least
+    -- copy_min_chars generated characters found verbatim in the training split counts as copied.
+    copy_min_chars      INTEGER,
+    copied_fraction     DOUBLE,         -- share of generated characters (prefix excluded) in copied spans
+    val_copied_fraction DOUBLE,         -- the same against the validation split: the control
+    longest_copy        INTEGER,        -- characters
+    longest_copy_text   VARCHAR,
+    longest_copy_post   VARCHAR,        -- the post of the training text it comes from
+    longest_copy_line   INTEGER,        -- its line in that post's extracted text
+    copied_spans        JSON,           -- [[start, length], ...] in `text`, for highlighting
     PRIMARY KEY (run_id, sample_idx)
 );
 
@@ -154,6 +164,18 @@ SELECT
     avg(tokens_per_s) AS tokens_per_s_mean
 FROM run_summary
 GROUP BY experiment;
+
+-- How much of each sample is copied from the training text, per run and checkpoint: compare a
+-- run's best checkpoint (before the overfitting turn) with its last, and both with the val control.
+CREATE VIEW sample_memorisation AS
+SELECT
+    s.run_id, m.experiment, m.seed, s.sample_idx, s.checkpoint,
+    -- the training step of the weights that wrote the sample
+    CASE s.checkpoint WHEN 'best' THEN m.best_step WHEN 'last' THEN m.last_step END AS step,
+    s.copy_min_chars, s.copied_fraction, s.val_copied_fraction, s.longest_copy, s.longest_copy_post
+FROM samples s
+JOIN run_summary m USING (run_id)
+WHERE s.copied_fraction IS NOT NULL;
 
 -- Which part earned the gain: each ablation run against its baseline run with the same seed
 -- (same batches, only the part differs). "add" runs are vanilla plus one part, compared with

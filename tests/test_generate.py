@@ -12,7 +12,7 @@ import torch
 from anatomy.cli import main
 from anatomy.errors import AnatomyError
 from anatomy.generate import generate_samples, load_model, sample, sample_next, window_start
-from tiny_runs import tiny_data, tiny_runs  # noqa: F401  (fixtures)
+from tiny_runs import TINY_TEXT, tiny_data, tiny_runs  # noqa: F401  (fixtures)
 
 
 def test_window_start_jumps_by_half_a_window():
@@ -97,6 +97,11 @@ def test_samples_from_the_last_and_the_best_checkpoint(tiny_runs, tmp_path, caps
     # each is the text that checkpoint alone gives at this seed
     assert last["text"] == generate_samples(tiny_runs["llama"], "last", chars=40, seed=5)["text"]
     assert best["text"] == generate_samples(tiny_runs["llama"], "best", chars=40, seed=5)["text"]
+    # each measured against the run's own training text (its corpus folder is at hand)
+    for record in (last, best):
+        figures = record["memorisation"]
+        assert 0.0 <= figures["copied_fraction"] <= 1.0 and figures["min_chars"] == 12
+        assert all(record["text"][start:start + length] in TINY_TEXT for start, length in figures["copied_spans"])
     printed = capsys.readouterr().out
     assert printed.index("--- last checkpoint") < printed.index(last["text"]) < printed.index("--- best checkpoint")
 
