@@ -84,12 +84,39 @@ def claims(data: ReportData) -> list[Claim]:
     out.append(Claim("The mini-LLaMA memorises after its best val: val climbs while train falls",
                      "val 3.599 → 5.083 at step 2000, train → 0.33", measured, verdict))
 
-    # 4. which part earned the gain
+    out.append(_memorised_sample(data))
     out.append(_which_part(data))
     out.append(_deep_claim(data))
     out.append(_rope_claim(data))
     out.append(_mqa_claim(data))
     return out
+
+
+def _memorised_sample(data: ReportData) -> Claim:
+    claim = "The mini-LLaMA's sample from its final weights sounds right partly because it is memorised"
+    chapter = "confessed, not measured"
+    llama = headline_of(data, "llama")
+    samples = data.memorisation[data.memorisation["run_id"].isin(llama["run_id"])]
+    by_run = {run_id: rows.set_index("checkpoint") for run_id, rows in samples.groupby("run_id")}
+    pairs = {run_id: rows for run_id, rows in by_run.items() if {"best", "last"} <= set(rows.index)}
+    if not pairs:
+        return Claim(claim, chapter, "no measured best and last samples", "not yet run")
+    seeds = llama.set_index("run_id")["seed"]
+    ordered = sorted(pairs, key=lambda run_id: -seeds[run_id])
+    parts, beyond = [], []
+    for run_id in ordered:
+        best, last = pairs[run_id].loc["best"], pairs[run_id].loc["last"]
+        parts.append(f"seed {int(seeds[run_id])}: {best['copied_fraction']:.1%} at the best checkpoint, "
+                     f"{last['copied_fraction']:.1%} at the last (val control {last['val_copied_fraction']:.1%})")
+        beyond.append(last["copied_fraction"] > max(best["copied_fraction"], last["val_copied_fraction"]))
+    if all(beyond):
+        verdict = "**reproduced**: the last weights copy more than the best ones and than the control"
+    elif any(beyond):
+        verdict = "**partly reproduced**: only some seeds copy more than the best weights and the control"
+    else:
+        verdict = "**not reproduced**: no more copying than the control"
+    min_chars = int(samples["copy_min_chars"].iloc[0])
+    return Claim(claim, chapter, f"copied spans of {min_chars}+ characters: " + "; ".join(parts), verdict)
 
 
 def _which_part(data: ReportData) -> Claim:

@@ -121,6 +121,33 @@ def break_section(data: ReportData) -> str:
     return md_table(["experiment", "what it does", "seeds", "diverged", "best val", "at step", "Δ vs mini-LLaMA"], rows)
 
 
+def memorisation_section(data: ReportData) -> str:
+    """Copied share of the headline models' samples, at the best checkpoint and the last."""
+    headline = data.runs[data.runs["group"] == "headline"]
+    rows = []
+    for run in headline.sort_values(["n_parts", "seed"], ascending=[True, False]).itertuples():
+        samples = data.memorisation[data.memorisation["run_id"] == run.run_id].set_index("checkpoint")
+        if samples.empty:
+            continue
+        cells = [run.label]
+        for checkpoint in ("best", "last"):
+            if checkpoint not in samples.index:
+                cells += ["–", "–"]
+                continue
+            sample = samples.loc[checkpoint]
+            cells += [f"{int(sample['step'])}", f"{sample['copied_fraction']:.1%} ({sample['val_copied_fraction']:.1%}), "
+                      f"longest {int(sample['longest_copy'])}"]
+        rows.append(cells)
+    if not rows:
+        return "No measured samples yet: `python -m anatomy memorised RUN_DIR` measures a run's samples."
+    min_chars = int(data.memorisation["copy_min_chars"].iloc[0])
+    return (md_table(["run", "best: step", "best: copied (val control), longest span",
+                      "last: step", "last: copied (val control), longest span"], rows)
+            + f"\n\nCopied: the share of generated characters (the prefix excluded) inside a span of {min_chars} or "
+              "more characters found verbatim in the training split; in brackets, the same against the validation "
+              "split, which the model never saw (phrases the language itself repeats).")
+
+
 def overfitting_section(data: ReportData) -> str:
     rows = []
     for experiment, runs in data.runs.groupby("experiment", sort=True):
@@ -255,6 +282,10 @@ def render(data: ReportData, figure_names: list[str], image_prefix: str = "", co
         "### The overfitting turn of every experiment",
         "",
         overfitting_section(data),
+        "",
+        "### How much of the samples is memorised",
+        "",
+        memorisation_section(data),
     ]
     if costs and costs_section(data):
         lines += ["", "### What the runs cost", "", costs_section(data)]

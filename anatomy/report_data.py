@@ -34,6 +34,7 @@ class ReportData:
     experiments: pd.DataFrame  # experiment_summary
     ablations: pd.DataFrame  # ablation_summary
     metrics: pd.DataFrame  # every evaluation, with the run's label
+    memorisation: pd.DataFrame  # sample_memorisation: copied share of each measured sample
     provenance: dict[str, Any] | None  # grid.json of shipped reference results, if any
 
 
@@ -65,6 +66,7 @@ def load(db_path: Path, provenance: dict[str, Any] | None = None) -> ReportData:
                 ORDER BY s.experiment, s.seed""").df()
             experiments = con.execute("SELECT * FROM experiment_summary ORDER BY experiment").df()
             ablations = con.execute("SELECT * FROM ablation_summary ORDER BY part, direction").df()
+            memorisation = con.execute("SELECT * FROM sample_memorisation ORDER BY run_id, sample_idx").df()
             metrics = con.execute("SELECT * FROM metrics ORDER BY run_id, step").df()
     except duckdb.Error as err:
         raise AnatomyError(f"--db {db_path}: not a results database of this project ({type(err).__name__}: "
@@ -73,7 +75,7 @@ def load(db_path: Path, provenance: dict[str, Any] | None = None) -> ReportData:
     runs = pd.concat([runs, settings], axis=1)
     runs["label"] = [f"{e} · seed {s}" for e, s in zip(runs["experiment"], runs["seed"])]
     metrics = metrics.merge(runs[["run_id", "label", "experiment", "seed", "status"]], on="run_id")
-    return ReportData(runs, experiments, ablations, metrics, provenance)
+    return ReportData(runs, experiments, ablations, metrics, memorisation, provenance)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import duckdb
@@ -98,6 +99,29 @@ def test_a_gain_inside_seed_noise_is_not_a_finding(tmp_path):
     found = verdicts(load(db))
     assert found["The mini-LLaMA reaches a lower best val"] == (
         "**not reproduced**: lower with every seed, but by less than the seed noise")
+
+
+def test_the_memorised_sample_claim_reads_best_against_last(tmp_path):
+    runs = tmp_path / "runs"
+    for seed, last_copied in ((42, 0.30), (7, 0.02)):
+        write_run_folder(runs, "vanilla", seed)
+        run = write_run_folder(runs, "llama", seed, model=LLAMA_PARTS)
+
+        def sample(checkpoint, copied, val):
+            figures = {"min_chars": 12, "copied_fraction": copied, "val_copied_fraction": val, "copied_spans": [],
+                       "longest_copy": 0, "longest_copy_text": None, "longest_copy_source": None}
+            return {"checkpoint": checkpoint, "prefix": "## ", "temperature": 0.8, "seed": 0, "chars": 40,
+                    "text": "## text", "memorisation": figures}
+        (run / "samples.json").write_text(json.dumps([sample("last", last_copied, 0.05), sample("best", 0.0, 0.0)]))
+    db = tmp_path / "grid.duckdb"
+    collect(runs, db)
+    data = load(db)
+    claim = [c for c in claims.claims(data) if "memorised" in c.claim][0]
+    # seed 42 copies more at the end than at its best and than the control; seed 7 less than the control
+    assert claim.verdict.startswith("**partly reproduced**")
+    assert "seed 42: 0.0% at the best checkpoint, 30.0% at the last (val control 5.0%)" in claim.measured
+    rows = table_rows(report.render(data, []), "How much of the samples is memorised")
+    assert rows[-2][0] == "llama · seed 42" and rows[-2][4] == "30.0% (5.0%), longest 0"
 
 
 def test_ablation_table_pairs_seeds_and_judges_against_seed_noise(fixture_grid_db):
