@@ -166,7 +166,9 @@ def measure(text: str, prefix: str, corpus: Corpus, train: SuffixAutomaton, val:
     return {
         "min_chars": min_chars,
         "copied_fraction": covered_fraction(spans, len(generated)),
-        "copied_spans": [[span.start + len(text) - len(generated), span.length] for span in spans],
+        # [start in `text`, length, post, line]: where to highlight, and where the copy comes from
+        "copied_spans": [[span.start + len(text) - len(generated), span.length,
+                          *corpus.locate(span.source_end - span.length + 1).values()] for span in spans],
         "longest_copy": longest.length if longest else 0,
         "longest_copy_text": generated[longest.start:longest.start + longest.length] if longest else None,
         "longest_copy_source": corpus.locate(longest.source_end - longest.length + 1) if longest else None,

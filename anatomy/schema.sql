@@ -64,7 +64,7 @@ CREATE TABLE samples (
     longest_copy_text   VARCHAR,
     longest_copy_post   VARCHAR,        -- the post of the training text it comes from
     longest_copy_line   INTEGER,        -- its line in that post's extracted text
-    copied_spans        JSON,           -- [[start, length], ...] in `text`, for highlighting
+    copied_spans        JSON,           -- [[start, length, post, line], ...]: spans of `text` and their source
     PRIMARY KEY (run_id, sample_idx)
 );
 

@@ -260,3 +260,20 @@ def delta_chart(deltas: pd.DataFrame, reference: str, height_per_row: int = 44) 
     zero = alt.Chart(pd.DataFrame({"x": [0.0]})).mark_rule(color="#555555").encode(x="x:Q")
     # a fixed height per row (Vega squeezes discrete rows to nothing in a short fixed-height chart)
     return (errors + points + zero).properties(height=alt.Step(height_per_row))
+
+
+def memorisation_chart(measured: pd.DataFrame, height: int = 320) -> alt.Chart:
+    """Copied share of each run's samples against the step of the weights that wrote them."""
+    long = measured.melt(id_vars=["label", "experiment", "step", "checkpoint"],
+                         value_vars=["copied_fraction", "val_copied_fraction"], var_name="against", value_name="share")
+    long["against"] = long["against"].map({"copied_fraction": "training text", "val_copied_fraction": "validation (control)"})
+    return alt.Chart(long).mark_line(point=True, strokeWidth=2).encode(
+        x=alt.X("step:Q", title="training step of the weights"),
+        y=alt.Y("share:Q", title="generated characters copied", axis=alt.Axis(format="%")),
+        color=alt.Color("label:N", title="run", scale=run_colors(long["label"], long["experiment"])),
+        strokeDash=alt.StrokeDash("against:N", title="found in", scale=alt.Scale(
+            domain=["training text", "validation (control)"], range=[[1, 0], [5, 3]])),
+        detail="against:N",
+        tooltip=[alt.Tooltip("label:N", title="run"), alt.Tooltip("checkpoint:N"), alt.Tooltip("step:Q", format=","),
+                 alt.Tooltip("against:N", title="found in"), alt.Tooltip("share:Q", format=".1%")],
+    ).properties(height=height)

@@ -151,6 +151,7 @@ class Results:
     experiments: pd.DataFrame  # the experiment_summary view
     ablations: pd.DataFrame  # the ablation_summary view
     samples: pd.DataFrame
+    memorisation: pd.DataFrame  # the sample_memorisation view: copied share per sample and step
 
     @property
     def headline(self) -> pd.DataFrame:
@@ -186,6 +187,8 @@ def load_results(path: str) -> Results:
         experiments=query(path, "SELECT * FROM experiment_summary ORDER BY experiment"),
         ablations=query(path, "SELECT * FROM ablation_summary ORDER BY part, direction"),
         samples=samples,
+        memorisation=query(path, "SELECT * FROM sample_memorisation ORDER BY run_id, step").merge(
+            runs[["run_id", "label"]], on="run_id"),
     )
 
 

@@ -396,3 +396,35 @@ def test_your_own_curves_are_drawn_over_the_reference_band(shipped_reference, da
     app.toggle(key="overview_reference").set_value(False).run()
     (chart,) = chart_tables(app)
     assert not chart["experiment"].astype(str).str.startswith("reference: ").any()
+
+
+def test_samples_show_what_they_copied_and_the_share_by_step(tmp_path, monkeypatch):
+    runs = tmp_path / "runs"
+    write_fixture_grid(runs)
+    run = runs / "llama" / "seed42"
+    text = "## 子曰：学而时习之<b>不亦说乎"
+
+    def sample(checkpoint, copied, spans):
+        return {"checkpoint": checkpoint, "prefix": "## ", "temperature": 0.8, "seed": 0, "chars": 17, "text": text,
+                "memorisation": {"min_chars": 12, "copied_fraction": copied, "val_copied_fraction": 0.01,
+                                 "longest_copy": 9 if spans else 0, "longest_copy_text": None,
+                                 "longest_copy_source": {"post": "lunyu.md", "line": 3} if spans else None,
+                                 "copied_spans": spans}}
+    # two overlapping spans from one post read as one highlighted stretch
+    (run / "samples.json").write_text(json.dumps([
+        sample("last", 0.6, [[3, 6, "lunyu.md", 3], [6, 5, "lunyu.md", 3]]), sample("best", 0.0, [])]))
+    db = tmp_path / "anatomy.duckdb"
+    collect(runs, db)
+    app = open_page(db, "samples", monkeypatch)
+    app.multiselect(key="samples_runs").set_value(["llama · seed 42"]).run()
+    assert not app.exception
+    (marked,) = [element for element in app.get("html") if "<mark" in element.proto.body]
+    assert '<mark style="background:#fdd9a0" title="copied from lunyu.md, line 3">子曰：学而时习之</mark>' in marked.proto.body
+    assert "&lt;b&gt;" in marked.proto.body  # the sample's own text is escaped, never markup
+    prose = texts(app)
+    assert "**60.0%** of the generated characters" in prose and "from lunyu.md line 3" in prose
+    (chart,) = chart_tables(app)
+    rows = chart.set_index(["checkpoint", "against"])["share"]
+    assert rows[("last", "training text")] == pytest.approx(0.6) and rows[("best", "training text")] == 0.0
+    best_step, last_step = db_rows(db, "SELECT best_step, last_step FROM run_summary WHERE run_id = 'llama/seed42'")[0]
+    assert set(chart["step"]) == {best_step, last_step}

@@ -101,7 +101,7 @@ def test_samples_from_the_last_and_the_best_checkpoint(tiny_runs, tmp_path, caps
     for record in (last, best):
         figures = record["memorisation"]
         assert 0.0 <= figures["copied_fraction"] <= 1.0 and figures["min_chars"] == 12
-        assert all(record["text"][start:start + length] in TINY_TEXT for start, length in figures["copied_spans"])
+        assert all(record["text"][start:start + length] in TINY_TEXT for start, length, *_ in figures["copied_spans"])
     printed = capsys.readouterr().out
     assert printed.index("--- last checkpoint") < printed.index(last["text"]) < printed.index("--- best checkpoint")
 

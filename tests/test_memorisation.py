@@ -81,7 +81,7 @@ def test_planted_copies_are_measured_and_traced_to_their_post(corpus_dir):
     assert figures["longest_copy_source"] == {"post": "b.md", "line": 3}
     # span positions are in the whole text, prefix included, ready for highlighting
     starts = [3 + 2, 3 + 2 + len(from_a) + 3]
-    assert figures["copied_spans"] == [[starts[0], len(from_a)], [starts[1], len(from_b)]]
+    assert figures["copied_spans"] == [[starts[0], len(from_a), "a.md", 4], [starts[1], len(from_b), "b.md", 3]]
     sample = "## " + generated
     assert sample[starts[1]:starts[1] + len(from_b)] == from_b
 

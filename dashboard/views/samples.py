@@ -1,11 +1,51 @@
-"""Samples: the text each run generates, side by side."""
+"""Samples: the text each run generates, side by side, with what it copied from the training text."""
 
 from __future__ import annotations
+
+import html
+import json
 
 import pandas as pd
 import streamlit as st
 
-from dashboard import loaders
+from dashboard import charts, loaders
+
+COPY_COLOR = "#fdd9a0"
+
+
+def merged_spans(spans: list) -> list[tuple[int, int, str]]:
+    """Copied spans as non-overlapping (start, end, where from) intervals, in text order."""
+    merged: list[list] = []
+    for start, length, post, line in sorted(spans):
+        where = f"copied from {post}, line {line}"
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], start + length)
+        else:
+            merged.append([start, start + length, where])
+    return [tuple(interval) for interval in merged]
+
+
+def highlighted(text: str, spans: list) -> str:
+    """The sample as HTML with each copied span marked; hovering one names its source."""
+    pieces, at = [], 0
+    for start, end, where in merged_spans(spans):
+        pieces.append(html.escape(text[at:start]))
+        pieces.append(f'<mark style="background:{COPY_COLOR}" title="{html.escape(where)}">'
+                      f"{html.escape(text[start:end])}</mark>")
+        at = end
+    pieces.append(html.escape(text[at:]))
+    return f'<pre style="white-space:pre-wrap;font-family:inherit;margin:0">{"".join(pieces)}</pre>'
+
+
+def memorisation_caption(sample: pd.Series) -> str:
+    caption = (f"copied from the training text: **{sample['copied_fraction']:.1%}** of the generated characters "
+               f"(spans of {int(sample['copy_min_chars'])}+ characters, highlighted; the validation split, never "
+               f"seen: {sample['val_copied_fraction']:.1%})")
+    if sample["longest_copy"]:
+        caption += (f"; longest {int(sample['longest_copy'])} characters, from {sample['longest_copy_post']} "
+                    f"line {int(sample['longest_copy_line'])}")
+    return caption
+
 
 results = loaders.require_results()
 samples = results.samples
@@ -45,5 +85,18 @@ for i, (label, group) in enumerate(shown.groupby("label", sort=False)):
                        f"seed {sample['seed']} · prefix {sample['prefix']!r}")
             if pd.notna(sample["note"]):
                 st.warning(sample["note"], icon=":material/warning:")
-            if pd.notna(sample["text"]):
+            if pd.notna(sample["text"]) and pd.notna(sample.get("copied_fraction")):
+                st.markdown(memorisation_caption(sample))
+                st.html(highlighted(sample["text"], json.loads(sample["copied_spans"])))
+            elif pd.notna(sample["text"]):
                 st.text(sample["text"])
+
+# ---- memorisation against training step: the best checkpoint (before the turn) and the last
+measured = results.memorisation[results.memorisation["label"].isin(chosen)]
+several = measured.groupby("run_id")["step"].transform("nunique") > 1
+if several.any():
+    st.subheader("Memorised share against training step")
+    st.altair_chart(charts.memorisation_chart(measured[several]), width="stretch")
+    st.caption("Each run's samples from its best-val weights and its last weights: the share of generated characters "
+               "copied verbatim from the training text (solid) and, as a control, found in the validation text the "
+               "model never saw (dashed).")
