@@ -4,6 +4,7 @@ greedy text and our token ids; a planted RoPE pairing bug is caught; non-LLaMA r
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -223,3 +224,29 @@ def test_checkpoint_option_and_bad_output_folders(llama_runs, tmp_path, capsys):
     assert "a_file: exists and is not a folder" in capsys.readouterr().err
     with pytest.raises(AnatomyError, match="is the run folder itself"):
         export_run(run, run)
+
+
+# ---------------------------------------------------------------------------------------------
+# The README
+# ---------------------------------------------------------------------------------------------
+
+
+def readme_export_section() -> str:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    return readme.split("### Export to Hugging Face", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_readme_lines_load_the_export_and_generate(exports, capsys):
+    [code] = re.findall(r"```python\n(.*?)```", readme_export_section(), re.S)
+    assert len(code.strip().splitlines()) == 3
+    exec(code.replace("/tmp/hf", str(exports["gqa"])), {})
+    assert capsys.readouterr().out.startswith(PREFIX)
+
+
+def test_the_readme_shows_the_default_llama_as_exported(tmp_path):
+    export_run(REPO / "results/reference/runs/llama/seed42", tmp_path / "hf")
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    rows = re.findall(r"^\| `(\w+)` \| ([^|]+) \|", readme_export_section(), re.M)
+    assert len(rows) >= 12
+    for field, ours in rows:
+        assert ours.strip() == json.dumps(config[field]), field
