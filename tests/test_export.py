@@ -168,7 +168,8 @@ def tokenizer_folder(chars: list[str], folder: Path) -> Path:
 
 
 def test_one_id_per_character_spaces_and_markup_included(tmp_path):
-    text = "  <unk> a\n\n\tb  é e\u0301\u00a0,"  # '<unk>' as text, a decomposed é, a no-break space
+    # "<unk>" as text, a decomposed é, a no-break space, characters beyond U+FFFF
+    text = "  <unk> a\n\n\tb  é e\u0301\u00a0,😀𠀀"
     chars = sorted(set(text))
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_folder(chars, tmp_path / "tok"))
     ids = tokenizer(text)["input_ids"]
