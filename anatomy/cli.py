@@ -25,6 +25,7 @@ COMMANDS = {
     "collect": ("anatomy.results", "collect run folders into the DuckDB database and results.json"),
     "report": ("anatomy.report", "write the results report (Markdown + PNG figures) from a results database"),
     "reference": ("anatomy.reference", "ship finished runs' small files as reference results (no checkpoints)"),
+    "export": ("anatomy.export", "export a mini-LLaMA run as a Hugging Face LlamaForCausalLM with its tokenizer"),
 }
 
 

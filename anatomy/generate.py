@@ -30,6 +30,7 @@ from anatomy.train import RunFolder, load_checkpoint
 from anatomy.weights import SUFFIX, load_weights
 
 DEFAULT_PREFIX = "## "
+DEFAULT_TEMPERATURE = 0.8  # what the workflow samples at, and what `anatomy export` records
 
 
 def load_model(run_dir: str | Path, checkpoint: str = "last") -> tuple[MiniLM, CharTokenizer]:
@@ -70,19 +71,27 @@ def sample_next(logits: torch.Tensor, temperature: float, generator: torch.Gener
     return min(int(torch.searchsorted(cumulative, u, right=True)), cumulative.numel() - 1)
 
 
+def pick_next(logits: torch.Tensor, temperature: float, generator: torch.Generator) -> int:
+    """Temperature 0 is greedy decoding: always the most likely token (on a tie, the lowest id, as
+    argmax everywhere does); any other temperature samples."""
+    if temperature == 0:
+        return int(torch.argmax(logits))
+    return sample_next(logits, temperature, generator)
+
+
 @torch.inference_mode()  # like no_grad, and skips autograd's version counters too
 def sample(
     model: MiniLM,
     tokenizer: CharTokenizer,
     chars: int = 500,
-    temperature: float = 0.8,
+    temperature: float = DEFAULT_TEMPERATURE,
     prefix: str = DEFAULT_PREFIX,
     seed: int = 0,
     use_cache: bool = True,
 ) -> str:
-    """Prefix plus `chars` sampled characters."""
-    if temperature <= 0:
-        raise AnatomyError(f"temperature = {temperature} is not valid: expected a positive number")
+    """Prefix plus `chars` sampled characters (temperature 0: the most likely ones)."""
+    if temperature < 0:
+        raise AnatomyError(f"temperature = {temperature} is not valid: expected 0 (greedy) or a positive number")
     if not prefix:
         raise AnatomyError("the prefix is empty: give at least one character to start from")
     ids = tokenizer.encode(prefix)  # names any character outside the vocabulary
@@ -99,7 +108,7 @@ def sample(
             cache_start = start
         else:  # only the newest character goes through the model
             logits, cache = model.forward_cached(torch.tensor([ids[-1:]], device=device), cache)
-        ids.append(sample_next(logits[0, -1], temperature, generator))
+        ids.append(pick_next(logits[0, -1], temperature, generator))
     return tokenizer.decode(ids)
 
 
@@ -107,7 +116,7 @@ def generate_samples(
     run_dir: str | Path,
     checkpoint: str = "last",
     chars: int = 500,
-    temperature: float = 0.8,
+    temperature: float = DEFAULT_TEMPERATURE,
     prefix: str = DEFAULT_PREFIX,
     seed: int = 0,
 ) -> dict:
@@ -154,7 +163,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="one sample from each: `--checkpoint last best` shows what memorising after "
                              "the best val did to the text (default: last)")
     parser.add_argument("--chars", type=int, default=500, help="characters to generate (default 500)")
-    parser.add_argument("--temperature", type=float, default=0.8)
+    parser.add_argument("--temperature", type=float, default=DEFAULT_TEMPERATURE,
+                        help="default %(default)s; 0 always picks the most likely character (greedy)")
     parser.add_argument("--prefix", default=DEFAULT_PREFIX, help="text to start from (default '## ')")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", help="write the sample as JSON here (e.g. RUN_DIR/samples.json)")

@@ -29,6 +29,8 @@ from anatomy.errors import AnatomyError
 # Part 1: the norm
 # ---------------------------------------------------------------------------------------------
 
+RMS_NORM_EPS = 1e-6  # the epsilon under RMSNorm's square root (anatomy/export.py writes it out)
+
 
 class LayerNorm(nn.Module):
     """The 2017 norm: subtract the mean, divide by the standard deviation, scale and shift."""
@@ -51,7 +53,7 @@ class RMSNorm(nn.Module):
     """Replaces LayerNorm. Drops the mean subtraction and the bias: only rescale by the root
     mean square. Fewer operations and parameters, and in practice just as stable."""
 
-    def __init__(self, dim: int, impl: str, eps: float = 1e-6):
+    def __init__(self, dim: int, impl: str, eps: float = RMS_NORM_EPS):
         super().__init__()
         self.impl, self.eps = impl, eps
         self.weight = nn.Parameter(torch.ones(dim))
@@ -74,8 +76,10 @@ def make_norm(cfg: ModelConfig, dim: int | None = None) -> nn.Module:
 # Part 3: positions. Learned positions are a table in MiniLM; RoPE rotates q and k instead.
 # ---------------------------------------------------------------------------------------------
 
+ROPE_THETA = 10000.0  # RoPE's base wavelength, as in LLaMA 1 and 2 (LLaMA 3 uses 500,000)
 
-def rope_angles(head_dim: int, length: int, base: float = 10000.0) -> torch.Tensor:
+
+def rope_angles(head_dim: int, length: int, base: float = ROPE_THETA) -> torch.Tensor:
     """Angle t * base^(-2i/head_dim) for every position t < length and pair i: (length, head_dim/2)."""
     freqs = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
     positions = torch.arange(length, dtype=torch.float32)

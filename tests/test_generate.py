@@ -58,6 +58,20 @@ def test_seed_decides_the_text(tiny_runs):
     assert sample(model, tokenizer, chars=60, seed=2) != first
 
 
+def test_temperature_zero_always_takes_the_most_likely_character(tiny_runs):
+    """Greedy decoding, step by step against the argmax of a full forward pass, whatever the seed."""
+    model, tokenizer = load_model(tiny_runs["llama"])
+    chars = model.cfg.ctx_len - 3  # within one window, so every step sees the whole text
+    greedy = sample(model, tokenizer, chars=chars, temperature=0, seed=1)
+    ids = tokenizer.encode("## ")
+    with torch.no_grad():
+        for _ in range(chars):
+            ids.append(int(model(torch.tensor([ids]))[0][0, -1].argmax()))
+    assert greedy == tokenizer.decode(ids)
+    assert sample(model, tokenizer, chars=chars, temperature=0, seed=2) == greedy
+    assert sample(model, tokenizer, chars=chars, seed=1) != greedy  # sampling is not greedy
+
+
 def test_trained_model_writes_text_from_its_corpus(tiny_runs):
     model, tokenizer = load_model(tiny_runs["llama"])
     text = sample(model, tokenizer, chars=200, temperature=0.5, prefix="子曰", seed=0)
@@ -68,8 +82,8 @@ def test_prefix_outside_the_vocabulary_is_named(tiny_runs):
     model, tokenizer = load_model(tiny_runs["vanilla"])
     with pytest.raises(AnatomyError, match=r"'Q' \(U\+0051\) at position 1 is not in the vocabulary"):
         sample(model, tokenizer, prefix="#Q")
-    with pytest.raises(AnatomyError, match="temperature = 0 is not valid"):
-        sample(model, tokenizer, temperature=0)
+    with pytest.raises(AnatomyError, match=r"temperature = -0.5 is not valid: expected 0 \(greedy\)"):
+        sample(model, tokenizer, temperature=-0.5)
 
 
 def test_missing_checkpoint_is_a_clear_error(tmp_path):
