@@ -17,6 +17,7 @@ import json
 import math
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import torch
 
@@ -79,7 +80,41 @@ def pick_next(logits: torch.Tensor, temperature: float, generator: torch.Generat
     return sample_next(logits, temperature, generator)
 
 
-@torch.inference_mode()  # like no_grad, and skips autograd's version counters too
+def stream(
+    model: MiniLM,
+    tokenizer: CharTokenizer,
+    chars: int = 500,
+    temperature: float = DEFAULT_TEMPERATURE,
+    prefix: str = DEFAULT_PREFIX,
+    seed: int = 0,
+    use_cache: bool = True,
+) -> Iterator[tuple[str, int]]:
+    """Each new character as it is picked, with the KV cache's size in bytes at that moment
+    (0 without the cache). `sample` is this stream joined; the dashboard's Listen page shows it
+    as it comes."""
+    if not math.isfinite(temperature) or temperature < 0:
+        raise AnatomyError(f"temperature = {temperature} is not valid: expected 0 (greedy) or a positive number")
+    if not prefix:
+        raise AnatomyError("the prefix is empty: give at least one character to start from")
+    ids = tokenizer.encode(prefix)  # names any character outside the vocabulary
+    ctx_len = model.cfg.ctx_len
+    device = next(model.parameters()).device
+    generator = torch.Generator(device=device).manual_seed(seed)
+    cache, cache_start = None, None
+    for _ in range(chars):
+        with torch.inference_mode():  # like no_grad, and skips autograd's version counters too
+            start = window_start(len(ids), ctx_len)
+            if not use_cache:
+                logits, _ = model(torch.tensor([ids[start:]], device=device))
+            elif cache is None or start != cache_start:  # (re)fill the cache from the window
+                logits, cache = model.forward_cached(torch.tensor([ids[start:]], device=device))
+                cache_start = start
+            else:  # only the newest character goes through the model
+                logits, cache = model.forward_cached(torch.tensor([ids[-1:]], device=device), cache)
+            ids.append(pick_next(logits[0, -1], temperature, generator))
+        yield tokenizer.decode(ids[-1:]), cache.nbytes() if cache is not None else 0
+
+
 def sample(
     model: MiniLM,
     tokenizer: CharTokenizer,
@@ -90,26 +125,8 @@ def sample(
     use_cache: bool = True,
 ) -> str:
     """Prefix plus `chars` sampled characters (temperature 0: the most likely ones)."""
-    if temperature < 0:
-        raise AnatomyError(f"temperature = {temperature} is not valid: expected 0 (greedy) or a positive number")
-    if not prefix:
-        raise AnatomyError("the prefix is empty: give at least one character to start from")
-    ids = tokenizer.encode(prefix)  # names any character outside the vocabulary
-    ctx_len = model.cfg.ctx_len
-    device = next(model.parameters()).device
-    generator = torch.Generator(device=device).manual_seed(seed)
-    cache, cache_start = None, None
-    for _ in range(chars):
-        start = window_start(len(ids), ctx_len)
-        if not use_cache:
-            logits, _ = model(torch.tensor([ids[start:]], device=device))
-        elif cache is None or start != cache_start:  # (re)fill the cache from the window
-            logits, cache = model.forward_cached(torch.tensor([ids[start:]], device=device))
-            cache_start = start
-        else:  # only the newest character goes through the model
-            logits, cache = model.forward_cached(torch.tensor([ids[-1:]], device=device), cache)
-        ids.append(pick_next(logits[0, -1], temperature, generator))
-    return tokenizer.decode(ids)
+    new = stream(model, tokenizer, chars, temperature, prefix, seed, use_cache)
+    return prefix + "".join(char for char, _ in new)
 
 
 def generate_samples(
