@@ -168,10 +168,11 @@ def with_memorisation(records: list[dict], run_dir: Path) -> list[dict]:
     except AnatomyError as err:
         print(f"note: memorisation not measured: {err}", file=sys.stderr)
         return records
-    if not (data_dir / "corpus.txt").is_file():
-        print(f"note: memorisation not measured: the run's corpus {data_dir} is not here", file=sys.stderr)
+    try:
+        return annotate(records, Memorisation(data_dir))
+    except AnatomyError as err:  # the corpus is gone (e.g. a run copied from elsewhere): say so, keep the text
+        print(f"note: memorisation not measured: {err}", file=sys.stderr)
         return records
-    return annotate(records, Memorisation(data_dir))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -131,15 +131,19 @@ class Corpus:
     def load(cls, data_dir: Path) -> "Corpus":
         data_dir = Path(data_dir)
         try:
-            text = (data_dir / "corpus.txt").read_text(encoding="utf-8")
             split = json.loads((data_dir / "split.json").read_text(encoding="utf-8"))
+            # the pipeline tokenizes corpus.txt in the same folder; split.json names it either way
+            corpus_path = data_dir / "corpus.txt"
+            if not corpus_path.is_file():
+                corpus_path = Path(split["corpus"])
+            text = corpus_path.read_text(encoding="utf-8")
             n_train = int(split["train_tokens"])
             # the corpus step's stats name the posts; a corpus tokenized by hand may have none
             stats_path = data_dir / "stats.json"
             stats = json.loads(stats_path.read_text(encoding="utf-8")) if stats_path.is_file() else {}
         except (OSError, ValueError, KeyError, TypeError) as err:
-            raise AnatomyError(f"{data_dir}: not a tokenized corpus folder with corpus.txt and split.json "
-                               f"({type(err).__name__}: {err})") from None
+            raise AnatomyError(f"{data_dir}: not a tokenized corpus folder (split.json, and the corpus.txt "
+                               f"it names) ({type(err).__name__}: {err})") from None
         posts, start = [], 0
         for post in stats.get("post_lengths") or []:
             posts.append((str(post["path"]), start))

@@ -76,6 +76,12 @@ def is_reference(path: str) -> bool:
     return Path(path).resolve() == REFERENCE_DB.resolve()
 
 
+def runs_root(db_path: str) -> Path:
+    """Where the run folders of a database are: results/reference/runs for the reference, else
+    the runs/ folder beside the database (the layout `collect` and the workflow use)."""
+    return REFERENCE_DIR / "runs" if is_reference(db_path) else Path(db_path).parent / "runs"
+
+
 def reference_provenance() -> dict:
     """Where and when the reference runs were made (results/reference/grid.json), or {}."""
     try:

@@ -28,7 +28,7 @@ if str(REPO_ROOT) not in sys.path:  # the dashboard is an app folder, not an ins
 from dashboard import analysis, loaders  # noqa: E402
 
 APP = REPO_ROOT / "dashboard" / "streamlit_app.py"
-PAGES = ["overview", "curves", "overfitting", "ablations", "breaks", "samples"]
+PAGES = ["overview", "listen", "curves", "overfitting", "ablations", "breaks", "samples"]
 
 
 @pytest.fixture(autouse=True)
@@ -428,3 +428,40 @@ def test_samples_show_what_they_copied_and_the_share_by_step(tmp_path, monkeypat
     assert rows[("last", "training text")] == pytest.approx(0.6) and rows[("best", "training text")] == 0.0
     best_step, last_step = db_rows(db, "SELECT best_step, last_step FROM run_summary WHERE run_id = 'llama/seed42'")[0]
     assert set(chart["step"]) == {best_step, last_step}
+
+
+
+# ---------------------------------------------------------------------------------------------
+# Listen: live generation through the package's own code
+
+
+def test_listen_generates_what_the_command_line_generates(dashboard_db, monkeypatch):
+    from anatomy.generate import generate_samples
+
+    app = open_page(dashboard_db, "listen", monkeypatch)
+    assert app.multiselect(key="listen_runs").value == ["llama · seed 42", "vanilla · seed 42"]
+    app.segmented_control(key="listen_checkpoint").set_value("best")
+    app.number_input(key="listen_chars").set_value(30)
+    app.number_input(key="listen_seed").set_value(4)
+    app.number_input(key="listen_temperature").set_value(0.9)
+    app.button(key="listen_go").click().run()
+    assert not app.exception, [e.value for e in app.exception]
+    texts = app.session_state["listen_texts"]
+    runs = dashboard_db.parent / "runs"
+    for label, run_id in (("llama · seed 42", "llama/seed42"), ("vanilla · seed 42", "vanilla/seed42")):
+        expected = generate_samples(runs / run_id, "best", chars=30, temperature=0.9, prefix="## ", seed=4)["text"]
+        assert texts[label] == expected
+    stats = [caption.value for caption in app.caption if "characters/s" in caption.value]
+    assert len(stats) == 2 and all(s.startswith("30 characters") and "KV cache" in s for s in stats)
+    # the tiny runs' corpus folder is on disk, so what they copied is measured and marked
+    assert all("copied" in s and "not measured" not in s for s in stats)
+    assert len([h for h in app.get("html") if "<pre" in h.proto.body]) == 2
+
+
+def test_listen_without_weights_says_why_and_offers_the_stored_sample(fixture_grid_db, monkeypatch):
+    app = open_page(fixture_grid_db, "listen", monkeypatch)
+    app.multiselect(key="listen_runs").set_value(["vanilla · seed 42"]).run()
+    (info,) = [i for i in app.info if "weights on disk" in i.value]
+    assert "No `last` weights on disk" in info.value
+    assert "## vanilla seed 42 says hello" in app.text[0].value
+    assert not [b for b in app.button if b.key == "listen_go"]  # nothing to generate from

@@ -30,7 +30,9 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 # url path of each view -> how many charts it draws on the fixture database
-PAGES = {"": 1, "curves": 1, "overfitting": 4, "ablations": 1, "breaks": 3, "samples": 0}
+PAGES = {"": 1, "listen": 0, "curves": 1, "overfitting": 4, "ablations": 1, "breaks": 3, "samples": 0}
+# the Listen page writes its text once its Generate button is pressed
+PRESS_GENERATE = """document.querySelector('[data-testid="stBaseButton-primary"]').click()"""
 WINDOW = (1440, 1500)
 
 pytestmark = [
@@ -197,6 +199,12 @@ def test_every_page_draws_its_charts_in_chromium(browser_db, screenshot_dir, tmp
                 return done or bool(last.get("exceptions"))
 
             poll(drawn, 60)
+            if page == "listen" and not last.get("exceptions"):
+                browser.evaluate(PRESS_GENERATE)
+                poll(lambda: "characters/s" in (browser.evaluate(PAGE_STATE) or {}).get("text", "")
+                     and not browser.evaluate(PAGE_STATE)["running"], 120)
+                last.update(browser.evaluate(PAGE_STATE) or {})
+                assert "characters/s" in last["text"], "/listen wrote no text after Generate"
             time.sleep(1.0)  # let the charts finish their first paint before the screenshot
             shot = browser.call("Page.captureScreenshot", format="png")
             target = screenshot_dir / f"dashboard-{page or 'overview'}.png"

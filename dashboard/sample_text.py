@@ -1,0 +1,43 @@
+"""Generated text as the Samples and Listen pages show it: copied spans marked, with their source."""
+
+from __future__ import annotations
+
+import html
+
+import pandas as pd
+
+COPY_COLOR = "#fdd9a0"
+
+
+def merged_spans(spans: list) -> list[tuple[int, int, str]]:
+    """Copied spans as non-overlapping (start, end, where from) intervals, in text order."""
+    merged: list[list] = []
+    for start, length, post, line in sorted(spans):
+        where = f"copied from {post}, line {line}"
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], start + length)
+        else:
+            merged.append([start, start + length, where])
+    return [tuple(interval) for interval in merged]
+
+
+def highlighted(text: str, spans: list) -> str:
+    """The sample as HTML with each copied span marked; hovering one names its source."""
+    pieces, at = [], 0
+    for start, end, where in merged_spans(spans):
+        pieces.append(html.escape(text[at:start]))
+        pieces.append(f'<mark style="background:{COPY_COLOR}" title="{html.escape(where)}">'
+                      f"{html.escape(text[start:end])}</mark>")
+        at = end
+    pieces.append(html.escape(text[at:]))
+    return f'<pre style="white-space:pre-wrap;font-family:inherit;margin:0">{"".join(pieces)}</pre>'
+
+
+def memorisation_caption(sample: pd.Series) -> str:
+    caption = (f"copied from the training text: **{sample['copied_fraction']:.1%}** of the generated characters "
+               f"(spans of {int(sample['copy_min_chars'])}+ characters, highlighted; the validation split, never "
+               f"seen: {sample['val_copied_fraction']:.1%})")
+    if sample["longest_copy"]:
+        caption += (f"; longest {int(sample['longest_copy'])} characters, from {sample['longest_copy_post']} "
+                    f"line {int(sample['longest_copy_line'])}")
+    return caption
