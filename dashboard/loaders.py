@@ -79,7 +79,11 @@ def is_reference(path: str) -> bool:
 def runs_root(db_path: str) -> Path:
     """Where the run folders of a database are: results/reference/runs for the reference, else
     the runs/ folder beside the database (the layout `collect` and the workflow use)."""
-    return REFERENCE_DIR / "runs" if is_reference(db_path) else Path(db_path).parent / "runs"
+    root = REFERENCE_DIR / "runs" if is_reference(db_path) else Path(db_path).parent / "runs"
+    try:  # as the learner would type it, from the folder the dashboard was started in
+        return root.resolve().relative_to(Path.cwd())
+    except ValueError:
+        return root
 
 
 def reference_provenance() -> dict:

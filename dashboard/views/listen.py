@@ -112,8 +112,9 @@ if ready and st.button("Generate", type="primary", key="listen_go"):
             for label, (_, _, text_slot, stats_slot) in ready.items():
                 figures = measure[label](texts[label], prefix) if measure[label] else None
                 text_slot.html(highlighted(texts[label], figures["copied_spans"] if figures else []))
-                copied = (f" · copied {figures['copied_fraction']:.1%}" if figures
-                          else " · copies not measured (the run's corpus folder is not here)")
+                copied = (f" · copied {figures['copied_fraction']:.1%}" if figures else
+                          " · copies not measured: the run's corpus folder is not here (make it with "
+                          "`snakemake --cores 1 results/corpus/split.json`)")
                 stats_slot.caption(f"{step} characters · {speed:,.0f} characters/s · "
                                    f"KV cache {cache_bytes[label] / 1024:,.1f} KiB{copied}")
     except AnatomyError as err:
