@@ -11,6 +11,7 @@ hand; tests/test_report.py holds the two together.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import math
 import os
 from pathlib import Path
@@ -166,28 +167,35 @@ def claims_section(data: ReportData) -> str:
                     [[c.claim, c.chapter, c.measured, c.verdict] for c in claims(data)])
 
 
+def wall_clock_hours(entries: list[dict[str, Any]]) -> float:
+    """From the first job's start to the last job's end (each start is its end minus its length)."""
+    ends = [dt.datetime.fromisoformat(entry["finished_utc"].replace("Z", "+00:00")) for entry in entries]
+    starts = [end - dt.timedelta(seconds=entry["job_s"] or entry["train_s"] or 0.0) for end, entry in zip(ends, entries)]
+    return (max(ends) - min(starts)).total_seconds() / 3600
+
+
 def costs_section(data: ReportData) -> str:
-    """Wall time per target, from the shipped runs' records (grid.json)."""
+    """Time per target, from the shipped runs' records (grid.json)."""
     if not data.provenance:
         return ""
     records = data.provenance.get("runs", {})
     rows = []
     groups = data.runs.set_index("run_id")["group"].to_dict()
     for group, target in TARGETS.items():
-        mine = {run_id: entry for run_id, entry in records.items() if groups.get(run_id) == group}
-        jobs = [entry["job_s"] or entry["train_s"] or 0.0 for entry in mine.values()]
+        mine = [entry for run_id, entry in records.items() if groups.get(run_id) == group]
+        jobs = [entry["job_s"] or entry["train_s"] or 0.0 for entry in mine]
         if not jobs:
-            rows.append([f"`{target}`", "0", "–", "–"])
+            rows.append([f"`{target}`", "0", "–", "–", "–"])
             continue
         rows.append([f"`{target}`", str(len(jobs)), f"{sum(jobs) / len(jobs) / 60:.1f}",
-                     f"{sum(jobs) / 3600:.2f}"])
+                     f"{sum(jobs) / 3600:.2f}", f"{wall_clock_hours(mine):.2f}"])
     grid = data.provenance.get("grid", {})
-    return (md_table(["target", "runs shipped", "minutes per run", "run-hours in all"], rows)
+    return (md_table(["target", "runs shipped", "minutes per run", "run-hours in all", "wall-clock hours"], rows)
             + f"\n\nOn {', '.join(grid.get('machines', [])) or 'an unrecorded machine'} "
               f"({', '.join(grid.get('devices', []))}, torch {', '.join(grid.get('torch_versions', []))}), "
-              f"runs finished {grid.get('first_finished_utc', '?')[:10]} to {grid.get('last_finished_utc', '?')[:10]}; "
-              "minutes per run are Snakemake's benchmark of each training job (compile, training, evaluations, "
-              "checkpoints), two single-thread jobs side by side.")
+              f"runs finished {grid.get('first_finished_utc', '?')[:10]} to {grid.get('last_finished_utc', '?')[:10]}. "
+              "Minutes per run: Snakemake's benchmark of each training job (compile, training, evaluations, "
+              "checkpoints). Wall-clock: from the first of the target's jobs to start to the last to end, so far.")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -338,6 +346,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.out.exists() and not args.out.is_dir():
         raise AnatomyError(f"--out {args.out} is a file: expected a folder for report.md and the figures")
+    if args.readme is not None and args.no_figures:
+        raise AnatomyError("--readme with --no-figures would drop the README's figures: give one or the other")
     if args.runs is not None:
         provenance = read_provenance(args.provenance or args.runs.parent / "grid.json")
         data = load_runs(args.runs, provenance)
