@@ -13,7 +13,6 @@ recomputation at every step.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from anatomy.atomic import write_json
 from anatomy.config import ModelConfig
 from anatomy.errors import AnatomyError
 from anatomy.model import KVCache, MiniLM
+from anatomy.run_files import read_summary
 from anatomy.tokenizer import CharTokenizer
 from anatomy.train import RunFolder, load_checkpoint
 
@@ -102,7 +102,7 @@ def generate_samples(
     run = RunFolder(run_dir)
     note = None
     if checkpoint == "last" and run.summary.is_file():
-        summary = json.loads(run.summary.read_text(encoding="utf-8"))
+        summary = read_summary(run.summary)
         if summary.get("diverged"):
             note = f"run diverged at step {summary.get('diverged_step')}"
             checkpoint = "best" if run.best.is_file() else None

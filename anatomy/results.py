@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from anatomy.atomic import atomic_path, write_json
 from anatomy.errors import AnatomyError
+from anatomy.run_files import check_summary, read_json_file
 
 SCHEMA_PATH = Path(__file__).with_name("schema.sql")
 
@@ -70,14 +71,6 @@ class CollectedRuns:
 
 # ---------------------------------------------------------------------------------------------
 # Reading run folders
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        # Python's json reads the NaN / Infinity tokens that a diverged run's summary may hold
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise AnatomyError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
 
 
 def _number(value: Any, path: Path, name: str, kind: type = float) -> Any:
@@ -133,7 +126,7 @@ def read_metrics(path: Path, run_id: str, finished: bool) -> list[dict[str, Any]
 def read_samples(path: Path, run_id: str) -> list[dict[str, Any]]:
     if not path.exists():
         return []
-    records = _read_json(path)
+    records = read_json_file(path)
     if not isinstance(records, list):
         raise AnatomyError(f"{path}: expected a list of samples, got {type(records).__name__}")
     rows = []
@@ -160,7 +153,12 @@ def read_samples(path: Path, run_id: str) -> list[dict[str, Any]]:
 def read_run(folder: Path, runs_root: Path) -> tuple[dict[str, Any], list, list]:
     """One run folder -> (runs row, metrics rows, samples rows)."""
     config_path = folder / "config.json"
-    config = _read_json(config_path)
+    if not config_path.is_file():
+        raise AnatomyError(
+            f"{folder}: summary.json but no config.json, so its settings are unknown; train it again with "
+            f"the same settings (config.json is written back from last.pt) or delete the folder"
+        )
+    config = read_json_file(config_path)
     if not isinstance(config, dict):
         raise AnatomyError(f"{config_path}: expected a JSON object with model, train and tags")
     tags = config.get("tags") or {}
@@ -169,9 +167,11 @@ def read_run(folder: Path, runs_root: Path) -> tuple[dict[str, Any], list, list]
     run_id = folder.relative_to(runs_root).as_posix()
 
     summary_path = folder / "summary.json"
-    summary = _read_json(summary_path) if summary_path.exists() else None
+    summary = read_json_file(summary_path) if summary_path.exists() else None
     if summary is not None and not isinstance(summary, dict):
         raise AnatomyError(f"{summary_path}: expected a JSON object")
+    if summary is not None:
+        check_summary(summary, summary_path)  # "false" is a truthy string: types are checked
     metrics = read_metrics(folder / "metrics.jsonl", run_id, finished=summary is not None)
 
     def from_summary(name: str, kind: type = float) -> Any:
@@ -216,9 +216,14 @@ def read_run(folder: Path, runs_root: Path) -> tuple[dict[str, Any], list, list]
     return run, metrics, read_samples(folder / "samples.json", run_id)
 
 
+RUN_MARKERS = ("config.json", "summary.json")
+
+
 def find_run_folders(runs_root: Path) -> list[Path]:
-    """Every folder under the root holding a config.json (a run that has at least started)."""
-    return sorted(path.parent for path in runs_root.rglob("config.json") if not path.parent.name.startswith("."))
+    """Every folder under the root holding a config.json (a run that has at least started) or a
+    summary.json (a finished run: one that lost its config.json is named, not left out)."""
+    folders = {path.parent for marker in RUN_MARKERS for path in runs_root.rglob(marker)}
+    return sorted(folder for folder in folders if not folder.name.startswith("."))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -42,6 +42,7 @@ from anatomy.config import (
 )
 from anatomy.errors import AnatomyError
 from anatomy.model import MiniLM
+from anatomy.run_files import read_run_config, read_summary
 from anatomy.tokenizer import check_windows, load_tokenized
 
 Schedule = Literal["constant", "cosine"]
@@ -221,7 +222,7 @@ class RunFolder:
     def previous_settings(self) -> dict | None:
         """The settings of the run already in this folder, if any (from config.json or last.pt)."""
         if self.config.is_file():
-            return run_settings(json.loads(self.config.read_text(encoding="utf-8")))
+            return run_settings(read_run_config(self.config))
         if self.last.is_file():
             return load_checkpoint(self.last).get("settings")
         return None
@@ -326,18 +327,9 @@ def train(
         "data": {"dir": Path(data_dir).as_posix(), "vocab_size": tokenizer.vocab_size,
                  "train_tokens": len(train_ids), "val_tokens": len(val_ids)},
     }
-    previous = run.previous_settings()
-    if previous is not None and previous != run_settings(resolved):
-        if not restart_on_change:
-            raise AnatomyError(
-                f"{run.root}: this folder holds a run with different settings; "
-                f"use another --out, delete the folder, or pass --restart-on-change"
-            )
-        print(f"{run.root}: settings changed, starting over", flush=True)
-        run.clear()
-    elif run.summary.is_file():
-        print(f"{run.root}: already finished, nothing to do")
-        return json.loads(run.summary.read_text(encoding="utf-8"))
+    finished = settle_folder(run, resolved, restart_on_change)
+    if finished is not None:
+        return finished
     write_json(run.config, resolved)
 
     if train_cfg.threads:
@@ -434,6 +426,46 @@ def train(
     summary = _summary(model, state, diverged_step, device, forward is not model, train_cfg, model_cfg)
     write_json(run.summary, summary)  # last: its presence means the run is finished
     return summary
+
+
+def settle_folder(run: RunFolder, resolved: dict, restart_on_change: bool) -> dict | None:
+    """Check what the folder already holds against the run asked for. Returns the summary of a
+    finished run with the same settings (nothing left to do), or None: train, fresh or resumed.
+    A run whose settings cannot be checked counts as different: nothing is trusted unchecked."""
+    previous = run.previous_settings()
+    if previous is None and run.summary.is_file():
+        problem = "holds summary.json, but neither config.json nor last.pt to tell which settings made it"
+    elif previous is not None and previous != run_settings(resolved):
+        problem = f"holds a run with different settings ({settings_difference(previous, run_settings(resolved))})"
+    else:
+        problem = None
+    if problem is not None:
+        if not restart_on_change:
+            raise AnatomyError(f"{run.root}: this folder {problem}; "
+                               f"use another --out, delete the folder, or pass --restart-on-change")
+        print(f"{run.root}: this folder {problem}; starting over", flush=True)
+        run.clear()
+        return None
+    if not run.summary.is_file():
+        return None
+    summary = read_summary(run.summary)
+    if not run.config.is_file():  # last.pt vouched for the settings: put back what was lost
+        write_json(run.config, resolved)
+    print(f"{run.root}: already finished, nothing to do")
+    return summary
+
+
+def settings_difference(before: dict, after: dict, prefix: str = "") -> str:
+    """The first few fields that differ, e.g. "model.n_layer: 2 in the folder, 3 asked for"."""
+    differences = []
+    for key in sorted(set(before) | set(after), key=str):
+        old, new = before.get(key), after.get(key)
+        if isinstance(old, dict) and isinstance(new, dict):
+            if old != new:
+                differences.append(settings_difference(old, new, f"{prefix}{key}."))
+        elif old != new:
+            differences.append(f"{prefix}{key}: {old!r} in the folder, {new!r} asked for")
+    return "; ".join(differences[:3]) + ("; ..." if len(differences) > 3 else "")
 
 
 def run_settings(resolved: dict) -> dict:

@@ -112,3 +112,15 @@ def test_diverged_run_is_sampled_from_its_best_checkpoint(tiny_runs, tmp_path):
     record = generate_samples(run, chars=10)
     assert record["checkpoint"] == "best" and "diverged at step 55" in record["note"]
     assert len(record["text"]) == 13
+
+
+def test_a_diverged_flag_written_as_text_is_an_error(tiny_runs, tmp_path):
+    """"false" is a non-empty string, so it used to read as true and sample from best.pt."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_runs["vanilla"], run)
+    summary = json.loads((run / "summary.json").read_text())
+    (run / "summary.json").write_text(json.dumps({**summary, "diverged": "false"}))
+    with pytest.raises(AnatomyError, match=r"summary\.json: field 'diverged' must be true or false, got 'false'"):
+        generate_samples(run, chars=10)

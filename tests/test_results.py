@@ -208,6 +208,11 @@ def test_a_half_written_last_line_is_skipped_only_while_running(tmp_path):
     ("samples.json", '{"text": "hi"}', r"samples\.json: expected a list of samples"),
     ("samples.json", '[{"prefix": "## "}]', r"sample 0 must be an object with a 'text' field"),
     ("samples.json", '[{"text": 5}]', r"sample 0: 'text' must be a string or null, got 5"),
+    # a non-empty string reads as true: "false" must not mark a run as diverged
+    ("summary.json", '{"status": "done", "diverged": "false"}', r"field 'diverged' must be true or false, got 'false'"),
+    ("summary.json", '{"status": "done", "diverged": false, "compiled": "false"}',
+     r"field 'compiled' must be true or false, got 'false'"),
+    ("summary.json", '{"status": "finished", "diverged": false}', r"field 'status' must be 'done' or 'diverged'"),
 ])
 def test_bad_run_files_name_the_file_and_field(tmp_path, file_name, content, message):
     runs_root = tmp_path / "runs"
@@ -239,3 +244,12 @@ def test_cli_collect(fixture_runs, tmp_path, capsys):
     assert main(["collect", "--runs", str(tmp_path / "nowhere"), "--db", str(db)]) == 2
     assert "nowhere: no such folder" in capsys.readouterr().err
 
+
+
+def test_a_finished_run_without_its_config_is_named_not_left_out(tmp_path):
+    runs_root = tmp_path / "runs"
+    write_run_folder(runs_root, "llama", 42)
+    folder = write_run_folder(runs_root, "vanilla", 42)
+    (folder / "config.json").unlink()
+    with pytest.raises(AnatomyError, match=r"vanilla/seed42: summary\.json but no config\.json"):
+        results.collect(runs_root, tmp_path / "a.duckdb")

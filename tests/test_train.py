@@ -331,3 +331,51 @@ def test_cli_reports_bad_input_without_traceback(tiny_data, tmp_path, capsys):
     assert main(["train", "--data", str(tiny_data), "--out", out, "ctx_len=4096"]) == 2
     assert "corpus too short for ctx_len 4096" in capsys.readouterr().err
     assert not Path(out).exists()  # nothing half-written
+
+
+# --- what a run folder already holds is checked, never just trusted -----------------------------
+
+
+def test_a_finished_run_that_lost_its_config_gets_it_back(tiny_data, tmp_path, capsys):
+    """last.pt still vouches for the settings, so the run stands and config.json is written back."""
+    run_dir = tmp_path / "done"
+    train(tiny_data, run_dir, "debug", {}, FAST, tags={"experiment": "demo"})
+    config = (run_dir / "config.json").read_text()
+    (run_dir / "config.json").unlink()
+    train(tiny_data, run_dir, "debug", {}, FAST, tags={"experiment": "demo"})
+    assert "already finished" in capsys.readouterr().out
+    assert (run_dir / "config.json").read_text() == config
+
+
+def test_a_summary_whose_settings_cannot_be_checked_is_not_trusted(tiny_data, tmp_path):
+    """summary.json and metrics.jsonl alone do not say which settings made them."""
+    run_dir = tmp_path / "bare"
+    train(tiny_data, run_dir, "debug", {}, FAST)
+    for name in ("config.json", "last.pt", "best.pt"):
+        (run_dir / name).unlink()
+    with pytest.raises(AnatomyError, match="summary.json, but neither config.json nor last.pt"):
+        train(tiny_data, run_dir, "debug", {"n_layer": 3}, FAST)
+    summary = train(tiny_data, run_dir, "debug", {"n_layer": 3}, FAST, restart_on_change=True)
+    assert summary["steps_done"] == 30
+    assert json.loads((run_dir / "config.json").read_text())["model"]["n_layer"] == 3
+
+
+def test_a_settings_clash_says_what_differs(tiny_data, tmp_path):
+    run_dir = tmp_path / "mine"
+    train(tiny_data, run_dir, "debug", {}, FAST)
+    with pytest.raises(AnatomyError, match=r"model\.n_layer: 2 in the folder, 3 asked for"):
+        train(tiny_data, run_dir, "debug", {"n_layer": 3}, FAST)
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("diverged", "false", r"field 'diverged' must be true or false, got 'false'"),
+    ("compiled", "no", r"field 'compiled' must be true or false, got 'no'"),
+    ("best_val_loss", "low", r"field 'best_val_loss' must be a number or null, got 'low'"),
+])
+def test_a_finished_run_with_a_mistyped_summary_is_an_error(tiny_data, tmp_path, field, value, message):
+    run_dir = tmp_path / "done"
+    train(tiny_data, run_dir, "debug", {}, FAST)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    (run_dir / "summary.json").write_text(json.dumps({**summary, field: value}))
+    with pytest.raises(AnatomyError, match=message):
+        train(tiny_data, run_dir, "debug", {}, FAST)
