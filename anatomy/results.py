@@ -25,7 +25,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from anatomy.atomic import atomic_path, write_json
+from anatomy.atomic import atomic_path, check_file_target, write_json
 from anatomy.errors import AnatomyError
 from anatomy.run_files import check_summary, read_json_file
 
@@ -341,6 +341,9 @@ def summary_tables(db_path: Path) -> dict[str, list[dict[str, Any]]]:
 def collect(runs_root: Path, db_path: Path, json_path: Path | None = None,
             benchmarks_root: Path | None = None) -> dict[str, int]:
     """Read every run folder, write the database (and results.json); return the row counts."""
+    check_file_target(db_path, "--db")
+    if json_path is not None:
+        check_file_target(json_path, "--json")
     collected = collect_runs(Path(runs_root), benchmarks_root)
     write_database(collected, Path(db_path))
     counts = {

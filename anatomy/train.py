@@ -30,7 +30,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from anatomy.atomic import atomic_path, write_json
+from anatomy.atomic import atomic_path, check_folder_target, write_json
 from anatomy.compiling import compiled_or_eager, run_with_fallback
 from anatomy.config import (
     ModelConfig,
@@ -71,9 +71,13 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         check_field_types(self)
+        for name in ("lr", "min_lr", "weight_decay", "grad_clip"):  # nan passes every comparison
+            if not math.isfinite(getattr(self, name)):
+                raise AnatomyError(f"TrainConfig.{name} = {getattr(self, name)!r} is not valid: expected a finite number")
         require_positive(self, "steps", "batch_size", "lr", "eval_every", "eval_batch_size",
                          "max_train_eval_windows")
-        for name in ("warmup_steps", "min_lr", "weight_decay", "grad_clip", "threads"):
+        # the batch RNG takes only non-negative seeds
+        for name in ("warmup_steps", "min_lr", "weight_decay", "grad_clip", "threads", "seed"):
             if getattr(self, name) < 0:
                 raise AnatomyError(f"TrainConfig.{name} = {getattr(self, name)!r} is not valid: expected >= 0")
         if not DEVICE_PATTERN.match(self.device):
@@ -246,11 +250,24 @@ def save_checkpoint(path: Path, state: dict) -> None:
         torch.save(state, tmp)
 
 
+# what save_checkpoint writes; generation needs only model, config and vocab
+CHECKPOINT_KEYS = ("model", "optimizer", "rng", "state", "config", "settings", "vocab")
+
+
 def load_checkpoint(path: Path) -> dict:
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        saved = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # a truncated or foreign file: say which and why
         raise AnatomyError(f"{path}: cannot read this checkpoint ({type(err).__name__}: {err})") from None
+    if not isinstance(saved, dict):
+        missing = list(CHECKPOINT_KEYS)
+    else:
+        missing = [key for key in CHECKPOINT_KEYS if key not in saved]
+        if not missing and not (isinstance(saved["config"], dict) and "model" in saved["config"]):
+            missing = ["config.model"]
+    if missing:
+        raise AnatomyError(f"{path}: not a checkpoint written by `anatomy train` (missing {', '.join(missing)})")
+    return saved
 
 
 def finite_or_none(value: float) -> float | None:
@@ -313,10 +330,12 @@ def train(
     restart_on_change: bool = False,
 ) -> dict:
     """Train (or resume, or skip a finished) run; returns its summary."""
+    check_folder_target(out_dir, "--out")
     tokenizer, train_ids, val_ids = load_tokenized(data_dir)
     model_cfg = resolve_model_config(preset_name, model_overrides or {}, tokenizer.vocab_size)
     train_cfg = TrainConfig.from_dict(train_overrides or {}, source="train overrides")
     check_windows(len(train_ids), len(val_ids), model_cfg.ctx_len, Path(data_dir))
+    device = pick_device(train_cfg.device)  # may refuse (no CUDA here): before anything is written
 
     run = RunFolder(out_dir)
     resolved = {
@@ -334,7 +353,6 @@ def train(
 
     if train_cfg.threads:
         torch.set_num_threads(train_cfg.threads)
-    device = pick_device(train_cfg.device)
     torch.manual_seed(train_cfg.seed)  # model initialisation only; batches have their own RNG
     model = MiniLM(model_cfg).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=train_cfg.lr, weight_decay=train_cfg.weight_decay)

@@ -124,3 +124,15 @@ def test_a_diverged_flag_written_as_text_is_an_error(tiny_runs, tmp_path):
     (run / "summary.json").write_text(json.dumps({**summary, "diverged": "false"}))
     with pytest.raises(AnatomyError, match=r"summary\.json: field 'diverged' must be true or false, got 'false'"):
         generate_samples(run, chars=10)
+
+
+@pytest.mark.parametrize("content", [{"weights": 1}, {"model": {}, "vocab": []}])
+def test_a_checkpoint_that_is_not_ours_is_one_line(tmp_path, capsys, content):
+    torch.save(content, tmp_path / "last.pt")
+    assert main(["generate", str(tmp_path)]) == 2
+    assert "last.pt: not a checkpoint written by `anatomy train` (missing" in capsys.readouterr().err
+
+
+def test_out_on_a_folder_is_named(tiny_runs, tmp_path, capsys):
+    assert main(["generate", str(tiny_runs["llama"]), "--chars", "5", "--out", str(tmp_path)]) == 2
+    assert "is a folder" in capsys.readouterr().err

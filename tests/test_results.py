@@ -253,3 +253,9 @@ def test_a_finished_run_without_its_config_is_named_not_left_out(tmp_path):
     (folder / "config.json").unlink()
     with pytest.raises(AnatomyError, match=r"vanilla/seed42: summary\.json but no config\.json"):
         results.collect(runs_root, tmp_path / "a.duckdb")
+
+
+def test_db_pointing_at_a_folder_is_one_line(fixture_runs, tmp_path, capsys):
+    runs_root, _ = fixture_runs
+    assert main(["collect", "--runs", str(runs_root), "--db", str(tmp_path)]) == 2
+    assert f"--db {tmp_path}: is a folder" in capsys.readouterr().err

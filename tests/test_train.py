@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -379,3 +381,79 @@ def test_a_finished_run_with_a_mistyped_summary_is_an_error(tiny_data, tmp_path,
     (run_dir / "summary.json").write_text(json.dumps({**summary, field: value}))
     with pytest.raises(AnatomyError, match=message):
         train(tiny_data, run_dir, "debug", {}, FAST)
+
+
+# --- bad input: one clear line, and nothing written ---------------------------------------------
+
+
+def copy_of_finished_run(tiny_data, tmp_path) -> Path:
+    run_dir = tmp_path / "run"
+    train(tiny_data, run_dir, "debug", {}, FAST)
+    return run_dir
+
+
+@pytest.mark.parametrize("file_name, content, message", [
+    ("summary.json", "{not json", r"summary\.json: not valid JSON"),
+    ("summary.json", "[1, 2]", r"summary\.json: expected a JSON object .*, got a list"),
+    ("config.json", "{not json", r"config\.json: not valid JSON"),
+    ("config.json", "[]", r"config\.json: expected a JSON object .*, got a list"),
+    ("config.json", '{"preset": "debug"}', r"config\.json: field 'model' must be an object"),
+])
+def test_broken_run_files_are_one_line(tiny_data, tmp_path, capsys, file_name, content, message):
+    run_dir = copy_of_finished_run(tiny_data, tmp_path)
+    (run_dir / file_name).write_text(content)
+    args = ["train", "--data", str(tiny_data), "--out", str(run_dir), "--preset", "debug",
+            *[f"{k}={v}" for k, v in FAST.items()]]
+    assert main(args) == 2
+    assert re.search(message, capsys.readouterr().err)
+
+
+def test_a_split_json_that_is_a_list_is_one_line(tiny_data, tmp_path, capsys):
+    data = tmp_path / "data"
+    shutil.copytree(tiny_data, data)
+    (data / "split.json").write_text("[]")
+    assert main(["train", "--data", str(data), "--out", str(tmp_path / "run")]) == 2
+    assert re.search(r"split\.json: expected a JSON object", capsys.readouterr().err)
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("content", [{"weights": 1}, {"model": {}, "state": {}}])
+def test_a_checkpoint_that_is_not_ours_is_named(tiny_data, tmp_path, capsys, content):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    torch.save(content, run_dir / "last.pt")
+    assert main(["train", "--data", str(tiny_data), "--out", str(run_dir), "--preset", "debug"]) == 2
+    err = capsys.readouterr().err
+    assert "last.pt: not a checkpoint written by `anatomy train` (missing" in err
+
+
+@pytest.mark.parametrize("override, message", [
+    ("lr=nan", "lr = nan is not valid: expected a finite number"),
+    ("weight_decay=nan", "weight_decay = nan is not valid: expected a finite number"),
+    ("lr=inf", "lr = inf is not valid: expected a finite number"),
+    ("seed=-1", "seed = -1 is not valid: expected >= 0"),
+])
+def test_impossible_numbers_are_refused_before_anything_is_written(tiny_data, tmp_path, capsys, override, message):
+    out = tmp_path / "run"
+    assert main(["train", "--data", str(tiny_data), "--out", str(out), "--preset", "debug", override]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()  # no config.json: no ghost "running" run in the database
+
+
+def test_a_negative_token_id_is_named(tiny_data, tmp_path, capsys):
+    data = tmp_path / "data"
+    shutil.copytree(tiny_data, data)
+    ids = np.load(data / "train.npy").astype(np.int32)
+    ids[5] = -3
+    np.save(data / "train.npy", ids)
+    assert main(["train", "--data", str(data), "--out", str(tmp_path / "run"), "--preset", "debug"]) == 2
+    assert "train.npy: token id -3 is outside the vocabulary" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("where", ["a_file", "a_file/run"])
+def test_out_on_or_under_a_file_is_named(tiny_data, tmp_path, capsys, where):
+    (tmp_path / "a_file").write_text("not a folder")
+    out = tmp_path / where
+    assert main(["train", "--data", str(tiny_data), "--out", str(out), "--preset", "debug"]) == 2
+    assert f"--out {out}: " in capsys.readouterr().err
+    assert (tmp_path / "a_file").read_text() == "not a folder"
