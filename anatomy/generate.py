@@ -56,6 +56,12 @@ def sample_next(logits: torch.Tensor, temperature: float, generator: torch.Gener
     return min(int(torch.searchsorted(cumulative, u, right=True)), cumulative.numel() - 1)
 
 
+def check_temperature(temperature: float) -> None:
+    # nan and inf pass `<= 0` and would sample garbage (softmax of nan, or uniform noise)
+    if not math.isfinite(temperature) or temperature <= 0:
+        raise AnatomyError(f"temperature = {temperature} is not valid: expected a positive, finite number")
+
+
 @torch.inference_mode()  # like no_grad, and skips autograd's version counters too
 def sample(
     model: MiniLM,
@@ -67,8 +73,7 @@ def sample(
     use_cache: bool = True,
 ) -> str:
     """Prefix plus `chars` sampled characters."""
-    if temperature <= 0:
-        raise AnatomyError(f"temperature = {temperature} is not valid: expected a positive number")
+    check_temperature(temperature)
     if not prefix:
         raise AnatomyError("the prefix is empty: give at least one character to start from")
     ids = tokenizer.encode(prefix)  # names any character outside the vocabulary
@@ -128,6 +133,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.chars < 0:
         raise AnatomyError(f"--chars {args.chars} is not valid: expected 0 or more")
+    check_temperature(args.temperature)  # before the checkpoint is loaded
     record = generate_samples(args.run_dir, args.checkpoint, args.chars, args.temperature, args.prefix, args.seed)
     if args.out:
         write_json(args.out, [record])

@@ -136,3 +136,11 @@ def test_a_checkpoint_that_is_not_ours_is_one_line(tmp_path, capsys, content):
 def test_out_on_a_folder_is_named(tiny_runs, tmp_path, capsys):
     assert main(["generate", str(tiny_runs["llama"]), "--chars", "5", "--out", str(tmp_path)]) == 2
     assert "is a folder" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("temperature", ["nan", "inf"])
+def test_a_temperature_that_is_not_a_finite_number_is_refused(tiny_runs, tmp_path, capsys, temperature):
+    out = tmp_path / "samples.json"
+    assert main(["generate", str(tiny_runs["llama"]), "--temperature", temperature, "--out", str(out)]) == 2
+    assert f"temperature = {float(temperature)} is not valid" in capsys.readouterr().err
+    assert not out.exists()
