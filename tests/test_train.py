@@ -457,3 +457,14 @@ def test_out_on_or_under_a_file_is_named(tiny_data, tmp_path, capsys, where):
     assert main(["train", "--data", str(tiny_data), "--out", str(out), "--preset", "debug"]) == 2
     assert f"--out {out}: " in capsys.readouterr().err
     assert (tmp_path / "a_file").read_text() == "not a folder"
+
+
+def test_overrides_may_come_before_options(tiny_data, tmp_path):
+    """`train n_layer=1 --out X seed=3`: key=value pairs mixed in with the options, in any order."""
+    out = tmp_path / "mixed"
+    args = ["train", "n_layer=1", "--data", str(tiny_data), "steps=10", "--out", str(out), "--preset", "debug",
+            "eval_every=5", "--tag", "experiment=mixed", "batch_size=2", "threads=1", "compile=false"]
+    assert main(args) == 0
+    config = json.loads((out / "config.json").read_text())
+    assert config["model"]["n_layer"] == 1 and config["train"]["steps"] == 10 and config["train"]["batch_size"] == 2
+    assert config["tags"] == {"experiment": "mixed"}
