@@ -19,79 +19,22 @@ import hashlib
 import json
 import math
 import platform
-import re
 import statistics
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
 
 from anatomy.atomic import atomic_path, check_folder_target, write_json
 from anatomy.compiling import compiled_or_eager, run_with_fallback
-from anatomy.config import (
-    ModelConfig,
-    check_field_types,
-    config_from_dict,
-    parse_value,
-    preset,
-    require_positive,
-)
+from anatomy.config import ModelConfig, TrainConfig, parse_value, preset
 from anatomy.errors import AnatomyError
 from anatomy.model import MiniLM
 from anatomy.run_files import read_run_config, read_summary
 from anatomy.tokenizer import check_windows, load_tokenized
-
-Schedule = Literal["constant", "cosine"]
-DEVICE_PATTERN = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    steps: int = 2000
-    batch_size: int = 32
-    lr: float = 3e-4
-    warmup_steps: int = 100  # linear warmup; 0 means full lr from the first step
-    schedule: Schedule = "constant"  # after warmup: constant, or cosine down to min_lr
-    min_lr: float = 0.0
-    weight_decay: float = 0.01  # torch's AdamW default
-    grad_clip: float = 0.0  # 0: off, so that instability shows (the deep post-norm test)
-    seed: int = 42
-    eval_every: int = 50
-    eval_batch_size: int = 64  # windows per forward pass during evaluation
-    max_train_eval_windows: int = 128  # train loss: this many fixed windows spread over the split
-    device: str = "auto"  # auto = cuda > mps > cpu
-    threads: int = 0  # 0: torch's default
-    # torch.compile the training step (anatomy/compiling.py): True, False, or auto = for models
-    # with RMSNorm, RoPE or SwiGLU where a backend is installed. Evaluation and generation run eagerly.
-    compile: bool | Literal["auto"] = "auto"
-
-    def __post_init__(self) -> None:
-        check_field_types(self)
-        for name in ("lr", "min_lr", "weight_decay", "grad_clip"):  # nan passes every comparison
-            if not math.isfinite(getattr(self, name)):
-                raise AnatomyError(f"TrainConfig.{name} = {getattr(self, name)!r} is not valid: expected a finite number")
-        require_positive(self, "steps", "batch_size", "lr", "eval_every", "eval_batch_size",
-                         "max_train_eval_windows")
-        # the batch RNG takes only non-negative seeds
-        for name in ("warmup_steps", "min_lr", "weight_decay", "grad_clip", "threads", "seed"):
-            if getattr(self, name) < 0:
-                raise AnatomyError(f"TrainConfig.{name} = {getattr(self, name)!r} is not valid: expected >= 0")
-        if not DEVICE_PATTERN.match(self.device):
-            raise AnatomyError(
-                f"TrainConfig.device = {self.device!r} is not valid: expected auto, cpu, mps, cuda or cuda:N"
-            )
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any], source: str = "train config") -> "TrainConfig":
-        return config_from_dict(cls, data, source)
-
 
 # ---------------------------------------------------------------------------------------------
 # Resolving a run's settings from a preset and `key=value` overrides

@@ -228,6 +228,19 @@ BAD_ENTRIES = {
         "  my_test:\n    preset: llama\n    group: break\n    description: d\n    train: {lr: 3e-4}\n",
         ["experiments.my_test.train.lr", "'3e-4' is not of type 'number'"],
     ),
+    # Valid field by field, but not together or not as a number: the package's own configs say so.
+    "two fields that clash": (
+        "  my_test:\n    preset: vanilla\n    group: break\n    description: d\n    model: {n_head: 3}\n",
+        ["experiments.my_test", "d_model 128 is not divisible by n_head 3"],
+    ),
+    "KV heads that do not divide the heads": (
+        "  my_test:\n    preset: llama\n    group: break\n    description: d\n    model: {n_kv_head: 3}\n",
+        ["experiments.my_test", "n_head 4 is not divisible by n_kv_head 3"],
+    ),
+    "a learning rate that is not a number": (
+        "  my_test:\n    preset: llama\n    group: break\n    description: d\n    train: {lr: .nan}\n",
+        ["experiments.my_test", "lr = nan is not valid: expected a finite number"],
+    ),
     "a name that cannot be a folder": (
         "  My-Test:\n    preset: llama\n    group: break\n    description: d\n",
         ["experiments", "'My-Test' does not match"],
@@ -390,21 +403,17 @@ def test_crashed_training_leaves_nothing_that_counts_as_done_and_can_resume(work
     assert job_counts(plan.stdout) == {"train_model": 1}
 
 
-def test_settings_the_package_rejects_fail_the_job_cleanly(tmp_path):
-    """A schema-valid experiment the model refuses (4 heads cannot share 3 KV heads): the job
-    fails with the package's message in its log, and leaves no run behind."""
-    shutil.copytree(REPO / "data" / "posts", tmp_path / "data" / "posts")
-    extra = tmp_path / "extra.yaml"
+def test_settings_the_package_rejects_stop_the_plan_before_any_job(workdir):
+    """A schema-valid experiment the model refuses once the quick config shrinks it (d_model 32
+    cannot be split into 3 heads): `snakemake -n` says so, instead of a job failing later."""
+    extra = workdir / "extra.yaml"
     extra.write_text("experiments:\n  bad_heads:\n    preset: llama\n    group: extra\n"
-                     "    description: d\n    model: {n_kv_head: 3}\n", encoding="utf-8")
-    target = "results/runs/bad_heads/seed42/summary.json"
-    result = snakemake(tmp_path, target, "--cores", "1",
-                       "--configfile", str(WORKFLOW / "quick.yaml"), str(extra))
+                     "    description: d\n    model: {n_head: 3}\n", encoding="utf-8")
+    result = snakemake(workdir, "-n", "--configfile", str(WORKFLOW / "quick.yaml"), str(extra))
     assert result.returncode != 0
-    log = (tmp_path / "results/logs/train_model/bad_heads/seed42.log").read_text()
-    assert "n_kv_head" in log and "Traceback" not in log, log
-    run = tmp_path / "results" / "runs" / "bad_heads" / "seed42"
-    assert not (run / "summary.json").exists() and not (run / "config.json").exists()
+    output = result.stdout + result.stderr
+    assert "invalid config at experiments.bad_heads: ModelConfig: d_model 32 is not divisible by n_head 3" in output
+    assert "Traceback" not in output and not (workdir / "results").exists()
 
 
 # ---------------------------------------------------------------------------------------------

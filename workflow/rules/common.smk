@@ -42,6 +42,32 @@ validate_config()
 EXPERIMENTS = config["experiments"]
 SEEDS = [int(seed) for seed in config["seeds"]]
 
+
+def check_experiment_settings():
+    """Resolve every experiment's settings as its training job will, and check them with the
+    package's own configs. The schema checks each field alone; this catches fields that clash
+    (n_head 3 with d_model 32) or values no schema rules out (lr .nan), at `snakemake -n` time
+    rather than in a job that fails later. anatomy.config needs no torch, so this is quick.
+    """
+    from anatomy.config import TrainConfig, preset
+    from anatomy.errors import AnatomyError
+
+    for name, experiment in EXPERIMENTS.items():
+        model = {**config["model_overrides"], **experiment.get("model", {})}
+        train = {**config["train_overrides"], **experiment.get("train", {})}
+        try:
+            preset(experiment["preset"], **model)
+            for seed in SEEDS:
+                TrainConfig.from_dict({**train, "seed": seed, "device": config["device"]})
+        except AnatomyError as err:
+            raise WorkflowError(
+                f"invalid config at experiments.{name}: {err}. (Experiments: workflow/experiments.yaml; "
+                "quick sizes: workflow/quick.yaml; or a --configfile / --config you gave.)"
+            ) from None
+
+
+check_experiment_settings()
+
 # Named target -> the experiment group it runs (group `extra` runs only in `all`).
 TARGET_GROUPS = {"headline": "headline", "ablations": "ablation", "break_tests": "break"}
 
