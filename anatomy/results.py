@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import json
 import math
 import re
@@ -27,6 +28,7 @@ import pyarrow as pa
 
 from anatomy.atomic import atomic_path, check_file_target, write_json
 from anatomy.errors import AnatomyError
+from anatomy.locks import held_lock
 from anatomy.run_files import check_summary, read_json_file
 
 SCHEMA_PATH = Path(__file__).with_name("schema.sql")
@@ -312,6 +314,27 @@ def write_database(collected: CollectedRuns, db_path: Path) -> None:
                 wal.unlink()
 
 
+def collect_lock_path(db_path: Path) -> Path:
+    """The lock a collect holds while it writes `db_path`: results/.anatomy.duckdb.lock. Readers
+    (the dashboard) check it to tell a rebuild in progress from a leftover temporary file."""
+    db_path = Path(db_path)
+    return db_path.with_name(f".{db_path.name}.lock")
+
+
+@functools.lru_cache(maxsize=1)
+def expected_columns() -> frozenset[tuple[str, str]]:
+    """(table or view, column) of every column that schema.sql creates."""
+    with duckdb.connect(":memory:") as con:
+        con.execute(SCHEMA_PATH.read_text(encoding="utf-8"))
+        return frozenset(con.execute("SELECT table_name, column_name FROM information_schema.columns").fetchall())
+
+
+def missing_columns(found: set[tuple[str, str]]) -> list[str]:
+    """The columns this version's schema has that a database (its (table, column) pairs) lacks:
+    a database made by an older version of collect. Collecting again rebuilds it whole."""
+    return sorted(f"{table}.{column}" for table, column in expected_columns() - set(found))
+
+
 def _json_safe(value: Any) -> Any:
     """NaN and inf are not JSON: write them as null (the status column says the run diverged)."""
     if isinstance(value, float) and not math.isfinite(value):
@@ -345,13 +368,14 @@ def collect(runs_root: Path, db_path: Path, json_path: Path | None = None,
     if json_path is not None:
         check_file_target(json_path, "--json")
     collected = collect_runs(Path(runs_root), benchmarks_root)
-    write_database(collected, Path(db_path))
     counts = {
         "runs": len(collected.runs), "metrics": len(collected.metrics),
         "samples": len(collected.samples), "benchmarks": len(collected.benchmarks),
     }
-    if json_path is not None:
-        write_json(json_path, _json_safe({"counts": counts, **summary_tables(Path(db_path))}))
+    with held_lock(collect_lock_path(db_path)):  # one writer at a time; readers can tell it is at work
+        write_database(collected, Path(db_path))
+        if json_path is not None:
+            write_json(json_path, _json_safe({"counts": counts, **summary_tables(Path(db_path))}))
     return counts
 
 
