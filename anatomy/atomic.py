@@ -64,6 +64,19 @@ def check_folder_target(folder: str | os.PathLike, option: str = "") -> None:
         raise AnatomyError(f"{name}: {blocker} is a file, so no folder can be made under it")
 
 
+def remove_stale_temporaries(target: str | os.PathLike) -> list[Path]:
+    """Delete the temporary files a killed writer of `target` left beside it (and DuckDB's .wal of
+    one). Only call this while holding the lock that every writer of `target` holds, so that none
+    of these files can belong to a writer still at work."""
+    target = Path(target)
+    if not target.parent.is_dir():
+        return []
+    stale = [*target.parent.glob(f".{target.name}.*.tmp"), *target.parent.glob(f".{target.name}.*.tmp.wal")]
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return stale
+
+
 def write_text(target: str | os.PathLike, text: str) -> None:
     with atomic_path(target) as tmp:
         tmp.write_text(text, encoding="utf-8")

@@ -1,6 +1,6 @@
 """Locks held by a running process, released by the kernel when it ends, however it ends.
 
-A lock file is never deleted: it is only the handle of the lock. `flock` ties the lock to the
+A lock file is never deleted: it is only the handle of the lock (a folder can be its own). `flock` ties the lock to the
 open file, so a process killed with SIGKILL cannot leave a stale lock behind; that is what
 lets a writer tell a leftover (a temporary file nobody holds the lock for) from work in
 progress. POSIX only (Linux, macOS), like the rest of the workflow.
@@ -16,39 +16,38 @@ from typing import Callable, Iterator
 
 
 @contextmanager
-def held_lock(path: str | os.PathLike, on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
-    """Hold an exclusive lock on `path` for the `with` block, waiting for the current holder if
-    there is one (`on_wait` is told who that is, once). The holder's pid is written in the file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+", encoding="utf-8") as handle:
+def held_lock(path: str | os.PathLike, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
+    """Hold an exclusive lock on `path` (a lock file, made if missing, or a folder) for the `with`
+    block, waiting for the current holder if there is one (`on_wait` is called first)."""
+    fd = _open_for_locking(Path(path))
+    try:
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             if on_wait is not None:
-                handle.seek(0)
-                on_wait(handle.read().strip() or "unknown")
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"{os.getpid()}\n")
-        handle.flush()
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+                on_wait()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def is_locked(path: str | os.PathLike) -> bool:
     """Whether some process holds the lock on `path` right now (a missing file: no one does)."""
+    if not Path(path).exists():
+        return False
+    fd = os.open(path, os.O_RDONLY)
     try:
-        handle = open(path, encoding="utf-8")
-    except FileNotFoundError:
-        return False
-    with handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(handle, fcntl.LOCK_UN)
-        return False
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def _open_for_locking(path: Path) -> int:
+    if path.is_dir():
+        return os.open(path, os.O_RDONLY)  # a folder can be its own lock: nothing added to it
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)

@@ -18,15 +18,17 @@ import csv
 import functools
 import json
 import math
+import os
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import duckdb
 import pyarrow as pa
 
-from anatomy.atomic import atomic_path, check_file_target, write_json
+from anatomy.atomic import atomic_path, check_file_target, remove_stale_temporaries, write_json
 from anatomy.errors import AnatomyError
 from anatomy.locks import held_lock
 from anatomy.run_files import check_summary, read_json_file
@@ -223,9 +225,20 @@ RUN_MARKERS = ("config.json", "summary.json")
 
 def find_run_folders(runs_root: Path) -> list[Path]:
     """Every folder under the root holding a config.json (a run that has at least started) or a
-    summary.json (a finished run: one that lost its config.json is named, not left out)."""
-    folders = {path.parent for marker in RUN_MARKERS for path in runs_root.rglob(marker)}
-    return sorted(folder for folder in folders if not folder.name.startswith("."))
+    summary.json (a finished run: one that lost its config.json is named, not left out).
+    Folders reached through symbolic links count too (runs kept on another disk); each real
+    folder is visited once, so a link that loops back is harmless."""
+    found, seen = [], set()
+    for folder, subfolders, files in os.walk(runs_root, followlinks=True):
+        real = os.path.realpath(folder)
+        if real in seen:
+            subfolders.clear()
+            continue
+        seen.add(real)
+        subfolders[:] = sorted(name for name in subfolders if not name.startswith("."))
+        if any(marker in files for marker in RUN_MARKERS):
+            found.append(Path(folder))
+    return sorted(found)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -291,8 +304,10 @@ def _arrow_table(rows: list[dict[str, Any]], columns: list[str]) -> pa.Table:
     })
 
 
-def write_database(collected: CollectedRuns, db_path: Path) -> None:
-    """Build the database in a temporary file beside `db_path`, then rename it into place."""
+@contextmanager
+def database_written(collected: CollectedRuns, db_path: Path) -> Iterator[Path]:
+    """Build the database in a temporary file beside `db_path` and yield that file, to be read
+    (results.json is written from it); it is renamed into place when the `with` block ends well."""
     with atomic_path(db_path) as tmp:
         tmp.unlink()  # DuckDB wants to create the file itself; an empty file is not a database
         try:
@@ -308,6 +323,7 @@ def write_database(collected: CollectedRuns, db_path: Path) -> None:
                     con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming")
                     con.unregister("incoming")
                 con.execute("CHECKPOINT")
+            yield tmp
         finally:
             wal = tmp.with_name(tmp.name + ".wal")
             if wal.exists():
@@ -362,20 +378,32 @@ def summary_tables(db_path: Path) -> dict[str, list[dict[str, Any]]]:
 
 
 def collect(runs_root: Path, db_path: Path, json_path: Path | None = None,
-            benchmarks_root: Path | None = None) -> dict[str, int]:
+            benchmarks_root: Path | None = None, allow_empty: bool = False) -> dict[str, int]:
     """Read every run folder, write the database (and results.json); return the row counts."""
+    db_path = Path(db_path)
     check_file_target(db_path, "--db")
     if json_path is not None:
         check_file_target(json_path, "--json")
     collected = collect_runs(Path(runs_root), benchmarks_root)
+    if not collected.runs and not allow_empty:  # a wrong --runs must not wipe a full database
+        raise AnatomyError(
+            f"--runs {runs_root}: no run folders in it (none holds a config.json or summary.json); "
+            f"{db_path} is left as it is. Pass --allow-empty to write a database with no runs."
+        )
     counts = {
         "runs": len(collected.runs), "metrics": len(collected.metrics),
         "samples": len(collected.samples), "benchmarks": len(collected.benchmarks),
     }
     with held_lock(collect_lock_path(db_path)):  # one writer at a time; readers can tell it is at work
-        write_database(collected, Path(db_path))
-        if json_path is not None:
-            write_json(json_path, _json_safe({"counts": counts, **summary_tables(Path(db_path))}))
+        # Holding the lock, every temporary file beside the database is a killed collect's leftover.
+        for target in (db_path, json_path):
+            if target is not None:
+                remove_stale_temporaries(target)
+        with database_written(collected, db_path) as new_db:
+            if json_path is not None:
+                # From the new database before it is renamed: the database goes into place last,
+                # so a new database always comes with its results.json.
+                write_json(json_path, _json_safe({"counts": counts, **summary_tables(new_db)}))
     return counts
 
 
@@ -383,12 +411,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=Path, default=Path("results/runs"), help="folder of run folders")
     parser.add_argument("--db", type=Path, default=Path("results/anatomy.duckdb"), help="database to (re)build")
     parser.add_argument("--json", type=Path, default=None, help="also write the summary here (results.json)")
+    parser.add_argument("--allow-empty", action="store_true",
+                        help="write the database even when --runs holds no run folders (default: refuse)")
     parser.add_argument("--benchmarks", type=Path, default=None,
                         help="folder of Snakemake benchmark files (results/benchmarks)")
 
 
 def run(args: argparse.Namespace) -> int:
-    counts = collect(args.runs, args.db, args.json, args.benchmarks)
+    counts = collect(args.runs, args.db, args.json, args.benchmarks, allow_empty=args.allow_empty)
     print(f"collected {counts['runs']} runs, {counts['metrics']} metric rows, {counts['samples']} samples, "
           f"{counts['benchmarks']} benchmark rows into {args.db}")
     return 0

@@ -28,10 +28,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from anatomy.atomic import atomic_path, check_folder_target, write_json
+from anatomy.atomic import atomic_path, check_folder_target, remove_stale_temporaries, write_json
 from anatomy.compiling import compiled_or_eager, run_with_fallback
 from anatomy.config import ModelConfig, TrainConfig, parse_value, preset
 from anatomy.errors import AnatomyError
+from anatomy.locks import held_lock
 from anatomy.model import MiniLM
 from anatomy.run_files import read_run_config, read_summary
 from anatomy.tokenizer import check_windows, load_tokenized
@@ -174,6 +175,18 @@ class RunFolder:
             return load_checkpoint(self.last).get("settings")
         return None
 
+    def locked(self):
+        """Hold this folder's lock: one trainer per run folder. A second one waits for the first
+        to stop, then finds the run finished or resumes it; a killed holder releases it at once."""
+        return held_lock(self.root, on_wait=lambda: print(
+            f"{self.root}: another trainer is writing this folder; waiting for it to stop", flush=True))
+
+    def remove_leftovers(self) -> None:
+        """Temporary files of writes that were killed half way (a SIGKILL during torch.save).
+        Only while holding the lock: then no other trainer can be writing them."""
+        for path in (self.config, self.metrics, self.summary, self.last, self.best):
+            remove_stale_temporaries(path)
+
     def clear(self) -> None:
         for path in (self.summary, self.last, self.best, self.metrics, self.config, self.root / "samples.json"):
             path.unlink(missing_ok=True)
@@ -289,6 +302,17 @@ def train(
         "data": {"dir": Path(data_dir).as_posix(), "vocab_size": tokenizer.vocab_size,
                  "train_tokens": len(train_ids), "val_tokens": len(val_ids)},
     }
+    run.root.mkdir(parents=True, exist_ok=True)
+    with run.locked():
+        return train_in_folder(run, resolved, (tokenizer, train_ids, val_ids), model_cfg, train_cfg, device,
+                               restart_on_change)
+
+
+def train_in_folder(run: RunFolder, resolved: dict, data: tuple, model_cfg: ModelConfig, train_cfg: TrainConfig,
+                    device: torch.device, restart_on_change: bool) -> dict:
+    """train(), once the settings are checked and this process alone writes the run folder."""
+    tokenizer, train_ids, val_ids = data
+    run.remove_leftovers()
     finished = settle_folder(run, resolved, restart_on_change)
     if finished is not None:
         return finished

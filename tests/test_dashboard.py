@@ -324,7 +324,7 @@ def test_a_database_from_an_older_version_says_to_collect_again(tmp_path, monkey
 
 def test_a_database_with_no_runs_yet(tmp_path, monkeypatch):
     (tmp_path / "runs").mkdir()
-    collect(tmp_path / "runs", tmp_path / "anatomy.duckdb")
+    collect(tmp_path / "runs", tmp_path / "anatomy.duckdb", allow_empty=True)
     app = open_page(tmp_path / "anatomy.duckdb", "overview", monkeypatch)
     assert "holds no runs yet" in app.info[0].value
 

@@ -264,3 +264,59 @@ def test_db_pointing_at_a_folder_is_one_line(fixture_runs, tmp_path, capsys):
     runs_root, _ = fixture_runs
     assert main(["collect", "--runs", str(runs_root), "--db", str(tmp_path)]) == 2
     assert f"--db {tmp_path}: is a folder" in capsys.readouterr().err
+
+
+# --- leftovers and drops ------------------------------------------------------------------------
+
+
+def test_a_killed_collect_leaves_nothing_the_next_one_keeps(collected):
+    """SIGKILL cannot run cleanup code: the next collect (holding the lock, so no other writer is
+    at work) removes what a killed one left beside the database."""
+    runs_root, db, json_path, _ = collected
+    leftovers = [".anatomy.duckdb.x1y2.tmp", ".anatomy.duckdb.x1y2.tmp.wal", ".results.json.a9b8.tmp"]
+    for name in leftovers:
+        (db.parent / name).write_bytes(b"half written")
+    results.collect(runs_root, db, json_path)
+    assert sorted(path.name for path in db.parent.iterdir()) == KEPT_BESIDE_THE_DATABASE
+
+
+def test_results_json_and_the_database_are_replaced_together(collected, monkeypatch):
+    """A collect that dies while summarising leaves the old pair: the database is renamed into
+    place last, after results.json is written from the new one."""
+    runs_root, db, json_path, counts = collected
+    json_before = json_path.read_text()
+    write_run_folder(runs_root, "llama_qk_norm", 42, group="break", part="qk_norm")
+
+    def killed(_db_path):
+        raise KeyboardInterrupt  # as a Ctrl-C would, half way through
+
+    monkeypatch.setattr(results, "summary_tables", killed)
+    with pytest.raises(KeyboardInterrupt):
+        results.collect(runs_root, db, json_path)
+    assert query(db, "SELECT count(*) FROM runs")[0][0] == counts["runs"]
+    assert json_path.read_text() == json_before
+    assert sorted(path.name for path in db.parent.iterdir()) == KEPT_BESIDE_THE_DATABASE
+
+
+def test_no_runs_do_not_replace_a_database_unless_asked(collected, tmp_path, capsys):
+    _, db, _, counts = collected
+    empty = tmp_path / "empty_runs"
+    empty.mkdir()
+    assert main(["collect", "--runs", str(empty), "--db", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert "no run folders" in err and "--allow-empty" in err
+    assert query(db, "SELECT count(*) FROM runs")[0][0] == counts["runs"]
+    assert main(["collect", "--runs", str(empty), "--db", str(db), "--allow-empty"]) == 0
+    assert query(db, "SELECT count(*) FROM runs")[0][0] == 0
+
+
+def test_run_folders_reached_through_symlinks_are_collected(tmp_path):
+    """A runs folder that links to runs kept elsewhere (another disk, a colleague's grid)."""
+    elsewhere, runs_root = tmp_path / "elsewhere", tmp_path / "runs"
+    write_run_folder(elsewhere, "llama", 42)
+    write_run_folder(runs_root, "vanilla", 42)
+    (runs_root / "llama").symlink_to(elsewhere / "llama", target_is_directory=True)
+    (runs_root / "loop").symlink_to(runs_root, target_is_directory=True)  # a cycle is followed once
+    results.collect(runs_root, tmp_path / "a.duckdb")
+    assert query(tmp_path / "a.duckdb", "SELECT run_id FROM runs ORDER BY run_id") == [
+        ("llama/seed42",), ("vanilla/seed42",)]

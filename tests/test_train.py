@@ -468,3 +468,14 @@ def test_overrides_may_come_before_options(tiny_data, tmp_path):
     config = json.loads((out / "config.json").read_text())
     assert config["model"]["n_layer"] == 1 and config["train"]["steps"] == 10 and config["train"]["batch_size"] == 2
     assert config["tags"] == {"experiment": "mixed"}
+
+
+def test_a_checkpoint_write_killed_half_way_is_cleaned_up(tiny_data, tmp_path):
+    """A SIGKILL during torch.save leaves .last.pt.XXXX.tmp; the next run of the folder removes it."""
+    run_dir = tmp_path / "run"
+    train(tiny_data, run_dir, "debug", {}, {**FAST, "steps": 10})
+    (run_dir / "summary.json").unlink()
+    (run_dir / ".last.pt.k2j4.tmp").write_bytes(b"half a checkpoint")
+    train(tiny_data, run_dir, "debug", {}, {**FAST, "steps": 10})
+    assert sorted(path.name for path in run_dir.iterdir()) == [
+        "best.pt", "config.json", "last.pt", "metrics.jsonl", "summary.json"]
