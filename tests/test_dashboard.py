@@ -451,3 +451,14 @@ def test_your_own_curves_are_drawn_over_the_reference_band(shipped_reference, da
     app.toggle(key="overview_reference").set_value(False).run()
     (chart,) = chart_tables(app)
     assert not chart["experiment"].astype(str).str.startswith("reference: ").any()
+
+
+def test_the_dashboard_listens_on_this_machine_only_by_default():
+    """The sidebar opens any path the server can read: only this machine may reach it, unless
+    the README's `--server.address` is given on purpose."""
+    import tomllib
+
+    settings = tomllib.loads((REPO_ROOT / ".streamlit" / "config.toml").read_text(encoding="utf-8"))
+    assert settings["server"]["address"] == "localhost"
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    assert "streamlit run dashboard --server.address 0.0.0.0" in readme
