@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import socket
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
@@ -44,6 +45,43 @@ def is_locked(path: str | os.PathLike) -> bool:
     finally:
         os.close(fd)
     return False
+
+
+# Locks taken by hold_for_life: kept open (and so held) until this process ends.
+_HELD_FOR_LIFE: list[int] = []
+
+
+def hold_for_life(path: str | os.PathLike) -> bool:
+    """Take the lock on `path` for the rest of this process, if no one holds it; True if taken."""
+    fd = _open_for_locking(Path(path))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return False
+    _HELD_FOR_LIFE.append(fd)
+    return True
+
+
+# A lifeline: the workflow holds a lock for as long as it runs and names it in this variable;
+# the trainers it starts check it, and stop when it is released. Killing Snakemake with SIGKILL
+# does not stop the jobs it started (they are not its threads), but it does release its locks.
+LIFELINE_ENV = "ANATOMY_LIFELINE"
+
+
+def lifeline_value(path: str | os.PathLike) -> str:
+    """What the workflow puts in $ANATOMY_LIFELINE: this machine's name and the lock's path."""
+    return f"{socket.gethostname()}:{Path(path).resolve()}"
+
+
+def lifeline_lost(value: str | None = None) -> bool:
+    """Whether the process that started this one (and holds the lifeline lock) is gone. False
+    without a lifeline, and on another machine (a cluster job: locks are per machine there)."""
+    value = os.environ.get(LIFELINE_ENV) if value is None else value
+    if not value:
+        return False
+    host, _, path = value.partition(":")
+    return host == socket.gethostname() and not is_locked(path)
 
 
 def _open_for_locking(path: Path) -> int:

@@ -32,7 +32,7 @@ from anatomy.atomic import atomic_path, check_folder_target, remove_stale_tempor
 from anatomy.compiling import compiled_or_eager, run_with_fallback
 from anatomy.config import ModelConfig, TrainConfig, parse_value, preset
 from anatomy.errors import AnatomyError
-from anatomy.locks import held_lock
+from anatomy.locks import held_lock, lifeline_lost
 from anatomy.model import MiniLM
 from anatomy.run_files import read_run_config, read_summary
 from anatomy.tokenizer import check_windows, load_tokenized
@@ -378,6 +378,9 @@ def train_in_folder(run: RunFolder, resolved: dict, data: tuple, model_cfg: Mode
         state["step_times"].append(time.perf_counter() - tick)
         step += 1
         progress.step(loss_value)
+        if lifeline_lost():  # the Snakemake that started this run was killed: no orphans
+            raise AnatomyError(f"{run.root}: the workflow that started this run has stopped, so this run "
+                               f"stops too, at step {step}; it resumes from its last checkpoint when started again")
 
         if not math.isfinite(loss_value):
             diverged_step = step

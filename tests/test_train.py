@@ -479,3 +479,55 @@ def test_a_checkpoint_write_killed_half_way_is_cleaned_up(tiny_data, tmp_path):
     train(tiny_data, run_dir, "debug", {}, {**FAST, "steps": 10})
     assert sorted(path.name for path in run_dir.iterdir()) == [
         "best.pt", "config.json", "last.pt", "metrics.jsonl", "summary.json"]
+
+
+# --- no orphans, one trainer per folder ----------------------------------------------------------
+
+HOLD_A_LIFELINE = """
+import sys, time
+from anatomy.locks import hold_for_life
+assert hold_for_life(sys.argv[1])
+print("holding", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_trainer_stops_with_the_workflow_and_a_second_one_waits_then_resumes(tiny_data, tmp_path):
+    """What a SIGKILL of Snakemake does to a run: its trainer (A) used to run on as an orphan,
+    writing into the folder that the restarted grid's trainer (B) writes too. Now A stops when
+    the lifeline it was given is released, and B waits for the folder, then resumes A's run and
+    ends with the numbers of an uninterrupted run."""
+    from anatomy.locks import LIFELINE_ENV, lifeline_value
+
+    settings = {"steps": 400, "eval_every": 10, "batch_size": 4, "threads": 1, "compile": False}
+    reference = tmp_path / "reference"
+    train(tiny_data, reference, "debug", {}, settings)
+
+    lock = tmp_path / "workflow.lock"
+    workflow = subprocess.Popen([sys.executable, "-c", HOLD_A_LIFELINE, str(lock)], stdout=subprocess.PIPE, text=True)
+    assert workflow.stdout.readline() == "holding\n"
+    run_dir = tmp_path / "run"
+    command = [sys.executable, "-m", "anatomy", "train", "--data", str(tiny_data), "--out", str(run_dir),
+               "--preset", "debug", *[f"{k}={v}" for k, v in settings.items()]]
+    first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, LIFELINE_ENV: lifeline_value(lock)})
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and first.poll() is None:
+        if (run_dir / "metrics.jsonl").is_file() and len(read_metrics(run_dir)) >= 3:
+            break
+        time.sleep(0.02)
+    second = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert "another trainer is writing this folder; waiting" in second.stdout.readline()
+    assert first.poll() is None, "the first run finished before its workflow was killed; make it longer"
+
+    workflow.kill()  # SIGKILL: no cleanup code runs, only the kernel releases the lock
+    workflow.wait()
+    _, first_err = first.communicate(timeout=120)
+    assert first.returncode == 2 and "the workflow that started this run has stopped" in first_err
+    assert "Traceback" not in first_err
+    second_out, second_err = second.communicate(timeout=300)
+    assert second.returncode == 0, second_err
+    assert "resuming at step" in second_out
+    assert losses(read_metrics(run_dir)) == losses(read_metrics(reference))
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["batch_digest"] == json.loads((reference / "summary.json").read_text())["batch_digest"]

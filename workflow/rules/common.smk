@@ -5,7 +5,9 @@ arguments of one training run, which runs a target needs) is a named function he
 """
 
 import json
+import os
 import shlex
+import sys
 from pathlib import Path
 
 from jsonschema.exceptions import ValidationError
@@ -67,6 +69,36 @@ def check_experiment_settings():
 
 
 check_experiment_settings()
+
+
+def claim_working_directory():
+    """Let an interrupted grid restart with the same command, even after a SIGKILL.
+
+    Snakemake locks its working directory with files in .snakemake/locks, which a killed
+    Snakemake leaves behind (the next run then asks for --unlock). This workflow also holds a
+    kernel lock, .snakemake/anatomy.lock, for as long as it runs; the kernel releases it however
+    the process ends. Whoever gets that lock knows no other Snakemake of this workflow runs
+    here, so Snakemake's lock files are leftovers, and removes them. The same lock is the
+    trainers' lifeline ($ANATOMY_LIFELINE): they stop when it is released, instead of running
+    on as orphans. Only the main process does this, not the jobs a cluster runs elsewhere.
+    """
+    if not workflow.is_main_process:
+        return
+    from anatomy.locks import LIFELINE_ENV, hold_for_life, lifeline_value
+
+    lock = Path(".snakemake") / "anatomy.lock"
+    if not hold_for_life(lock):
+        return  # another Snakemake of this workflow runs here: its locks are real
+    stale = sorted((Path(".snakemake") / "locks").glob("*.lock"))
+    for path in stale:
+        path.unlink()
+    if stale:
+        print("Removed the locks of a Snakemake that was stopped by force (it is not running any more).",
+              file=sys.stderr)
+    os.environ[LIFELINE_ENV] = lifeline_value(lock)
+
+
+claim_working_directory()
 
 # Named target -> the experiment group it runs (group `extra` runs only in `all`).
 TARGET_GROUPS = {"headline": "headline", "ablations": "ablation", "break_tests": "break"}
