@@ -206,22 +206,23 @@ def save_checkpoint(path: Path, state: dict) -> None:
         torch.save(state, tmp)
 
 
-# what save_checkpoint writes; generation needs only model, config and vocab
-CHECKPOINT_KEYS = ("model", "optimizer", "rng", "state", "config", "settings", "vocab")
+# What any reader of a checkpoint needs (generation: nothing more), and what resuming needs too.
+CHECKPOINT_KEYS = ("model", "config", "vocab")
+RESUME_KEYS = (*CHECKPOINT_KEYS, "optimizer", "rng", "state")
 
 
-def load_checkpoint(path: Path) -> dict:
+def load_checkpoint(path: Path, needs: tuple[str, ...] = CHECKPOINT_KEYS) -> dict:
     try:
         saved = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # a truncated or foreign file: say which and why
         raise AnatomyError(f"{path}: cannot read this checkpoint ({type(err).__name__}: {err})") from None
     if not isinstance(saved, dict):
-        missing = list(CHECKPOINT_KEYS)
+        missing = list(needs)
     else:
-        missing = [key for key in CHECKPOINT_KEYS if key not in saved]
+        missing = [key for key in needs if key not in saved]
         if not missing and not (isinstance(saved["config"], dict) and "model" in saved["config"]):
             missing = ["config.model"]
-    if missing:
+    if missing:  # a file of someone else's torch.save, not a KeyError later
         raise AnatomyError(f"{path}: not a checkpoint written by `anatomy train` (missing {', '.join(missing)})")
     return saved
 
@@ -332,7 +333,7 @@ def train_in_folder(run: RunFolder, resolved: dict, data: tuple, model_cfg: Mode
     state = {"step": 0, "metrics": [], "best_val_loss": None, "best_step": None, "elapsed_s": 0.0,
              "step_times": [], "batch_digest": ""}
     if run.last.is_file():  # resume: model, optimizer, RNG, metrics and data position (= step)
-        saved = load_checkpoint(run.last)
+        saved = load_checkpoint(run.last, needs=RESUME_KEYS)
         model.load_state_dict(saved["model"])
         optimizer.load_state_dict(saved["optimizer"])
         torch.set_rng_state(saved["rng"])
