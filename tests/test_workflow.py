@@ -510,6 +510,10 @@ def wait_for(condition, process: subprocess.Popen, timeout: float = 300) -> bool
     raise AssertionError("the grid neither reached the moment nor ended")
 
 
+def restore_ctrl_c() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def process_group_gone(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
@@ -548,8 +552,10 @@ def test_an_interrupted_grid_restarts_with_the_plain_command(tmp_path):
     for signal_name, moment in moments:
         now = {"summaries": files(grid, runs + "summary.json"), "samples": files(grid, runs + "samples.json"),
                "evaluations": evaluations(grid)}
+        # Its own process group, like a job in a terminal; and Ctrl-C must reach it even where this
+        # test runs in the background (a shell's `&` makes its children ignore SIGINT).
         process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                   start_new_session=True)  # its own process group, like a terminal's job
+                                   start_new_session=True, preexec_fn=restore_ctrl_c)
         if not wait_for(lambda: moment(now), process):
             break  # the grid finished before this moment came
         if signal_name == "SIGINT":
