@@ -1,9 +1,9 @@
 """Locks held by a running process, released by the kernel when it ends, however it ends.
 
-A lock file is never deleted: it is only the handle of the lock (a folder can be its own). `flock` ties the lock to the
-open file, so a process killed with SIGKILL cannot leave a stale lock behind; that is what
-lets a writer tell a leftover (a temporary file nobody holds the lock for) from work in
-progress. POSIX only (Linux, macOS), like the rest of the workflow.
+A lock file is never deleted: it is only the handle of the lock (a folder can be its own).
+`flock` ties the lock to the open file, so a process killed with SIGKILL cannot leave a stale
+lock behind; that is what lets a writer tell a leftover (a temporary file nobody holds the lock
+for) from work in progress. POSIX only (Linux, macOS), like the rest of the workflow.
 """
 
 from __future__ import annotations
