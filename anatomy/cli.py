@@ -29,23 +29,33 @@ COMMANDS = {
 }
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser: lists the commands (`python -m anatomy --help`)."""
     parser = argparse.ArgumentParser(prog="python -m anatomy", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, (module_name, help_text) in COMMANDS.items():
-        command_parser = sub.add_parser(name, help=help_text, description=help_text)
-        if name == command:
-            importlib.import_module(module_name).add_arguments(command_parser)
+    for name, (_, help_text) in COMMANDS.items():
+        sub.add_parser(name, help=help_text, description=help_text)
+    return parser
+
+
+def command_parser(command: str) -> argparse.ArgumentParser:
+    """One command's own parser, with the arguments its module declares."""
+    module_name, help_text = COMMANDS[command]
+    parser = argparse.ArgumentParser(prog=f"python -m anatomy {command}", description=help_text)
+    importlib.import_module(module_name).add_arguments(parser)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    command = argv[0] if argv and argv[0] in COMMANDS else None
-    args = build_parser(command).parse_args(argv)
-    if args.command is None:
+    if not argv or argv[0] not in COMMANDS:
+        build_parser().parse_args(argv)  # --help, or an unknown command: argparse says so and exits
         build_parser().print_help()
         return 2
+    # Intermixed: `train n_layer=12 --out X seed=7` reads the key=value pairs wherever they stand
+    # (plain parsing stops collecting positionals at the first option after them).
+    args = command_parser(argv[0]).parse_intermixed_args(argv[1:])
+    args.command = argv[0]
     module = importlib.import_module(COMMANDS[args.command][0])
     try:
         return int(module.run(args) or 0)

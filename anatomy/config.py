@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import re
 import types
 import typing
 from dataclasses import dataclass
@@ -25,7 +27,7 @@ Impl = Literal["manual", "fused"]
 
 
 # ---------------------------------------------------------------------------------------------
-# Validation shared by every config dataclass (ModelConfig here, TrainConfig in train.py)
+# Validation shared by every config dataclass (ModelConfig and TrainConfig)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -200,3 +202,56 @@ def preset(name: str, **overrides: Any) -> ModelConfig:
     if name not in PRESETS:
         raise AnatomyError(f"unknown preset {name!r}; known presets: {', '.join(PRESETS)}")
     return ModelConfig.from_dict({**PRESETS[name], **overrides}, source=f"preset {name!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# The training config (here, not in train.py, so that checking a config needs no torch: the
+# workflow checks every experiment's settings when it is parsed)
+# ---------------------------------------------------------------------------------------------
+
+Schedule = Literal["constant", "cosine"]
+DEVICE_PATTERN = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    steps: int = 2000
+    batch_size: int = 32
+    lr: float = 3e-4
+    warmup_steps: int = 100  # linear warmup; 0 means full lr from the first step
+    schedule: Schedule = "constant"  # after warmup: constant, or cosine down to min_lr
+    min_lr: float = 0.0
+    weight_decay: float = 0.01  # torch's AdamW default
+    grad_clip: float = 0.0  # 0: off, so that instability shows (the deep post-norm test)
+    seed: int = 42
+    eval_every: int = 50
+    eval_batch_size: int = 64  # windows per forward pass during evaluation
+    max_train_eval_windows: int = 128  # train loss: this many fixed windows spread over the split
+    device: str = "auto"  # auto = cuda > mps > cpu
+    threads: int = 0  # 0: torch's default
+    # torch.compile the training step (anatomy/compiling.py): True, False, or auto = for models
+    # with RMSNorm, RoPE or SwiGLU where a backend is installed. Evaluation and generation run eagerly.
+    compile: bool | Literal["auto"] = "auto"
+
+    def __post_init__(self) -> None:
+        check_field_types(self)
+        for name in ("lr", "min_lr", "weight_decay", "grad_clip"):  # nan passes every comparison
+            if not math.isfinite(getattr(self, name)):
+                raise AnatomyError(f"TrainConfig.{name} = {getattr(self, name)!r} is not valid: expected a finite number")
+        require_positive(self, "steps", "batch_size", "lr", "eval_every", "eval_batch_size",
+                         "max_train_eval_windows")
+        # the batch RNG takes only non-negative seeds
+        for name in ("warmup_steps", "min_lr", "weight_decay", "grad_clip", "threads", "seed"):
+            if getattr(self, name) < 0:
+                raise AnatomyError(f"TrainConfig.{name} = {getattr(self, name)!r} is not valid: expected >= 0")
+        if not DEVICE_PATTERN.match(self.device):
+            raise AnatomyError(
+                f"TrainConfig.device = {self.device!r} is not valid: expected auto, cpu, mps, cuda or cuda:N"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "train config") -> "TrainConfig":
+        return config_from_dict(cls, data, source)

@@ -13,7 +13,6 @@ recomputation at every step.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
@@ -26,6 +25,7 @@ from anatomy.config import ModelConfig
 from anatomy.errors import AnatomyError
 from anatomy.memorisation import Memorisation, annotate, data_dir_of
 from anatomy.model import KVCache, MiniLM
+from anatomy.run_files import read_summary
 from anatomy.tokenizer import CharTokenizer
 from anatomy.train import RunFolder, load_checkpoint
 from anatomy.weights import SUFFIX, load_weights
@@ -80,6 +80,12 @@ def pick_next(logits: torch.Tensor, temperature: float, generator: torch.Generat
     return sample_next(logits, temperature, generator)
 
 
+def check_temperature(temperature: float) -> None:
+    # nan and inf pass `< 0` and would sample garbage (softmax of nan, or uniform noise)
+    if not math.isfinite(temperature) or temperature < 0:
+        raise AnatomyError(f"temperature = {temperature} is not valid: expected 0 (greedy) or a positive, finite number")
+
+
 def stream(
     model: MiniLM,
     tokenizer: CharTokenizer,
@@ -92,8 +98,7 @@ def stream(
     """Each new character as it is picked, with the KV cache's size in bytes at that moment
     (0 without the cache). `sample` is this stream joined; the dashboard's Listen page shows it
     as it comes."""
-    if not math.isfinite(temperature) or temperature < 0:
-        raise AnatomyError(f"temperature = {temperature} is not valid: expected 0 (greedy) or a positive number")
+    check_temperature(temperature)
     if not prefix:
         raise AnatomyError("the prefix is empty: give at least one character to start from")
     ids = tokenizer.encode(prefix)  # names any character outside the vocabulary
@@ -142,7 +147,7 @@ def generate_samples(
     run = RunFolder(run_dir)
     note = None
     if run.summary.is_file():
-        summary = json.loads(run.summary.read_text(encoding="utf-8"))
+        summary = read_summary(run.summary)
         if summary.get("diverged"):
             note = f"run diverged at step {summary.get('diverged_step')}"
             if checkpoint == "last":
@@ -191,6 +196,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.chars < 0:
         raise AnatomyError(f"--chars {args.chars} is not valid: expected 0 or more")
+    check_temperature(args.temperature)  # before the checkpoint is loaded
     records = [generate_samples(args.run_dir, checkpoint, args.chars, args.temperature, args.prefix, args.seed)
                for checkpoint in dict.fromkeys(args.checkpoint)]
     records = with_memorisation(records, Path(args.run_dir))

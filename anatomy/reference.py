@@ -24,6 +24,7 @@ from typing import Any
 
 from anatomy.atomic import write_bytes, write_json
 from anatomy.errors import AnatomyError
+from anatomy.run_files import read_summary
 from anatomy.results import find_run_folders, read_run
 
 # The files of a run folder that hold its results: everything except the checkpoints (*.pt),
@@ -68,7 +69,7 @@ def finished_at(path: Path) -> str:
 
 def provenance(folder: Path, benchmark: Path | None, machine: str) -> dict[str, Any]:
     """Where, when and how long one run trained."""
-    summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+    summary = read_summary(folder / "summary.json")
     return {
         "device": summary.get("device"),
         "machine": machine,

@@ -164,5 +164,5 @@ def load_runs(runs_root: Path, provenance: dict[str, Any] | None) -> ReportData:
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "report.duckdb"
         benchmarks = runs_root.parent / "benchmarks"
-        collect(runs_root, db, None, benchmarks if benchmarks.is_dir() else None)
+        collect(runs_root, db, None, benchmarks if benchmarks.is_dir() else None, allow_empty=True)
         return load(db, provenance)

@@ -15,18 +15,23 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import json
 import math
+import os
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import duckdb
 import pyarrow as pa
 
-from anatomy.atomic import atomic_path, write_json
+from anatomy.atomic import atomic_path, check_file_target, remove_stale_temporaries, write_json
 from anatomy.errors import AnatomyError
+from anatomy.locks import held_lock
+from anatomy.run_files import check_summary, read_json_file
 
 SCHEMA_PATH = Path(__file__).with_name("schema.sql")
 
@@ -76,14 +81,6 @@ class CollectedRuns:
 
 # ---------------------------------------------------------------------------------------------
 # Reading run folders
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        # Python's json reads the NaN / Infinity tokens that a diverged run's summary may hold
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise AnatomyError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
 
 
 def _number(value: Any, path: Path, name: str, kind: type = float) -> Any:
@@ -139,7 +136,7 @@ def read_metrics(path: Path, run_id: str, finished: bool) -> list[dict[str, Any]
 def read_samples(path: Path, run_id: str) -> list[dict[str, Any]]:
     if not path.exists():
         return []
-    records = _read_json(path)
+    records = read_json_file(path)
     if not isinstance(records, list):
         raise AnatomyError(f"{path}: expected a list of samples, got {type(records).__name__}")
     rows = []
@@ -187,7 +184,12 @@ def memorisation_columns(figures: Any, path: Path, idx: int) -> dict[str, Any]:
 def read_run(folder: Path, runs_root: Path) -> tuple[dict[str, Any], list, list]:
     """One run folder -> (runs row, metrics rows, samples rows)."""
     config_path = folder / "config.json"
-    config = _read_json(config_path)
+    if not config_path.is_file():
+        raise AnatomyError(
+            f"{folder}: summary.json but no config.json, so its settings are unknown; train it again with "
+            f"the same settings (config.json is written back from last.pt) or delete the folder"
+        )
+    config = read_json_file(config_path)
     if not isinstance(config, dict):
         raise AnatomyError(f"{config_path}: expected a JSON object with model, train and tags")
     tags = config.get("tags") or {}
@@ -196,9 +198,11 @@ def read_run(folder: Path, runs_root: Path) -> tuple[dict[str, Any], list, list]
     run_id = folder.relative_to(runs_root).as_posix()
 
     summary_path = folder / "summary.json"
-    summary = _read_json(summary_path) if summary_path.exists() else None
+    summary = read_json_file(summary_path) if summary_path.exists() else None
     if summary is not None and not isinstance(summary, dict):
         raise AnatomyError(f"{summary_path}: expected a JSON object")
+    if summary is not None:
+        check_summary(summary, summary_path)  # "false" is a truthy string: types are checked
     metrics = read_metrics(folder / "metrics.jsonl", run_id, finished=summary is not None)
 
     def from_summary(name: str, kind: type = float) -> Any:
@@ -243,9 +247,25 @@ def read_run(folder: Path, runs_root: Path) -> tuple[dict[str, Any], list, list]
     return run, metrics, read_samples(folder / "samples.json", run_id)
 
 
+RUN_MARKERS = ("config.json", "summary.json")
+
+
 def find_run_folders(runs_root: Path) -> list[Path]:
-    """Every folder under the root holding a config.json (a run that has at least started)."""
-    return sorted(path.parent for path in runs_root.rglob("config.json") if not path.parent.name.startswith("."))
+    """Every folder under the root holding a config.json (a run that has at least started) or a
+    summary.json (a finished run: one that lost its config.json is named, not left out).
+    Folders reached through symbolic links count too (runs kept on another disk); each real
+    folder is visited once, so a link that loops back is harmless."""
+    found, seen = [], set()
+    for folder, subfolders, files in os.walk(runs_root, followlinks=True):
+        real = os.path.realpath(folder)
+        if real in seen:
+            subfolders.clear()
+            continue
+        seen.add(real)
+        subfolders[:] = sorted(name for name in subfolders if not name.startswith("."))
+        if any(marker in files for marker in RUN_MARKERS):
+            found.append(Path(folder))
+    return sorted(found)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -311,8 +331,10 @@ def _arrow_table(rows: list[dict[str, Any]], columns: list[str]) -> pa.Table:
     })
 
 
-def write_database(collected: CollectedRuns, db_path: Path) -> None:
-    """Build the database in a temporary file beside `db_path`, then rename it into place."""
+@contextmanager
+def database_written(collected: CollectedRuns, db_path: Path) -> Iterator[Path]:
+    """Build the database in a temporary file beside `db_path` and yield that file, to be read
+    (results.json is written from it); it is renamed into place when the `with` block ends well."""
     with atomic_path(db_path) as tmp:
         tmp.unlink()  # DuckDB wants to create the file itself; an empty file is not a database
         try:
@@ -328,10 +350,32 @@ def write_database(collected: CollectedRuns, db_path: Path) -> None:
                     con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming")
                     con.unregister("incoming")
                 con.execute("CHECKPOINT")
+            yield tmp
         finally:
             wal = tmp.with_name(tmp.name + ".wal")
             if wal.exists():
                 wal.unlink()
+
+
+def collect_lock_path(db_path: Path) -> Path:
+    """The lock a collect holds while it writes `db_path`: results/.anatomy.duckdb.lock. Readers
+    (the dashboard) check it to tell a rebuild in progress from a leftover temporary file."""
+    db_path = Path(db_path)
+    return db_path.with_name(f".{db_path.name}.lock")
+
+
+@functools.lru_cache(maxsize=1)
+def expected_columns() -> frozenset[tuple[str, str]]:
+    """(table or view, column) of every column that schema.sql creates."""
+    with duckdb.connect(":memory:") as con:
+        con.execute(SCHEMA_PATH.read_text(encoding="utf-8"))
+        return frozenset(con.execute("SELECT table_name, column_name FROM information_schema.columns").fetchall())
+
+
+def missing_columns(found: set[tuple[str, str]]) -> list[str]:
+    """The columns this version's schema has that a database (its (table, column) pairs) lacks:
+    a database made by an older version of collect. Collecting again rebuilds it whole."""
+    return sorted(f"{table}.{column}" for table, column in expected_columns() - set(found))
 
 
 def _json_safe(value: Any) -> Any:
@@ -362,16 +406,32 @@ def summary_tables(db_path: Path) -> dict[str, list[dict[str, Any]]]:
 
 
 def collect(runs_root: Path, db_path: Path, json_path: Path | None = None,
-            benchmarks_root: Path | None = None) -> dict[str, int]:
+            benchmarks_root: Path | None = None, allow_empty: bool = False) -> dict[str, int]:
     """Read every run folder, write the database (and results.json); return the row counts."""
+    db_path = Path(db_path)
+    check_file_target(db_path, "--db")
+    if json_path is not None:
+        check_file_target(json_path, "--json")
     collected = collect_runs(Path(runs_root), benchmarks_root)
-    write_database(collected, Path(db_path))
+    if not collected.runs and not allow_empty:  # a wrong --runs must not wipe a full database
+        raise AnatomyError(
+            f"--runs {runs_root}: no run folders in it (none holds a config.json or summary.json); "
+            f"{db_path} is left as it is. Pass --allow-empty to write a database with no runs."
+        )
     counts = {
         "runs": len(collected.runs), "metrics": len(collected.metrics),
         "samples": len(collected.samples), "benchmarks": len(collected.benchmarks),
     }
-    if json_path is not None:
-        write_json(json_path, _json_safe({"counts": counts, **summary_tables(Path(db_path))}))
+    with held_lock(collect_lock_path(db_path)):  # one writer at a time; readers can tell it is at work
+        # Holding the lock, every temporary file beside the database is a killed collect's leftover.
+        for target in (db_path, json_path):
+            if target is not None:
+                remove_stale_temporaries(target)
+        with database_written(collected, db_path) as new_db:
+            if json_path is not None:
+                # From the new database before it is renamed: the database goes into place last,
+                # so a new database always comes with its results.json.
+                write_json(json_path, _json_safe({"counts": counts, **summary_tables(new_db)}))
     return counts
 
 
@@ -379,12 +439,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=Path, default=Path("results/runs"), help="folder of run folders")
     parser.add_argument("--db", type=Path, default=Path("results/anatomy.duckdb"), help="database to (re)build")
     parser.add_argument("--json", type=Path, default=None, help="also write the summary here (results.json)")
+    parser.add_argument("--allow-empty", action="store_true",
+                        help="write the database even when --runs holds no run folders (default: refuse)")
     parser.add_argument("--benchmarks", type=Path, default=None,
                         help="folder of Snakemake benchmark files (results/benchmarks)")
 
 
 def run(args: argparse.Namespace) -> int:
-    counts = collect(args.runs, args.db, args.json, args.benchmarks)
+    counts = collect(args.runs, args.db, args.json, args.benchmarks, allow_empty=args.allow_empty)
     print(f"collected {counts['runs']} runs, {counts['metrics']} metric rows, {counts['samples']} samples, "
           f"{counts['benchmarks']} benchmark rows into {args.db}")
     return 0

@@ -164,8 +164,9 @@ def load_array(path: Path, vocab_size: int) -> np.ndarray:
         raise AnatomyError(f"{path}: not a numpy token array: {err}") from None
     if array.ndim != 1 or not np.issubdtype(array.dtype, np.integer):
         raise AnatomyError(f"{path}: expected a 1-D integer array, got {array.dtype} with shape {array.shape}")
-    if array.size and int(array.max()) >= vocab_size:
-        raise AnatomyError(f"{path}: token id {int(array.max())} is outside the vocabulary of {vocab_size}")
+    for bad in (int(array.min()), int(array.max())) if array.size else ():
+        if not 0 <= bad < vocab_size:  # an id past either end would index outside the embedding
+            raise AnatomyError(f"{path}: token id {bad} is outside the vocabulary (0..{vocab_size - 1})")
     return array
 
 
@@ -176,6 +177,9 @@ def load_tokenized(data_dir: str | os.PathLike) -> tuple[CharTokenizer, np.ndarr
     if not split_path.is_file():
         raise AnatomyError(f"{split_path}: no such file (run `python -m anatomy tokenize ... --out {data_dir}` first)")
     split = read_json(split_path)
+    if not isinstance(split, dict):
+        raise AnatomyError(f"{split_path}: expected a JSON object (written by `anatomy tokenize`), "
+                           f"got a {type(split).__name__}")
     tokenizer = CharTokenizer.load(data_dir / VOCAB_FILE)
     train = load_array(data_dir / TRAIN_FILE, tokenizer.vocab_size)
     val = load_array(data_dir / VAL_FILE, tokenizer.vocab_size)

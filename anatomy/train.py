@@ -19,74 +19,23 @@ import hashlib
 import json
 import math
 import platform
-import re
 import statistics
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
 
-from anatomy.atomic import atomic_path, write_json
+from anatomy.atomic import atomic_path, check_folder_target, remove_stale_temporaries, write_json
 from anatomy.compiling import compiled_or_eager, run_with_fallback
-from anatomy.config import (
-    ModelConfig,
-    check_field_types,
-    config_from_dict,
-    parse_value,
-    preset,
-    require_positive,
-)
+from anatomy.config import ModelConfig, TrainConfig, parse_value, preset
 from anatomy.errors import AnatomyError
+from anatomy.locks import held_lock, lifeline_lost
 from anatomy.model import MiniLM
+from anatomy.run_files import read_run_config, read_summary
 from anatomy.tokenizer import check_windows, load_tokenized
-
-Schedule = Literal["constant", "cosine"]
-DEVICE_PATTERN = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    steps: int = 2000
-    batch_size: int = 32
-    lr: float = 3e-4
-    warmup_steps: int = 100  # linear warmup; 0 means full lr from the first step
-    schedule: Schedule = "constant"  # after warmup: constant, or cosine down to min_lr
-    min_lr: float = 0.0
-    weight_decay: float = 0.01  # torch's AdamW default
-    grad_clip: float = 0.0  # 0: off, so that instability shows (the deep post-norm test)
-    seed: int = 42
-    eval_every: int = 50
-    eval_batch_size: int = 64  # windows per forward pass during evaluation
-    max_train_eval_windows: int = 128  # train loss: this many fixed windows spread over the split
-    device: str = "auto"  # auto = cuda > mps > cpu
-    threads: int = 0  # 0: torch's default
-    # torch.compile the training step (anatomy/compiling.py): True, False, or auto = for models
-    # with RMSNorm, RoPE or SwiGLU where a backend is installed. Evaluation and generation run eagerly.
-    compile: bool | Literal["auto"] = "auto"
-
-    def __post_init__(self) -> None:
-        check_field_types(self)
-        require_positive(self, "steps", "batch_size", "lr", "eval_every", "eval_batch_size",
-                         "max_train_eval_windows")
-        for name in ("warmup_steps", "min_lr", "weight_decay", "grad_clip", "threads"):
-            if getattr(self, name) < 0:
-                raise AnatomyError(f"TrainConfig.{name} = {getattr(self, name)!r} is not valid: expected >= 0")
-        if not DEVICE_PATTERN.match(self.device):
-            raise AnatomyError(
-                f"TrainConfig.device = {self.device!r} is not valid: expected auto, cpu, mps, cuda or cuda:N"
-            )
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any], source: str = "train config") -> "TrainConfig":
-        return config_from_dict(cls, data, source)
-
 
 # ---------------------------------------------------------------------------------------------
 # Resolving a run's settings from a preset and `key=value` overrides
@@ -221,10 +170,22 @@ class RunFolder:
     def previous_settings(self) -> dict | None:
         """The settings of the run already in this folder, if any (from config.json or last.pt)."""
         if self.config.is_file():
-            return run_settings(json.loads(self.config.read_text(encoding="utf-8")))
+            return run_settings(read_run_config(self.config))
         if self.last.is_file():
             return load_checkpoint(self.last).get("settings")
         return None
+
+    def locked(self):
+        """Hold this folder's lock: one trainer per run folder. A second one waits for the first
+        to stop, then finds the run finished or resumes it; a killed holder releases it at once."""
+        return held_lock(self.root, on_wait=lambda: print(
+            f"{self.root}: another trainer is writing this folder; waiting for it to stop", flush=True))
+
+    def remove_leftovers(self) -> None:
+        """Temporary files of writes that were killed half way (a SIGKILL during torch.save).
+        Only while holding the lock: then no other trainer can be writing them."""
+        for path in (self.config, self.metrics, self.summary, self.last, self.best):
+            remove_stale_temporaries(path)
 
     def clear(self) -> None:
         for path in (self.summary, self.last, self.best, self.metrics, self.config, self.root / "samples.json"):
@@ -245,11 +206,25 @@ def save_checkpoint(path: Path, state: dict) -> None:
         torch.save(state, tmp)
 
 
-def load_checkpoint(path: Path) -> dict:
+# What any reader of a checkpoint needs (generation: nothing more), and what resuming needs too.
+CHECKPOINT_KEYS = ("model", "config", "vocab")
+RESUME_KEYS = (*CHECKPOINT_KEYS, "optimizer", "rng", "state")
+
+
+def load_checkpoint(path: Path, needs: tuple[str, ...] = CHECKPOINT_KEYS) -> dict:
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        saved = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # a truncated or foreign file: say which and why
         raise AnatomyError(f"{path}: cannot read this checkpoint ({type(err).__name__}: {err})") from None
+    if not isinstance(saved, dict):
+        missing = list(needs)
+    else:
+        missing = [key for key in needs if key not in saved]
+        if not missing and not (isinstance(saved["config"], dict) and "model" in saved["config"]):
+            missing = ["config.model"]
+    if missing:  # a file of someone else's torch.save, not a KeyError later
+        raise AnatomyError(f"{path}: not a checkpoint written by `anatomy train` (missing {', '.join(missing)})")
+    return saved
 
 
 def finite_or_none(value: float) -> float | None:
@@ -312,10 +287,12 @@ def train(
     restart_on_change: bool = False,
 ) -> dict:
     """Train (or resume, or skip a finished) run; returns its summary."""
+    check_folder_target(out_dir, "--out")
     tokenizer, train_ids, val_ids = load_tokenized(data_dir)
     model_cfg = resolve_model_config(preset_name, model_overrides or {}, tokenizer.vocab_size)
     train_cfg = TrainConfig.from_dict(train_overrides or {}, source="train overrides")
     check_windows(len(train_ids), len(val_ids), model_cfg.ctx_len, Path(data_dir))
+    device = pick_device(train_cfg.device)  # may refuse (no CUDA here): before anything is written
 
     run = RunFolder(out_dir)
     resolved = {
@@ -326,23 +303,24 @@ def train(
         "data": {"dir": Path(data_dir).as_posix(), "vocab_size": tokenizer.vocab_size,
                  "train_tokens": len(train_ids), "val_tokens": len(val_ids)},
     }
-    previous = run.previous_settings()
-    if previous is not None and previous != run_settings(resolved):
-        if not restart_on_change:
-            raise AnatomyError(
-                f"{run.root}: this folder holds a run with different settings; "
-                f"use another --out, delete the folder, or pass --restart-on-change"
-            )
-        print(f"{run.root}: settings changed, starting over", flush=True)
-        run.clear()
-    elif run.summary.is_file():
-        print(f"{run.root}: already finished, nothing to do")
-        return json.loads(run.summary.read_text(encoding="utf-8"))
+    run.root.mkdir(parents=True, exist_ok=True)
+    with run.locked():
+        return train_in_folder(run, resolved, (tokenizer, train_ids, val_ids), model_cfg, train_cfg, device,
+                               restart_on_change)
+
+
+def train_in_folder(run: RunFolder, resolved: dict, data: tuple, model_cfg: ModelConfig, train_cfg: TrainConfig,
+                    device: torch.device, restart_on_change: bool) -> dict:
+    """train(), once the settings are checked and this process alone writes the run folder."""
+    tokenizer, train_ids, val_ids = data
+    run.remove_leftovers()
+    finished = settle_folder(run, resolved, restart_on_change)
+    if finished is not None:
+        return finished
     write_json(run.config, resolved)
 
     if train_cfg.threads:
         torch.set_num_threads(train_cfg.threads)
-    device = pick_device(train_cfg.device)
     torch.manual_seed(train_cfg.seed)  # model initialisation only; batches have their own RNG
     model = MiniLM(model_cfg).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=train_cfg.lr, weight_decay=train_cfg.weight_decay)
@@ -355,7 +333,7 @@ def train(
     state = {"step": 0, "metrics": [], "best_val_loss": None, "best_step": None, "elapsed_s": 0.0,
              "step_times": [], "batch_digest": ""}
     if run.last.is_file():  # resume: model, optimizer, RNG, metrics and data position (= step)
-        saved = load_checkpoint(run.last)
+        saved = load_checkpoint(run.last, needs=RESUME_KEYS)
         model.load_state_dict(saved["model"])
         optimizer.load_state_dict(saved["optimizer"])
         torch.set_rng_state(saved["rng"])
@@ -401,6 +379,9 @@ def train(
         state["step_times"].append(time.perf_counter() - tick)
         step += 1
         progress.step(loss_value)
+        if lifeline_lost():  # the Snakemake that started this run was killed: no orphans
+            raise AnatomyError(f"{run.root}: the workflow that started this run has stopped, so this run "
+                               f"stops too, at step {step}; it resumes from its last checkpoint when started again")
 
         if not math.isfinite(loss_value):
             diverged_step = step
@@ -434,6 +415,46 @@ def train(
     summary = _summary(model, state, diverged_step, device, forward is not model, train_cfg, model_cfg)
     write_json(run.summary, summary)  # last: its presence means the run is finished
     return summary
+
+
+def settle_folder(run: RunFolder, resolved: dict, restart_on_change: bool) -> dict | None:
+    """Check what the folder already holds against the run asked for. Returns the summary of a
+    finished run with the same settings (nothing left to do), or None: train, fresh or resumed.
+    A run whose settings cannot be checked counts as different: nothing is trusted unchecked."""
+    previous = run.previous_settings()
+    if previous is None and run.summary.is_file():
+        problem = "holds summary.json, but neither config.json nor last.pt to tell which settings made it"
+    elif previous is not None and previous != run_settings(resolved):
+        problem = f"holds a run with different settings ({settings_difference(previous, run_settings(resolved))})"
+    else:
+        problem = None
+    if problem is not None:
+        if not restart_on_change:
+            raise AnatomyError(f"{run.root}: this folder {problem}; "
+                               f"use another --out, delete the folder, or pass --restart-on-change")
+        print(f"{run.root}: this folder {problem}; starting over", flush=True)
+        run.clear()
+        return None
+    if not run.summary.is_file():
+        return None
+    summary = read_summary(run.summary)
+    if not run.config.is_file():  # last.pt vouched for the settings: put back what was lost
+        write_json(run.config, resolved)
+    print(f"{run.root}: already finished, nothing to do")
+    return summary
+
+
+def settings_difference(before: dict, after: dict, prefix: str = "") -> str:
+    """The first few fields that differ, e.g. "model.n_layer: 2 in the folder, 3 asked for"."""
+    differences = []
+    for key in sorted(set(before) | set(after), key=str):
+        old, new = before.get(key), after.get(key)
+        if isinstance(old, dict) and isinstance(new, dict):
+            if old != new:
+                differences.append(settings_difference(old, new, f"{prefix}{key}."))
+        elif old != new:
+            differences.append(f"{prefix}{key}: {old!r} in the folder, {new!r} asked for")
+    return "; ".join(differences[:3]) + ("; ..." if len(differences) > 3 else "")
 
 
 def run_settings(resolved: dict) -> dict:

@@ -40,7 +40,7 @@ MAKE_DATABASE_HELP = (
 
 
 class DatabaseProblem(Exception):
-    """The database cannot be read right now; `kind` is missing, rebuilding or invalid."""
+    """The database cannot be read right now; `kind` is missing, rebuilding, outdated or invalid."""
 
     def __init__(self, kind: str, message: str):
         super().__init__(message)
@@ -65,11 +65,23 @@ def reference_db() -> str | None:
     if not runs.is_dir():
         return None
     newest = max(path.stat().st_mtime_ns for path in REFERENCE_DIR.rglob("*") if path.is_file())
-    if not REFERENCE_DB.exists() or REFERENCE_DB.stat().st_mtime_ns < newest:
+    if not REFERENCE_DB.exists() or REFERENCE_DB.stat().st_mtime_ns < newest or _made_by_older_version(REFERENCE_DB):
         from anatomy.results import collect  # the one writer of databases, as for any collect
 
-        collect(runs, REFERENCE_DB, None, REFERENCE_DIR / "benchmarks")
+        collect(runs, REFERENCE_DB, None, REFERENCE_DIR / "benchmarks", allow_empty=True)
     return str(REFERENCE_DB)
+
+
+def _made_by_older_version(path: Path) -> bool:
+    """Whether a database lacks columns of this version's schema (built before an upgrade)."""
+    from anatomy.results import missing_columns
+
+    try:
+        with duckdb.connect(str(path), read_only=True) as con:
+            found = con.execute("SELECT table_name, column_name FROM information_schema.columns").fetchall()
+    except duckdb.Error:
+        return True  # unreadable: rebuilding it is the fix
+    return bool(missing_columns(set(found)))
 
 
 def is_reference(path: str) -> bool:
@@ -117,10 +129,33 @@ def file_version(path: str) -> tuple[int, int, int]:
 
 
 def _missing(path: Path) -> DatabaseProblem:
-    # collect builds the new file as .anatomy.duckdb.XXXX.tmp beside the target
-    if path.parent.is_dir() and any(path.parent.glob(f".{path.name}.*.tmp")):
+    # collect builds the new file as .anatomy.duckdb.XXXX.tmp beside the target, holding its lock;
+    # a temporary file without the lock held is a leftover of a killed collect, not a rebuild
+    from anatomy.locks import is_locked
+    from anatomy.results import collect_lock_path
+
+    if path.parent.is_dir() and any(path.parent.glob(f".{path.name}.*.tmp")) and is_locked(collect_lock_path(path)):
         return DatabaseProblem("rebuilding", f"The database `{path}` is being rebuilt right now.")
     return DatabaseProblem("missing", f"There is no results database at `{path}` yet.")
+
+
+DUCKDB_MAGIC = b"DUCK"  # bytes 8-11 of every DuckDB database file
+
+
+def _not_a_database(path: Path) -> DatabaseProblem | None:
+    """A file that no rebuild will ever turn into a database: say what it is."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(12)
+    except OSError:
+        return None
+    if not head:
+        return DatabaseProblem("invalid", f"`{path}` is an empty file, not a DuckDB database. "
+                                          "Choose another file, or delete it and collect again.")
+    if head[8:12] != DUCKDB_MAGIC:
+        return DatabaseProblem("invalid", f"`{path}` is not a DuckDB database (it does not start like one). "
+                                          "Choose the file that `python -m anatomy collect` wrote.")
+    return None
 
 
 def run_query(path: str, sql: str) -> pd.DataFrame:
@@ -135,6 +170,9 @@ def run_query(path: str, sql: str) -> pd.DataFrame:
     except (duckdb.IOException, duckdb.InvalidInputException, duckdb.SerializationException) as err:
         if not Path(path).exists():
             raise _missing(Path(path)) from None
+        not_a_database = _not_a_database(Path(path))
+        if not_a_database is not None:
+            raise not_a_database from None
         # a lock held by a writer, or a file caught half-way through a copy
         raise DatabaseProblem(
             "rebuilding", f"The database `{path}` cannot be opened right now; it may be being rebuilt ({err})."
@@ -179,8 +217,24 @@ def _n_layer(config_json: str) -> float:
         return float("nan")
 
 
+def check_schema(path: str) -> None:
+    """A database made by an older version lacks columns the views read: say so, not crash."""
+    from anatomy.results import missing_columns
+
+    found = query(path, "SELECT table_name, column_name FROM information_schema.columns")
+    missing = missing_columns(set(zip(found["table_name"], found["column_name"])))
+    if missing:
+        raise DatabaseProblem(
+            "outdated",
+            f"`{path}` was made by an older version of this project (it has no {', '.join(missing[:3])}"
+            f"{', ...' if len(missing) > 3 else ''}). Collect it again to rebuild it from the run folders: "
+            f"`python -m anatomy collect --runs results/runs --db {path}`.",
+        )
+
+
 def load_results(path: str) -> Results:
     """All the dashboard reads, in a few queries. Raises DatabaseProblem."""
+    check_schema(path)
     runs = query(path, """
         SELECT s.*, r.config FROM run_summary s JOIN runs r USING (run_id)
         ORDER BY s."group" = 'headline' DESC, s.experiment, s.seed""")
@@ -210,8 +264,9 @@ def require_results() -> Results:
     except DatabaseProblem as problem:
         if problem.kind == "missing":
             st.info(f"{problem} {MAKE_DATABASE_HELP}", icon=":material/database:")
-        elif problem.kind == "rebuilding":
-            st.warning(f"{problem} Wait a few seconds, then reload.", icon=":material/hourglass_top:")
+        elif problem.kind in ("rebuilding", "outdated"):
+            wait = " Wait a few seconds, then reload." if problem.kind == "rebuilding" else ""
+            st.warning(f"{problem}{wait}", icon=":material/hourglass_top:")
             st.button("Reload", on_click=st.cache_data.clear)
         else:
             st.error(str(problem), icon=":material/warning:")

@@ -265,21 +265,66 @@ def test_no_database_says_how_to_make_one(tmp_path, page, monkeypatch):
 
 
 def test_a_database_being_renamed_into_place_is_not_an_error(tmp_path, monkeypatch):
+    from anatomy.locks import held_lock
+    from anatomy.results import collect_lock_path
+
+    db = tmp_path / "anatomy.duckdb"
     (tmp_path / ".anatomy.duckdb.k2j4.tmp").write_bytes(b"")  # collect's temporary file
-    app = open_page(tmp_path / "anatomy.duckdb", "overview", monkeypatch)
+    with held_lock(collect_lock_path(db)):  # ... and a collect writing it right now
+        app = open_page(db, "overview", monkeypatch)
     assert "being rebuilt" in app.warning[0].value
 
 
-def test_an_unreadable_file_is_explained(tmp_path, monkeypatch):
+def test_a_temporary_file_left_by_a_killed_collect_is_not_a_rebuild(tmp_path, monkeypatch):
+    """No collect holds the lock: the file is a leftover, and the page must not wait for it forever."""
+    (tmp_path / ".anatomy.duckdb.k2j4.tmp").write_bytes(b"half a database")
+    app = open_page(tmp_path / "anatomy.duckdb", "overview", monkeypatch)
+    assert not app.warning
+    assert "no results database" in app.info[0].value
+
+
+@pytest.mark.parametrize("content, words", [
+    (b"", "is an empty file, not a DuckDB database"),
+    (b"this is not a duckdb file" * 100, "is not a DuckDB database"),
+])
+def test_a_file_that_is_not_a_database_is_named_as_such(tmp_path, monkeypatch, content, words):
     db = tmp_path / "anatomy.duckdb"
-    db.write_bytes(b"this is not a duckdb file" * 100)
+    db.write_bytes(content)
     app = open_page(db, "curves", monkeypatch)
-    assert "cannot be opened right now" in app.warning[0].value
+    assert not app.warning  # not "may be being rebuilt": nothing will change it by itself
+    assert words in app.error[0].value and str(db) in app.error[0].value
+
+
+def older_database(tmp_path, monkeypatch) -> Path:
+    """A database as an earlier version of collect made it: no `compiled` column anywhere."""
+    from anatomy import results
+
+    schema = results.SCHEMA_PATH.read_text(encoding="utf-8")
+    schema = schema.replace("    compiled         BOOLEAN,              -- training steps ran through torch.compile\n", "")
+    schema = schema.replace("    r.tokens_per_s,\n    r.compiled\n", "    r.tokens_per_s\n")
+    assert "compiled" not in schema
+    old_schema = tmp_path / "old_schema.sql"
+    old_schema.write_text(schema, encoding="utf-8")
+    runs = tmp_path / "runs"
+    write_fixture_grid(runs)
+    with monkeypatch.context() as patch:
+        patch.setattr(results, "SCHEMA_PATH", old_schema)
+        patch.setattr(results, "RUN_COLUMNS", [c for c in results.RUN_COLUMNS if c != "compiled"])
+        results.collect(runs, tmp_path / "old.duckdb")
+    return tmp_path / "old.duckdb"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_a_database_from_an_older_version_says_to_collect_again(tmp_path, monkeypatch, page):
+    app = open_page(older_database(tmp_path, monkeypatch), page, monkeypatch)
+    message = app.warning[0].value
+    assert "made by an older version" in message and "python -m anatomy collect" in message
+    assert "runs.compiled" in message
 
 
 def test_a_database_with_no_runs_yet(tmp_path, monkeypatch):
     (tmp_path / "runs").mkdir()
-    collect(tmp_path / "runs", tmp_path / "anatomy.duckdb")
+    collect(tmp_path / "runs", tmp_path / "anatomy.duckdb", allow_empty=True)
     app = open_page(tmp_path / "anatomy.duckdb", "overview", monkeypatch)
     assert "holds no runs yet" in app.info[0].value
 
@@ -381,6 +426,16 @@ def test_with_no_database_of_your_own_the_reference_opens_labelled(shipped_refer
     assert loaders.REFERENCE_DB.stat().st_mtime_ns > built
 
 
+def test_a_reference_database_from_an_older_version_is_rebuilt(shipped_reference, tmp_path, monkeypatch):
+    """Shipped files unchanged, but the database was built by the version before an upgrade."""
+    (tmp_path / "old").mkdir()
+    old = older_database(tmp_path / "old", monkeypatch)
+    loaders.REFERENCE_DB.write_bytes(old.read_bytes())
+    path = loaders.reference_db()
+    found = db_rows(Path(path), "SELECT column_name FROM information_schema.columns WHERE table_name = 'runs'")
+    assert ("compiled",) in found
+
+
 def test_your_own_curves_are_drawn_over_the_reference_band(shipped_reference, dashboard_db, monkeypatch):
     app = open_page(dashboard_db, "overview", monkeypatch)
     assert not any("Reference results" in info.value for info in app.info)
@@ -465,3 +520,14 @@ def test_listen_without_weights_says_why_and_offers_the_stored_sample(fixture_gr
     assert "No `last` weights on disk" in info.value
     assert "## vanilla seed 42 says hello" in app.text[0].value
     assert not [b for b in app.button if b.key == "listen_go"]  # nothing to generate from
+
+
+def test_the_dashboard_listens_on_this_machine_only_by_default():
+    """The sidebar opens any path the server can read: only this machine may reach it, unless
+    the README's `--server.address` is given on purpose."""
+    import tomllib
+
+    settings = tomllib.loads((REPO_ROOT / ".streamlit" / "config.toml").read_text(encoding="utf-8"))
+    assert settings["server"]["address"] == "localhost"
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    assert "streamlit run dashboard --server.address 0.0.0.0" in readme

@@ -150,3 +150,35 @@ def test_diverged_run_is_sampled_from_its_best_checkpoint(tiny_runs, tmp_path):
         record = generate_samples(run, checkpoint, chars=10)
         assert record["checkpoint"] is None and record["text"] is None
         assert record["note"] == "run diverged at step 55; no checkpoint to sample from"
+
+
+def test_a_diverged_flag_written_as_text_is_an_error(tiny_runs, tmp_path):
+    """"false" is a non-empty string, so it used to read as true and sample from best.pt."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_runs["vanilla"], run)
+    summary = json.loads((run / "summary.json").read_text())
+    (run / "summary.json").write_text(json.dumps({**summary, "diverged": "false"}))
+    with pytest.raises(AnatomyError, match=r"summary\.json: field 'diverged' must be true or false, got 'false'"):
+        generate_samples(run, chars=10)
+
+
+@pytest.mark.parametrize("content", [{"weights": 1}, {"model": {}, "vocab": []}])
+def test_a_checkpoint_that_is_not_ours_is_one_line(tmp_path, capsys, content):
+    torch.save(content, tmp_path / "last.pt")
+    assert main(["generate", str(tmp_path)]) == 2
+    assert "last.pt: not a checkpoint written by `anatomy train` (missing" in capsys.readouterr().err
+
+
+def test_out_on_a_folder_is_named(tiny_runs, tmp_path, capsys):
+    assert main(["generate", str(tiny_runs["llama"]), "--chars", "5", "--out", str(tmp_path)]) == 2
+    assert "is a folder" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("temperature", ["nan", "inf"])
+def test_a_temperature_that_is_not_a_finite_number_is_refused(tiny_runs, tmp_path, capsys, temperature):
+    out = tmp_path / "samples.json"
+    assert main(["generate", str(tiny_runs["llama"]), "--temperature", temperature, "--out", str(out)]) == 2
+    assert f"temperature = {float(temperature)} is not valid" in capsys.readouterr().err
+    assert not out.exists()

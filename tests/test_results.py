@@ -16,6 +16,11 @@ from anatomy.errors import AnatomyError
 from conftest import write_run_folder
 
 
+# the database, its JSON summary, and the lock file collect holds while writing (a lock's handle
+# stays; only temporary files must not)
+KEPT_BESIDE_THE_DATABASE = [".anatomy.duckdb.lock", "anatomy.duckdb", "results.json"]
+
+
 def query(db: Path, sql: str) -> list[tuple]:
     with duckdb.connect(str(db), read_only=True) as con:
         return con.execute(sql).fetchall()
@@ -157,7 +162,7 @@ def test_rebuild_is_atomic_for_a_reader(collected, tmp_path):
         reader.close()
     # ... and the next reader the whole new one; nothing temporary is left beside it
     assert query(db, "SELECT count(*) FROM runs")[0][0] == counts["runs"] + 1
-    assert sorted(path.name for path in db.parent.iterdir()) == ["anatomy.duckdb", "results.json"]
+    assert sorted(path.name for path in db.parent.iterdir()) == KEPT_BESIDE_THE_DATABASE
 
 
 def test_failed_collect_leaves_the_old_database(collected):
@@ -167,7 +172,7 @@ def test_failed_collect_leaves_the_old_database(collected):
     with pytest.raises(AnatomyError, match=r"summary\.json: field 'params' must be a number"):
         results.collect(runs_root, db, json_path)
     assert query(db, "SELECT count(*) FROM runs")[0][0] == counts["runs"]
-    assert sorted(path.name for path in db.parent.iterdir()) == ["anatomy.duckdb", "results.json"]
+    assert sorted(path.name for path in db.parent.iterdir()) == KEPT_BESIDE_THE_DATABASE
 
 
 def test_a_crash_while_writing_the_database_leaves_the_old_one(collected, monkeypatch):
@@ -184,7 +189,7 @@ def test_a_crash_while_writing_the_database_leaves_the_old_one(collected, monkey
     with pytest.raises(OSError, match="disk full"):
         results.collect(runs_root, db)
     assert query(db, "SELECT count(*) FROM runs")[0][0] == counts["runs"]
-    assert sorted(path.name for path in db.parent.iterdir()) == ["anatomy.duckdb", "results.json"]
+    assert sorted(path.name for path in db.parent.iterdir()) == KEPT_BESIDE_THE_DATABASE
 
 
 def test_a_half_written_last_line_is_skipped_only_while_running(tmp_path):
@@ -208,6 +213,11 @@ def test_a_half_written_last_line_is_skipped_only_while_running(tmp_path):
     ("samples.json", '{"text": "hi"}', r"samples\.json: expected a list of samples"),
     ("samples.json", '[{"prefix": "## "}]', r"sample 0 must be an object with a 'text' field"),
     ("samples.json", '[{"text": 5}]', r"sample 0: 'text' must be a string or null, got 5"),
+    # a non-empty string reads as true: "false" must not mark a run as diverged
+    ("summary.json", '{"status": "done", "diverged": "false"}', r"field 'diverged' must be true or false, got 'false'"),
+    ("summary.json", '{"status": "done", "diverged": false, "compiled": "false"}',
+     r"field 'compiled' must be true or false, got 'false'"),
+    ("summary.json", '{"status": "finished", "diverged": false}', r"field 'status' must be 'done' or 'diverged'"),
 ])
 def test_bad_run_files_name_the_file_and_field(tmp_path, file_name, content, message):
     runs_root = tmp_path / "runs"
@@ -239,3 +249,74 @@ def test_cli_collect(fixture_runs, tmp_path, capsys):
     assert main(["collect", "--runs", str(tmp_path / "nowhere"), "--db", str(db)]) == 2
     assert "nowhere: no such folder" in capsys.readouterr().err
 
+
+
+def test_a_finished_run_without_its_config_is_named_not_left_out(tmp_path):
+    runs_root = tmp_path / "runs"
+    write_run_folder(runs_root, "llama", 42)
+    folder = write_run_folder(runs_root, "vanilla", 42)
+    (folder / "config.json").unlink()
+    with pytest.raises(AnatomyError, match=r"vanilla/seed42: summary\.json but no config\.json"):
+        results.collect(runs_root, tmp_path / "a.duckdb")
+
+
+def test_db_pointing_at_a_folder_is_one_line(fixture_runs, tmp_path, capsys):
+    runs_root, _ = fixture_runs
+    assert main(["collect", "--runs", str(runs_root), "--db", str(tmp_path)]) == 2
+    assert f"--db {tmp_path}: is a folder" in capsys.readouterr().err
+
+
+# --- leftovers and drops ------------------------------------------------------------------------
+
+
+def test_a_killed_collect_leaves_nothing_the_next_one_keeps(collected):
+    """SIGKILL cannot run cleanup code: the next collect (holding the lock, so no other writer is
+    at work) removes what a killed one left beside the database."""
+    runs_root, db, json_path, _ = collected
+    leftovers = [".anatomy.duckdb.x1y2.tmp", ".anatomy.duckdb.x1y2.tmp.wal", ".results.json.a9b8.tmp"]
+    for name in leftovers:
+        (db.parent / name).write_bytes(b"half written")
+    results.collect(runs_root, db, json_path)
+    assert sorted(path.name for path in db.parent.iterdir()) == KEPT_BESIDE_THE_DATABASE
+
+
+def test_results_json_and_the_database_are_replaced_together(collected, monkeypatch):
+    """A collect that dies while summarising leaves the old pair: the database is renamed into
+    place last, after results.json is written from the new one."""
+    runs_root, db, json_path, counts = collected
+    json_before = json_path.read_text()
+    write_run_folder(runs_root, "llama_qk_norm", 42, group="break", part="qk_norm")
+
+    def killed(_db_path):
+        raise KeyboardInterrupt  # as a Ctrl-C would, half way through
+
+    monkeypatch.setattr(results, "summary_tables", killed)
+    with pytest.raises(KeyboardInterrupt):
+        results.collect(runs_root, db, json_path)
+    assert query(db, "SELECT count(*) FROM runs")[0][0] == counts["runs"]
+    assert json_path.read_text() == json_before
+    assert sorted(path.name for path in db.parent.iterdir()) == KEPT_BESIDE_THE_DATABASE
+
+
+def test_no_runs_do_not_replace_a_database_unless_asked(collected, tmp_path, capsys):
+    _, db, _, counts = collected
+    empty = tmp_path / "empty_runs"
+    empty.mkdir()
+    assert main(["collect", "--runs", str(empty), "--db", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert "no run folders" in err and "--allow-empty" in err
+    assert query(db, "SELECT count(*) FROM runs")[0][0] == counts["runs"]
+    assert main(["collect", "--runs", str(empty), "--db", str(db), "--allow-empty"]) == 0
+    assert query(db, "SELECT count(*) FROM runs")[0][0] == 0
+
+
+def test_run_folders_reached_through_symlinks_are_collected(tmp_path):
+    """A runs folder that links to runs kept elsewhere (another disk, a colleague's grid)."""
+    elsewhere, runs_root = tmp_path / "elsewhere", tmp_path / "runs"
+    write_run_folder(elsewhere, "llama", 42)
+    write_run_folder(runs_root, "vanilla", 42)
+    (runs_root / "llama").symlink_to(elsewhere / "llama", target_is_directory=True)
+    (runs_root / "loop").symlink_to(runs_root, target_is_directory=True)  # a cycle is followed once
+    results.collect(runs_root, tmp_path / "a.duckdb")
+    assert query(tmp_path / "a.duckdb", "SELECT run_id FROM runs ORDER BY run_id") == [
+        ("llama/seed42",), ("vanilla/seed42",)]

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -331,3 +333,210 @@ def test_cli_reports_bad_input_without_traceback(tiny_data, tmp_path, capsys):
     assert main(["train", "--data", str(tiny_data), "--out", out, "ctx_len=4096"]) == 2
     assert "corpus too short for ctx_len 4096" in capsys.readouterr().err
     assert not Path(out).exists()  # nothing half-written
+
+
+# --- what a run folder already holds is checked, never just trusted -----------------------------
+
+
+def test_a_finished_run_that_lost_its_config_gets_it_back(tiny_data, tmp_path, capsys):
+    """last.pt still vouches for the settings, so the run stands and config.json is written back."""
+    run_dir = tmp_path / "done"
+    train(tiny_data, run_dir, "debug", {}, FAST, tags={"experiment": "demo"})
+    config = (run_dir / "config.json").read_text()
+    (run_dir / "config.json").unlink()
+    train(tiny_data, run_dir, "debug", {}, FAST, tags={"experiment": "demo"})
+    assert "already finished" in capsys.readouterr().out
+    assert (run_dir / "config.json").read_text() == config
+
+
+def test_a_summary_whose_settings_cannot_be_checked_is_not_trusted(tiny_data, tmp_path):
+    """summary.json and metrics.jsonl alone do not say which settings made them."""
+    run_dir = tmp_path / "bare"
+    train(tiny_data, run_dir, "debug", {}, FAST)
+    for name in ("config.json", "last.pt", "best.pt"):
+        (run_dir / name).unlink()
+    with pytest.raises(AnatomyError, match="summary.json, but neither config.json nor last.pt"):
+        train(tiny_data, run_dir, "debug", {"n_layer": 3}, FAST)
+    summary = train(tiny_data, run_dir, "debug", {"n_layer": 3}, FAST, restart_on_change=True)
+    assert summary["steps_done"] == 30
+    assert json.loads((run_dir / "config.json").read_text())["model"]["n_layer"] == 3
+
+
+def test_a_settings_clash_says_what_differs(tiny_data, tmp_path):
+    run_dir = tmp_path / "mine"
+    train(tiny_data, run_dir, "debug", {}, FAST)
+    with pytest.raises(AnatomyError, match=r"model\.n_layer: 2 in the folder, 3 asked for"):
+        train(tiny_data, run_dir, "debug", {"n_layer": 3}, FAST)
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("diverged", "false", r"field 'diverged' must be true or false, got 'false'"),
+    ("compiled", "no", r"field 'compiled' must be true or false, got 'no'"),
+    ("best_val_loss", "low", r"field 'best_val_loss' must be a number or null, got 'low'"),
+])
+def test_a_finished_run_with_a_mistyped_summary_is_an_error(tiny_data, tmp_path, field, value, message):
+    run_dir = tmp_path / "done"
+    train(tiny_data, run_dir, "debug", {}, FAST)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    (run_dir / "summary.json").write_text(json.dumps({**summary, field: value}))
+    with pytest.raises(AnatomyError, match=message):
+        train(tiny_data, run_dir, "debug", {}, FAST)
+
+
+# --- bad input: one clear line, and nothing written ---------------------------------------------
+
+
+def copy_of_finished_run(tiny_data, tmp_path) -> Path:
+    run_dir = tmp_path / "run"
+    train(tiny_data, run_dir, "debug", {}, FAST)
+    return run_dir
+
+
+@pytest.mark.parametrize("file_name, content, message", [
+    ("summary.json", "{not json", r"summary\.json: not valid JSON"),
+    ("summary.json", "[1, 2]", r"summary\.json: expected a JSON object .*, got a list"),
+    ("config.json", "{not json", r"config\.json: not valid JSON"),
+    ("config.json", "[]", r"config\.json: expected a JSON object .*, got a list"),
+    ("config.json", '{"preset": "debug"}', r"config\.json: field 'model' must be an object"),
+])
+def test_broken_run_files_are_one_line(tiny_data, tmp_path, capsys, file_name, content, message):
+    run_dir = copy_of_finished_run(tiny_data, tmp_path)
+    (run_dir / file_name).write_text(content)
+    args = ["train", "--data", str(tiny_data), "--out", str(run_dir), "--preset", "debug",
+            *[f"{k}={v}" for k, v in FAST.items()]]
+    assert main(args) == 2
+    assert re.search(message, capsys.readouterr().err)
+
+
+def test_a_split_json_that_is_a_list_is_one_line(tiny_data, tmp_path, capsys):
+    data = tmp_path / "data"
+    shutil.copytree(tiny_data, data)
+    (data / "split.json").write_text("[]")
+    assert main(["train", "--data", str(data), "--out", str(tmp_path / "run")]) == 2
+    assert re.search(r"split\.json: expected a JSON object", capsys.readouterr().err)
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("content", [{"weights": 1}, {"model": {}, "state": {}}])
+def test_a_checkpoint_that_is_not_ours_is_named(tiny_data, tmp_path, capsys, content):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    torch.save(content, run_dir / "last.pt")
+    assert main(["train", "--data", str(tiny_data), "--out", str(run_dir), "--preset", "debug"]) == 2
+    err = capsys.readouterr().err
+    assert "last.pt: not a checkpoint written by `anatomy train` (missing" in err
+
+
+@pytest.mark.parametrize("override, message", [
+    ("lr=nan", "lr = nan is not valid: expected a finite number"),
+    ("weight_decay=nan", "weight_decay = nan is not valid: expected a finite number"),
+    ("lr=inf", "lr = inf is not valid: expected a finite number"),
+    ("seed=-1", "seed = -1 is not valid: expected >= 0"),
+])
+def test_impossible_numbers_are_refused_before_anything_is_written(tiny_data, tmp_path, capsys, override, message):
+    out = tmp_path / "run"
+    assert main(["train", "--data", str(tiny_data), "--out", str(out), "--preset", "debug", override]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()  # no config.json: no ghost "running" run in the database
+
+
+def test_a_negative_token_id_is_named(tiny_data, tmp_path, capsys):
+    data = tmp_path / "data"
+    shutil.copytree(tiny_data, data)
+    ids = np.load(data / "train.npy").astype(np.int32)
+    ids[5] = -3
+    np.save(data / "train.npy", ids)
+    assert main(["train", "--data", str(data), "--out", str(tmp_path / "run"), "--preset", "debug"]) == 2
+    assert "train.npy: token id -3 is outside the vocabulary" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("where", ["a_file", "a_file/run"])
+def test_out_on_or_under_a_file_is_named(tiny_data, tmp_path, capsys, where):
+    (tmp_path / "a_file").write_text("not a folder")
+    out = tmp_path / where
+    assert main(["train", "--data", str(tiny_data), "--out", str(out), "--preset", "debug"]) == 2
+    assert f"--out {out}: " in capsys.readouterr().err
+    assert (tmp_path / "a_file").read_text() == "not a folder"
+
+
+def test_overrides_may_come_before_options(tiny_data, tmp_path):
+    """`train n_layer=1 --out X seed=3`: key=value pairs mixed in with the options, in any order."""
+    out = tmp_path / "mixed"
+    args = ["train", "n_layer=1", "--data", str(tiny_data), "steps=10", "--out", str(out), "--preset", "debug",
+            "eval_every=5", "--tag", "experiment=mixed", "batch_size=2", "threads=1", "compile=false"]
+    assert main(args) == 0
+    config = json.loads((out / "config.json").read_text())
+    assert config["model"]["n_layer"] == 1 and config["train"]["steps"] == 10 and config["train"]["batch_size"] == 2
+    assert config["tags"] == {"experiment": "mixed"}
+
+
+def test_a_checkpoint_write_killed_half_way_is_cleaned_up(tiny_data, tmp_path):
+    """A SIGKILL during torch.save leaves .last.pt.XXXX.tmp; the next run of the folder removes it."""
+    run_dir = tmp_path / "run"
+    train(tiny_data, run_dir, "debug", {}, {**FAST, "steps": 10})
+    (run_dir / "summary.json").unlink()
+    (run_dir / ".last.pt.k2j4.tmp").write_bytes(b"half a checkpoint")
+    train(tiny_data, run_dir, "debug", {}, {**FAST, "steps": 10})
+    assert sorted(path.name for path in run_dir.iterdir()) == [
+        "best.pt", "config.json", "last.pt", "metrics.jsonl", "summary.json"]
+
+
+# --- no orphans, one trainer per folder ----------------------------------------------------------
+
+HOLD_A_LIFELINE = """
+import sys, time
+from anatomy.locks import hold_for_life
+assert hold_for_life(sys.argv[1])
+print("holding", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_trainer_stops_when_the_workflow_that_started_it_is_killed(tiny_data, tmp_path):
+    """What a SIGKILL of Snakemake did to a run: its trainer ran on as an orphan, writing into the
+    folder that the restarted grid's trainer writes too. Now it stops when its lifeline (a lock
+    the workflow holds while it lives) is released, and says so in one line."""
+    from anatomy.locks import LIFELINE_ENV, lifeline_value
+
+    lock = tmp_path / "workflow.lock"
+    workflow = subprocess.Popen([sys.executable, "-c", HOLD_A_LIFELINE, str(lock)], stdout=subprocess.PIPE, text=True)
+    assert workflow.stdout.readline() == "holding\n"
+    run_dir = tmp_path / "run"
+    endless = {**FAST, "steps": 10**7}  # it cannot finish on its own before the kill
+    command = [sys.executable, "-m", "anatomy", "train", "--data", str(tiny_data), "--out", str(run_dir),
+               "--preset", "debug", *[f"{k}={v}" for k, v in endless.items()]]
+    trainer = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, LIFELINE_ENV: lifeline_value(lock)})
+    try:
+        while trainer.poll() is None and not ((run_dir / "metrics.jsonl").is_file() and len(read_metrics(run_dir)) >= 2):
+            time.sleep(0.02)
+        assert trainer.poll() is None, trainer.communicate()[1]
+
+        workflow.kill()  # SIGKILL: no cleanup code runs, only the kernel releases the lock
+        workflow.wait()
+        _, err = trainer.communicate(timeout=120)
+        assert trainer.returncode == 2 and "the workflow that started this run has stopped" in err
+        assert "Traceback" not in err and not (run_dir / "summary.json").exists()
+    finally:  # never leave an endless trainer behind, whatever failed
+        for process in (trainer, workflow):
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
+def test_a_second_trainer_on_the_same_folder_waits_for_the_first(tiny_data, tmp_path):
+    """Two trainers never write one folder: the second waits, writing nothing, until the folder's
+    lock is free (here held by the test, as a first trainer would hold it), then trains."""
+    from anatomy.locks import held_lock
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    command = [sys.executable, "-m", "anatomy", "train", "--data", str(tiny_data), "--out", str(run_dir),
+               "--preset", "debug", *[f"{k}={v}" for k, v in FAST.items()]]
+    with held_lock(run_dir):
+        second = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert "another trainer is writing this folder; waiting for it to stop" in second.stdout.readline()
+        assert list(run_dir.iterdir()) == []
+    out, err = second.communicate(timeout=300)
+    assert second.returncode == 0, err
+    assert json.loads((run_dir / "summary.json").read_text())["steps_done"] == FAST["steps"]

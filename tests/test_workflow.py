@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -49,14 +50,16 @@ NEW_EXPERIMENT = """
 """
 
 
-def snakemake(workdir: Path, *args: str, snakefile: Path = WORKFLOW / "Snakefile",
-              path_first: Path | None = None, pythonpath_first: Path | None = None,
-              timeout: int = 600) -> subprocess.CompletedProcess:
-    """Run Snakemake on `snakefile` in `workdir` with this test's Python, which the rules call too.
+def snakemake_command(workdir: Path, *args: str, snakefile: Path = WORKFLOW / "Snakefile",
+                      path_first: Path | None = None,
+                      pythonpath_first: Path | None = None) -> tuple[list[str], dict[str, str]]:
+    """(command, environment) that run Snakemake on `snakefile` in `workdir` with this test's
+    Python, which the rules call too.
 
     `path_first` goes first on PATH, `pythonpath_first` first on PYTHONPATH (a stand-in package).
     """
     env = dict(os.environ)
+    env.pop("ANATOMY_LIFELINE", None)  # the workflow under test sets its own
     if path_first is not None:
         env["PATH"] = os.pathsep.join((str(path_first), env.get("PATH", "")))
     # `python -m anatomy` must work from the temporary working directory, installed or not.
@@ -64,11 +67,17 @@ def snakemake(workdir: Path, *args: str, snakefile: Path = WORKFLOW / "Snakefile
     if pythonpath_first is not None:
         pythonpath.insert(0, str(pythonpath_first))
     env["PYTHONPATH"] = os.pathsep.join(p for p in pythonpath if p)
-    return subprocess.run(
-        [sys.executable, "-m", "snakemake", "--snakefile", str(snakefile), "--directory", str(workdir),
-         *args],
-        capture_output=True, text=True, env=env, timeout=timeout,
-    )
+    command = [sys.executable, "-m", "snakemake", "--snakefile", str(snakefile), "--directory", str(workdir), *args]
+    return command, env
+
+
+def snakemake(workdir: Path, *args: str, snakefile: Path = WORKFLOW / "Snakefile",
+              path_first: Path | None = None, pythonpath_first: Path | None = None,
+              timeout: int = 600) -> subprocess.CompletedProcess:
+    """Run Snakemake on `snakefile` in `workdir` to the end."""
+    command, env = snakemake_command(workdir, *args, snakefile=snakefile, path_first=path_first,
+                                     pythonpath_first=pythonpath_first)
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout)
 
 
 def job_counts(output: str) -> dict[str, int]:
@@ -232,6 +241,19 @@ BAD_ENTRIES = {
     "YAML float without a dot": (
         "  my_test:\n    preset: llama\n    group: break\n    description: d\n    train: {lr: 3e-4}\n",
         ["experiments.my_test.train.lr", "'3e-4' is not of type 'number'"],
+    ),
+    # Valid field by field, but not together or not as a number: the package's own configs say so.
+    "two fields that clash": (
+        "  my_test:\n    preset: vanilla\n    group: break\n    description: d\n    model: {n_head: 3}\n",
+        ["experiments.my_test", "d_model 128 is not divisible by n_head 3"],
+    ),
+    "KV heads that do not divide the heads": (
+        "  my_test:\n    preset: llama\n    group: break\n    description: d\n    model: {n_kv_head: 3}\n",
+        ["experiments.my_test", "n_head 4 is not divisible by n_kv_head 3"],
+    ),
+    "a learning rate that is not a number": (
+        "  my_test:\n    preset: llama\n    group: break\n    description: d\n    train: {lr: .nan}\n",
+        ["experiments.my_test", "lr = nan is not valid: expected a finite number"],
     ),
     "a name that cannot be a folder": (
         "  My-Test:\n    preset: llama\n    group: break\n    description: d\n",
@@ -437,21 +459,176 @@ def test_crashed_training_leaves_nothing_that_counts_as_done_and_can_resume(work
     assert job_counts(plan.stdout) == {"train_model": 1}
 
 
-def test_settings_the_package_rejects_fail_the_job_cleanly(tmp_path):
-    """A schema-valid experiment the model refuses (4 heads cannot share 3 KV heads): the job
-    fails with the package's message in its log, and leaves no run behind."""
-    shutil.copytree(REPO / "data" / "posts", tmp_path / "data" / "posts")
-    extra = tmp_path / "extra.yaml"
+def test_settings_the_package_rejects_stop_the_plan_before_any_job(workdir):
+    """A schema-valid experiment the model refuses once the quick config shrinks it (d_model 32
+    cannot be split into 3 heads): `snakemake -n` says so, instead of a job failing later."""
+    extra = workdir / "extra.yaml"
     extra.write_text("experiments:\n  bad_heads:\n    preset: llama\n    group: extra\n"
-                     "    description: d\n    model: {n_kv_head: 3}\n", encoding="utf-8")
-    target = "results/runs/bad_heads/seed42/summary.json"
-    result = snakemake(tmp_path, target, "--cores", "1",
-                       "--configfile", str(WORKFLOW / "quick.yaml"), str(extra))
+                     "    description: d\n    model: {n_head: 3}\n", encoding="utf-8")
+    result = snakemake(workdir, "-n", "--configfile", str(WORKFLOW / "quick.yaml"), str(extra))
     assert result.returncode != 0
-    log = (tmp_path / "results/logs/train_model/bad_heads/seed42.log").read_text()
-    assert "n_kv_head" in log and "Traceback" not in log, log
-    run = tmp_path / "results" / "runs" / "bad_heads" / "seed42"
-    assert not (run / "summary.json").exists() and not (run / "config.json").exists()
+    output = result.stdout + result.stderr
+    assert "invalid config at experiments.bad_heads: ModelConfig: d_model 32 is not divisible by n_head 3" in output
+    assert "Traceback" not in output and not (workdir / "results").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# An interrupted grid restarts with the same command
+# ---------------------------------------------------------------------------------------------
+
+FINISHING_PYTHON = """#!/bin/sh
+# Stands in for `python -m anatomy train`: a run that finishes at once.
+while [ $# -gt 0 ]; do
+  if [ "$1" = "--out" ]; then out="$2"; fi
+  shift
+done
+mkdir -p "$out"
+echo '{"status": "done", "diverged": false}' > "$out/summary.json"
+"""
+
+
+def test_an_output_left_marked_incomplete_is_made_again_by_the_plain_command(workdir):
+    """A Ctrl-C that lands after a job wrote its output but before Snakemake recorded the job as
+    done leaves the output marked incomplete. The default profile makes the rerun redo that job
+    instead of stopping with IncompleteFilesException."""
+    import base64
+
+    fake_bin = workdir / "fake_bin"
+    fake_bin.mkdir()
+    (fake_bin / "python").write_text(FINISHING_PYTHON)
+    (fake_bin / "python").chmod(0o755)
+    pretend_tokenized(workdir)
+    target = "results/runs/vanilla/seed42/summary.json"
+    assert snakemake(workdir, "--cores", "1", target, path_first=fake_bin).returncode == 0
+    marker = workdir / ".snakemake" / "incomplete" / base64.urlsafe_b64encode(target.encode()).decode()
+    marker.write_text('{"external_jobid": null}')  # the mark the interrupted job left
+
+    without_profile = snakemake(workdir, "--cores", "1", target, "--workflow-profile", "none", path_first=fake_bin)
+    assert without_profile.returncode != 0
+    assert "IncompleteFilesException" in without_profile.stdout + without_profile.stderr
+    plain = snakemake(workdir, "--cores", "1", target, path_first=fake_bin)
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    assert job_counts(plain.stdout + plain.stderr) == {"train_model": 1}
+
+
+def runs_in_database(path: Path) -> dict:
+    """What a run computed, leaving out wall-clock times (they differ between any two runs)."""
+    import duckdb
+
+    with duckdb.connect(str(path), read_only=True) as db:
+        return {
+            "runs": db.sql("SELECT run_id, status, diverged, steps_done, params, best_val_loss, best_step, "
+                           "final_train_loss, final_val_loss FROM runs ORDER BY run_id").fetchall(),
+            "metrics": db.sql("SELECT run_id, step, train_loss, val_loss, lr, tokens_seen FROM metrics "
+                              "ORDER BY run_id, step").fetchall(),
+            "samples": db.sql("SELECT run_id, text FROM samples ORDER BY run_id").fetchall(),
+        }
+
+
+def evaluations(workdir: Path) -> int:
+    """Evaluation rows written so far, over every run of the grid."""
+    return sum(len(path.read_text().splitlines()) for path in workdir.glob("results/runs/*/seed*/metrics.jsonl"))
+
+
+def steps_left(workdir: Path, steps: int = 200) -> int:
+    """The most steps any unfinished run still has to go, by its last evaluation."""
+    left = []
+    for path in workdir.glob("results/runs/*/seed*/metrics.jsonl"):
+        lines = path.read_text().splitlines()
+        if lines and not (path.parent / "summary.json").exists():
+            try:
+                left.append(steps - json.loads(lines[-1])["step"])
+            except json.JSONDecodeError:  # the trainer is writing that line right now
+                pass
+    return max(left, default=0)
+
+
+def files(workdir: Path, pattern: str) -> int:
+    return len(list(workdir.glob(pattern)))
+
+
+def wait_for(condition, process: subprocess.Popen, timeout: float = 300) -> bool:
+    """Poll until `condition()` holds; False if the process ended first (nothing left to interrupt)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        if process.poll() is not None:
+            return False
+        time.sleep(0.01)
+    raise AssertionError("the grid neither reached the moment nor ended")
+
+
+def restore_ctrl_c() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def process_group_gone(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+@pytest.mark.slow
+def test_an_interrupted_grid_restarts_with_the_plain_command(tmp_path):
+    """The README's promise, with real signals: the headline grid, interrupted five times
+    (Ctrl-C to Snakemake and its jobs at four moments, and one SIGKILL of Snakemake alone),
+    finishes with the same command and gives the database of an uninterrupted run."""
+    settings = tmp_path / "longer.yaml"  # long enough to be interrupted mid-run
+    settings.write_text("train_overrides: {steps: 200, eval_every: 10, batch_size: 8, warmup_steps: 5}\n")
+    args = ("headline", "--cores", "2", "--configfile", str(WORKFLOW / "quick.yaml"), str(settings),
+            "--config", "seeds=[42]")
+    reference, grid = tmp_path / "reference", tmp_path / "grid"
+    for workdir in (reference, grid):
+        shutil.copytree(REPO / "data" / "posts", workdir / "data" / "posts")
+    result = snakemake(reference, *args)
+    assert result.returncode == 0, result.stderr[-5000:]
+
+    runs = "results/runs/*/seed42/"
+    # Each moment is counted from the state at its restart, so it always lies ahead.
+    moments = [
+        ("SIGINT", lambda n: evaluations(grid) >= 3),  # mid-training
+        # Snakemake alone, while a resumed trainer has many steps to go
+        ("SIGKILL", lambda n: evaluations(grid) > n["evaluations"] and steps_left(grid) >= 50),
+        ("SIGINT", lambda n: files(grid, runs + "summary.json") > n["summaries"]),  # just after a job's output
+        ("SIGINT", lambda n: files(grid, runs + "samples.json") > n["samples"]),
+        ("SIGINT", lambda n: files(grid, "results/anatomy.duckdb") + files(grid, "results/.anatomy.duckdb.*.tmp") > 0),
+    ]
+    command, env = snakemake_command(grid, *args)
+    interrupted, process = 0, None
+    try:
+        for signal_name, moment in moments:
+            now = {"summaries": files(grid, runs + "summary.json"), "samples": files(grid, runs + "samples.json"),
+                   "evaluations": evaluations(grid)}
+            # Its own process group, like a job in a terminal; and Ctrl-C must reach it even where this
+            # test runs in the background (a shell's `&` makes its children ignore SIGINT).
+            process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                       start_new_session=True, preexec_fn=restore_ctrl_c)
+            if not wait_for(lambda: moment(now), process):
+                break  # the grid finished before this moment came
+            if signal_name == "SIGINT":
+                os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C sends: Snakemake and every job
+            else:
+                process.kill()  # Snakemake alone; its trainers must not run on as orphans
+            process.wait(timeout=300)
+            interrupted += 1
+            deadline = time.monotonic() + 300
+            while not process_group_gone(process.pid):
+                assert time.monotonic() < deadline, "a job of the interrupted Snakemake is still running"
+                time.sleep(0.05)
+            if signal_name == "SIGKILL":
+                logs = "".join(path.read_text() for path in grid.glob("results/logs/train_model/*/seed42.log"))
+                assert "the workflow that started this run has stopped" in logs
+    finally:  # whatever failed, leave nothing of the grid running
+        if process is not None and not process_group_gone(process.pid):
+            os.killpg(process.pid, signal.SIGKILL)
+
+    assert interrupted >= 4  # the training moments at least: the grid cannot have finished before them
+    result = snakemake(grid, *args)  # the plain command: no --unlock, no --rerun-incomplete
+    assert result.returncode == 0, result.stderr[-5000:]
+    assert runs_in_database(grid / "results" / "anatomy.duckdb") == runs_in_database(reference / "results" / "anatomy.duckdb")
 
 
 # ---------------------------------------------------------------------------------------------

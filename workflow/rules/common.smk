@@ -5,6 +5,7 @@ arguments of one training run, which runs a target needs) is a named function he
 """
 
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -51,6 +52,62 @@ shell.prefix(f'set -euo pipefail; python() ( exec {PYTHON} "$@" ); ')
 
 EXPERIMENTS = config["experiments"]
 SEEDS = [int(seed) for seed in config["seeds"]]
+
+
+def check_experiment_settings():
+    """Resolve every experiment's settings as its training job will, and check them with the
+    package's own configs. The schema checks each field alone; this catches fields that clash
+    (n_head 3 with d_model 32) or values no schema rules out (lr .nan), at `snakemake -n` time
+    rather than in a job that fails later. anatomy.config needs no torch, so this is quick.
+    """
+    from anatomy.config import TrainConfig, preset
+    from anatomy.errors import AnatomyError
+
+    for name, experiment in EXPERIMENTS.items():
+        model = {**config["model_overrides"], **experiment.get("model", {})}
+        train = {**config["train_overrides"], **experiment.get("train", {})}
+        try:
+            preset(experiment["preset"], **model)
+            for seed in SEEDS:
+                TrainConfig.from_dict({**train, "seed": seed, "device": config["device"]})
+        except AnatomyError as err:
+            raise WorkflowError(
+                f"invalid config at experiments.{name}: {err}. (Experiments: workflow/experiments.yaml; "
+                "quick sizes: workflow/quick.yaml; or a --configfile / --config you gave.)"
+            ) from None
+
+
+check_experiment_settings()
+
+
+def claim_working_directory():
+    """Let an interrupted grid restart with the same command, even after a SIGKILL.
+
+    Snakemake locks its working directory with files in .snakemake/locks, which a killed
+    Snakemake leaves behind (the next run then asks for --unlock). This workflow also holds a
+    kernel lock, .snakemake/anatomy.lock, for as long as it runs; the kernel releases it however
+    the process ends. Whoever gets that lock knows no other Snakemake of this workflow runs
+    here, so Snakemake's lock files are leftovers, and removes them. The same lock is the
+    trainers' lifeline ($ANATOMY_LIFELINE): they stop when it is released, instead of running
+    on as orphans. Only the main process does this, not the jobs a cluster runs elsewhere.
+    """
+    if not workflow.is_main_process:
+        return
+    from anatomy.locks import LIFELINE_ENV, hold_for_life, lifeline_value
+
+    lock = Path(".snakemake") / "anatomy.lock"
+    if not hold_for_life(lock):
+        return  # another Snakemake of this workflow runs here: its locks are real
+    stale = sorted((Path(".snakemake") / "locks").glob("*.lock"))
+    for path in stale:
+        path.unlink()
+    if stale:
+        print("Removed the locks of a Snakemake that was stopped by force (it is not running any more).",
+              file=sys.stderr)
+    os.environ[LIFELINE_ENV] = lifeline_value(lock)
+
+
+claim_working_directory()
 
 # Named target -> the experiment group it runs (group `extra` runs only in `all`).
 TARGET_GROUPS = {"headline": "headline", "ablations": "ablation", "break_tests": "break"}

@@ -1,0 +1,91 @@
+"""Locks held by a running process, released by the kernel when it ends, however it ends.
+
+A lock file is never deleted: it is only the handle of the lock (a folder can be its own).
+`flock` ties the lock to the open file, so a process killed with SIGKILL cannot leave a stale
+lock behind; that is what lets a writer tell a leftover (a temporary file nobody holds the lock
+for) from work in progress. POSIX only (Linux, macOS), like the rest of the workflow.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import socket
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator
+
+
+@contextmanager
+def held_lock(path: str | os.PathLike, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
+    """Hold an exclusive lock on `path` (a lock file, made if missing, or a folder) for the `with`
+    block, waiting for the current holder if there is one (`on_wait` is called first)."""
+    fd = _open_for_locking(Path(path))
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if on_wait is not None:
+                on_wait()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def is_locked(path: str | os.PathLike) -> bool:
+    """Whether some process holds the lock on `path` right now (a missing file: no one does)."""
+    if not Path(path).exists():
+        return False
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+# Locks taken by hold_for_life: kept open (and so held) until this process ends.
+_HELD_FOR_LIFE: list[int] = []
+
+
+def hold_for_life(path: str | os.PathLike) -> bool:
+    """Take the lock on `path` for the rest of this process, if no one holds it; True if taken."""
+    fd = _open_for_locking(Path(path))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return False
+    _HELD_FOR_LIFE.append(fd)
+    return True
+
+
+# A lifeline: the workflow holds a lock for as long as it runs and names it in this variable;
+# the trainers it starts check it, and stop when it is released. Killing Snakemake with SIGKILL
+# does not stop the jobs it started (they are not its threads), but it does release its locks.
+LIFELINE_ENV = "ANATOMY_LIFELINE"
+
+
+def lifeline_value(path: str | os.PathLike) -> str:
+    """What the workflow puts in $ANATOMY_LIFELINE: this machine's name and the lock's path."""
+    return f"{socket.gethostname()}:{Path(path).resolve()}"
+
+
+def lifeline_lost(value: str | None = None) -> bool:
+    """Whether the process that started this one (and holds the lifeline lock) is gone. False
+    without a lifeline, and on another machine (a cluster job: locks are per machine there)."""
+    value = os.environ.get(LIFELINE_ENV) if value is None else value
+    if not value:
+        return False
+    host, _, path = value.partition(":")
+    return host == socket.gethostname() and not is_locked(path)
+
+
+def _open_for_locking(path: Path) -> int:
+    if path.is_dir():
+        return os.open(path, os.O_RDONLY)  # a folder can be its own lock: nothing added to it
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
