@@ -174,6 +174,25 @@ def ship(runs_root: Path, out: Path, benchmarks_root: Path | None = None) -> dic
     return report
 
 
+def restore(reference: Path, runs_root: Path) -> list[str]:
+    """Copy the shipped runs' small files into `runs_root` where that run is not there yet, so a
+    grid continued on another machine trains only what is missing (the workflow counts a run
+    with summary.json and samples.json as done). Returns the run ids copied."""
+    shipped = Path(reference) / "runs"
+    if not shipped.is_dir():
+        raise AnatomyError(f"--out {reference}: no shipped runs in it (expected {shipped})")
+    copied = []
+    for folder in find_run_folders(shipped):
+        run_id = folder.relative_to(shipped).as_posix()
+        target = Path(runs_root) / run_id
+        if (target / "config.json").exists():
+            continue  # a run of this machine, finished or resumable: never overwrite it
+        for name in RESULT_FILES:
+            write_bytes(target / name, (folder / name).read_bytes())
+        copied.append(run_id)
+    return copied
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=Path, default=Path("results/runs"), help="folder of run folders")
     parser.add_argument("--benchmarks", type=Path, default=Path("results/benchmarks"),
@@ -182,9 +201,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--weights", nargs="+", default=[], metavar="RUN_ID",
                         help="also ship these runs' best and last weights as float16 safetensors "
                              "(e.g. vanilla/seed42 llama/seed42), so a fresh clone can generate")
+    parser.add_argument("--restore", action="store_true",
+                        help="the other way: copy the shipped runs into --runs where missing, so a grid "
+                             "continued elsewhere trains only the runs not shipped yet")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.restore:
+        copied = restore(args.out, args.runs)
+        print(f"restored {len(copied)} shipped runs into {args.runs}" + (f": {', '.join(copied)}" if copied else ""))
+        return 0
     benchmarks = args.benchmarks if args.benchmarks.is_dir() else None
     report = ship(args.runs, args.out, benchmarks)
     for what, run_ids in report.items():

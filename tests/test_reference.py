@@ -107,3 +107,19 @@ def test_cli_reports_what_it_shipped_and_refuses_bad_folders(fixture_runs, tmp_p
     a_file.write_text("")
     assert main(["reference", "--runs", str(runs_root), "--out", str(a_file)]) == 2
     assert "is a file: expected a folder" in capsys.readouterr().err
+
+
+def test_restore_puts_shipped_runs_back_where_missing_and_never_overwrites(fixture_runs, tmp_path, capsys):
+    runs_root, benchmarks_root = fixture_runs
+    out = tmp_path / "reference"
+    reference.ship(runs_root, out, benchmarks_root)
+    elsewhere = tmp_path / "elsewhere"
+    mine = elsewhere / "vanilla" / "seed42"
+    mine.mkdir(parents=True)
+    (mine / "config.json").write_text("{}")  # a run of that machine, e.g. half trained
+    assert main(["reference", "--restore", "--out", str(out), "--runs", str(elsewhere)]) == 0
+    assert "restored 13 shipped runs" in capsys.readouterr().out
+    assert (mine / "config.json").read_text() == "{}" and not (mine / "summary.json").exists()
+    for name in reference.RESULT_FILES:
+        assert (elsewhere / "mqa" / "seed7" / name).read_bytes() == (out / "runs" / "mqa" / "seed7" / name).read_bytes()
+    assert main(["reference", "--restore", "--out", str(tmp_path / "none"), "--runs", str(elsewhere)]) == 2

@@ -189,6 +189,8 @@ def test_cli_errors_are_one_line(fixture_runs, tmp_path, capsys):
     readme.write_text("# no markers\n")
     assert main(["report", "--runs", str(runs_root), "--out", str(tmp_path / "o"), "--no-figures",
                  "--readme", str(readme)]) == 2
+    assert "--readme with --no-figures would drop the README's figures" in capsys.readouterr().err
+    assert main(["report", "--runs", str(runs_root), "--out", str(tmp_path / "o"), "--readme", str(readme)]) == 2
     assert "<!-- report:results:start -->" in capsys.readouterr().err
     assert readme.read_text() == "# no markers\n"
 

@@ -476,14 +476,14 @@ def test_settings_the_package_rejects_stop_the_plan_before_any_job(workdir):
 # An interrupted grid restarts with the same command
 # ---------------------------------------------------------------------------------------------
 
-FINISHING_PYTHON = """#!/bin/sh
+FINISHING_ANATOMY = """
 # Stands in for `python -m anatomy train`: a run that finishes at once.
-while [ $# -gt 0 ]; do
-  if [ "$1" = "--out" ]; then out="$2"; fi
-  shift
-done
-mkdir -p "$out"
-echo '{"status": "done", "diverged": false}' > "$out/summary.json"
+import sys
+from pathlib import Path
+
+out = Path(sys.argv[sys.argv.index("--out") + 1])
+out.mkdir(parents=True, exist_ok=True)
+(out / "summary.json").write_text('{"status": "done", "diverged": false}')
 """
 
 
@@ -493,20 +493,20 @@ def test_an_output_left_marked_incomplete_is_made_again_by_the_plain_command(wor
     instead of stopping with IncompleteFilesException."""
     import base64
 
-    fake_bin = workdir / "fake_bin"
-    fake_bin.mkdir()
-    (fake_bin / "python").write_text(FINISHING_PYTHON)
-    (fake_bin / "python").chmod(0o755)
+    fake = workdir / "fake"  # a stand-in `anatomy` package, found before the real one
+    (fake / "anatomy").mkdir(parents=True)
+    (fake / "anatomy" / "__init__.py").write_text("")
+    (fake / "anatomy" / "__main__.py").write_text(FINISHING_ANATOMY)
     pretend_tokenized(workdir)
     target = "results/runs/vanilla/seed42/summary.json"
-    assert snakemake(workdir, "--cores", "1", target, path_first=fake_bin).returncode == 0
+    assert snakemake(workdir, "--cores", "1", target, pythonpath_first=fake).returncode == 0
     marker = workdir / ".snakemake" / "incomplete" / base64.urlsafe_b64encode(target.encode()).decode()
     marker.write_text('{"external_jobid": null}')  # the mark the interrupted job left
 
-    without_profile = snakemake(workdir, "--cores", "1", target, "--workflow-profile", "none", path_first=fake_bin)
+    without_profile = snakemake(workdir, "--cores", "1", target, "--workflow-profile", "none", pythonpath_first=fake)
     assert without_profile.returncode != 0
     assert "IncompleteFilesException" in without_profile.stdout + without_profile.stderr
-    plain = snakemake(workdir, "--cores", "1", target, path_first=fake_bin)
+    plain = snakemake(workdir, "--cores", "1", target, pythonpath_first=fake)
     assert plain.returncode == 0, plain.stderr[-3000:]
     assert job_counts(plain.stdout + plain.stderr) == {"train_model": 1}
 
