@@ -19,6 +19,7 @@ from anatomy.report_data import (
     deep_runs,
     delta_text,
     fmt,
+    headline_noise,
     headline_of,
     paired_deltas,
     per_seed,
@@ -123,7 +124,7 @@ def _which_part(data: ReportData) -> Claim:
     claim, chapter = "Which part earned the gain", "could not tell (no ablation); guessed SwiGLU and RMSNorm, RoPE helping"
     if data.ablations.empty:
         return Claim(claim, chapter, "ablations not run", "not yet run")
-    noise = seed_noise(data, data.ablations["baseline"].unique())
+    noise = headline_noise(data)
     helped, parts_seen = [], []
     for part, rows in data.ablations.groupby("part"):
         parts_seen.append(part)

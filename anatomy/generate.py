@@ -24,7 +24,7 @@ from anatomy.atomic import write_json
 from anatomy.config import ModelConfig
 from anatomy.errors import AnatomyError
 from anatomy.memorisation import Memorisation, annotate, data_dir_of
-from anatomy.model import KVCache, MiniLM
+from anatomy.model import MiniLM
 from anatomy.run_files import read_summary
 from anatomy.tokenizer import CharTokenizer
 from anatomy.train import RunFolder, load_checkpoint

@@ -27,6 +27,7 @@ from anatomy.report_data import (
     deep_runs,
     delta_text,
     fmt,
+    headline_noise,
     headline_of,
     load,
     load_runs,
@@ -34,7 +35,6 @@ from anatomy.report_data import (
     paired_deltas,
     per_seed,
     read_provenance,
-    seed_noise,
     seeds_of,
 )
 
@@ -83,7 +83,7 @@ def headline_section(data: ReportData) -> str:
 def ablation_section(data: ReportData) -> str:
     if data.ablations.empty:
         return "No ablation runs yet: `snakemake --cores 1 ablations` trains them."
-    noise = seed_noise(data, data.ablations["baseline"].unique())
+    noise = headline_noise(data)
     rows = []
     for part in sorted(data.ablations["part"].unique()):
         cells = [part]
@@ -101,8 +101,8 @@ def ablation_section(data: ReportData) -> str:
     table = md_table(["part", "Δ best val, added to vanilla", "beyond seed noise?",
                       "Δ best val, removed from llama", "beyond seed noise?"], rows)
     return (f"{table}\n\nΔ is the experiment's best val minus its baseline's, seed by seed (mean, then the range "
-            f"over seeds): negative means lower loss. Seed noise is the baselines' own spread over seeds, "
-            f"{fmt(noise)} nats; a part beyond it moves every seed further than the seed alone does.")
+            f"over seeds): negative means lower loss. Seed noise is the largest spread of the headline models' best val over "
+            f"seeds, {fmt(noise)} nats; a part beyond it moves every seed further than the seed alone does.")
 
 
 def break_section(data: ReportData) -> str:
@@ -221,7 +221,7 @@ def figure_charts(data: ReportData) -> dict[str, Any]:
                 width=760, title=f"{run['label'].iloc[0]}: the overfitting turn")
     if not data.ablations.empty:
         drawn["ablations"] = charts.benefit_chart(
-            analysis.part_benefit(data.ablations), seed_noise(data, data.ablations["baseline"].unique())
+            analysis.part_benefit(data.ablations), headline_noise(data)
         ).properties(width=680)
     deep = pd.concat([deep_runs(data, "post"), deep_runs(data, "pre")])
     if not deep.empty:

@@ -148,6 +148,13 @@ def seed_noise(data: ReportData, experiments) -> float:
     return float(spread.max()) if len(spread) else math.nan
 
 
+def headline_noise(data: ReportData) -> float:
+    """The noise floor of every comparison with a baseline: the largest seed spread of the two
+    headline models (both baselines), so one baseline's lucky agreement between two seeds does
+    not make every difference look real."""
+    return seed_noise(data, data.runs.loc[data.runs["group"] == "headline", "experiment"].unique())
+
+
 def read_provenance(path: Path | None) -> dict[str, Any] | None:
     if path is None or not path.is_file():
         return None

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import duckdb
-import pytest
 
 from anatomy import claims, report
 from anatomy.cli import main

@@ -26,7 +26,7 @@ st.dataframe(
         "label": st.column_config.TextColumn("run"),
         "min_val": st.column_config.NumberColumn("min val", format="%.4f"),
         "min_step": st.column_config.NumberColumn("at step", format="%d"),
-        "turn_step": st.column_config.NumberColumn(f"val > min + margin from step", format="%d"),
+        "turn_step": st.column_config.NumberColumn("val > min + margin from step", format="%d"),
         "final_step": st.column_config.NumberColumn("last eval", format="%d"),
         "final_val": st.column_config.NumberColumn("final val", format="%.4f"),
         "val_rise": st.column_config.NumberColumn("rise after min", format="%+.4f"),
