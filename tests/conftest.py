@@ -2,127 +2,14 @@
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-# ---------------------------------------------------------------------------------------------
-# Results fixtures (tests/test_results.py, tests/test_dashboard*.py): run folders written in the
-# run-folder contract of docs/ARCHITECTURE.md, for the states real training rarely produces on
-# demand (a diverged run, a run still training).
-# ---------------------------------------------------------------------------------------------
+from run_folders import LLAMA_PARTS, write_fixture_grid
 
-
-# The five parts that make the 2017 model a mini-LLaMA, as model settings
-LLAMA_PARTS = {"norm_type": "rmsnorm", "norm_pos": "pre", "pos_type": "rope", "ffn_type": "swiglu", "n_kv_head": 2}
-
-
-def write_run_folder(
-    runs_root: Path,
-    experiment: str,
-    seed: int,
-    *,
-    group: str = "headline",
-    part: str | None = None,
-    direction: str | None = None,
-    steps: int = 100,
-    eval_every: int = 10,
-    floor: float = 2.0,
-    turn_step: int = 50,
-    status: str = "done",
-    diverged_step: int | None = None,
-    samples: bool = True,
-    n_layer: int = 1,
-    model: dict[str, Any] | None = None,
-) -> Path:
-    """Write one run folder whose val curve falls to `floor` at `turn_step`, then rises.
-
-    status "running" leaves out summary.json; "diverged" puts NaN/inf losses from
-    `diverged_step` on and stops there, as a trainer that hits a non-finite loss does.
-    """
-    folder = runs_root / experiment / f"seed{seed}"
-    folder.mkdir(parents=True)
-    tags: dict[str, Any] = {"experiment": experiment, "group": group, "description": f"{experiment} (fixture)"}
-    if part:
-        tags["part"] = part
-    if direction:
-        tags["direction"] = direction
-    config = {
-        # the parts of the 2017 model unless `model` swaps some (LLAMA_PARTS: the mini-LLaMA's)
-        "model": {"d_model": 16, "n_layer": n_layer, **(model or {})},
-        "train": {"seed": seed, "max_steps": steps, "batch_size": 2},
-        "tags": tags,
-        "data": {"dir": "corpus", "vocab_size": 50},
-    }
-    (folder / "config.json").write_text(json.dumps(config))
-
-    rows = []
-    seed_offset = (seed % 4) * 0.01  # seeds differ a little, as real seeds do (42 -> .02, 7 -> .03)
-    last_step = diverged_step if status == "diverged" else steps
-    for step in range(0, last_step + 1, eval_every):
-        train = floor + 2.0 * math.exp(-step / 20) - 0.004 * step + seed_offset
-        val = floor + seed_offset + 0.0004 * (step - turn_step) ** 2 / (1 + step / 100)
-        if status == "diverged" and step >= diverged_step:
-            train, val = float("nan"), float("inf")
-        rows.append({"step": step, "train_loss": train, "val_loss": val, "lr": 3e-4,
-                     "tokens_seen": step * 256, "elapsed_s": step * 0.05})
-    (folder / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
-
-    if status != "running":
-        finite = [row for row in rows if math.isfinite(row["val_loss"])]
-        # a run that diverged before its first finite evaluation has no best point
-        best = min(finite, key=lambda row: row["val_loss"]) if finite else {"val_loss": None, "step": None}
-        summary = {
-            "params": 12_345 + (1_000 if experiment.startswith("vanilla") else 0),
-            "best_val_loss": best["val_loss"], "best_step": best["step"],
-            "final_train_loss": rows[-1]["train_loss"], "final_val_loss": rows[-1]["val_loss"],
-            "step_time_s": 0.05, "tokens_per_s": 5120.0, "device": "cpu", "torch_version": "2.13.0",
-            "diverged": status == "diverged", "diverged_step": diverged_step,
-            "status": status, "steps_done": last_step,
-        }
-        if experiment == "llama":  # the others stand for summaries written before the compile option
-            summary["compiled"] = True
-        (folder / "summary.json").write_text(json.dumps(summary))  # NaN written as NaN, like json.dump
-    if samples and status == "done":
-        (folder / "samples.json").write_text(json.dumps([
-            {"checkpoint": "last", "prefix": "## ", "temperature": 0.8, "seed": 0, "chars": 40,
-             "text": f"## {experiment} seed {seed} says hello\nsecond line of text", "note": None},
-        ]))
-    elif samples and status == "diverged":  # as `anatomy generate` records a run with nothing to sample
-        (folder / "samples.json").write_text(json.dumps([
-            {"checkpoint": None, "prefix": "## ", "temperature": 0.8, "seed": 0, "chars": 40, "text": None,
-             "note": f"run diverged at step {diverged_step}; no checkpoint to sample from"},
-        ]))
-    return folder
-
-
-def write_fixture_grid(runs_root: Path, benchmarks_root: Path | None = None) -> None:
-    """A small grid in every state: headline pair, ablations both ways, breaks, one running run."""
-    for seed in (42, 7):
-        write_run_folder(runs_root, "vanilla", seed, floor=2.3, turn_step=70)
-        write_run_folder(runs_root, "llama", seed, floor=2.1, turn_step=40, model=LLAMA_PARTS)
-        write_run_folder(runs_root, "vanilla_plus_swiglu", seed, group="ablation", part="swiglu",
-                         direction="add", floor=2.2, turn_step=60, model={"ffn_type": "swiglu"})
-        write_run_folder(runs_root, "llama_minus_swiglu", seed, group="ablation", part="swiglu",
-                         direction="remove", floor=2.25, turn_step=50, model={**LLAMA_PARTS, "ffn_type": "gelu"})
-        write_run_folder(runs_root, "deep_pre_nowarmup", seed, group="break", part="norm_pos",
-                         n_layer=12, floor=2.05, model=LLAMA_PARTS)
-        write_run_folder(runs_root, "deep_post_nowarmup", seed, group="break", part="norm_pos",
-                         n_layer=12, status="diverged", diverged_step=30, model={**LLAMA_PARTS, "norm_pos": "post"})
-        write_run_folder(runs_root, "mqa", seed, group="break", part="gqa", floor=2.15,
-                         model={**LLAMA_PARTS, "n_kv_head": 1})
-    write_run_folder(runs_root, "llama_minus_rope", 42, group="ablation", part="rope", direction="remove",
-                     status="running", steps=100, model={**LLAMA_PARTS, "pos_type": "learned"})
-    if benchmarks_root is not None:
-        folder = benchmarks_root / "train_model" / "vanilla"
-        folder.mkdir(parents=True)
-        (folder / "seed42.tsv").write_text(
-            "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
-            "12.5\t0:00:12\t310.2\t900.1\t300.0\t305.5\t0.01\t1.2\t95.0\t11.9\n"
-        )
+# Fixture modules: their fixtures are available to every test without importing them.
+pytest_plugins = ["tiny_runs"]
 
 
 @pytest.fixture

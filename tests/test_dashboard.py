@@ -20,7 +20,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from anatomy.results import collect
-from conftest import write_fixture_grid, write_run_folder
+from run_folders import write_fixture_grid, write_run_folder
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:  # the dashboard is an app folder, not an installed package

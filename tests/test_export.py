@@ -21,7 +21,7 @@ from anatomy.export import (UNK_TOKEN, build_tokenizer, export_run, llama_differ
                             tokenizer_config)
 from anatomy.generate import load_model, sample
 from anatomy.train import load_checkpoint, train
-from tiny_runs import FAST, tiny_data, tiny_runs  # noqa: F401  (fixtures)
+from tiny_runs import FAST
 
 REPO = Path(__file__).resolve().parent.parent
 TOLERANCE = 1e-5  # float32 logits, ours against transformers'

@@ -12,7 +12,7 @@ import torch
 from anatomy.cli import main
 from anatomy.errors import AnatomyError
 from anatomy.generate import generate_samples, load_model, sample, sample_next, window_start
-from tiny_runs import TINY_TEXT, tiny_data, tiny_runs  # noqa: F401  (fixtures)
+from tiny_runs import TINY_TEXT
 
 
 def test_window_start_jumps_by_half_a_window():

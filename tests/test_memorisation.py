@@ -14,7 +14,7 @@ from anatomy.errors import AnatomyError
 from anatomy.memorisation import Corpus, Memorisation, SuffixAutomaton, copied_spans, covered_fraction
 from anatomy.results import collect
 from anatomy.tokenizer import tokenize_corpus
-from conftest import write_run_folder
+from run_folders import write_run_folder
 
 # Two posts of training text, then the validation tail (the last 10% of the corpus).
 POSTS = [

@@ -11,7 +11,7 @@ from anatomy import claims, report
 from anatomy.cli import main
 from anatomy.report_data import load, load_runs, read_provenance
 from anatomy.results import collect
-from conftest import LLAMA_PARTS, write_run_folder
+from run_folders import LLAMA_PARTS, write_run_folder
 
 REPO = Path(__file__).resolve().parent.parent
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -12,7 +12,7 @@ import pytest
 from anatomy import results
 from anatomy.cli import main
 from anatomy.errors import AnatomyError
-from conftest import write_run_folder
+from run_folders import write_run_folder
 
 
 # the database, its JSON summary, and the lock file collect holds while writing (a lock's handle

@@ -33,7 +33,7 @@ from anatomy.train import (
     split_overrides,
     train,
 )
-from tiny_runs import FAST, tiny_data  # noqa: F401  (fixture)
+from tiny_runs import FAST
 
 
 def read_metrics(run_dir: Path) -> list[dict]:

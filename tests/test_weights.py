@@ -14,7 +14,7 @@ from anatomy.errors import AnatomyError
 from anatomy.generate import generate_samples, load_model
 from anatomy.train import load_checkpoint
 from anatomy.weights import load_weights, save_weights
-from tiny_runs import tiny_data, tiny_runs  # noqa: F401  (fixtures)
+
 
 REPO = Path(__file__).resolve().parent.parent
 # Float16 rounds each weight (relative error up to about 5e-4), so every probability moves a
