@@ -56,6 +56,17 @@ def snakemake(workdir: Path, *args: str, snakefile: Path = WORKFLOW / "Snakefile
 
     `path_first` goes first on PATH, `pythonpath_first` first on PYTHONPATH (a stand-in package).
     """
+    return subprocess.run(
+        snakemake_command(workdir, *args, snakefile=snakefile),
+        capture_output=True, text=True, env=snakemake_env(path_first, pythonpath_first), timeout=timeout,
+    )
+
+
+def snakemake_command(workdir: Path, *args: str, snakefile: Path = WORKFLOW / "Snakefile") -> list[str]:
+    return [sys.executable, "-m", "snakemake", "--snakefile", str(snakefile), "--directory", str(workdir), *args]
+
+
+def snakemake_env(path_first: Path | None = None, pythonpath_first: Path | None = None) -> dict[str, str]:
     env = dict(os.environ)
     if path_first is not None:
         env["PATH"] = os.pathsep.join((str(path_first), env.get("PATH", "")))
@@ -64,11 +75,7 @@ def snakemake(workdir: Path, *args: str, snakefile: Path = WORKFLOW / "Snakefile
     if pythonpath_first is not None:
         pythonpath.insert(0, str(pythonpath_first))
     env["PYTHONPATH"] = os.pathsep.join(p for p in pythonpath if p)
-    return subprocess.run(
-        [sys.executable, "-m", "snakemake", "--snakefile", str(snakefile), "--directory", str(workdir),
-         *args],
-        capture_output=True, text=True, env=env, timeout=timeout,
-    )
+    return env
 
 
 def job_counts(output: str) -> dict[str, int]:
