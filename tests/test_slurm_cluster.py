@@ -48,9 +48,9 @@ def adapted_profile(folder: Path, retries: int | None = None, train_minutes: int
     # The partition names of this cluster.
     settings["default-resources"]["slurm_partition"] = PARTITION
     training["slurm_partition"] = PARTITION
-    # A node without GPUs: no GPU request, or SLURM would never schedule the job.
+    # A cluster without GPUs: sbatch refuses a job that asks for one.
     del training["gpu"]
-    # A node with 2 CPUs on a machine the tests share: one thread and a little memory per run.
+    # A small node on a machine the tests share: one thread and a little memory per run.
     training["cpus_per_task"] = settings["set-threads"]["train_model"] = 1
     training["mem_mb"] = settings["default-resources"]["mem_mb"] = 1000
     if train_minutes is not None:
