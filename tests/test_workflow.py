@@ -50,14 +50,14 @@ NEW_EXPERIMENT = """
 """
 
 
-def snakemake_command(workdir: Path, *args: str, snakefile: Path = WORKFLOW / "Snakefile",
-                      path_first: Path | None = None,
-                      pythonpath_first: Path | None = None) -> tuple[list[str], dict[str, str]]:
-    """(command, environment) that run Snakemake on `snakefile` in `workdir` with this test's
-    Python, which the rules call too.
+def snakemake_command(workdir: Path, *args: str, snakefile: Path = WORKFLOW / "Snakefile") -> list[str]:
+    """Snakemake on `snakefile` in `workdir`, with this test's Python, which the rules call too."""
+    return [sys.executable, "-m", "snakemake", "--snakefile", str(snakefile), "--directory", str(workdir), *args]
 
-    `path_first` goes first on PATH, `pythonpath_first` first on PYTHONPATH (a stand-in package).
-    """
+
+def snakemake_env(path_first: Path | None = None, pythonpath_first: Path | None = None) -> dict[str, str]:
+    """The environment to run it in: `path_first` goes first on PATH, `pythonpath_first` first on
+    PYTHONPATH (a stand-in package)."""
     env = dict(os.environ)
     env.pop("ANATOMY_LIFELINE", None)  # the workflow under test sets its own
     if path_first is not None:
@@ -67,17 +67,15 @@ def snakemake_command(workdir: Path, *args: str, snakefile: Path = WORKFLOW / "S
     if pythonpath_first is not None:
         pythonpath.insert(0, str(pythonpath_first))
     env["PYTHONPATH"] = os.pathsep.join(p for p in pythonpath if p)
-    command = [sys.executable, "-m", "snakemake", "--snakefile", str(snakefile), "--directory", str(workdir), *args]
-    return command, env
+    return env
 
 
 def snakemake(workdir: Path, *args: str, snakefile: Path = WORKFLOW / "Snakefile",
               path_first: Path | None = None, pythonpath_first: Path | None = None,
               timeout: int = 600) -> subprocess.CompletedProcess:
     """Run Snakemake on `snakefile` in `workdir` to the end."""
-    command, env = snakemake_command(workdir, *args, snakefile=snakefile, path_first=path_first,
-                                     pythonpath_first=pythonpath_first)
-    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout)
+    return subprocess.run(snakemake_command(workdir, *args, snakefile=snakefile), capture_output=True, text=True,
+                          env=snakemake_env(path_first, pythonpath_first), timeout=timeout)
 
 
 def job_counts(output: str) -> dict[str, int]:
@@ -596,7 +594,7 @@ def test_an_interrupted_grid_restarts_with_the_plain_command(tmp_path):
         ("SIGINT", lambda n: files(grid, runs + "samples.json") > n["samples"]),
         ("SIGINT", lambda n: files(grid, "results/anatomy.duckdb") + files(grid, "results/.anatomy.duckdb.*.tmp") > 0),
     ]
-    command, env = snakemake_command(grid, *args)
+    command, env = snakemake_command(grid, *args), snakemake_env()
     interrupted, process = 0, None
     try:
         for signal_name, moment in moments:
