@@ -124,22 +124,13 @@ def test_quick_headline_through_the_slurm_profile_matches_a_local_run(cluster, t
     assert found == expected
 
 
-BAD_HEADS = """experiments:
-  bad_heads:
-    preset: llama
-    group: extra
-    description: 4 heads cannot share 3 KV heads
-    model: {n_kv_head: 3}
-"""
-
-
 def test_a_job_failing_on_the_cluster_is_reported_with_its_slurm_log(cluster, tmp_path):
+    # A run that asks for a GPU the node does not have: the workflow accepts the setting (a
+    # cluster may well have GPUs), and the job fails on the node, where `anatomy train` finds none.
     workdir = project(tmp_path / "project")
-    extra = tmp_path / "bad_heads.yaml"
-    extra.write_text(BAD_HEADS, encoding="utf-8")
-    target = "results/runs/bad_heads/seed42/summary.json"
+    target = "results/runs/vanilla/seed42/summary.json"
     result = snakemake(workdir, target, "--profile", str(adapted_profile(tmp_path, retries=0)),
-                       *QUICK, str(extra))
+                       *QUICK, "--config", "device=cuda")
     output = result.stdout + result.stderr
     assert result.returncode != 0
 
@@ -149,10 +140,10 @@ def test_a_job_failing_on_the_cluster_is_reported_with_its_slurm_log(cluster, tm
     assert f"SLURM-job '{job_id}' failed, SLURM status is: 'FAILED'" in error
     # The error names both logs: the rule's own, and the SLURM job's, which exists and tells
     # what ran on the node.
-    assert f"log: results/logs/train_model/bad_heads/seed42.log, {slurm_log} " in error
+    assert f"log: results/logs/train_model/vanilla/seed42.log, {slurm_log} " in error
     assert slurm_log.startswith(str(workdir / ".snakemake" / "slurm_logs" / "rule_train_model"))
     assert "rule train_model:" in Path(slurm_log).read_text(encoding="utf-8")
-    assert "n_kv_head" in (workdir / "results/logs/train_model/bad_heads/seed42.log").read_text(encoding="utf-8")
+    assert "CUDA is not available here" in (workdir / "results/logs/train_model/vanilla/seed42.log").read_text(encoding="utf-8")
 
 
 LONGER_RUN = """train_overrides:
