@@ -62,6 +62,11 @@ def test_verdicts_on_a_grid_where_the_chapter_holds(fixture_grid_db):
     deep = [v for c, v in found.items() if c.startswith("A 12-layer post-norm")][0]
     assert deep == "**reproduced**: post-norm diverged, pre-norm did not"
     assert [v for c, v in found.items() if c.startswith("Breaking RoPE")] == ["not yet run"]
+    # swiglu is measured both ways with both seeds, beyond the noise; the other parts are not complete
+    part = [c for c in claims.claims(load(fixture_grid_db)) if c.claim == "Which part earned the gain"][0]
+    assert part.verdict == "partly answered"
+    assert part.measured == ("beyond seed noise (0.010) both ways, with two seeds: swiglu; "
+                             "not yet both ways with two seeds: gqa, prenorm, rmsnorm, rope")
 
 
 def grid_db(tmp_path: Path, **experiments) -> Path:
