@@ -426,6 +426,16 @@ sys.exit(1)
 """
 
 
+def stand_in_anatomy(workdir: Path, main: str) -> Path:
+    """A folder holding a stand-in `anatomy` package whose `python -m anatomy` runs `main`; put it
+    first on PYTHONPATH and the rules' commands find it before the real one."""
+    fake = workdir / "fake"
+    (fake / "anatomy").mkdir(parents=True)
+    (fake / "anatomy" / "__init__.py").write_text("")
+    (fake / "anatomy" / "__main__.py").write_text(main)
+    return fake
+
+
 def pretend_tokenized(workdir: Path) -> None:
     """Corpus files newer than the posts, so Snakemake plans only training."""
     for post in (workdir / "data" / "posts").iterdir():
@@ -438,10 +448,7 @@ def pretend_tokenized(workdir: Path) -> None:
 
 
 def test_crashed_training_leaves_nothing_that_counts_as_done_and_can_resume(workdir):
-    fake = workdir / "fake"  # a stand-in `anatomy` package, found before the real one
-    (fake / "anatomy").mkdir(parents=True)
-    (fake / "anatomy" / "__init__.py").write_text("")
-    (fake / "anatomy" / "__main__.py").write_text(CRASHING_ANATOMY)
+    fake = stand_in_anatomy(workdir, CRASHING_ANATOMY)
     pretend_tokenized(workdir)
     target = "results/runs/vanilla/seed42/summary.json"
 
@@ -491,10 +498,7 @@ def test_an_output_left_marked_incomplete_is_made_again_by_the_plain_command(wor
     instead of stopping with IncompleteFilesException."""
     import base64
 
-    fake = workdir / "fake"  # a stand-in `anatomy` package, found before the real one
-    (fake / "anatomy").mkdir(parents=True)
-    (fake / "anatomy" / "__init__.py").write_text("")
-    (fake / "anatomy" / "__main__.py").write_text(FINISHING_ANATOMY)
+    fake = stand_in_anatomy(workdir, FINISHING_ANATOMY)
     pretend_tokenized(workdir)
     target = "results/runs/vanilla/seed42/summary.json"
     assert snakemake(workdir, "--cores", "1", target, pythonpath_first=fake).returncode == 0
