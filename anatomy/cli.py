@@ -12,6 +12,7 @@ import os
 import sys
 
 from anatomy.errors import AnatomyError
+from anatomy.exams import EXAMS, exam_module
 
 # command -> (module, one-line help)
 COMMANDS = {
@@ -26,6 +27,7 @@ COMMANDS = {
     "report": ("anatomy.report", "write the results report (Markdown + PNG figures) from a results database"),
     "reference": ("anatomy.reference", "ship finished runs' small files as reference results (no checkpoints)"),
     "export": ("anatomy.export", "export a mini-LLaMA run as a Hugging Face LlamaForCausalLM with its tokenizer"),
+    "exam": ("anatomy.exams", "run one exam (length, kv_cache, depth, wall_clock): each part where it pays"),
 }
 
 
@@ -46,6 +48,18 @@ def command_parser(command: str) -> argparse.ArgumentParser:
     return parser
 
 
+def chosen_command(argv: list[str]) -> tuple[str, str, argparse.ArgumentParser, list[str]]:
+    """(command, module, parser, its arguments). `exam NAME` is a command per exam, each with its
+    own module and arguments (argparse's subparsers cannot be parsed intermixed)."""
+    command, rest = argv[0], argv[1:]
+    if command == "exam" and rest and rest[0] in EXAMS:
+        name, rest = rest[0], rest[1:]
+        parser = argparse.ArgumentParser(prog=f"python -m anatomy exam {name}", description=EXAMS[name])
+        exam_module(name).add_arguments(parser)
+        return f"exam {name}", exam_module(name).__name__, parser, rest
+    return command, COMMANDS[command][0], command_parser(command), rest
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] not in COMMANDS:
@@ -54,9 +68,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     # Intermixed: `train n_layer=12 --out X seed=7` reads the key=value pairs wherever they stand
     # (plain parsing stops collecting positionals at the first option after them).
-    args = command_parser(argv[0]).parse_intermixed_args(argv[1:])
-    args.command = argv[0]
-    module = importlib.import_module(COMMANDS[args.command][0])
+    command, module_name, parser, rest = chosen_command(argv)
+    args = parser.parse_intermixed_args(rest)  # `exam` without a known NAME: argparse lists them and exits
+    args.command = command
+    module = importlib.import_module(module_name)
     try:
         return int(module.run(args) or 0)
     except AnatomyError as err:

@@ -204,3 +204,123 @@ SELECT
     avg(delta_final_val) AS delta_final_val_mean
 FROM paired
 GROUP BY experiment, part, direction, baseline;
+
+-- ---------------------------------------------------------------------------------------------
+-- The exams (anatomy/exams/): each part tested where it is made to pay. A run's exams are small
+-- files in its folder (exams/*.json, grad_norms.jsonl), so they ship with it; exams not tied to
+-- one grid run (the depth map, the wall clock per part) live in results/exams/.
+
+-- RoPE: loss by position, on validation windows up to 8x the training length.
+CREATE TABLE exam_length (
+    run_id       VARCHAR NOT NULL REFERENCES runs (run_id),
+    checkpoint   VARCHAR NOT NULL,         -- the weights examined: best | last
+    ctx_len      INTEGER NOT NULL,         -- the length the model was trained on
+    window_len   INTEGER NOT NULL,         -- the evaluation window, characters
+    bucket_start INTEGER NOT NULL,         -- positions bucket_start..bucket_end (0-based, inclusive)
+    bucket_end   INTEGER NOT NULL,
+    possible     BOOLEAN NOT NULL,         -- false: the model cannot read this far (a learned table ends at ctx_len)
+    reason       VARCHAR,                  -- why not, when not possible
+    loss         DOUBLE,                   -- mean loss of the predictions at these positions; NULL when not possible
+    predictions  BIGINT,                   -- how many predictions the mean is over
+    PRIMARY KEY (run_id, window_len, bucket_start)
+);
+
+-- GQA: the KV cache's bytes, measured from the cache tensors and by the formula.
+CREATE TABLE exam_kv_cache (
+    run_id         VARCHAR NOT NULL REFERENCES runs (run_id),
+    n_kv_head      INTEGER NOT NULL,
+    tokens         INTEGER NOT NULL,       -- cached positions: 1 (bytes per token), 512, 2048
+    measured_bytes BIGINT NOT NULL,        -- KVCache.nbytes() after generating this many
+    formula_bytes  BIGINT NOT NULL,        -- 2 (k and v) x n_layer x n_kv_head x head_dim x tokens x bytes per value
+    PRIMARY KEY (run_id, tokens)
+);
+
+-- GQA: generation time with and without the cache.
+CREATE TABLE exam_kv_timing (
+    run_id      VARCHAR NOT NULL REFERENCES runs (run_id),
+    n_kv_head   INTEGER NOT NULL,
+    context     INTEGER NOT NULL,          -- characters already in the context when timing starts
+    chars       INTEGER NOT NULL,          -- characters generated while timed
+    cached      BOOLEAN NOT NULL,          -- true: KV cache; false: the whole context recomputed per character
+    seconds     DOUBLE NOT NULL,           -- median over rounds
+    chars_per_s DOUBLE NOT NULL,
+    PRIMARY KEY (run_id, context, cached)
+);
+
+-- GQA at LLaMA scale: the cache of a 7B-class model, by the same formula.
+CREATE TABLE exam_kv_scale (
+    name          VARCHAR NOT NULL,        -- e.g. "7B-class, 32 KV heads (MHA)"
+    n_layer       INTEGER NOT NULL,
+    n_kv_head     INTEGER NOT NULL,
+    head_dim      INTEGER NOT NULL,
+    tokens        BIGINT NOT NULL,
+    element_bytes INTEGER NOT NULL,
+    bytes         BIGINT NOT NULL,
+    PRIMARY KEY (name)
+);
+
+-- Pre-norm: the stability map, 12 layers without warmup, post-norm against pre-norm over lr.
+CREATE TABLE exam_depth (
+    cell             VARCHAR PRIMARY KEY,  -- folder under results/exams/depth/, e.g. "post_lr0.001"
+    norm_pos         VARCHAR NOT NULL,     -- post | pre
+    lr               DOUBLE NOT NULL,
+    n_layer          INTEGER NOT NULL,
+    steps            INTEGER NOT NULL,     -- steps asked for
+    seed             INTEGER NOT NULL,
+    status           VARCHAR NOT NULL,     -- done | diverged | running
+    diverged         BOOLEAN NOT NULL,
+    diverged_step    INTEGER,
+    trained          BOOLEAN NOT NULL,     -- finished without diverging and learned (anatomy/exams/depth.py says how)
+    best_val_loss    DOUBLE,
+    best_step        INTEGER,
+    final_train_loss DOUBLE,               -- the loss at the last step
+    final_val_loss   DOUBLE
+);
+
+-- Pre-norm: the gradient norm of every block (layer 0 nearest the embedding), logged by the
+-- trainer at every step for the first 200, then at every eval. run_id is a grid run
+-- ("deep_post_nowarmup/seed42") or a depth-map cell ("depth/post_lr0.001").
+CREATE TABLE grad_norms (
+    run_id VARCHAR NOT NULL,
+    step   INTEGER NOT NULL,
+    layer  INTEGER NOT NULL,
+    norm   DOUBLE,                         -- NaN once the gradients are NaN
+    PRIMARY KEY (run_id, step, layer)
+);
+
+-- Pitfall 4: the wall clock of each part alone, forward + backward, hand-written against fused.
+CREATE TABLE exam_wall_clock (
+    part      VARCHAR NOT NULL,            -- norm | rope | attention | ffn | step
+    variant   VARCHAR NOT NULL,            -- layernorm, rmsnorm, rope, mha, gqa, gelu, swiglu, vanilla, llama
+    impl      VARCHAR NOT NULL,            -- manual | fused
+    shape     VARCHAR NOT NULL,            -- the input timed, e.g. "32x128x128" (batch x length x width)
+    median_ms DOUBLE NOT NULL,
+    min_ms    DOUBLE NOT NULL,
+    max_ms    DOUBLE NOT NULL,
+    rounds    INTEGER NOT NULL,
+    PRIMARY KEY (part, variant, impl)
+);
+
+-- Pre-norm: the largest learning rate at which each wiring still trains, from the map.
+CREATE VIEW depth_stability AS
+SELECT
+    norm_pos,
+    count(*) AS cells,
+    max(lr) FILTER (WHERE trained) AS max_trained_lr,
+    min(lr) FILTER (WHERE NOT trained) AS min_failed_lr
+FROM exam_depth
+GROUP BY norm_pos;
+
+-- Pre-norm: first-layer against last-layer gradient norm over time, per run.
+CREATE VIEW grad_norm_spread AS
+WITH ends AS (
+    SELECT run_id, max(layer) AS last_layer FROM grad_norms GROUP BY run_id
+)
+SELECT
+    g.run_id, g.step,
+    max(g.norm) FILTER (WHERE g.layer = 0) AS first_layer_norm,
+    max(g.norm) FILTER (WHERE g.layer = e.last_layer) AS last_layer_norm,
+    max(g.norm) FILTER (WHERE g.layer = 0) / max(g.norm) FILTER (WHERE g.layer = e.last_layer) AS first_to_last
+FROM grad_norms g
+JOIN ends e USING (run_id)
+GROUP BY g.run_id, g.step;

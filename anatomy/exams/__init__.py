@@ -1,0 +1,36 @@
+"""The exams: each part of the mini-LLaMA tested where it is made to pay.
+
+At this model size three of the five parts show nothing in the training loss. Each gets the exam
+it was made for:
+
+    length      RoPE: loss by position on windows up to 8x the training length
+    kv_cache    GQA: the KV cache's bytes per token, and generation time with and without it
+    depth       pre-norm: a stability map of 12-layer models without warmup, lr by wiring
+    wall_clock  pitfall 4: the wall clock of each part alone, hand-written against fused
+
+`python -m anatomy exam NAME ...` runs one by hand; workflow/rules/exams.smk runs them all
+(`snakemake exams`). A run's exam results are small files in its folder (exams/NAME.json), so
+they ship with it; `anatomy collect` reads them into the exam_* tables of anatomy/schema.sql.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+# exam -> one-line help; each is a module here with add_arguments(parser) and run(args)
+EXAMS = {
+    "length": "RoPE: loss by position on validation windows past the training length",
+    "kv_cache": "GQA: KV-cache bytes (measured and by formula) and generation time with and without it",
+    "depth": "pre-norm: stability map of 12-layer models without warmup, post- vs pre-norm over lr",
+    "wall_clock": "the wall clock of each part alone, forward + backward, manual against fused",
+}
+
+
+def exam_module(name: str):
+    return importlib.import_module(f"anatomy.exams.{name}")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("exam", choices=sorted(EXAMS), help="which exam: " + "; ".join(
+        f"{name}: {text}" for name, text in EXAMS.items()))
