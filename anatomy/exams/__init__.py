@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+from pathlib import Path
 
 # exam -> one-line help; each is a module here with add_arguments(parser) and run(args)
 EXAMS = {
@@ -29,6 +30,11 @@ EXAMS = {
 
 def exam_module(name: str):
     return importlib.import_module(f"anatomy.exams.{name}")
+
+
+def exam_result_path(run_dir: str | Path, name: str) -> Path:
+    """Where a run's result of exam `name` lives: RUN/exams/NAME.json, beside its metrics."""
+    return Path(run_dir) / "exams" / f"{name}.json"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
