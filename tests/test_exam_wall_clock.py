@@ -38,7 +38,8 @@ def exam_result(tmp_path_factory):
     """One tiny run of the exam through the command line: (its result file, what it printed)."""
     out = tmp_path_factory.mktemp("wall_clock") / "wall_clock.json"
     printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(printed):
+        patch.setattr(wall_clock, "MIN_SAMPLE_S", 0.001)  # tiny parts: no need for long samples
         assert main(["exam", "wall_clock", "--out", str(out), "--rounds", "2", "--batch-size", "2",
                      "--threads", "1", "--device", "cpu", *TINY_ARGS]) == 0
     return out, printed.getvalue()

@@ -51,7 +51,9 @@ DEFAULT_OUT = Path("results") / "exams" / RESULT_FILE
 DEFAULT_BATCH_SIZE = 32
 DEFAULT_ROUNDS = 10
 WARMUP_CALLS = 2  # per impl before timing: first calls allocate memory and AdamW's state
-MIN_SAMPLE_S = 0.02  # a timed sample repeats its call until it lasts about this long
+# A timed sample repeats its call until it lasts about this long: a norm takes a few ms, and on a
+# busy machine one preemption would swing a single call's time by more than the gap being measured
+MIN_SAMPLE_S = 0.1
 IMPLS = ("manual", "fused")
 
 ROPE_VARIANT = "rope (no fused kernel)"
