@@ -8,6 +8,8 @@ evaluation is deterministic: fixed windows over the whole validation split.
 
 What makes a run safe: every eval writes `last.pt` atomically with model, optimizer, RNG and
 the metrics so far; a run started again resumes from there and ends with the same numbers.
+Every run also logs each block's gradient norm (anatomy/grad_norms.py) into grad_norms.jsonl,
+kept the same way as metrics.jsonl.
 A loss that turns NaN/inf ends the run as a result (`diverged: true`), not as a crash.
 """
 
@@ -32,6 +34,7 @@ from anatomy.atomic import atomic_path, check_folder_target, remove_stale_tempor
 from anatomy.compiling import compiled_or_eager, run_with_fallback
 from anatomy.config import ModelConfig, TrainConfig, parse_value, preset
 from anatomy.errors import AnatomyError
+from anatomy.grad_norms import GRAD_NORMS_FILE, block_grad_norms, norms_row, should_log
 from anatomy.locks import held_lock, lifeline_lost
 from anatomy.model import MiniLM
 from anatomy.run_files import read_run_config, read_summary
@@ -155,6 +158,7 @@ class RunFolder:
         self.root = Path(root)
         self.config = self.root / "config.json"
         self.metrics = self.root / "metrics.jsonl"
+        self.grad_norms = self.root / GRAD_NORMS_FILE
         self.summary = self.root / "summary.json"
         self.last = self.root / "last.pt"
         self.best = self.root / "best.pt"
@@ -184,21 +188,37 @@ class RunFolder:
     def remove_leftovers(self) -> None:
         """Temporary files of writes that were killed half way (a SIGKILL during torch.save).
         Only while holding the lock: then no other trainer can be writing them."""
-        for path in (self.config, self.metrics, self.summary, self.last, self.best):
+        for path in (self.config, self.metrics, self.grad_norms, self.summary, self.last, self.best):
             remove_stale_temporaries(path)
 
     def clear(self) -> None:
-        for path in (self.summary, self.last, self.best, self.metrics, self.config, self.root / "samples.json"):
+        for path in (self.summary, self.last, self.best, self.metrics, self.grad_norms, self.config,
+                     self.root / "samples.json"):
             path.unlink(missing_ok=True)
 
     def write_metrics(self, rows: list[dict]) -> None:
-        with atomic_path(self.metrics) as tmp:
-            tmp.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+        write_lines(self.metrics, rows)
 
     def append_metric(self, row: dict) -> None:
-        # Appending is not atomic, but last.pt holds every row: a resume rewrites this file whole.
-        with open(self.metrics, "a", encoding="utf-8") as f:
-            f.write(json.dumps(row) + "\n")
+        append_line(self.metrics, row)
+
+    def write_grad_norms(self, rows: list[dict]) -> None:
+        write_lines(self.grad_norms, rows)
+
+    def append_grad_norms(self, row: dict) -> None:
+        append_line(self.grad_norms, row)
+
+
+def write_lines(path: Path, rows: list[dict]) -> None:
+    """A .jsonl file, whole and atomically: one JSON object per line."""
+    with atomic_path(path) as tmp:
+        tmp.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+
+
+def append_line(path: Path, row: dict) -> None:
+    # Appending is not atomic, but last.pt holds every row: a resume rewrites the file whole.
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(row) + "\n")
 
 
 def save_checkpoint(path: Path, state: dict) -> None:
@@ -330,8 +350,8 @@ def train_in_folder(run: RunFolder, resolved: dict, data: tuple, model_cfg: Mode
     train_windows = eval_starts(len(train_ids), model_cfg.ctx_len, train_cfg.max_train_eval_windows)
 
     # Everything besides weights and optimizer that a resumed run needs to continue exactly.
-    state = {"step": 0, "metrics": [], "best_val_loss": None, "best_step": None, "elapsed_s": 0.0,
-             "step_times": [], "batch_digest": ""}
+    state = {"step": 0, "metrics": [], "grad_norms": [], "best_val_loss": None, "best_step": None,
+             "elapsed_s": 0.0, "step_times": [], "batch_digest": ""}
     if run.last.is_file():  # resume: model, optimizer, RNG, metrics and data position (= step)
         saved = load_checkpoint(run.last, needs=RESUME_KEYS)
         model.load_state_dict(saved["model"])
@@ -340,6 +360,14 @@ def train_in_folder(run: RunFolder, resolved: dict, data: tuple, model_cfg: Mode
         state = saved["state"]
         print(f"{run.root}: resuming at step {state['step']}", flush=True)
     run.write_metrics(state["metrics"])  # drops rows written after the checkpoint
+    # (a checkpoint from before gradient norms were logged has none: the log starts at the resume)
+    run.write_grad_norms(state.setdefault("grad_norms", []))
+
+    def log_grad_norms(step: int) -> None:
+        # the model's own blocks: a compiled step fills the same parameters' .grad
+        row = norms_row(step, block_grad_norms(model.blocks))
+        state["grad_norms"].append(row)
+        run.append_grad_norms(row)
 
     def checkpoint_state() -> dict:
         return {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
@@ -372,6 +400,9 @@ def train_in_folder(run: RunFolder, resolved: dict, data: tuple, model_cfg: Mode
         tick = time.perf_counter()
         loss, forward = run_with_fallback(lambda module: forward_backward(module, optimizer, x, y),
                                           forward, model, label=f"{run.root}: ")
+        logged = should_log(step + 1, train_cfg.eval_every, train_cfg.steps)
+        if logged:  # before clipping: the gradients as backward made them
+            log_grad_norms(step + 1)
         if train_cfg.grad_clip:
             torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg.grad_clip)
         optimizer.step()
@@ -385,6 +416,8 @@ def train_in_folder(run: RunFolder, resolved: dict, data: tuple, model_cfg: Mode
 
         if not math.isfinite(loss_value):
             diverged_step = step
+            if not logged:  # the step that diverged is always in the log; the update left .grad as it was
+                log_grad_norms(step)
             row = {**metric_row(step, lr, None, None), "diverged": True}
             state["metrics"].append(row)
             run.append_metric(row)
