@@ -7,6 +7,7 @@ views only choose what to show.
 from __future__ import annotations
 
 import altair as alt
+import numpy as np
 import pandas as pd
 
 # colours: the two headline models keep theirs on every page
@@ -277,3 +278,183 @@ def memorisation_chart(measured: pd.DataFrame, height: int = 320) -> alt.Chart:
         tooltip=[alt.Tooltip("label:N", title="run"), alt.Tooltip("checkpoint:N"), alt.Tooltip("step:Q", format=","),
                  alt.Tooltip("against:N", title="found in"), alt.Tooltip("share:Q", format=".1%")],
     ).properties(height=height)
+
+
+# ---------------------------------------------------------------------------------------------
+# The exams (the Exams page): each part tested where it is made to pay
+
+# RoPE in llama's orange, the learned table in vanilla's blue, the broken RoPEs in warning colours
+POSITION_COLORS = {"RoPE": PINNED["llama"], "learned positions": PINNED["vanilla"],
+                   "RoPE broken: k unrotated": DIVERGED_RED, "RoPE broken: k adjacent": "#b279a2"}
+ATTENTION_ORDER = ["MHA", "GQA", "MQA"]  # most KV heads first
+IMPL_COLORS = {"manual": "#9d755d", "fused": "#54a24b"}
+DEPTH_STATES = {"trained": "#54a24b", "did not learn": "#eeca3b", "diverged": DIVERGED_RED, "running": "#bab0ac"}
+
+
+def _fixed_scale(present, fixed: dict[str, str]) -> alt.Scale:
+    """The fixed colours for known names, the palette for any other, in a stable order."""
+    names = [name for name in fixed if name in set(present)] + sorted(set(present) - set(fixed))
+    spare = iter(PALETTE[4:] + PALETTE[:4])
+    return alt.Scale(domain=names, range=[fixed.get(name) or next(spare) for name in names])
+
+
+def length_chart(curves: pd.DataFrame, ctx_len: float | None = None, height: int = 380) -> alt.LayerChart:
+    """Loss against position, one line per experiment, coloured by how it knows positions.
+
+    `curves`: experiment, positions, featured, bucket_start, bucket_end, position (the bucket's
+    middle), loss, runs. Featured lines (the headline models and the RoPE experiments) are drawn
+    bold; a rule marks the training length `ctx_len`, past which a learned table has no row.
+    """
+    drawn = curves.dropna(subset=["loss"])
+    pick = alt.selection_point(fields=["experiment"], bind="legend")
+    tooltip = [alt.Tooltip("experiment:N"), alt.Tooltip("positions:N"),
+               alt.Tooltip("bucket_start:Q", title="from position"), alt.Tooltip("bucket_end:Q", title="to position"),
+               alt.Tooltip("loss:Q", title="loss (nats / char)", format=".4f"), alt.Tooltip("runs:Q", title="runs (seeds)")]
+    lines = alt.Chart(drawn).mark_line(point=alt.OverlayMarkDef(size=24, filled=True)).encode(
+        x=alt.X("position:Q", title="position in the window (characters)"),
+        y=y_loss("loss"),
+        color=alt.Color("positions:N", title="positions", scale=_fixed_scale(drawn["positions"], POSITION_COLORS)),
+        detail="experiment:N",
+        strokeWidth=alt.condition("datum.featured", alt.value(3), alt.value(1)),
+        strokeOpacity=alt.condition("datum.featured", alt.value(1.0), alt.value(0.4)),
+        opacity=alt.condition(pick, alt.value(1.0), alt.value(0.08)),
+        tooltip=tooltip,
+    ).add_params(pick)
+    layers = [lines]
+    if ctx_len is not None and pd.notna(ctx_len):
+        edge = pd.DataFrame({"position": [float(ctx_len)], "text": [f"training length ({int(ctx_len)})"]})
+        layers.append(alt.Chart(edge).mark_rule(strokeDash=[6, 4], color="#555555").encode(x="position:Q"))
+        layers.append(alt.Chart(edge).mark_text(align="left", dx=4, baseline="top", color="#555555").encode(
+            x="position:Q", y=alt.value(4), text="text:N"))
+    return alt.layer(*layers).properties(height=height)
+
+
+def kv_cache_chart(cache: pd.DataFrame, height: int = 260) -> alt.Chart:
+    """The KV cache's bytes per attention kind, measured beside the formula, per cached length.
+
+    `cache`: attention, n_kv_head, tokens, source (measured | formula), bytes.
+    """
+    kinds = [kind for kind in ATTENTION_ORDER if kind in set(cache["attention"])] + sorted(
+        set(cache["attention"]) - set(ATTENTION_ORDER))
+    return alt.Chart(cache).mark_bar().encode(
+        x=alt.X("attention:N", title=None, sort=kinds, axis=alt.Axis(labelAngle=0)),
+        xOffset=alt.XOffset("source:N", sort=["measured", "formula"]),
+        y=alt.Y("bytes:Q", title="KV cache (bytes)", axis=alt.Axis(format="~s")),
+        color=alt.Color("source:N", title=None, scale=alt.Scale(domain=["measured", "formula"],
+                                                                range=["#4c78a8", "#bab0ac"])),
+        column=alt.Column("tokens:O", title=None, header=alt.Header(
+            labelExpr="datum.value == 1 ? 'per cached position' : datum.value + ' cached positions'")),
+        tooltip=[alt.Tooltip("attention:N"), alt.Tooltip("n_kv_head:Q", title="KV heads"),
+                 alt.Tooltip("tokens:Q", title="cached positions", format=","), alt.Tooltip("source:N"),
+                 alt.Tooltip("bytes:Q", format=",")],
+    ).resolve_scale(y="independent").properties(height=height)
+
+
+def kv_timing_chart(timing: pd.DataFrame, height: int = 300) -> alt.Chart:
+    """Generation speed against context length, with and without the cache, per attention kind.
+
+    `timing`: attention, context, chars_per_s, seconds, chars, cache ("with cache" | "recomputed").
+    """
+    return alt.Chart(timing).mark_line(point=True, strokeWidth=2).encode(
+        x=alt.X("context:Q", title="characters already in the context", scale=alt.Scale(type="log", base=2)),
+        y=alt.Y("chars_per_s:Q", title="characters generated per second", scale=alt.Scale(type="log")),
+        color=alt.Color("attention:N", title="attention", sort=ATTENTION_ORDER),
+        strokeDash=alt.StrokeDash("cache:N", title=None, legend=alt.Legend(symbolType="stroke"), scale=alt.Scale(
+            domain=["with cache", "recomputed"], range=[[1, 0], [5, 3]])),
+        detail="label:N",
+        tooltip=[alt.Tooltip("label:N", title="run"), alt.Tooltip("attention:N"), alt.Tooltip("cache:N"),
+                 alt.Tooltip("context:Q", format=","), alt.Tooltip("chars:Q", title="characters timed"),
+                 alt.Tooltip("seconds:Q", format=".3f"), alt.Tooltip("chars_per_s:Q", title="characters / s", format=",.0f")],
+    ).properties(height=height)
+
+
+def stability_map(cells: pd.DataFrame, height_per_row: int = 70) -> alt.LayerChart:
+    """The depth map: a cell per wiring and learning rate, coloured by what became of the run.
+
+    `cells`: norm_pos, lr, lr_label, state (trained | did not learn | diverged | running), text.
+    """
+    order = list(dict.fromkeys(cells.sort_values("lr")["lr_label"]))
+    x = alt.X("lr_label:O", title="peak learning rate (no warmup)", sort=order, axis=alt.Axis(labelAngle=0))
+    y = alt.Y("norm_pos:N", title=None, sort=["post", "pre"],
+              axis=alt.Axis(labelExpr="datum.value + '-norm'", labelFontWeight="bold"))
+    tooltip = [alt.Tooltip("norm_pos:N", title="wiring"), alt.Tooltip("lr:Q", title="lr", format="g"),
+               alt.Tooltip("state:N"), alt.Tooltip("text:N", title="result")]
+    rects = alt.Chart(cells).mark_rect(stroke="white", strokeWidth=3).encode(
+        x=x, y=y, color=alt.Color("state:N", title=None, scale=_fixed_scale(cells["state"], DEPTH_STATES)),
+        tooltip=tooltip)
+    labels = alt.Chart(cells).mark_text(fontWeight="bold", color="black").encode(x=x, y=y, text="text:N", tooltip=tooltip)
+    return (rects + labels).properties(height=alt.Step(height_per_row))
+
+
+def grad_norm_heatmap(norms: pd.DataFrame, height_per_layer: int = 22) -> alt.LayerChart:
+    """One run's gradient norm per block (rows, block 0 at the bottom) and step (columns, each as
+    wide as the gap to the next logged step), on a log colour scale; NaN or zero cells in red/grey.
+
+    `norms`: step, layer, norm.
+    """
+    cells = norms.sort_values(["layer", "step"]).copy()
+    # each cell reaches the next logged step; the last one is as wide as the gap before it
+    steps = np.sort(cells["step"].unique())
+    last_gap = steps[-1] - steps[-2] if len(steps) > 1 else 1
+    cells["step_end"] = cells.groupby("layer")["step"].shift(-1).fillna(cells["step"] + last_gap)
+    finite_norm = cells["norm"].notna() & np.isfinite(cells["norm"].astype(float)) & (cells["norm"] > 0)
+    cells["note"] = np.where(finite_norm, "", np.where(cells["norm"] == 0, "no gradient (0)", "NaN / inf"))
+    x = alt.X("step:Q", title="training step", scale=alt.Scale(zero=False, nice=False))
+    y = alt.Y("layer:O", title="block (0 = nearest the embedding)", sort="descending")
+    tooltip = [alt.Tooltip("layer:O", title="block"), alt.Tooltip("step:Q", format=","),
+               alt.Tooltip("norm:Q", title="gradient norm", format=".3g")]
+    heat = alt.Chart(cells[finite_norm]).mark_rect().encode(
+        x=x, x2="step_end:Q", y=y,
+        color=alt.Color("norm:Q", title="gradient norm", scale=alt.Scale(type="log", scheme="viridis")),
+        tooltip=tooltip)
+    bad = alt.Chart(cells[~finite_norm]).mark_rect().encode(
+        x=x, x2="step_end:Q", y=y,
+        color=alt.Color("note:N", title=None, scale=alt.Scale(domain=["NaN / inf", "no gradient (0)"],
+                                                              range=[DIVERGED_RED, "#bab0ac"])),
+        tooltip=tooltip + [alt.Tooltip("note:N")])
+    return alt.layer(heat, bad).resolve_scale(color="independent").properties(height=alt.Step(height_per_layer))
+
+
+def grad_norm_spread_chart(spread: pd.DataFrame, chosen: str | None = None, height: int = 280) -> alt.Chart:
+    """First block's gradient norm over the last block's, per run and step (log scale; 1 = equal).
+
+    `spread`: label, step, first_to_last, first_layer_norm, last_layer_norm; `chosen` is drawn bold.
+    """
+    ratio = spread["first_to_last"].astype(float)
+    drawn = spread[np.isfinite(ratio) & (ratio > 0)].assign(chosen=lambda d: d["label"] == chosen)
+    pick = alt.selection_point(fields=["label"], bind="legend")
+    return alt.Chart(drawn).mark_line(strokeWidth=1.5).encode(
+        x=alt.X("step:Q", title="training step"),
+        y=alt.Y("first_to_last:Q", title="first block's gradient norm / last block's", scale=alt.Scale(type="log")),
+        color=alt.Color("label:N", title="run (click to highlight)", legend=alt.Legend(labelLimit=320)),
+        strokeWidth=alt.condition("datum.chosen", alt.value(3.5), alt.value(1.2)),
+        opacity=alt.condition(pick, alt.value(1.0), alt.value(0.12)),
+        tooltip=[alt.Tooltip("label:N", title="run"), alt.Tooltip("step:Q", format=","),
+                 alt.Tooltip("first_layer_norm:Q", title="first block", format=".3g"),
+                 alt.Tooltip("last_layer_norm:Q", title="last block", format=".3g"),
+                 alt.Tooltip("first_to_last:Q", title="first / last", format=".3g")],
+    ).add_params(pick).properties(height=height)
+
+
+def wall_clock_chart(rows: pd.DataFrame, height_per_bar: int = 16) -> alt.LayerChart:
+    """Forward + backward milliseconds of each part alone, hand-written beside fused, with the
+    spread over rounds as a line from the fastest to the slowest.
+
+    `rows`: part, variant, impl, shape, median_ms, min_ms, max_ms, rounds.
+    """
+    rows = rows.assign(row=rows["part"] + " · " + rows["variant"])
+    order = list(dict.fromkeys(rows.sort_values(["part", "variant"])["row"]))
+    y = alt.Y("row:N", title=None, sort=order, axis=alt.Axis(labelLimit=320))
+    offset = alt.YOffset("impl:N", sort=["manual", "fused"])
+    tooltip = [alt.Tooltip("part:N"), alt.Tooltip("variant:N"), alt.Tooltip("impl:N"), alt.Tooltip("shape:N"),
+               alt.Tooltip("median_ms:Q", title="median (ms)", format=".3f"),
+               alt.Tooltip("min_ms:Q", title="fastest (ms)", format=".3f"),
+               alt.Tooltip("max_ms:Q", title="slowest (ms)", format=".3f"), alt.Tooltip("rounds:Q")]
+    color = alt.Color("impl:N", title=None, scale=_fixed_scale(rows["impl"], IMPL_COLORS),
+                      legend=alt.Legend(orient="top", direction="horizontal"))
+    bars = alt.Chart(rows).mark_bar().encode(
+        x=alt.X("median_ms:Q", title="forward + backward, median (ms)"), y=y, yOffset=offset, color=color,
+        tooltip=tooltip)
+    spread = alt.Chart(rows).mark_rule(color="#222222").encode(
+        x="min_ms:Q", x2="max_ms:Q", y=y, yOffset=offset, tooltip=tooltip)
+    return (bars + spread).properties(height=alt.Step(height_per_bar))  # the step of the manual/fused offset

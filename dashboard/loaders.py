@@ -276,3 +276,184 @@ def require_results() -> Results:
                 "Reload once a run folder has been collected.", icon=":material/hourglass_top:")
         st.stop()
     return results
+
+
+# ---------------------------------------------------------------------------------------------
+# The exams (anatomy/exams/): each part tested where it is made to pay. Read apart from
+# `load_results`: the depth map and the wall clock are not grid runs, so the Exams page has
+# something to show even while the grid has no runs, and each exam says for itself when it is empty.
+
+EXAM_TABLES = ("exam_length", "exam_kv_cache", "exam_kv_timing", "exam_kv_scale", "exam_depth", "grad_norms",
+               "exam_wall_clock", "depth_stability", "grad_norm_spread")
+DEPTH_CELL_PREFIX = "depth/"  # grad_norms.run_id of a depth-map cell: "depth/" + exam_depth.cell
+
+
+def run_exams_help(exam: str) -> str:
+    """The commands that fill one exam's tables."""
+    return (f"`snakemake --cores 1 exams` runs every exam; this one by hand: `python -m anatomy exam {exam} ...` "
+            "(`--help` says what it needs), then collect again.")
+
+
+@dataclass
+class ExamResults:
+    """The exam tables as DataFrames; rows tied to a grid run carry its label and model settings."""
+
+    path: str
+    runs: pd.DataFrame  # one row per grid run: label, experiment, group, part and the model fields of MODEL_FIELDS
+    length: pd.DataFrame  # exam_length + the run's label, experiment, group, part and `positions`
+    kv_cache: pd.DataFrame  # exam_kv_cache + label, experiment, n_head and `attention` (MHA | GQA | MQA)
+    kv_timing: pd.DataFrame  # exam_kv_timing + the same
+    kv_scale: pd.DataFrame
+    depth: pd.DataFrame  # exam_depth, one row per cell of the stability map
+    depth_stability: pd.DataFrame  # the depth_stability view
+    grad_norm_runs: pd.DataFrame  # per run with gradient norms: label, layers, steps, norm_pos (a run's norms: grad_norms_of)
+    grad_norm_spread: pd.DataFrame  # the grad_norm_spread view + label
+    wall_clock: pd.DataFrame
+
+
+# the model settings the exams turn on; a config that leaves one out means the default
+MODEL_FIELDS = ("pos_type", "rope_break", "n_head", "n_kv_head", "n_layer", "norm_pos", "ctx_len")
+
+
+def model_settings(config_json: str) -> dict:
+    """MODEL_FIELDS of a run's config.json, defaults filled in from anatomy.config.ModelConfig."""
+    import dataclasses
+
+    from anatomy.config import ModelConfig
+
+    settings = {field.name: field.default for field in dataclasses.fields(ModelConfig) if field.name in MODEL_FIELDS}
+    try:
+        model = json.loads(config_json).get("model") or {}
+    except (TypeError, ValueError, AttributeError):
+        model = {}
+    settings.update({name: model[name] for name in MODEL_FIELDS if name in model})
+    return settings
+
+
+def position_kind(pos_type: str, rope_break: str) -> str:
+    """How a model knows positions: RoPE, a broken RoPE, or a learned table."""
+    if pos_type != "rope":
+        return "learned positions"
+    if rope_break and rope_break != "none":
+        return "RoPE broken: " + str(rope_break).replace("_", " ")
+    return "RoPE"
+
+
+def attention_kind(n_head: int, n_kv_head: int) -> str:
+    """MHA (a KV head per query head), MQA (one for all) or GQA (groups in between)."""
+    if n_kv_head >= n_head:
+        return "MHA"
+    return "MQA" if n_kv_head == 1 else "GQA"
+
+
+def missing_exam_tables(path: str) -> list[str]:
+    found = set(query(path, "SELECT table_name FROM information_schema.tables")["table_name"])
+    return [name for name in EXAM_TABLES if name not in found]
+
+
+def exam_runs(path: str) -> pd.DataFrame:
+    runs = query(path, 'SELECT run_id, experiment, seed, "group", part, status, config FROM runs ORDER BY run_id')
+    runs["label"] = [run_label(e, s) for e, s in zip(runs["experiment"], runs["seed"])]
+    settings = pd.DataFrame([model_settings(c) for c in runs.pop("config")], columns=list(MODEL_FIELDS))
+    runs = pd.concat([runs.reset_index(drop=True), settings], axis=1)
+    runs["positions"] = [position_kind(p, b) for p, b in zip(runs["pos_type"], runs["rope_break"])]
+    return runs
+
+
+def _with_attention(rows: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    rows = rows.merge(runs[["run_id", "label", "experiment", "n_head"]], on="run_id", how="left")
+    # a row whose run is not in the database (cannot happen with the foreign key) still gets a name
+    rows["label"] = rows["label"].fillna(rows["run_id"])
+    rows["attention"] = [attention_kind(h, kv) if pd.notna(h) else f"{kv} KV heads"
+                         for h, kv in zip(rows["n_head"], rows["n_kv_head"])]
+    return rows
+
+
+def grad_norm_label(run_id: str, runs: pd.DataFrame, depth: pd.DataFrame) -> str:
+    """A grid run by its label, a depth-map cell by its wiring and learning rate."""
+    grid = runs[runs["run_id"] == run_id]
+    if not grid.empty:
+        return grid["label"].iloc[0]
+    cell = depth[DEPTH_CELL_PREFIX + depth["cell"] == run_id]
+    if not cell.empty:
+        return f"depth map: {cell['norm_pos'].iloc[0]}-norm, lr {cell['lr'].iloc[0]:g}"
+    return run_id
+
+
+def _grad_norm_runs(path: str, runs: pd.DataFrame, depth: pd.DataFrame) -> pd.DataFrame:
+    found = query(path, """
+        SELECT run_id, max(layer) + 1 AS layers, count(DISTINCT step) AS steps, max(step) AS last_step
+        FROM grad_norms GROUP BY run_id ORDER BY run_id""")
+    found["label"] = [grad_norm_label(run_id, runs, depth) for run_id in found["run_id"]]
+    norm_pos = dict(zip(runs["run_id"], runs["norm_pos"]))
+    norm_pos.update(zip(DEPTH_CELL_PREFIX + depth["cell"], depth["norm_pos"]))
+    found["norm_pos"] = found["run_id"].map(norm_pos)
+    found["depth_map"] = found["run_id"].str.startswith(DEPTH_CELL_PREFIX)
+    return found
+
+
+def _sql_text(value: str) -> str:
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def grad_norms_of(path: str, run_id: str) -> pd.DataFrame:
+    """One run's gradient norms, every block and logged step."""
+    return query(path, f"SELECT step, layer, norm FROM grad_norms WHERE run_id = {_sql_text(run_id)} ORDER BY step, layer")
+
+
+def load_exams(path: str) -> ExamResults:
+    """Every exam table, in a few queries. Raises DatabaseProblem (a database made before the
+    exams existed is 'outdated': collecting again adds the tables)."""
+    missing = missing_exam_tables(path)
+    if missing:
+        raise DatabaseProblem(
+            "outdated",
+            f"`{path}` was collected before the exams existed (it has no {', '.join(missing[:3])}"
+            f"{', ...' if len(missing) > 3 else ''}). Collect it again to add them: "
+            f"`python -m anatomy collect --runs results/runs --db {path}`.",
+        )
+    check_schema(path)
+    runs = exam_runs(path)
+    length = query(path, "SELECT * FROM exam_length ORDER BY run_id, window_len, bucket_start").merge(
+        runs[["run_id", "label", "experiment", "group", "part", "positions"]], on="run_id", how="left")
+    depth = query(path, "SELECT * FROM exam_depth ORDER BY norm_pos, lr")
+    grad_norm_runs = _grad_norm_runs(path, runs, depth)
+    spread = query(path, "SELECT * FROM grad_norm_spread ORDER BY run_id, step").merge(
+        grad_norm_runs[["run_id", "label"]], on="run_id", how="left")
+    return ExamResults(
+        path=path,
+        runs=runs,
+        length=length,
+        kv_cache=_with_attention(query(path, "SELECT * FROM exam_kv_cache ORDER BY n_kv_head DESC, run_id, tokens"), runs),
+        kv_timing=_with_attention(
+            query(path, "SELECT * FROM exam_kv_timing ORDER BY n_kv_head DESC, run_id, context, cached"), runs),
+        kv_scale=query(path, "SELECT * FROM exam_kv_scale ORDER BY bytes DESC"),
+        depth=depth,
+        depth_stability=query(path, "SELECT * FROM depth_stability ORDER BY norm_pos"),
+        grad_norm_runs=grad_norm_runs,
+        grad_norm_spread=spread,
+        wall_clock=query(path, "SELECT * FROM exam_wall_clock ORDER BY part, variant, impl"),
+    )
+
+
+def show_problem(problem: DatabaseProblem) -> None:
+    """A database that cannot be read, in words for the learner (as `require_results` says it)."""
+    if problem.kind == "missing":
+        st.info(f"{problem} {MAKE_DATABASE_HELP}", icon=":material/database:")
+    elif problem.kind in ("rebuilding", "outdated"):
+        wait = " Wait a few seconds, then reload." if problem.kind == "rebuilding" else ""
+        st.warning(f"{problem}{wait}", icon=":material/hourglass_top:")
+        st.button("Reload", on_click=st.cache_data.clear)
+    else:
+        st.error(str(problem), icon=":material/warning:")
+
+
+def require_exams() -> ExamResults:
+    """The exam results of the database chosen in the sidebar, or a friendly message and stop.
+    A database with no runs is not stopped here: the depth map and the wall clock need none."""
+    path = st.session_state.get("db_path") or default_db_path()
+    try:
+        return load_exams(path)
+    except DatabaseProblem as problem:
+        show_problem(problem)
+        st.stop()

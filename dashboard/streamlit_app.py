@@ -29,6 +29,7 @@ pages = [
     st.Page(VIEWS / "overfitting.py", title="Overfitting turn", icon=":material/trending_up:"),
     st.Page(VIEWS / "ablations.py", title="Ablations", icon=":material/extension:"),
     st.Page(VIEWS / "breaks.py", title="Break tests", icon=":material/bolt:"),
+    st.Page(VIEWS / "exams.py", title="Exams", icon=":material/quiz:"),
     st.Page(VIEWS / "samples.py", title="Samples", icon=":material/article:"),
 ]
 page = st.navigation(pages)

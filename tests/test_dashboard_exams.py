@@ -1,0 +1,386 @@
+"""The Exams page under Streamlit's AppTest, on databases written by hand.
+
+Each database is anatomy/schema.sql executed in DuckDB plus rows inserted here (runs first, for the
+foreign keys), so every figure the page states can be worked out from the rows of the test: the
+sentences must carry them. Also: the empty tables of a fresh collect, a grid examined in part, a
+database from before the exams, and the chart builders' encodings.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import pyarrow as pa
+import pytest
+from streamlit.testing.v1 import AppTest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:  # the dashboard is an app folder, not an installed package
+    sys.path.insert(0, str(REPO_ROOT))
+from dashboard import charts, loaders  # noqa: E402
+
+APP = REPO_ROOT / "dashboard" / "streamlit_app.py"
+SCHEMA = REPO_ROOT / "anatomy" / "schema.sql"
+LLAMA = {"norm_type": "rmsnorm", "norm_pos": "pre", "pos_type": "rope", "ffn_type": "swiglu", "n_kv_head": 2}
+GIB = 2**30
+
+
+@pytest.fixture(autouse=True)
+def no_reference(tmp_path_factory, monkeypatch):
+    """No shipped reference results: the page is tested on the databases written here."""
+    empty = tmp_path_factory.mktemp("no_reference")
+    monkeypatch.setattr(loaders, "REFERENCE_DIR", empty / "reference")
+    monkeypatch.setattr(loaders, "REFERENCE_DB", empty / "reference.duckdb")
+
+
+# ---------------------------------------------------------------------------------------------
+# Databases written by hand
+
+
+def new_database(path: Path, schema: str | None = None) -> Path:
+    with duckdb.connect(str(path)) as con:
+        con.execute(schema if schema is not None else SCHEMA.read_text(encoding="utf-8"))
+    return path
+
+
+def insert(db: Path, table: str, rows: list[dict]) -> None:
+    """Rows by column name, so columns added to the schema later (nullable) do not break them."""
+    with duckdb.connect(str(db)) as con:
+        for row in rows:
+            names = ", ".join(f'"{name}"' for name in row)
+            con.execute(f"INSERT INTO {table} ({names}) VALUES ({', '.join('?' * len(row))})", list(row.values()))
+
+
+def run_row(experiment: str, seed: int = 42, group: str = "break", part: str | None = None,
+            model: dict | None = None) -> dict:
+    config = {"model": {"d_model": 128, "n_layer": 4, "ctx_len": 128, **(model or {})},
+              "train": {"seed": seed}, "tags": {"experiment": experiment, "group": group}}
+    return {"run_id": f"{experiment}/seed{seed}", "experiment": experiment, "seed": seed, "group": group,
+            "part": part, "config": json.dumps(config), "status": "done", "diverged": False,
+            "best_val_loss": 2.0, "best_step": 100}
+
+
+GRID = [
+    run_row("vanilla", group="headline"),
+    run_row("llama", 42, group="headline", model=LLAMA),
+    run_row("llama", 7, group="headline", model=LLAMA),
+    run_row("rope_k_unrotated", part="rope", model={**LLAMA, "rope_break": "k_unrotated"}),
+    run_row("llama_minus_gqa", group="ablation", part="gqa", model={**LLAMA, "n_kv_head": 4}),
+    run_row("mqa", part="gqa", model={**LLAMA, "n_kv_head": 1}),
+    run_row("deep_post_nowarmup", part="prenorm", model={**LLAMA, "n_layer": 12, "norm_pos": "post"}),
+]
+
+# position buckets of a 1024-character window: two inside the training length (128), two past it
+BUCKETS = [(0, 31, 32), (32, 127, 96), (128, 511, 384), (512, 1023, 512)]
+
+
+def length_rows(run_id: str, losses: list[float | None], ctx_len: int = 128, window_len: int = 1024) -> list[dict]:
+    rows = []
+    for (start, end, predictions), loss in zip(BUCKETS, losses):
+        if end >= window_len:
+            break
+        rows.append({"run_id": run_id, "checkpoint": "best", "ctx_len": ctx_len, "window_len": window_len,
+                     "bucket_start": start, "bucket_end": end, "possible": loss is not None,
+                     "reason": None if loss is not None else f"the learned table ends at {ctx_len}",
+                     "loss": loss, "predictions": predictions if loss is not None else None})
+    return rows
+
+
+def cache_rows(run_id: str, n_kv_head: int) -> list[dict]:
+    per_token = 2 * 4 * n_kv_head * 32 * 4  # k and v x 4 layers x heads x head_dim 32 x float32
+    return [{"run_id": run_id, "n_kv_head": n_kv_head, "tokens": tokens, "measured_bytes": per_token * tokens,
+             "formula_bytes": per_token * tokens} for tokens in (1, 512, 2048)]
+
+
+def timing_rows(run_id: str, n_kv_head: int, cached_speed: float, recomputed_at_2048: float) -> list[dict]:
+    rows = []
+    for context in (128, 512, 2048):
+        for cached, speed in ((True, cached_speed), (False, recomputed_at_2048 * 2048 / context)):
+            rows.append({"run_id": run_id, "n_kv_head": n_kv_head, "context": context, "chars": 100, "cached": cached,
+                         "seconds": 100 / speed, "chars_per_s": speed})
+    return rows
+
+
+def depth_row(norm_pos: str, lr: float, *, trained: bool, best: float | None = None,
+              diverged_step: int | None = None) -> dict:
+    return {"cell": f"{norm_pos}_lr{lr:g}", "norm_pos": norm_pos, "lr": lr, "n_layer": 12, "steps": 300, "seed": 42,
+            "status": "diverged" if diverged_step is not None else "done", "diverged": diverged_step is not None,
+            "diverged_step": diverged_step, "trained": trained, "best_val_loss": best, "best_step": 250,
+            "final_train_loss": best, "final_val_loss": best}
+
+
+def grad_norm(layer: int, step: int) -> float:
+    """Block norms that drift apart with the steps: the last block's grows against the first's."""
+    return 0.1 * step * (1 + layer * step / 10)
+
+
+def grad_norm_rows(run_id: str, n_layer: int = 12, steps: int = 5, nan_from: int | None = None) -> list[dict]:
+    return [{"run_id": run_id, "step": step, "layer": layer,
+             "norm": float("nan") if nan_from is not None and step >= nan_from else grad_norm(layer, step)}
+            for step in range(1, steps + 1) for layer in range(n_layer)]
+
+
+def wall_clock_row(part: str, variant: str, impl: str, median_ms: float) -> dict:
+    return {"part": part, "variant": variant, "impl": impl, "shape": "32x128x128", "median_ms": median_ms,
+            "min_ms": 0.9 * median_ms, "max_ms": 1.2 * median_ms, "rounds": 20}
+
+
+@pytest.fixture
+def exam_db(tmp_path) -> Path:
+    """Every exam filled, a few runs left out of the length exam."""
+    db = new_database(tmp_path / "anatomy.duckdb")
+    insert(db, "runs", GRID)
+    insert(db, "exam_length",
+           length_rows("llama/seed42", [3.0, 2.0, 2.4, 2.6]) + length_rows("llama/seed7", [3.2, 2.2, 2.6, 2.8])
+           + length_rows("vanilla/seed42", [3.1, 2.3, None, None])
+           + length_rows("rope_k_unrotated/seed42", [3.3, 2.9, 3.5, 3.9]))
+    insert(db, "exam_kv_cache", cache_rows("llama_minus_gqa/seed42", 4) + cache_rows("llama/seed42", 2)
+           + cache_rows("mqa/seed42", 1))
+    insert(db, "exam_kv_timing", timing_rows("llama_minus_gqa/seed42", 4, 450.0, 40.0)
+           + timing_rows("llama/seed42", 2, 500.0, 50.0) + timing_rows("mqa/seed42", 1, 520.0, 55.0))
+    insert(db, "exam_kv_scale", [
+        {"name": "7B-class, 32 KV heads (MHA)", "n_layer": 32, "n_kv_head": 32, "head_dim": 128, "tokens": 131072,
+         "element_bytes": 2, "bytes": 64 * GIB},
+        {"name": "7B-class, 8 KV heads (GQA)", "n_layer": 32, "n_kv_head": 8, "head_dim": 128, "tokens": 131072,
+         "element_bytes": 2, "bytes": 16 * GIB},
+    ])
+    insert(db, "exam_depth", [
+        depth_row("post", 3e-4, trained=True, best=2.5), depth_row("post", 1e-3, trained=True, best=2.4),
+        depth_row("post", 3e-3, trained=False, diverged_step=57), depth_row("post", 1e-2, trained=False, diverged_step=12),
+        depth_row("pre", 3e-4, trained=True, best=2.45), depth_row("pre", 1e-3, trained=True, best=2.3),
+        depth_row("pre", 3e-3, trained=True, best=2.2), depth_row("pre", 1e-2, trained=False, best=3.9),
+    ])
+    insert(db, "grad_norms", grad_norm_rows("deep_post_nowarmup/seed42") + grad_norm_rows("depth/pre_lr0.001")
+           + grad_norm_rows("depth/post_lr0.003", nan_from=4))
+    insert(db, "exam_wall_clock", [
+        wall_clock_row("norm", "layernorm", "manual", 2.0), wall_clock_row("norm", "layernorm", "fused", 0.5),
+        wall_clock_row("norm", "rmsnorm", "manual", 1.5), wall_clock_row("norm", "rmsnorm", "fused", 0.6),
+        wall_clock_row("attention", "mha", "manual", 9.0), wall_clock_row("attention", "mha", "fused", 1.5),
+        wall_clock_row("rope", "rope", "manual", 1.0),
+    ])
+    return db
+
+
+# ---------------------------------------------------------------------------------------------
+# The page, as test_dashboard.py opens the others
+
+
+def open_exams(db: Path, monkeypatch) -> AppTest:
+    monkeypatch.setenv("ANATOMY_DB", str(db))
+    app = AppTest.from_file(str(APP), default_timeout=60)
+    app.run()
+    app.switch_page("views/exams.py").run()
+    assert not app.exception, [e.value for e in app.exception]
+    return app
+
+
+def texts(app: AppTest) -> str:
+    parts = []
+    for kind in ("title", "header", "subheader", "markdown", "caption", "info", "warning", "error"):
+        parts += [str(element.value) for element in getattr(app, kind)]
+    return "\n".join(parts)
+
+
+def chart_specs(app: AppTest) -> list[dict]:
+    return [json.loads(chart.proto.spec) for chart in app.get("vega_lite_chart")]
+
+
+def chart_tables(app: AppTest) -> list[pd.DataFrame]:
+    tables = []
+    for chart in app.get("vega_lite_chart"):
+        frames = [pa.ipc.open_stream(d.data.data).read_all().to_pandas() for d in chart.proto.datasets]
+        tables.append(pd.concat(frames, ignore_index=True) if frames else pd.DataFrame())
+    return tables
+
+
+def test_each_exam_says_what_its_rows_show(exam_db, monkeypatch):
+    app = open_exams(exam_db, monkeypatch)
+    prose = texts(app)
+    headers = [h.value for h in app.header]
+    assert headers == ["RoPE: reading past the training length", "GQA: the KV cache",
+                       "Pre-norm: depth without warmup", "The wall clock of each part"]
+
+    # RoPE: llama's two seeds averaged per bucket; within the training length the two inside
+    # buckets weighted by their predictions: (3.1 x 32 + 2.1 x 96) / 128 = 2.35 (unweighted: 2.6)
+    assert ("At 1,024 characters RoPE (llama) has a loss of **2.700** at positions 512-1023 against **2.350** "
+            "within the training length (positions 0-127)") in prose
+    assert "a learned position table (vanilla) cannot read past position 127 at all" in prose
+    assert "4 of 7 runs examined; not yet: deep_post_nowarmup · seed 42, llama_minus_gqa · seed 42, mqa · seed 42" in prose
+
+    # GQA: bytes per token = 2 x 4 layers x KV heads x 32 x 4 bytes
+    assert "MQA's cache is a quarter of MHA's: **1,024** vs **4,096** bytes per token; GQA (2 KV heads) 2,048." in prose
+    assert "the bytes equal the formula in all 9 rows" in prose
+    assert "At 2,048 characters of context the cache makes GQA generation **10.0x** faster: 500 against 50" in prose
+    assert "**64 GiB** for 7B-class, 32 KV heads (MHA) against **16 GiB** for 7B-class, 8 KV heads (GQA)" in prose
+
+    # pre-norm: the largest lr each wiring trains at, and where it starts failing
+    assert ("With 12 layers and no warmup, post-norm still trains up to lr **0.001** (fails from 0.003), "
+            "pre-norm up to lr **0.003** (fails from 0.01).") in prose
+    # the default run is the post-norm 12-layer grid run
+    assert app.selectbox(key="exams_grad_run").value == "deep_post_nowarmup/seed42"
+    first, last = grad_norm(0, 1) / grad_norm(11, 1), grad_norm(0, 5) / grad_norm(11, 5)
+    assert (f"In deep_post_nowarmup · seed 42 the first block's gradient norm is **{first:.3g}x** the last block's "
+            f"at step 1 and **{last:.3g}x** at step 5.") in prose
+
+    # wall clock: the largest manual / fused ratio, and the part timed one way only
+    assert ("The hand-written mha (attention) is **6.0x** slower than its fused version: 9.000 ms against 1.500 ms, "
+            "forward and backward on 32x128x128.") in prose
+    assert "Timed one way only: rope · rope (manual only)" in prose
+
+    tables = chart_tables(app)
+    assert len(tables) == 7  # length, cache, timing, map, heatmap, spread, wall clock
+    length = tables[0].dropna(subset=["loss"])
+    assert set(length["experiment"]) == {"llama", "vanilla", "rope_k_unrotated"}
+    assert length[(length["experiment"] == "llama") & (length["bucket_start"] == 512)]["loss"].item() == \
+        pytest.approx(2.7)
+    assert length[length["experiment"] == "vanilla"]["bucket_start"].max() == 32  # its line stops at ctx_len
+    stability = tables[3]
+    cell = stability[(stability["norm_pos"] == "post") & (stability["lr"] == 3e-3)].iloc[0]
+    assert (cell["state"], cell["text"]) == ("diverged", "diverged @ 57")
+    assert set(stability[stability["state"] == "did not learn"]["text"]) == {"best val 3.900"}
+    heat = tables[4]
+    assert len(heat) == 12 * 5 and heat["layer"].max() == 11
+
+
+def test_choosing_a_depth_map_cell_shows_its_gradients(exam_db, monkeypatch):
+    app = open_exams(exam_db, monkeypatch)
+    labels = app.selectbox(key="exams_grad_run").options
+    assert labels == ["deep_post_nowarmup · seed 42", "depth map: post-norm, lr 0.003", "depth map: pre-norm, lr 0.001"]
+    app.selectbox(key="exams_grad_run").set_value("depth/post_lr0.003").run()
+    assert not app.exception
+    prose = texts(app)
+    assert "In depth map: post-norm, lr 0.003 the first block's gradient norm" in prose
+    assert "at step 3." in prose and "Its gradients are NaN/inf from step 4." in prose
+    heat = chart_tables(app)[4]
+    assert set(heat.loc[heat["step"] >= 4, "note"]) == {"NaN / inf"}
+    assert set(heat.loc[heat["step"] < 4, "note"].dropna()) <= {""}
+
+
+def test_a_freshly_collected_database_says_which_command_fills_each_exam(tmp_path, monkeypatch):
+    db = new_database(tmp_path / "anatomy.duckdb")
+    insert(db, "runs", GRID[:2])
+    app = open_exams(db, monkeypatch)
+    infos = [info.value for info in app.info]
+    assert len(infos) == 5  # length; the KV cache; the map, the gradient norms; the wall clock
+    assert all("snakemake --cores 1 exams" in info for info in infos)
+    for exam in ("length", "kv_cache", "depth", "wall_clock"):
+        assert any(f"python -m anatomy exam {exam}" in info for info in infos), exam
+    assert not app.get("vega_lite_chart")
+
+
+def test_a_database_with_no_runs_still_shows_the_exams_that_need_none(tmp_path, monkeypatch):
+    db = new_database(tmp_path / "anatomy.duckdb")
+    insert(db, "exam_wall_clock", [wall_clock_row("ffn", "swiglu", "manual", 3.0),
+                                   wall_clock_row("ffn", "swiglu", "fused", 1.0)])
+    app = open_exams(db, monkeypatch)
+    assert "The hand-written swiglu (ffn) is **3.0x** slower than its fused version" in texts(app)
+
+
+def test_a_grid_examined_in_part(tmp_path, monkeypatch):
+    db = new_database(tmp_path / "anatomy.duckdb")
+    insert(db, "runs", GRID)
+    # the learned-position run read only on windows as long as its training length
+    insert(db, "exam_length", length_rows("vanilla/seed42", [3.1, 2.3], window_len=128)
+           + length_rows("llama/seed42", [3.0, 2.0, 2.4, 2.6]))
+    insert(db, "exam_kv_cache", cache_rows("llama/seed42", 2))
+    insert(db, "exam_depth", [depth_row("post", 3e-4, trained=True, best=2.5),
+                              depth_row("post", 1e-3, trained=False, diverged_step=30)])
+    insert(db, "exam_wall_clock", [wall_clock_row("norm", "rmsnorm", "manual", 1.5)])
+    app = open_exams(db, monkeypatch)
+    prose = texts(app)
+    assert "RoPE (llama) has a loss of **2.600** at positions 512-1023 against **2.250**" in prose
+    assert "cannot read past" not in prose  # no row says the learned table stops: none was asked for
+    assert "vanilla (learned positions) has no rows past its training length (128)" in prose
+    assert "5 of 7 runs examined" not in prose and "2 of 7 runs examined" in prose
+    assert "Only GQA (2 KV heads) is measured so far: **2,048** bytes of cache per token." in prose
+    assert "Not measured yet: MHA, MQA" in prose
+    assert "No generation timings" in prose
+    assert "post-norm still trains up to lr **0.0003** (fails from 0.001)." in prose
+    assert "Not in the map yet: pre-norm at lr 0.0003, pre-norm at lr 0.001" in prose
+    assert "No gradient norms" in prose
+    assert "No part is timed both ways" in prose and "Timed one way only: norm · rmsnorm (manual only)" in prose
+
+
+def test_a_database_from_before_the_exams_says_to_collect_again(tmp_path, monkeypatch):
+    schema = SCHEMA.read_text(encoding="utf-8")
+    before_exams = schema[:schema.index("\n-- ------")]
+    assert "exam_" not in before_exams and "CREATE VIEW ablation_summary" in before_exams
+    db = new_database(tmp_path / "old.duckdb", before_exams)
+    insert(db, "runs", GRID[:2])
+    app = open_exams(db, monkeypatch)
+    (warning,) = app.warning
+    assert "was collected before the exams existed" in warning.value
+    assert f"python -m anatomy collect --runs results/runs --db {db}" in warning.value
+    assert not app.header and not app.get("vega_lite_chart")
+
+
+def test_no_database_says_how_to_make_one(tmp_path, monkeypatch):
+    app = open_exams(tmp_path / "results" / "anatomy.duckdb", monkeypatch)
+    (info,) = app.info
+    assert "no results database" in info.value and "snakemake --cores 1" in info.value
+
+
+# ---------------------------------------------------------------------------------------------
+# Loaders and chart builders
+
+
+def test_model_settings_fill_in_the_defaults_and_name_the_kinds():
+    settings = loaders.model_settings(json.dumps({"model": {"pos_type": "rope", "n_kv_head": 1}}))
+    assert settings["pos_type"] == "rope" and settings["n_kv_head"] == 1
+    assert (settings["n_head"], settings["ctx_len"], settings["norm_pos"]) == (4, 128, "post")  # ModelConfig's
+    assert loaders.position_kind("rope", "k_adjacent") == "RoPE broken: k adjacent"
+    assert loaders.position_kind("learned", "none") == "learned positions"
+    assert [loaders.attention_kind(4, kv) for kv in (4, 2, 1)] == ["MHA", "GQA", "MQA"]
+
+
+def test_length_chart_colours_by_positions_and_marks_the_training_length():
+    curves = pd.DataFrame({
+        "experiment": ["llama", "llama", "vanilla", "vanilla", "rope_k_adjacent"],
+        "positions": ["RoPE", "RoPE", "learned positions", "learned positions", "RoPE broken: k adjacent"],
+        "featured": [True, True, True, True, False],
+        "bucket_start": [0, 128, 0, 128, 0], "bucket_end": [127, 255, 127, 255, 127],
+        "position": [63.5, 191.5, 63.5, 191.5, 63.5], "loss": [2.0, 2.2, 2.1, None, 3.0], "runs": [2, 2, 1, 1, 1],
+    })
+    spec = charts.length_chart(curves, ctx_len=128).to_dict()
+    lines, rule, _ = spec["layer"]
+    encoding = lines["encoding"]
+    assert encoding["x"]["field"] == "position" and encoding["y"]["field"] == "loss"
+    assert encoding["color"]["field"] == "positions" and encoding["detail"]["field"] == "experiment"
+    scale = dict(zip(encoding["color"]["scale"]["domain"], encoding["color"]["scale"]["range"]))
+    assert scale == {"RoPE": charts.PINNED["llama"], "learned positions": charts.PINNED["vanilla"],
+                     "RoPE broken: k adjacent": charts.POSITION_COLORS["RoPE broken: k adjacent"]}
+    assert encoding["strokeWidth"]["condition"]["test"] == "datum.featured"
+    assert len(spec["datasets"][lines["data"]["name"]]) == 4  # the impossible bucket is not drawn
+    assert spec["datasets"][rule["data"]["name"]][0]["position"] == 128
+
+
+def test_stability_map_and_wall_clock_encodings():
+    cells = pd.DataFrame({"norm_pos": ["post", "pre"], "lr": [1e-2, 1e-2], "lr_label": ["0.01", "0.01"],
+                          "state": ["diverged", "trained"], "text": ["diverged @ 12", "best val 2.200"]})
+    spec = charts.stability_map(cells).to_dict()
+    rects, labels = spec["layer"]
+    assert (rects["encoding"]["x"]["field"], rects["encoding"]["y"]["field"]) == ("lr_label", "norm_pos")
+    colors = dict(zip(rects["encoding"]["color"]["scale"]["domain"], rects["encoding"]["color"]["scale"]["range"]))
+    assert colors == {"trained": charts.DEPTH_STATES["trained"], "diverged": charts.DIVERGED_RED}
+    assert labels["encoding"]["text"]["field"] == "text"
+
+    rows = pd.DataFrame([wall_clock_row("norm", "rmsnorm", "manual", 1.5), wall_clock_row("norm", "rmsnorm", "fused", 0.5)])
+    bars, spread = charts.wall_clock_chart(rows).to_dict()["layer"]
+    assert bars["encoding"]["x"]["field"] == "median_ms" and bars["encoding"]["yOffset"]["field"] == "impl"
+    assert (spread["encoding"]["x"]["field"], spread["encoding"]["x2"]["field"]) == ("min_ms", "max_ms")
+
+
+def test_grad_norm_heatmap_cells_reach_the_next_logged_step():
+    norms = pd.DataFrame({"step": [1, 2, 10, 1, 2, 10], "layer": [0, 0, 0, 1, 1, 1],
+                          "norm": [1.0, 2.0, float("nan"), 0.5, 0.0, 4.0]})
+    spec = charts.grad_norm_heatmap(norms).to_dict()
+    heat, bad = spec["layer"]
+    assert heat["encoding"]["color"]["scale"]["type"] == "log"
+    good = pd.DataFrame(spec["datasets"][heat["data"]["name"]]).set_index(["layer", "step"])["step_end"]
+    assert good.to_dict() == {(0, 1): 2, (0, 2): 10, (1, 1): 2, (1, 10): 18}  # the last as wide as the gap before
+    notes = pd.DataFrame(spec["datasets"][bad["data"]["name"]]).set_index(["layer", "step"])["note"]
+    assert notes.to_dict() == {(0, 10): "NaN / inf", (1, 2): "no gradient (0)"}
