@@ -153,3 +153,24 @@ def test_cli_says_in_one_line_that_a_folder_has_no_checkpoint(runs, tmp_path, ca
     assert err.startswith("error: ") and "no such checkpoint" in err
     assert len(err.strip().splitlines()) == 1
     assert not (tmp_path / "empty_run" / "exams").exists()
+
+
+def test_a_run_that_diverged_before_any_best_weights_gets_impossible_rows_not_an_error(runs, tmp_path):
+    import shutil
+
+    run = tmp_path / "diverged"
+    shutil.copytree(runs["rope"], run)
+    for name in ("best.pt", "last.pt"):
+        (run / name).unlink()
+    summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
+    summary.update(diverged=True, diverged_step=1, status="diverged", best_val_loss=None, best_step=None)
+    (run / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
+
+    assert main(["exam", "length", str(run), "--data", str(runs["data"]), "--windows", "16", "32"]) == 0
+    rows = read_rows(run / "exams" / "length.json", "mqa/seed42")
+    assert [(row["window_len"], row["bucket_start"]) for row in rows] == [(16, 0), (32, 0), (32, 16)]
+    assert all(not row["possible"] and "diverged at step 1" in row["reason"] for row in rows)
+    # a run that did not diverge and has no weights is still an error
+    summary.update(diverged=False)
+    (run / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
+    assert main(["exam", "length", str(run), "--data", str(runs["data"])]) == 2

@@ -31,8 +31,9 @@ from anatomy.errors import AnatomyError
 from anatomy.exams import exam_result_path
 from anatomy.generate import load_model
 from anatomy.model import MiniLM
-from anatomy.run_files import check_value, read_json_object
+from anatomy.run_files import check_value, read_json_object, read_run_config, read_summary
 from anatomy.tokenizer import CharTokenizer, load_tokenized
+from anatomy.weights import SUFFIX
 from anatomy.train import eval_starts, pick_device, windows_at
 
 DEFAULT_WINDOWS = [128, 256, 512, 1024]
@@ -207,6 +208,19 @@ def print_table(result: dict[str, Any]) -> None:
             print(f"{row['window_len']:>7}{positions:>12}{'-':>8}{'':>13}  {row['reason']}")
 
 
+def diverged_without_weights(run_dir: Path, checkpoint: str) -> dict[str, Any] | None:
+    """A run that diverged before its first evaluation has no best weights: that is its result
+    (every bucket impossible, with the reason), not an error that stops a workflow."""
+    summary_path = run_dir / "summary.json"
+    if not summary_path.is_file() or any((run_dir / f"{checkpoint}{suffix}").is_file() for suffix in (".pt", SUFFIX)):
+        return None
+    summary = read_summary(summary_path)
+    if not summary.get("diverged"):
+        return None
+    return {"step": summary.get("diverged_step"),
+            "ctx_len": read_run_config(run_dir / "config.json")["model"]["ctx_len"]}
+
+
 def run(args: argparse.Namespace) -> int:
     for option, value in [*(("--windows", n) for n in args.windows), ("--max-windows", args.max_windows)]:
         if value < 1:
@@ -215,6 +229,14 @@ def run(args: argparse.Namespace) -> int:
     check_file_target(out, "--out")  # before minutes of evaluation
     if args.threads:
         torch.set_num_threads(args.threads)
+    if (diverged := diverged_without_weights(args.run_dir, args.checkpoint)) is not None:
+        reason = f"the run diverged at step {diverged['step']}, before any {args.checkpoint} weights were saved"
+        rows = [row for window_len in dict.fromkeys(args.windows)
+                for row in impossible_rows(window_len, position_buckets(diverged["ctx_len"], window_len), reason)]
+        result = {"checkpoint": args.checkpoint, "ctx_len": diverged["ctx_len"], "rows": rows}
+        write_json(out, result)
+        print_table(result)
+        return 0
     model, model_tokenizer = load_model(args.run_dir, args.checkpoint)
     data_tokenizer, _, val_ids = load_tokenized(args.data)
     check_vocabulary(model_tokenizer, data_tokenizer, args.data)
