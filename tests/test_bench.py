@@ -106,11 +106,12 @@ def test_bench_times_steps_with_and_without_the_gradient_norm_logging(tmp_path, 
     from anatomy.exams.wall_clock import WARMUP_CALLS
 
     logged_steps = WARMUP_CALLS + 2 * 2  # warm-up, then 2 rounds of 2 steps
-    assert calls == [4] * logged_steps * 2  # both models, 4 blocks each
+    assert calls == [4] * (logged_steps + bench.NORM_CALLS) * 2  # then timed alone; both models, 4 blocks each
     rows = json.loads(out.read_text())["grad_norm_cost"]
     assert [r["model"] for r in rows] == ["vanilla", "llama"]
     for r in rows:
         assert math.isfinite(r["ratio"]) and r["ratio"] > 0 and r["plain_ms"] > 0 and r["logged_ms"] > 0
+        assert r["norms_ms"] > 0 and r["norms_share"] == pytest.approx(r["norms_ms"] / r["plain_ms"])
         assert r["ratio"] == pytest.approx(statistics.median(r["round_ratios"]))
         assert r["under_target"] == (r["ratio"] < 1.03)
     assert "the 3% target" in capsys.readouterr().out
