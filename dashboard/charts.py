@@ -350,22 +350,24 @@ def kv_cache_chart(cache: pd.DataFrame, height: int = 260) -> alt.Chart:
     ).resolve_scale(y="independent").properties(height=height)
 
 
-def kv_timing_chart(timing: pd.DataFrame, height: int = 300) -> alt.Chart:
+def kv_timing_chart(timing: pd.DataFrame, height: int = 300) -> alt.LayerChart:
     """Generation speed against context length, with and without the cache, per attention kind.
 
-    `timing`: attention, context, chars_per_s, seconds, chars, cache ("with cache" | "recomputed").
+    `timing`: label, attention, context, chars_per_s, seconds, chars, cache ("with cache" | "recomputed").
+    The points are a layer of their own: a line's point overlay blanks the dash legend's symbols.
     """
-    return alt.Chart(timing).mark_line(point=True, strokeWidth=2).encode(
-        x=alt.X("context:Q", title="characters already in the context", scale=alt.Scale(type="log", base=2)),
-        y=alt.Y("chars_per_s:Q", title="characters generated per second", scale=alt.Scale(type="log")),
-        color=alt.Color("attention:N", title="attention", sort=ATTENTION_ORDER),
+    x = alt.X("context:Q", title="characters already in the context", scale=alt.Scale(type="log", base=2))
+    y = alt.Y("chars_per_s:Q", title="characters generated per second", scale=alt.Scale(type="log"))
+    color = alt.Color("attention:N", title="attention", sort=ATTENTION_ORDER)
+    tooltip = [alt.Tooltip("label:N", title="run"), alt.Tooltip("attention:N"), alt.Tooltip("cache:N"),
+               alt.Tooltip("context:Q", format=","), alt.Tooltip("chars:Q", title="characters timed"),
+               alt.Tooltip("seconds:Q", format=".3f"), alt.Tooltip("chars_per_s:Q", title="characters / s", format=",.0f")]
+    lines = alt.Chart(timing).mark_line(strokeWidth=2).encode(
+        x=x, y=y, color=color, detail="label:N", tooltip=tooltip,
         strokeDash=alt.StrokeDash("cache:N", title=None, legend=alt.Legend(symbolType="stroke"), scale=alt.Scale(
-            domain=["with cache", "recomputed"], range=[[1, 0], [5, 3]])),
-        detail="label:N",
-        tooltip=[alt.Tooltip("label:N", title="run"), alt.Tooltip("attention:N"), alt.Tooltip("cache:N"),
-                 alt.Tooltip("context:Q", format=","), alt.Tooltip("chars:Q", title="characters timed"),
-                 alt.Tooltip("seconds:Q", format=".3f"), alt.Tooltip("chars_per_s:Q", title="characters / s", format=",.0f")],
-    ).properties(height=height)
+            domain=["with cache", "recomputed"], range=[[1, 0], [5, 3]])))
+    points = alt.Chart(timing).mark_point(filled=True, size=40).encode(x=x, y=y, color=color, tooltip=tooltip)
+    return (lines + points).properties(height=height)
 
 
 def stability_map(cells: pd.DataFrame, height_per_row: int = 70) -> alt.LayerChart:
@@ -386,7 +388,7 @@ def stability_map(cells: pd.DataFrame, height_per_row: int = 70) -> alt.LayerCha
     return (rects + labels).properties(height=alt.Step(height_per_row))
 
 
-def grad_norm_heatmap(norms: pd.DataFrame, height_per_layer: int = 22) -> alt.LayerChart:
+def grad_norm_heatmap(norms: pd.DataFrame, height_per_layer: int = 22, min_height: int = 160) -> alt.LayerChart:
     """One run's gradient norm per block (rows, block 0 at the bottom) and step (columns, each as
     wide as the gap to the next logged step), on a log colour scale; NaN or zero cells in red/grey.
 
@@ -412,7 +414,8 @@ def grad_norm_heatmap(norms: pd.DataFrame, height_per_layer: int = 22) -> alt.La
         color=alt.Color("note:N", title=None, scale=alt.Scale(domain=["NaN / inf", "no gradient (0)"],
                                                               range=[DIVERGED_RED, "#bab0ac"])),
         tooltip=tooltip + [alt.Tooltip("note:N")])
-    return alt.layer(heat, bad).resolve_scale(color="independent").properties(height=alt.Step(height_per_layer))
+    height = max(min_height, height_per_layer * cells["layer"].nunique())  # a 2-layer run still gets room
+    return alt.layer(heat, bad).resolve_scale(color="independent").properties(height=height)
 
 
 def grad_norm_spread_chart(spread: pd.DataFrame, chosen: str | None = None, height: int = 280) -> alt.Chart:
