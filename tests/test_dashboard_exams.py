@@ -293,6 +293,16 @@ def test_a_freshly_collected_database_says_which_command_fills_each_exam(tmp_pat
     assert not app.get("vega_lite_chart")
 
 
+def test_the_reference_results_say_that_they_ship_no_exams(tmp_path, monkeypatch):
+    db = new_database(tmp_path / "reference.duckdb")
+    insert(db, "runs", GRID[:2])
+    monkeypatch.setattr(loaders, "REFERENCE_DB", db)
+    app = open_exams(db, monkeypatch)
+    exam_lines = [info.value for info in app.info if "snakemake --cores 1 exams" in info.value]
+    assert len(exam_lines) == 5
+    assert all("The shipped reference results hold no exam results" in line for line in exam_lines)
+
+
 def test_a_database_with_no_runs_still_shows_the_exams_that_need_none(tmp_path, monkeypatch):
     db = new_database(tmp_path / "anatomy.duckdb")
     insert(db, "exam_wall_clock", [wall_clock_row("ffn", "swiglu", "manual", 3.0),

@@ -358,7 +358,8 @@ def depth_section(exams: loaders.ExamResults) -> None:
     st.subheader("Gradient norm of every block")
     runs = exams.grad_norm_runs
     if runs.empty:
-        say_empty("depth", "gradient norms (table grad_norms)", exams.path)
+        say_empty("depth", "gradient norms (table grad_norms: every run trained by this version logs them, and so "
+                           "does each cell of the depth map)", exams.path)
         return
     # the deepest runs first (the exam's own), grid runs before the map's cells
     runs = runs.sort_values(["layers", "depth_map", "label"], ascending=[False, True, True], kind="stable")
