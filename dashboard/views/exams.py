@@ -15,6 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import charts, loaders
+from dashboard.analysis import finite
 
 ROPE_BASELINE = "llama"  # the RoPE model the length sentence is about, when it was examined
 FRACTIONS = {1 / 2: "half of", 1 / 4: "a quarter of", 1 / 8: "an eighth of"}
@@ -38,11 +39,6 @@ def say_not_examined(runs: pd.DataFrame, examined: pd.Series, exam: str) -> None
     names = ", ".join(missing["label"].head(8)) + (", ..." if len(missing) > 8 else "")
     st.caption(f"{runs['run_id'].isin(set(examined)).sum()} of {len(runs)} runs examined; not yet: {names}. "
                + loaders.run_exams_help(exam))
-
-
-def finite(values: pd.Series) -> pd.Series:
-    numbers = pd.to_numeric(values, errors="coerce").astype(float)
-    return numbers.notna() & np.isfinite(numbers)
 
 
 # ---------------------------------------------------------------------------------------------
