@@ -35,38 +35,41 @@ from anatomy.run_files import check_summary, read_json_file
 
 SCHEMA_PATH = Path(__file__).with_name("schema.sql")
 
-RUN_COLUMNS = [
-    "run_id", "experiment", "seed", "group", "part", "direction", "description", "config",
-    "preset", "params", "device", "compiled", "torch_version", "status", "diverged", "diverged_step",
-    "steps_done", "best_val_loss", "best_step", "final_train_loss", "final_val_loss",
-    "step_time_s", "tokens_per_s",
-]
-METRIC_COLUMNS = ["run_id", "step", "train_loss", "val_loss", "lr", "tokens_seen", "elapsed_s"]
-SAMPLE_COLUMNS = [
-    "run_id", "sample_idx", "checkpoint", "prefix", "temperature", "seed", "chars", "text", "note",
-    "copy_min_chars", "copied_fraction", "val_copied_fraction", "longest_copy", "longest_copy_text",
-    "longest_copy_post", "longest_copy_line", "copied_spans",
-]
-BENCHMARK_COLUMNS = [
-    "rule", "job", "run_id", "repeat", "s", "hms", "max_rss", "max_vms", "max_uss", "max_pss",
-    "io_in", "io_out", "mean_load", "cpu_time",
-]
+# DuckDB type in schema.sql -> Arrow type of the column handed to DuckDB
+ARROW_BY_SQL_TYPE = {
+    "VARCHAR": pa.string(), "JSON": pa.string(), "BOOLEAN": pa.bool_(),
+    "INTEGER": pa.int64(), "BIGINT": pa.int64(), "DOUBLE": pa.float64(),
+}
 # Snakemake's benchmark header -> our column (only "h:m:s" is not a valid SQL name)
 BENCHMARK_HEADER = {"h:m:s": "hms"}
-# Arrow types for the columns that are not plain strings; the rest are strings
-ARROW_TYPES = {
-    "seed": pa.int64(), "params": pa.int64(), "diverged": pa.bool_(), "compiled": pa.bool_(),
-    "diverged_step": pa.int64(),
-    "steps_done": pa.int64(), "best_step": pa.int64(), "step": pa.int64(), "tokens_seen": pa.int64(),
-    "sample_idx": pa.int64(), "chars": pa.int64(), "repeat": pa.int64(),
-    "copy_min_chars": pa.int64(), "longest_copy": pa.int64(), "longest_copy_line": pa.int64(),
-    **{name: pa.float64() for name in [
-        "best_val_loss", "final_train_loss", "final_val_loss", "step_time_s", "tokens_per_s",
-        "train_loss", "val_loss", "lr", "elapsed_s", "temperature", "copied_fraction", "val_copied_fraction",
-        "s", "max_rss", "max_vms",
-        "max_uss", "max_pss", "io_in", "io_out", "mean_load", "cpu_time",
-    ]},
-}
+
+
+@functools.lru_cache(maxsize=1)
+def schema_tables() -> dict[str, list[tuple[str, pa.DataType]]]:
+    """Every table of schema.sql -> its columns in order, with their Arrow types: the one list of
+    what a table holds (the views are not tables: nothing is inserted into them)."""
+    with duckdb.connect(":memory:") as con:
+        con.execute(SCHEMA_PATH.read_text(encoding="utf-8"))
+        rows = con.execute(
+            "SELECT c.table_name, c.column_name, c.data_type FROM information_schema.columns c "
+            "JOIN information_schema.tables t USING (table_name) WHERE t.table_type = 'BASE TABLE' "
+            "ORDER BY c.table_name, c.ordinal_position"
+        ).fetchall()
+    tables: dict[str, list[tuple[str, pa.DataType]]] = {}
+    for table, column, sql_type in rows:
+        tables.setdefault(table, []).append((column, ARROW_BY_SQL_TYPE[sql_type]))
+    return tables
+
+
+def column_names(table: str) -> list[str]:
+    return [name for name, _ in schema_tables()[table]]
+
+
+RUN_COLUMNS = column_names("runs")
+METRIC_COLUMNS = column_names("metrics")
+SAMPLE_COLUMNS = column_names("samples")
+BENCHMARK_COLUMNS = column_names("benchmarks")
+ARROW_TYPES = {name: arrow for columns in schema_tables().values() for name, arrow in columns}
 
 
 @dataclass
@@ -77,6 +80,10 @@ class CollectedRuns:
     metrics: list[dict[str, Any]] = field(default_factory=list)
     samples: list[dict[str, Any]] = field(default_factory=list)
     benchmarks: list[dict[str, Any]] = field(default_factory=list)
+    exams: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # exam table -> rows
+
+    def add_exam_rows(self, table: str, rows: list[dict[str, Any]]) -> None:
+        self.exams.setdefault(table, []).extend(rows)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -308,7 +315,42 @@ def read_benchmarks(root: Path, run_ids: set[str]) -> list[dict[str, Any]]:
 # Building the database
 
 
-def collect_runs(runs_root: Path, benchmarks_root: Path | None = None) -> CollectedRuns:
+# ---------------------------------------------------------------------------------------------
+# The exams' results (anatomy/exams/): each exam module owns its file and reads it into rows
+
+
+def read_run_exams(folder: Path, run_id: str, collected: CollectedRuns) -> None:
+    """A run folder's exam files: exams/length.json, exams/kv_cache.json and grad_norms.jsonl."""
+    from anatomy import grad_norms
+    from anatomy.exams import exam_module, exam_result_path
+
+    # exam modules load torch: imported only where there is a file to read
+    if (path := exam_result_path(folder, "length")).is_file():
+        collected.add_exam_rows("exam_length", exam_module("length").read_rows(path, run_id))
+    if (path := exam_result_path(folder, "kv_cache")).is_file():
+        sizes, timings = exam_module("kv_cache").read_rows(path, run_id)
+        collected.add_exam_rows("exam_kv_cache", sizes)
+        collected.add_exam_rows("exam_kv_timing", timings)
+    if (path := folder / grad_norms.GRAD_NORMS_FILE).is_file():
+        collected.add_exam_rows("grad_norms", grad_norms.read_grad_norms(path, run_id))
+
+
+def read_exams_folder(exams_root: Path, collected: CollectedRuns) -> None:
+    """results/exams/: the depth map's cells (each a run folder of its own) and the wall clock."""
+    from anatomy import grad_norms
+    from anatomy.exams import depth, wall_clock
+
+    depth_root = exams_root / depth.DEPTH_FOLDER
+    cells = depth.read_cells(depth_root)
+    collected.add_exam_rows("exam_depth", cells)
+    for cell in cells:
+        if (path := depth_root / cell["cell"] / grad_norms.GRAD_NORMS_FILE).is_file():
+            collected.add_exam_rows("grad_norms", grad_norms.read_grad_norms(path, f"{depth.DEPTH_FOLDER}/{cell['cell']}"))
+    if (path := exams_root / wall_clock.RESULT_FILE).is_file():
+        collected.add_exam_rows("exam_wall_clock", wall_clock.read_rows(path))
+
+
+def collect_runs(runs_root: Path, benchmarks_root: Path | None = None, exams_root: Path | None = None) -> CollectedRuns:
     runs_root = Path(runs_root)
     collected = CollectedRuns()
     if not runs_root.is_dir():
@@ -318,8 +360,15 @@ def collect_runs(runs_root: Path, benchmarks_root: Path | None = None) -> Collec
         collected.runs.append(run)
         collected.metrics.extend(metrics)
         collected.samples.extend(samples)
+        read_run_exams(folder, run["run_id"], collected)
     if benchmarks_root is not None and Path(benchmarks_root).is_dir():
         collected.benchmarks = read_benchmarks(Path(benchmarks_root), {run["run_id"] for run in collected.runs})
+    if exams_root is not None and Path(exams_root).is_dir():
+        read_exams_folder(Path(exams_root), collected)
+    if collected.exams.get("exam_kv_cache"):  # the chapter's LLaMA-scale figures, by the same formula
+        from anatomy.exams import kv_cache
+
+        collected.add_exam_rows("exam_kv_scale", kv_cache.scale_rows())
     return collected
 
 
@@ -345,6 +394,7 @@ def database_written(collected: CollectedRuns, db_path: Path) -> Iterator[Path]:
                     ("metrics", collected.metrics, METRIC_COLUMNS),
                     ("samples", collected.samples, SAMPLE_COLUMNS),
                     ("benchmarks", collected.benchmarks, BENCHMARK_COLUMNS),
+                    *((table, rows, column_names(table)) for table, rows in sorted(collected.exams.items())),
                 ]:
                     con.register("incoming", _arrow_table(rows, columns))
                     con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming")
@@ -406,13 +456,14 @@ def summary_tables(db_path: Path) -> dict[str, list[dict[str, Any]]]:
 
 
 def collect(runs_root: Path, db_path: Path, json_path: Path | None = None,
-            benchmarks_root: Path | None = None, allow_empty: bool = False) -> dict[str, int]:
+            benchmarks_root: Path | None = None, allow_empty: bool = False,
+            exams_root: Path | None = None) -> dict[str, int]:
     """Read every run folder, write the database (and results.json); return the row counts."""
     db_path = Path(db_path)
     check_file_target(db_path, "--db")
     if json_path is not None:
         check_file_target(json_path, "--json")
-    collected = collect_runs(Path(runs_root), benchmarks_root)
+    collected = collect_runs(Path(runs_root), benchmarks_root, exams_root)
     if not collected.runs and not allow_empty:  # a wrong --runs must not wipe a full database
         raise AnatomyError(
             f"--runs {runs_root}: no run folders in it (none holds a config.json or summary.json); "
@@ -421,6 +472,7 @@ def collect(runs_root: Path, db_path: Path, json_path: Path | None = None,
     counts = {
         "runs": len(collected.runs), "metrics": len(collected.metrics),
         "samples": len(collected.samples), "benchmarks": len(collected.benchmarks),
+        "exam_rows": sum(len(rows) for rows in collected.exams.values()),
     }
     with held_lock(collect_lock_path(db_path)):  # one writer at a time; readers can tell it is at work
         # Holding the lock, every temporary file beside the database is a killed collect's leftover.
@@ -443,10 +495,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write the database even when --runs holds no run folders (default: refuse)")
     parser.add_argument("--benchmarks", type=Path, default=None,
                         help="folder of Snakemake benchmark files (results/benchmarks)")
+    parser.add_argument("--exams", type=Path, default=None,
+                        help="folder of the exams not tied to one run: the depth map and the wall clock (results/exams)")
 
 
 def run(args: argparse.Namespace) -> int:
-    counts = collect(args.runs, args.db, args.json, args.benchmarks, allow_empty=args.allow_empty)
+    counts = collect(args.runs, args.db, args.json, args.benchmarks, allow_empty=args.allow_empty,
+                     exams_root=args.exams)
     print(f"collected {counts['runs']} runs, {counts['metrics']} metric rows, {counts['samples']} samples, "
-          f"{counts['benchmarks']} benchmark rows into {args.db}")
+          f"{counts['benchmarks']} benchmark rows, {counts['exam_rows']} exam rows into {args.db}")
     return 0
