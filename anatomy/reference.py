@@ -28,8 +28,10 @@ from anatomy.run_files import read_summary
 from anatomy.results import find_run_folders, read_run
 
 # The files of a run folder that hold its results: everything except the checkpoints (*.pt),
-# which are large and can be recomputed.
+# which are large and can be recomputed. A finished run has all of RESULT_FILES; the exams'
+# results ship too where they exist (they need the checkpoints, so they cannot be made later).
 RESULT_FILES = ("config.json", "metrics.jsonl", "summary.json", "samples.json")
+EXAM_FILES = ("exams/*.json", "grad_norms.jsonl")  # patterns, relative to the run folder
 BENCHMARK_RULE = "train_model"  # the Snakemake rule whose benchmark file times a training run
 PROVENANCE_FILE = "grid.json"
 
@@ -111,6 +113,12 @@ def is_finished(folder: Path) -> bool:
     return all((folder / name).is_file() for name in RESULT_FILES)
 
 
+def small_files(folder: Path) -> list[str]:
+    """The run's files to ship, relative to its folder: results first, then any exam results."""
+    exams = sorted({path.relative_to(folder).as_posix() for pattern in EXAM_FILES for path in folder.glob(pattern)})
+    return [*RESULT_FILES, *exams]
+
+
 def ship_weights(runs_root: Path, out: Path, run_ids: list[str]) -> list[Path]:
     """The float16 weights of these runs' best and last checkpoints, beside their shipped files,
     so that generation works on a fresh clone (anatomy/weights.py). Returns the files written."""
@@ -154,7 +162,7 @@ def ship(runs_root: Path, out: Path, benchmarks_root: Path | None = None) -> dic
     for folder in finished:
         run_id = folder.relative_to(runs_root).as_posix()
         target = out / "runs" / run_id
-        files = {target / name: (folder / name).read_bytes() for name in RESULT_FILES}
+        files = {target / name: (folder / name).read_bytes() for name in small_files(folder)}
         benchmark = Path(benchmarks_root, BENCHMARK_RULE, f"{run_id}.tsv") if benchmarks_root else None
         if benchmark is not None and benchmark.is_file():
             # Snakemake's layout, so that collect --benchmarks reads them unchanged
@@ -174,6 +182,21 @@ def ship(runs_root: Path, out: Path, benchmarks_root: Path | None = None) -> dic
     return report
 
 
+def ship_exams(exams_root: Path, out: Path) -> list[str]:
+    """The exams of no one run (results/exams/: the depth map's cells, the wall clock) into
+    out/exams/, without checkpoints or hidden files (locks). Returns the files that changed."""
+    changed = []
+    for path in sorted(Path(exams_root).rglob("*")):
+        relative = path.relative_to(exams_root)
+        if not path.is_file() or path.suffix == ".pt" or any(part.startswith(".") for part in relative.parts):
+            continue
+        target, data = out / "exams" / relative, path.read_bytes()
+        if not (target.is_file() and target.read_bytes() == data):
+            write_bytes(target, data)
+            changed.append(relative.as_posix())
+    return changed
+
+
 def restore(reference: Path, runs_root: Path) -> list[str]:
     """Copy the shipped runs' small files into `runs_root` where that run is not there yet, so a
     grid continued on another machine trains only what is missing (the workflow counts a run
@@ -187,9 +210,29 @@ def restore(reference: Path, runs_root: Path) -> list[str]:
         target = Path(runs_root) / run_id
         if (target / "config.json").exists():
             continue  # a run of this machine, finished or resumable: never overwrite it
-        for name in RESULT_FILES:
+        # in order: exam results written after summary.json, so Snakemake sees them up to date
+        for name in small_files(folder):
             write_bytes(target / name, (folder / name).read_bytes())
         copied.append(run_id)
+    return copied
+
+
+def restore_exams(reference: Path, exams_root: Path) -> list[str]:
+    """The shipped exams of no one run back into `exams_root`: each depth cell and the wall clock
+    where this machine has none of its own. Returns what was copied (cell folders, files)."""
+    shipped = Path(reference) / "exams"
+    copied = []
+    for entry in sorted(shipped.iterdir()) if shipped.is_dir() else []:
+        units = sorted(entry.iterdir()) if entry.is_dir() else [entry]  # depth/CELL folders, or a file
+        for unit in units:
+            target = Path(exams_root) / unit.relative_to(shipped)
+            if target.exists():
+                continue  # this machine's own, finished or resumable: never overwrite it
+            files = sorted(unit.rglob("*"), key=lambda p: p.name == "summary.json") if unit.is_dir() else [unit]
+            for path in files:  # summary.json last: a cell is finished only once everything is there
+                if path.is_file():
+                    write_bytes(target / path.relative_to(unit) if unit.is_dir() else target, path.read_bytes())
+            copied.append(unit.relative_to(shipped).as_posix())
     return copied
 
 
@@ -198,6 +241,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--benchmarks", type=Path, default=Path("results/benchmarks"),
                         help="Snakemake's benchmark files, for each run's wall time (optional)")
     parser.add_argument("--out", type=Path, default=Path("results/reference"), help="the reference folder")
+    parser.add_argument("--exams", type=Path, default=None,
+                        help="the exams of no one run (depth map, wall clock), shipped into OUT/exams if present "
+                             "(default: the folder `exams` beside --runs, e.g. results/exams)")
     parser.add_argument("--weights", nargs="+", default=[], metavar="RUN_ID",
                         help="also ship these runs' best and last weights as float16 safetensors "
                              "(e.g. vanilla/seed42 llama/seed42), so a fresh clone can generate")
@@ -207,15 +253,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    args.exams = args.exams if args.exams is not None else args.runs.parent / "exams"
     if args.restore:
         copied = restore(args.out, args.runs)
         print(f"restored {len(copied)} shipped runs into {args.runs}" + (f": {', '.join(copied)}" if copied else ""))
+        exams = restore_exams(args.out, args.exams)
+        print(f"restored {len(exams)} shipped exam folders into {args.exams}")
         return 0
     benchmarks = args.benchmarks if args.benchmarks.is_dir() else None
     report = ship(args.runs, args.out, benchmarks)
     for what, run_ids in report.items():
         if run_ids:
             print(f"{what:>13}: {len(run_ids)}  ({', '.join(run_ids)})")
+    if args.exams.is_dir():
+        changed = ship_exams(args.exams, args.out)
+        print(f"        exams: {len(changed)} files changed in {args.out / 'exams'}")
     for path in ship_weights(args.runs, args.out, args.weights):
         print(f"      weights: {path} ({path.stat().st_size / 1e6:.1f} MB)")
     total = len(report["added"]) + len(report["updated"]) + len(report["unchanged"])

@@ -123,3 +123,36 @@ def test_restore_puts_shipped_runs_back_where_missing_and_never_overwrites(fixtu
     for name in reference.RESULT_FILES:
         assert (elsewhere / "mqa" / "seed7" / name).read_bytes() == (out / "runs" / "mqa" / "seed7" / name).read_bytes()
     assert main(["reference", "--restore", "--out", str(tmp_path / "none"), "--runs", str(elsewhere)]) == 2
+
+
+def test_exam_results_ship_with_their_run_and_come_back_on_restore(fixture_runs, tmp_path):
+    runs_root, benchmarks_root = fixture_runs
+    run = runs_root / "llama" / "seed42"
+    (run / "exams").mkdir()
+    (run / "exams" / "length.json").write_text('{"rows": []}')
+    (run / "grad_norms.jsonl").write_text('{"step": 1, "norms": [0.5]}\n')
+    cell = tmp_path / "exams" / "depth" / "post_lr0.001"  # the exams of no one run, beside runs/
+    cell.mkdir(parents=True)
+    for name in ("config.json", "summary.json", "last.pt"):
+        (cell / name).write_text("{}")
+    (tmp_path / "exams" / "wall_clock.json").write_text("[]")
+    out = tmp_path / "reference"
+
+    assert main(["reference", "--runs", str(runs_root), "--benchmarks", str(benchmarks_root), "--out", str(out)]) == 0
+    files = shipped_files(out)
+    assert {"runs/llama/seed42/exams/length.json", "runs/llama/seed42/grad_norms.jsonl",
+            "exams/depth/post_lr0.001/summary.json", "exams/wall_clock.json"} <= files
+    assert "exams/depth/post_lr0.001/last.pt" not in files  # checkpoints never ship
+
+    elsewhere = tmp_path / "elsewhere"
+    assert main(["reference", "--restore", "--out", str(out), "--runs", str(elsewhere / "runs")]) == 0
+    restored = elsewhere / "runs" / "llama" / "seed42"
+    assert (restored / "exams" / "length.json").read_text() == '{"rows": []}'
+    # written after summary.json, so a workflow counts the exam as up to date
+    assert (restored / "exams" / "length.json").stat().st_mtime_ns >= (restored / "summary.json").stat().st_mtime_ns
+    assert (elsewhere / "exams" / "depth" / "post_lr0.001" / "summary.json").is_file()
+    assert (elsewhere / "exams" / "wall_clock.json").read_text() == "[]"
+    # this machine's own cell is never overwritten
+    (elsewhere / "exams" / "wall_clock.json").write_text("mine")
+    assert main(["reference", "--restore", "--out", str(out), "--runs", str(elsewhere / "runs")]) == 0
+    assert (elsewhere / "exams" / "wall_clock.json").read_text() == "mine"
