@@ -416,7 +416,7 @@ def train_in_folder(run: RunFolder, resolved: dict, data: tuple, model_cfg: Mode
 
         if not math.isfinite(loss_value):
             diverged_step = step
-            if not logged:  # the step that diverged is always in the log; the update left .grad as it was
+            if not logged:  # the step that diverged is always in the log (AdamW leaves .grad as it is)
                 log_grad_norms(step)
             row = {**metric_row(step, lr, None, None), "diverged": True}
             state["metrics"].append(row)
