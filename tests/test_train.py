@@ -478,7 +478,7 @@ def test_a_checkpoint_write_killed_half_way_is_cleaned_up(tiny_data, tmp_path):
     (run_dir / ".last.pt.k2j4.tmp").write_bytes(b"half a checkpoint")
     train(tiny_data, run_dir, "debug", {}, {**FAST, "steps": 10})
     assert sorted(path.name for path in run_dir.iterdir()) == [
-        "best.pt", "config.json", "last.pt", "metrics.jsonl", "summary.json"]
+        "best.pt", "config.json", "grad_norms.jsonl", "last.pt", "metrics.jsonl", "summary.json"]
 
 
 # --- no orphans, one trainer per folder ----------------------------------------------------------
