@@ -2,7 +2,8 @@
 
 Reads a results database (or collects a folder of runs into a temporary one) and writes
 `report.md` with the experiment's tables, the chapter's claims each next to our measurement
-with a verdict (`anatomy/claims.py`), and PNG figures drawn by the same Altair charts as the
+with a verdict (`anatomy/claims.py`), each part's training loss beside the exam made for it
+(`anatomy/exams/`: which part wins where), and PNG figures drawn by the same Altair charts as the
 dashboard. `--readme README.md` also rewrites the README's generated sections (README_BLOCKS,
 between their marker lines) from the same data, so the README's numbers are never typed by
 hand; tests/test_report.py holds the two together.
@@ -17,13 +18,16 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from anatomy.atomic import atomic_path, write_text
-from anatomy.claims import MEMORISING_RISE, claims
+from anatomy.claims import MEMORISING_RISE, PARTS, claims
 from anatomy.errors import AnatomyError
+from anatomy.exams.depth import DEPTH_FOLDER
 from anatomy.report_data import (
     ReportData,
+    attention_kind,
     deep_runs,
     delta_text,
     fmt,
@@ -88,14 +92,10 @@ def ablation_section(data: ReportData) -> str:
     for part in sorted(data.ablations["part"].unique()):
         cells = [part]
         for direction in ("add", "remove"):
-            match = data.ablations[(data.ablations["part"] == part) & (data.ablations["direction"] == direction)]
-            if match.empty:
+            deltas = ablation_deltas(data, part, direction)
+            if deltas is None:
                 cells += ["not run yet", ""]
                 continue
-            entry = match.iloc[0]
-            mine = data.runs[data.runs["experiment"] == entry["experiment"]]
-            base = data.runs[data.runs["experiment"] == entry["baseline"]]
-            deltas = paired_deltas(mine, base)
             cells += [delta_text(deltas), beyond_noise(deltas, noise)]
         rows.append(cells)
     table = md_table(["part", "Δ best val, added to vanilla", "beyond seed noise?",
@@ -199,6 +199,425 @@ def costs_section(data: ReportData) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
+# Which part wins where: each part's training loss beside the exam made for it (anatomy/exams/).
+# The findings are computed as the dashboard's Exams page computes them (dashboard/views/exams.py).
+
+PART_NAMES = {"rmsnorm": "RMSNorm", "prenorm": "pre-norm", "rope": "RoPE", "gqa": "GQA", "swiglu": "SwiGLU"}
+# part -> (the exam made for it, what it measures)
+PART_EXAMS = {
+    "rmsnorm": ("wall_clock", "wall clock: the norm alone, forward + backward, hand-written vs fused"),
+    "prenorm": ("depth", "depth map: deep models without warmup, post- vs pre-norm over the learning rate"),
+    "rope": ("length", "length: loss by position, on windows longer than the training length"),
+    "gqa": ("kv_cache", "KV cache: bytes per token, generation with and without the cache"),
+    "swiglu": ("wall_clock", "wall clock: the FFN alone, forward + backward, hand-written vs fused"),
+}
+# wall_clock variants by the names the text gives them
+VARIANT_NAMES = {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm", "gelu": "GELU FFN", "swiglu": "SwiGLU FFN"}
+FRACTIONS = {1 / 2: "half", 1 / 4: "a quarter", 1 / 8: "an eighth"}
+ATTENTION_ORDER = ("MHA", "GQA", "MQA")  # most KV heads first
+
+
+def not_measured(exam: str) -> str:
+    return f"not measured yet: run `snakemake --cores 1 exams` (or `python -m anatomy exam {exam}`)"
+
+
+def seed_list(deltas: pd.Series) -> str:
+    """Per-seed differences, seeds as the report lists them (42 / 7)."""
+    ordered = deltas.sort_index(ascending=False)
+    seeds = " / ".join(str(int(seed)) for seed in ordered.index)
+    return f"{' / '.join(fmt(v, sign=True) for v in ordered)} (seed{'s' if len(ordered) > 1 else ''} {seeds})"
+
+
+def ablation_deltas(data: ReportData, part: str, direction: str) -> pd.Series | None:
+    """The ablation's best val minus its baseline's, seed by seed; None if it was not trained."""
+    match = data.ablations[(data.ablations["part"] == part) & (data.ablations["direction"] == direction)]
+    if match.empty:
+        return None
+    entry = match.iloc[0]
+    return paired_deltas(data.runs[data.runs["experiment"] == entry["experiment"]],
+                         data.runs[data.runs["experiment"] == entry["baseline"]])
+
+
+def training_loss_text(data: ReportData, part: str) -> str:
+    """What the ablations say: the change in best val, the part added to vanilla and removed from llama."""
+    said = []
+    for direction, words in (("add", "added to vanilla"), ("remove", "removed from llama")):
+        deltas = ablation_deltas(data, part, direction)
+        said.append(f"{words}: not trained yet" if deltas is None or deltas.empty else f"{words} {seed_list(deltas)}")
+    return "; ".join(said)
+
+
+def training_loss_verdict(data: ReportData, part: str) -> str:
+    """Whether the part moves best val beyond the seed noise, added and removed, with two seeds each."""
+    noise = headline_noise(data)
+    helps = []
+    for direction in ("add", "remove"):
+        deltas = ablation_deltas(data, part, direction)
+        if deltas is None or len(deltas) < 2 or math.isnan(noise):
+            return "the training loss does not tell yet (not measured both ways with two seeds)"
+        helps.append(-deltas if direction == "add" else deltas)  # positive: the part lowers the loss
+    if all((gain > noise).all() for gain in helps):
+        return "in the training loss it lowers best val beyond seed noise, added and removed"
+    if all((gain < -noise).all() for gain in helps):
+        return "in the training loss it raises best val beyond seed noise, added and removed"
+    return "in the training loss it does not move best val beyond seed noise both ways"
+
+
+# The wall clock (RMSNorm, SwiGLU)
+
+
+def wall_clock_times(data: ReportData, part: str) -> pd.DataFrame:
+    """Per variant of one part: manual and fused median ms (NaN where not timed) and the shape."""
+    rows = data.exams.wall_clock[data.exams.wall_clock["part"] == part]
+    if rows.empty:
+        return pd.DataFrame(columns=["manual", "fused", "shape"])
+    times = rows.pivot_table(index="variant", columns="impl", values="median_ms").reindex(columns=["manual", "fused"])
+    return times.join(rows.groupby("variant")["shape"].first())
+
+
+def impl_text(times: pd.DataFrame, variant: str) -> str:
+    name = VARIANT_NAMES.get(variant, variant)
+    if variant not in times.index:
+        return f"{name} not timed yet"
+    manual, fused = times.loc[variant, "manual"], times.loc[variant, "fused"]
+    if math.isnan(manual) or math.isnan(fused):
+        impl, ms = ("manual", manual) if math.isnan(fused) else ("fused", fused)
+        return f"{name} {ms:.3f} ms ({impl} only)"
+    return f"{name} hand-written {manual:.3f} ms vs fused {fused:.3f} ms ({manual / fused:.1f}x)"
+
+
+def wall_clock_text(data: ReportData, part: str, mine: str, other: str) -> str:
+    times = wall_clock_times(data, part)
+    if times.empty:
+        return not_measured("wall_clock")
+    shape = times["shape"].dropna().iloc[0]
+    return f"{impl_text(times, mine)}; {impl_text(times, other)} (forward + backward on {shape})"
+
+
+def wall_clock_finding(data: ReportData, part: str, mine: str, other: str) -> str | None:
+    """Mine against the other variant (fused, and hand-written), and what writing mine by hand costs."""
+    times = wall_clock_times(data, part)
+    if mine not in times.index or other not in times.index:
+        return None
+    fused, manual = (times.loc[mine, impl] / times.loc[other, impl] for impl in ("fused", "manual"))
+    name, other_name = VARIANT_NAMES[mine], VARIANT_NAMES[other]
+    if math.isnan(fused) and math.isnan(manual):
+        return None
+    if math.isnan(fused):
+        return f"on the wall clock, hand-written {name} takes {manual:.2f}x the {other_name}'s time"
+    sentence = f"on the wall clock, fused {name} takes {fused:.2f}x the {other_name}'s time"
+    if not math.isnan(manual):
+        sentence += f" (hand-written {manual:.2f}x)"
+    by_hand = times.loc[mine, "manual"] / times.loc[mine, "fused"]
+    if not math.isnan(by_hand):
+        sentence += f", and written by hand {by_hand:.1f}x its own fused time"
+    return sentence
+
+
+# The depth map (pre-norm)
+
+
+def stability_text(stability: pd.DataFrame) -> str:
+    """Post-norm still trains up to lr A (fails from B), pre-norm up to lr C."""
+    clauses = []
+    for norm_pos in ("post", "pre"):
+        row = stability[stability["norm_pos"] == norm_pos]
+        if row.empty:
+            clauses.append(f"{norm_pos}-norm: no cell yet")
+            continue
+        row = row.iloc[0]
+        if pd.isna(row["max_trained_lr"]):
+            clauses.append(f"{norm_pos}-norm trains at none of the {int(row['cells'])} learning rates tried")
+            continue
+        failed = f" (fails from {row['min_failed_lr']:g})" if pd.notna(row["min_failed_lr"]) else ""
+        clauses.append(f"{norm_pos}-norm trains up to lr {row['max_trained_lr']:g}{failed}")
+    return ", ".join(clauses)
+
+
+def telling_lr(depth: pd.DataFrame) -> float | None:
+    """The learning rate whose gradient norms say the most: the largest at which post-norm failed
+    and pre-norm has a cell, preferring one where pre-norm trained; None if post-norm never failed."""
+    post = depth[(depth["norm_pos"] == "post") & ~depth["trained"]].set_index("lr")
+    pre = depth[depth["norm_pos"] == "pre"].set_index("lr")
+    both = sorted(set(post.index) & set(pre.index), reverse=True)
+    pre_trained = [lr for lr in both if bool(pre.loc[lr, "trained"])]
+    return (pre_trained or both or [None])[0]
+
+
+def last_ratio(spread: pd.DataFrame, run_id: str) -> pd.Series | None:
+    """The run's last logged step with a finite first-to-last gradient-norm ratio."""
+    rows = spread[(spread["run_id"] == run_id) & spread["first_to_last"].notna()]
+    rows = rows[np.isfinite(rows["first_to_last"].astype(float)) & (rows["first_to_last"] > 0)]
+    return rows.sort_values("step").iloc[-1] if not rows.empty else None
+
+
+def gradient_text(data: ReportData) -> str | None:
+    """At the telling lr, the first block's gradient norm over the last block's, post against pre."""
+    depth = data.exams.depth
+    lr = telling_lr(depth)
+    if lr is None:
+        return None
+    said = []
+    for norm_pos in ("post", "pre"):
+        cell = depth[(depth["norm_pos"] == norm_pos) & (depth["lr"] == lr)]["cell"].iloc[0]
+        ratio = last_ratio(data.exams.grad_norm_spread, f"{DEPTH_FOLDER}/{cell}")
+        said.append(f"{norm_pos}-norm no norms logged" if ratio is None else
+                    f"{norm_pos}-norm {ratio['first_to_last']:.3g}x (step {int(ratio['step'])})")
+    return f"at lr {lr:g}, first / last block's gradient norm at the last logged step: {', '.join(said)}"
+
+
+def depth_text(data: ReportData) -> str:
+    depth = data.exams.depth
+    if depth.empty:
+        return not_measured("depth")
+    layers = "/".join(str(n) for n in sorted(depth["n_layer"].unique()))
+    said = f"{layers} layers, no warmup: {stability_text(data.exams.depth_stability)}"
+    gradients = gradient_text(data)
+    return f"{said}; {gradients}" if gradients else said
+
+
+def depth_finding(data: ReportData) -> str | None:
+    stability = data.exams.depth_stability.set_index("norm_pos")
+    if not {"post", "pre"} <= set(stability.index):
+        return None
+    post, pre = stability.loc["post", "max_trained_lr"], stability.loc["pre", "max_trained_lr"]
+    if pd.isna(pre) and pd.isna(post):
+        return "without warmup neither wiring trains at any learning rate tried"
+    if pd.isna(post):
+        return f"without warmup pre-norm trains up to lr {pre:g}, where post-norm trains at none tried"
+    if pd.isna(pre) or post > pre:
+        return "without warmup post-norm trains at a larger learning rate than pre-norm"
+    if post == pre:
+        return f"without warmup both wirings train up to the same lr, {pre:g}"
+    return f"without warmup pre-norm still trains at {pre / post:g}x the largest lr post-norm survives ({pre:g} vs {post:g})"
+
+
+# The length exam (RoPE)
+
+
+def weighted_loss(buckets: pd.DataFrame) -> float:
+    """The mean loss over these buckets' predictions (each bucket weighted by how many it has)."""
+    buckets = buckets[buckets["loss"].notna()]
+    weights = buckets["predictions"].astype(float)
+    if buckets.empty or not (weights > 0).all():
+        return float(buckets["loss"].mean()) if not buckets.empty else math.nan
+    return float((buckets["loss"] * weights).sum() / weights.sum())
+
+
+def run_length(rows: pd.DataFrame) -> dict[str, Any] | None:
+    """One run on its longest readable window: loss within the training length and at the farthest bucket."""
+    readable = rows[rows["possible"]]
+    if readable.empty:
+        return None
+    window = rows[rows["window_len"] == readable["window_len"].max()]
+    ctx_len = int(window["ctx_len"].max())
+    within = window[(window["bucket_end"] < ctx_len) & window["possible"]]
+    far = window[window["bucket_start"] == window["bucket_start"].max()].iloc[0]
+    return {"window": int(far["window_len"]), "ctx_len": ctx_len,
+            "within_span": f"0-{int(within['bucket_end'].max())}" if not within.empty else "–",
+            "within": weighted_loss(within), "far_span": f"{int(far['bucket_start'])}-{int(far['bucket_end'])}",
+            "far_start": int(far["bucket_start"]), "far": float(far["loss"]) if far["possible"] else math.nan}
+
+
+def length_by_run(data: ReportData, runs: pd.DataFrame) -> pd.DataFrame:
+    """run_length of each of these runs that was examined, with its seed, most recent seed first."""
+    found = []
+    for run in runs.sort_values("seed", ascending=False).itertuples():
+        measured = run_length(data.exams.length[data.exams.length["run_id"] == run.run_id])
+        if measured is not None:
+            found.append({"seed": int(run.seed), "experiment": run.experiment, **measured})
+    return pd.DataFrame(found)
+
+
+def length_pair_text(name: str, measured: pd.DataFrame) -> str:
+    """The far bucket's loss against the loss within the training length, seed by seed."""
+    first = measured.iloc[0]
+    if first["far_start"] < first["ctx_len"]:
+        return f"{name} read only within its training length (0-{first['ctx_len'] - 1}): {per_seed(measured, 'within')}"
+    if len(measured[["window", "far_span", "within_span"]].drop_duplicates()) > 1:  # seeds read on different windows
+        return f"{name}: " + "; ".join(
+            f"seed {r.seed}: {fmt(r.far)} at {r.far_span} of {r.window:,} vs {fmt(r.within)} at {r.within_span}"
+            for r in measured.itertuples())
+    return (f"{name}: {per_seed(measured, 'far')} at positions {first['far_span']} of {first['window']:,}-character "
+            f"windows vs {per_seed(measured, 'within')} at {first['within_span']} "
+            f"(seed{'s' if len(measured) > 1 else ''} {seeds_of(measured)})")
+
+
+def rope_runs(data: ReportData) -> pd.DataFrame:
+    """The RoPE (unbroken) runs whose length the exam read: the mini-LLaMA's if it was examined,
+    else the RoPE experiment with the most of the five parts."""
+    runs = data.runs[(data.runs["positions"] == "RoPE") & data.runs["run_id"].isin(data.exams.length["run_id"])]
+    if runs.empty:
+        return runs
+    llama = runs[(runs["group"] == "headline") & (runs["n_parts"] == 5)]
+    if not llama.empty:
+        return llama
+    return runs[runs["experiment"] == runs.sort_values("n_parts", ascending=False)["experiment"].iloc[0]]
+
+
+def run_name(runs: pd.DataFrame) -> str:
+    first = runs.iloc[0]
+    if first["group"] == "headline" and first["n_parts"] in (0, 5):
+        return "mini-LLaMA" if first["n_parts"] == 5 else "vanilla"
+    return f"`{first['experiment']}`"
+
+
+def learned_text(data: ReportData) -> str:
+    """What the length exam says of learned position tables: where they stop, and why."""
+    length = data.exams.length.merge(data.runs[["run_id", "experiment", "positions"]], on="run_id")
+    learned = length[length["positions"] == "learned positions"]
+    if learned.empty:
+        return "learned positions: not examined yet"
+    # a window with readable positions inside the table and none past it
+    readable = set(learned.loc[learned["possible"], "run_id"])
+    stopped = learned[~learned["possible"] & (learned["bucket_start"] >= learned["ctx_len"])
+                      & learned["run_id"].isin(readable)]
+    if stopped.empty:
+        return "learned positions: examined only within the training length"
+    first = stopped.iloc[0]
+    n_experiments = stopped["experiment"].nunique()
+    return (f"learned positions ({n_experiments} experiment{'s' if n_experiments > 1 else ''}): not possible past "
+            f"position "
+            f"{int(first['ctx_len']) - 1} ({first['reason']})")
+
+
+def length_text(data: ReportData) -> str:
+    if data.exams.length.empty:
+        return not_measured("length RUN_DIR")
+    rope = rope_runs(data)
+    said = [length_pair_text(f"RoPE, {run_name(rope)}", length_by_run(data, rope)) if not rope.empty
+            else "RoPE: not examined yet", learned_text(data)]
+    broken = data.runs[data.runs["positions"].str.startswith("RoPE broken")]
+    for kind, runs in broken.groupby("positions"):
+        measured = length_by_run(data, runs)
+        said.append(f"{kind}: not examined yet" if measured.empty else length_pair_text(kind, measured))
+    return "; ".join(said)
+
+
+def length_finding(data: ReportData) -> str | None:
+    rope = rope_runs(data)
+    measured = length_by_run(data, rope) if not rope.empty else pd.DataFrame()
+    if measured.empty or measured["far_start"].min() < measured["ctx_len"].max() or measured["far"].isna().any():
+        return None
+    ratio = measured["far"].mean() / measured["within"].mean()
+    sentence = (f"past its training length RoPE ({run_name(rope)}) reads on, at {ratio:.2f}x its loss within it "
+                f"(positions {measured['far_span'].iloc[0]} against {measured['within_span'].iloc[0]}, mean over seeds)")
+    if learned_text(data).startswith("learned positions ("):
+        sentence += ", where a learned position table cannot read at all"
+    return sentence
+
+
+# The KV cache (GQA)
+
+
+def bytes_per_token(data: ReportData) -> pd.DataFrame:
+    """Per attention kind: KV heads and the measured cache bytes per cached position (median over runs)."""
+    cache = data.exams.kv_cache.merge(data.runs[["run_id", "n_head"]], on="run_id")
+    if cache.empty:
+        return pd.DataFrame(columns=["attention", "n_kv_head", "measured"])
+    cache = cache.assign(attention=[attention_kind(h, kv) for h, kv in zip(cache["n_head"], cache["n_kv_head"])],
+                         measured=cache["measured_bytes"] / cache["tokens"])
+    return cache.groupby(["attention", "n_kv_head"], as_index=False)["measured"].median()
+
+
+def cache_speedup(data: ReportData) -> pd.Series | None:
+    """At the longest context timed both ways (GQA's if it was timed): cached and recomputed characters per second."""
+    timing = data.exams.kv_timing.merge(data.runs[["run_id", "n_head"]], on="run_id")
+    if timing.empty:
+        return None
+    timing = timing.assign(attention=[attention_kind(h, kv) for h, kv in zip(timing["n_head"], timing["n_kv_head"])])
+    speeds = timing.pivot_table(index=["attention", "context"], columns="cached", values="chars_per_s",
+                                aggfunc="median").reindex(columns=[True, False])
+    speeds = speeds.set_axis(["cached", "recomputed"], axis=1).dropna().reset_index()
+    if speeds.empty:
+        return None
+    kind = "GQA" if (speeds["attention"] == "GQA").any() else speeds["attention"].iloc[0]
+    return speeds[speeds["attention"] == kind].sort_values("context").iloc[-1]
+
+
+def gib(n_bytes: float) -> str:
+    value = n_bytes / 2**30
+    return f"{value:,.0f} GiB" if value >= 10 else f"{value:.3g} GiB"
+
+
+def mqa_text(data: ReportData) -> str:
+    """MQA's best val against the mini-LLaMA's (GQA), seed by seed."""
+    mqa = data.runs[(data.runs["group"] == "break") & (data.runs["n_kv_head"] == 1)]
+    llama = headline_of(data, "llama")
+    deltas = paired_deltas(mqa, llama)
+    if mqa.empty or llama.empty or deltas.empty:
+        return "MQA's best val vs the mini-LLaMA's: not trained yet"
+    return f"MQA's best val vs the mini-LLaMA's {seed_list(deltas)}"
+
+
+def kv_cache_text(data: ReportData) -> str:
+    exams = data.exams
+    if exams.kv_cache.empty and exams.kv_timing.empty:
+        return f"{not_measured('kv_cache RUN_DIR')}; {mqa_text(data)}"
+    kinds = bytes_per_token(data).set_index("attention")
+    sizes = [f"{kind} ({int(kinds.loc[kind, 'n_kv_head'])} KV heads) {kinds.loc[kind, 'measured']:,.0f}"
+             if kind in kinds.index else f"{kind} not measured yet" for kind in ATTENTION_ORDER]
+    said = ["cache bytes per token, measured: " + ", ".join(sizes) if not kinds.empty
+            else "cache bytes: not measured yet"]
+    speed = cache_speedup(data)
+    said.append("generation not timed both ways yet" if speed is None else
+                f"at {int(speed['context']):,} characters of context the cache makes {speed['attention']} generation "
+                f"{speed['cached'] / speed['recomputed']:.1f}x faster ({speed['cached']:,.1f} vs {speed['recomputed']:,.1f} characters/s)")
+    if not exams.kv_scale.empty:
+        scale = exams.kv_scale
+        said.append(f"at LLaMA scale ({int(scale['tokens'].iloc[0]):,} tokens) "
+                    + " vs ".join(f"{gib(row.bytes)} for {row.name}" for row in scale.itertuples()))
+    return "; ".join(said + [mqa_text(data)])
+
+
+def fraction_words(ratio: float) -> str:
+    for fraction, words in FRACTIONS.items():
+        if math.isclose(ratio, fraction, rel_tol=1e-6):
+            return words
+    return f"{ratio:.2f}x"
+
+
+def kv_cache_finding(data: ReportData) -> str | None:
+    kinds = bytes_per_token(data).set_index("attention")
+    said = []
+    if {"MHA", "GQA"} <= set(kinds.index):
+        said.append(f"GQA's cache is {fraction_words(kinds.loc['GQA', 'measured'] / kinds.loc['MHA', 'measured'])} "
+                    "of MHA's per token")
+    speed = cache_speedup(data)
+    if speed is not None:
+        said.append(f"the cache it shrinks makes generation {speed['cached'] / speed['recomputed']:.1f}x faster at "
+                    f"{int(speed['context']):,} characters of context")
+    return " and ".join(said) or None
+
+
+def exam_rows(data: ReportData) -> dict[str, tuple[str, str | None]]:
+    """Per part: what its exam shows (the table's cell) and its finding (a clause, None when unmeasured)."""
+    return {
+        "rmsnorm": (wall_clock_text(data, "norm", "rmsnorm", "layernorm"),
+                    wall_clock_finding(data, "norm", "rmsnorm", "layernorm")),
+        "prenorm": (depth_text(data), depth_finding(data)),
+        "rope": (length_text(data), length_finding(data)),
+        "gqa": (kv_cache_text(data), kv_cache_finding(data)),
+        "swiglu": (wall_clock_text(data, "ffn", "swiglu", "gelu"), wall_clock_finding(data, "ffn", "swiglu", "gelu")),
+    }
+
+
+def exams_section(data: ReportData) -> str:
+    """One row per part: the training loss's verdict beside the exam made for it."""
+    shown = exam_rows(data)
+    rows = [[PART_NAMES[part], training_loss_text(data, part),
+             f"{PART_EXAMS[part][1]} (`exam {PART_EXAMS[part][0]}`)", shown[part][0]] for part in PARTS]
+    table = md_table(["part", "what the training loss says (Δ best val)", "the exam made for it",
+                      "what the exam shows"], rows)
+    sentences = []
+    for part in PARTS:
+        finding = shown[part][1] or f"its exam ({PART_EXAMS[part][0]}) is not measured yet"
+        sentences.append(f"**{PART_NAMES[part]}**: {training_loss_verdict(data, part)}; {finding}.")
+    return (f"{table}\n\nΔ best val: the ablation minus its baseline, seed by seed (negative: lower loss). "
+            + " ".join(sentences))
+
+
+# ---------------------------------------------------------------------------------------------
 # Figures: the dashboard's own charts, saved as PNG (Altair saves through vl-convert)
 
 
@@ -233,6 +652,45 @@ def figure_charts(data: ReportData) -> dict[str, Any]:
         deltas = analysis.versus_reference(data.runs, list(dict.fromkeys(breaks["experiment"])), llama_name.iloc[0])
         if not deltas.empty:
             drawn["breaks"] = charts.delta_chart(deltas, llama_name.iloc[0]).properties(width=680)
+    return {**drawn, **exam_charts(data)}
+
+
+def length_curves(data: ReportData) -> pd.DataFrame:
+    """The length chart's lines (dashboard.charts.length_chart): per experiment and position bucket
+    of each run's longest readable window, the loss, mean over seeds. Featured (bold): the headline
+    models and the RoPE experiments."""
+    length = data.exams.length.merge(data.runs[["run_id", "experiment", "group", "part", "positions"]], on="run_id")
+    readable = length[length["possible"]].groupby("run_id")["window_len"].max()
+    longest = length[length["window_len"] == length["run_id"].map(readable)]
+    longest = longest.assign(featured=(longest["group"] == "headline") | (longest["part"] == "rope"))
+    curves = longest.groupby(["experiment", "positions", "bucket_start", "bucket_end"], as_index=False).agg(
+        loss=("loss", "mean"), runs=("run_id", "nunique"), ctx_len=("ctx_len", "max"), featured=("featured", "any"))
+    return curves.assign(position=(curves["bucket_start"] + curves["bucket_end"]) / 2)
+
+
+def depth_cells(depth: pd.DataFrame) -> pd.DataFrame:
+    """The stability map's cells (dashboard.charts.stability_map): what became of each run, and its label."""
+    state = np.select([depth["status"] == "running", depth["diverged"], depth["trained"]],
+                      ["running", "diverged", "trained"], "did not learn")
+    text = ["running" if s == "running" else
+            f"diverged @ {int(step)}" if s == "diverged" and pd.notna(step) else
+            "diverged" if s == "diverged" else
+            f"best val {best:.3f}" if pd.notna(best) and math.isfinite(best) else "no val"
+            for s, step, best in zip(state, depth["diverged_step"], depth["best_val_loss"])]
+    return depth.assign(state=state, text=text, lr_label=[f"{lr:g}" for lr in depth["lr"]])
+
+
+def exam_charts(data: ReportData) -> dict[str, Any]:
+    """The exams' figures whose data exist: RoPE's loss by position and pre-norm's stability map."""
+    from dashboard import charts
+
+    drawn: dict[str, Any] = {}
+    curves = length_curves(data)
+    if not curves.empty:
+        ctx_lens = curves["ctx_len"].unique()
+        drawn["length"] = charts.length_chart(curves, ctx_lens[0] if len(ctx_lens) == 1 else None).properties(width=760)
+    if not data.exams.depth.empty:
+        drawn["stability"] = charts.stability_map(depth_cells(data.exams.depth)).properties(width=680)
     return drawn
 
 
@@ -250,6 +708,8 @@ FIGURE_TITLES = {
     "ablations": "Each part's gain in best val, added to vanilla and removed from the mini-LLaMA",
     "depth": "12 layers without warmup: post-norm vs pre-norm",
     "breaks": "Break tests: best val minus the mini-LLaMA's",
+    "length": "RoPE's exam: loss by position, past the training length (dashed line)",
+    "stability": "Pre-norm's exam: which deep models train without warmup, by learning rate",
 }
 
 
@@ -286,6 +746,10 @@ def render(data: ReportData, figure_names: list[str], image_prefix: str = "", co
         "### Break tests",
         "",
         break_section(data) + figure("depth") + figure("breaks"),
+        "",
+        "### Which part wins where",
+        "",
+        exams_section(data) + figure("length") + figure("stability"),
         "",
         "### The overfitting turn of every experiment",
         "",
@@ -333,7 +797,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--db", type=Path, help="a results database (default: results/anatomy.duckdb)")
     source.add_argument("--runs", type=Path,
-                        help="a folder of run folders to collect first, e.g. results/reference/runs")
+                        help="a folder of run folders to collect first, e.g. results/reference/runs "
+                             "(with the benchmarks/ and exams/ folders beside it, if any)")
     parser.add_argument("--provenance", type=Path, default=None,
                         help="grid.json of shipped runs, for the costs section "
                              "(default: the one beside --runs, if any)")

@@ -1,8 +1,9 @@
 """What the report reads from a results database, and the roles the runs play.
 
 `anatomy report` and `anatomy.claims` both work on a `ReportData`: the database's summary views
-as DataFrames, each run with its model settings. The roles (the 2017 model, the mini-LLaMA, the
-deep pair) are recognised from those settings, so they hold for any experiment names.
+as DataFrames, each run with its model settings, and the exam tables (`ExamTables`). The roles
+(the 2017 model, the mini-LLaMA, the deep pair, how a model knows positions, how many KV heads
+it shares) are recognised from those settings, so they hold for any experiment names.
 """
 
 from __future__ import annotations
@@ -29,6 +30,35 @@ MODEL_FIELDS = {field.name for field in dataclasses.fields(ModelConfig)}
 
 
 @dataclass
+class ExamTables:
+    """The exam tables of anatomy/schema.sql (section "The exams"), each as it is in the database."""
+
+    length: pd.DataFrame  # exam_length: loss by position, per run (RoPE's exam)
+    kv_cache: pd.DataFrame  # exam_kv_cache: the cache's bytes, per run (GQA's exam)
+    kv_timing: pd.DataFrame  # exam_kv_timing: generation speed with and without the cache
+    kv_scale: pd.DataFrame  # exam_kv_scale: the cache at LLaMA scale, by the formula
+    depth: pd.DataFrame  # exam_depth: the stability map's cells (pre-norm's exam)
+    depth_stability: pd.DataFrame  # the depth_stability view: largest lr that trains, per wiring
+    grad_norm_spread: pd.DataFrame  # the grad_norm_spread view: first / last block's gradient norm
+    wall_clock: pd.DataFrame  # exam_wall_clock: each part alone, manual against fused
+
+
+# ExamTables field -> the query that fills it
+EXAM_QUERIES = {
+    "length": "SELECT * FROM exam_length ORDER BY run_id, window_len, bucket_start",
+    "kv_cache": "SELECT * FROM exam_kv_cache ORDER BY n_kv_head DESC, run_id, tokens",
+    "kv_timing": "SELECT * FROM exam_kv_timing ORDER BY n_kv_head DESC, run_id, context, cached",
+    "kv_scale": "SELECT * FROM exam_kv_scale ORDER BY bytes DESC",
+    "depth": "SELECT * FROM exam_depth ORDER BY norm_pos, lr",
+    "depth_stability": "SELECT * FROM depth_stability ORDER BY norm_pos",
+    "grad_norm_spread": "SELECT * FROM grad_norm_spread ORDER BY run_id, step",
+    "wall_clock": "SELECT * FROM exam_wall_clock ORDER BY part, variant, impl",
+}
+EXAM_SOURCES = ("exam_length", "exam_kv_cache", "exam_kv_timing", "exam_kv_scale", "exam_depth", "depth_stability",
+                "grad_norm_spread", "exam_wall_clock")
+
+
+@dataclass
 class ReportData:
     runs: pd.DataFrame  # run_summary, one row per run, plus the model settings the roles need
     experiments: pd.DataFrame  # experiment_summary
@@ -36,6 +66,7 @@ class ReportData:
     metrics: pd.DataFrame  # every evaluation, with the run's label
     memorisation: pd.DataFrame  # sample_memorisation: copied share of each measured sample
     provenance: dict[str, Any] | None  # grid.json of shipped reference results, if any
+    exams: ExamTables
 
 
 def llama_parts(cfg: ModelConfig) -> list[str]:
@@ -43,6 +74,23 @@ def llama_parts(cfg: ModelConfig) -> list[str]:
     has = {"rmsnorm": cfg.norm_type == "rmsnorm", "prenorm": cfg.norm_pos == "pre", "rope": cfg.pos_type == "rope",
            "gqa": cfg.n_kv_head < cfg.n_head, "swiglu": cfg.ffn_type == "swiglu"}
     return [part for part, present in has.items() if present]
+
+
+def position_kind(pos_type: str, rope_break: str | None) -> str:
+    """How a model knows positions: RoPE, a broken RoPE, or a learned table (the names the
+    dashboard's length chart colours)."""
+    if pos_type != "rope":
+        return "learned positions"
+    if rope_break and rope_break != "none":
+        return "RoPE broken: " + str(rope_break).replace("_", " ")
+    return "RoPE"
+
+
+def attention_kind(n_head: int, n_kv_head: int) -> str:
+    """MHA (a KV head per query head), MQA (one for all) or GQA (groups in between)."""
+    if n_kv_head >= n_head:
+        return "MHA"
+    return "MQA" if n_kv_head == 1 else "GQA"
 
 
 def _model_settings(config_json: str) -> dict[str, Any]:
@@ -59,6 +107,11 @@ def load(db_path: Path, provenance: dict[str, Any] | None = None) -> ReportData:
         raise AnatomyError(f"--db {db_path}: no such database (make one with `python -m anatomy collect`)")
     try:
         with duckdb.connect(str(db_path), read_only=True) as con:
+            found = {row[0] for row in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+            if missing := [name for name in EXAM_SOURCES if name not in found]:
+                raise AnatomyError(f"--db {db_path}: collected before the exams existed (no {', '.join(missing[:3])}"
+                                   f"{', ...' if len(missing) > 3 else ''}): collect it again with "
+                                   "`python -m anatomy collect`")
             runs = con.execute("""
                 SELECT s.*, r.config, m.train_loss AS train_at_best
                 FROM run_summary s JOIN runs r USING (run_id)
@@ -68,14 +121,17 @@ def load(db_path: Path, provenance: dict[str, Any] | None = None) -> ReportData:
             ablations = con.execute("SELECT * FROM ablation_summary ORDER BY part, direction").df()
             memorisation = con.execute("SELECT * FROM sample_memorisation ORDER BY run_id, sample_idx").df()
             metrics = con.execute("SELECT * FROM metrics ORDER BY run_id, step").df()
+            exams = ExamTables(**{name: con.execute(sql).df() for name, sql in EXAM_QUERIES.items()})
     except duckdb.Error as err:
         raise AnatomyError(f"--db {db_path}: not a results database of this project ({type(err).__name__}: "
                            f"{str(err).splitlines()[0]})") from None
     settings = pd.DataFrame([_model_settings(c) for c in runs.pop("config")], index=runs.index)
     runs = pd.concat([runs, settings], axis=1)
     runs["label"] = [f"{e} · seed {s}" for e, s in zip(runs["experiment"], runs["seed"])]
+    runs["positions"] = [position_kind(p, b) for p, b in zip(runs["pos_type"], runs["rope_break"])]
+    runs["attention"] = [attention_kind(h, kv) for h, kv in zip(runs["n_head"], runs["n_kv_head"])]
     metrics = metrics.merge(runs[["run_id", "label", "experiment", "seed", "status"]], on="run_id")
-    return ReportData(runs, experiments, ablations, metrics, memorisation, provenance)
+    return ReportData(runs, experiments, ablations, metrics, memorisation, provenance, exams)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -165,11 +221,14 @@ def read_provenance(path: Path | None) -> dict[str, Any] | None:
 
 
 def load_runs(runs_root: Path, provenance: dict[str, Any] | None) -> ReportData:
-    """Collect a folder of run folders (and its benchmarks beside it) into a temporary database."""
+    """Collect a folder of run folders into a temporary database, with the benchmarks and the
+    exams of no one run (the depth map, the wall clock) from the folders beside it, if any:
+    results/reference/exams for the shipped runs, as results/exams for the grid's own."""
     from anatomy.results import collect
 
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "report.duckdb"
-        benchmarks = runs_root.parent / "benchmarks"
-        collect(runs_root, db, None, benchmarks if benchmarks.is_dir() else None, allow_empty=True)
+        benchmarks, exams = runs_root.parent / "benchmarks", runs_root.parent / "exams"
+        collect(runs_root, db, None, benchmarks if benchmarks.is_dir() else None, allow_empty=True,
+                exams_root=exams if exams.is_dir() else None)
         return load(db, provenance)
