@@ -243,7 +243,12 @@ def training_loss_text(data: ReportData, part: str) -> str:
     said = []
     for direction, words in (("add", "added to vanilla"), ("remove", "removed from llama")):
         deltas = ablation_deltas(data, part, direction)
-        said.append(f"{words}: not trained yet" if deltas is None or deltas.empty else f"{words} {seed_list(deltas)}")
+        if deltas is None:
+            said.append(f"{words}: not trained yet")
+        elif deltas.empty:  # still training, or no seed that its baseline has
+            said.append(f"{words}: no best val to pair with the baseline's yet")
+        else:
+            said.append(f"{words} {seed_list(deltas)}")
     return "; ".join(said)
 
 
@@ -337,10 +342,9 @@ def stability_text(stability: pd.DataFrame) -> str:
 def telling_lr(depth: pd.DataFrame) -> float | None:
     """The learning rate whose gradient norms say the most: the largest at which post-norm failed
     and pre-norm has a cell, preferring one where pre-norm trained; None if post-norm never failed."""
-    post = depth[(depth["norm_pos"] == "post") & ~depth["trained"]].set_index("lr")
-    pre = depth[depth["norm_pos"] == "pre"].set_index("lr")
-    both = sorted(set(post.index) & set(pre.index), reverse=True)
-    pre_trained = [lr for lr in both if bool(pre.loc[lr, "trained"])]
+    post, pre = depth["norm_pos"] == "post", depth["norm_pos"] == "pre"
+    both = sorted(set(depth.loc[post & ~depth["trained"], "lr"]) & set(depth.loc[pre, "lr"]), reverse=True)
+    pre_trained = [lr for lr in both if lr in set(depth.loc[pre & depth["trained"], "lr"])]
     return (pre_trained or both or [None])[0]
 
 
@@ -445,14 +449,13 @@ def length_pair_text(name: str, measured: pd.DataFrame) -> str:
 
 def rope_runs(data: ReportData) -> pd.DataFrame:
     """The RoPE (unbroken) runs whose length the exam read: the mini-LLaMA's if it was examined,
-    else the RoPE experiment with the most of the five parts."""
+    else the RoPE experiment with the most of the five parts (an ablation before a break test)."""
     runs = data.runs[(data.runs["positions"] == "RoPE") & data.runs["run_id"].isin(data.exams.length["run_id"])]
     if runs.empty:
         return runs
-    llama = runs[(runs["group"] == "headline") & (runs["n_parts"] == 5)]
-    if not llama.empty:
-        return llama
-    return runs[runs["experiment"] == runs.sort_values("n_parts", ascending=False)["experiment"].iloc[0]]
+    rank = runs.assign(group_rank=runs["group"].map({"headline": 0, "ablation": 1}).fillna(2))
+    chosen = rank.sort_values(["n_parts", "group_rank"], ascending=[False, True], kind="stable")["experiment"].iloc[0]
+    return runs[runs["experiment"] == chosen]
 
 
 def run_name(runs: pd.DataFrame) -> str:
@@ -550,12 +553,16 @@ def mqa_text(data: ReportData) -> str:
     return f"MQA's best val vs the mini-LLaMA's {seed_list(deltas)}"
 
 
+def kv_heads(n: int) -> str:
+    return f"{n} KV head{'s' if n != 1 else ''}"
+
+
 def kv_cache_text(data: ReportData) -> str:
     exams = data.exams
     if exams.kv_cache.empty and exams.kv_timing.empty:
         return f"{not_measured('kv_cache RUN_DIR')}; {mqa_text(data)}"
     kinds = bytes_per_token(data).set_index("attention")
-    sizes = [f"{kind} ({int(kinds.loc[kind, 'n_kv_head'])} KV heads) {kinds.loc[kind, 'measured']:,.0f}"
+    sizes = [f"{kind} ({kv_heads(int(kinds.loc[kind, 'n_kv_head']))}) {kinds.loc[kind, 'measured']:,.0f}"
              if kind in kinds.index else f"{kind} not measured yet" for kind in ATTENTION_ORDER]
     said = ["cache bytes per token, measured: " + ", ".join(sizes) if not kinds.empty
             else "cache bytes: not measured yet"]

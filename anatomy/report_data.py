@@ -125,7 +125,9 @@ def load(db_path: Path, provenance: dict[str, Any] | None = None) -> ReportData:
     except duckdb.Error as err:
         raise AnatomyError(f"--db {db_path}: not a results database of this project ({type(err).__name__}: "
                            f"{str(err).splitlines()[0]})") from None
-    settings = pd.DataFrame([_model_settings(c) for c in runs.pop("config")], index=runs.index)
+    # the columns named even with no runs, so a database of none still reads as one
+    settings = pd.DataFrame([_model_settings(c) for c in runs.pop("config")], index=runs.index,
+                            columns=list(_model_settings("{}")))
     runs = pd.concat([runs, settings], axis=1)
     runs["label"] = [f"{e} · seed {s}" for e, s in zip(runs["experiment"], runs["seed"])]
     runs["positions"] = [position_kind(p, b) for p, b in zip(runs["pos_type"], runs["rope_break"])]

@@ -251,6 +251,22 @@ def test_exams_in_part_say_what_is_missing(tmp_path):
     assert set(report.exam_charts(data)) == {"length", "stability"}
 
 
+def test_the_exams_of_no_run_report_without_any_runs(tmp_path):
+    # the depth map and the wall clock need no grid run: `collect --allow-empty --exams results/exams`
+    (tmp_path / "runs").mkdir()
+    db = tmp_path / "anatomy.duckdb"
+    collect(tmp_path / "runs", db, allow_empty=True)
+    insert(db, "exam_wall_clock", WALL_CLOCK)
+    insert(db, "exam_depth", DEPTH)
+    text = report.render(load(db), [])
+    table = exam_table(text)
+    assert table["SwiGLU"][2].startswith("SwiGLU FFN hand-written 1.500 ms vs fused 1.200 ms (1.2x)")
+    # no gradient norms logged for the cells
+    assert table["pre-norm"][2].endswith("post-norm no norms logged, pre-norm no norms logged")
+    assert table["RoPE"][2].startswith("not measured yet")
+    assert_no_nan(text)
+
+
 def test_a_database_from_before_the_exams_asks_to_collect_again(tmp_path):
     write_grid(tmp_path / "runs")
     db = tmp_path / "anatomy.duckdb"
