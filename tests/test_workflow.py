@@ -134,11 +134,29 @@ def test_default_grid_plans_every_run_once(workdir):
     output = result.stdout + result.stderr
     runs = len(DEFAULT_GRID) * len(SEEDS)
     assert job_counts(output) == {"extract_corpus": 1, "tokenize_corpus": 1, "train_model": runs,
-                                  "generate_samples": runs, "collect_results": 1, "all": 1}
+                                  "generate_samples": runs, "collect_results": 1, "all": 1, **EXAM_JOBS}
     assert set(train_commands(output)) == expected_runs(DEFAULT_GRID)
     # every training job is benchmarked where the collecting step looks for it
     benchmarks = set(re.findall(r"benchmark: results/benchmarks/train_model/(\w+)/seed(\d+)\.tsv", output))
     assert {(name, int(seed)) for name, seed in benchmarks} == expected_runs(DEFAULT_GRID)
+
+
+# every run's length exam; the cache of MHA, GQA and MQA for each seed; 2 wirings x 4 lr; one wall clock
+EXAM_JOBS = {"exam_length": len(DEFAULT_GRID) * len(SEEDS), "exam_kv_cache": 3 * len(SEEDS), "exam_depth_cell": 8,
+             "exam_wall_clock": 1}
+
+
+def test_the_exams_target_plans_every_exam_with_the_configs_settings(workdir):
+    output = snakemake(workdir, "-n", "-p", "exams").stdout
+    counts = job_counts(output)
+    assert {name: counts[name] for name in EXAM_JOBS} == EXAM_JOBS
+    depth = re.findall(r"python -m anatomy exam depth .*--norm-pos (\w+) --lr (\S+) --steps 300 --seed 42", output)
+    assert sorted(depth) == sorted((wiring, lr) for wiring in ("post", "pre")
+                                   for lr in ("0.0003", "0.001", "0.003", "0.01"))
+    assert "exam length results/runs/vanilla/seed7 --checkpoint best --data results/corpus --windows 128 256 512 1024" in output
+    kv = set(re.findall(r"exam kv_cache results/runs/(\w+)/seed(\d+) --contexts 128 512 2048", output))
+    assert kv == {(name, seed) for name in ("llama_minus_gqa", "llama", "mqa") for seed in ("42", "7")}
+    assert "--exams results/exams" in output  # collect reads the exams of no one run
 
 
 @pytest.mark.parametrize("target", sorted(TARGET_GROUPS))
@@ -648,7 +666,15 @@ def read_database(path: Path) -> dict:
             "samples": db.sql("SELECT run_id, prefix, temperature, checkpoint, chars FROM samples").fetchall(),
             "benchmarks": db.sql("SELECT run_id FROM benchmarks WHERE rule = 'train_model'").fetchall(),
             "summary": db.sql("SELECT experiment FROM experiment_summary").fetchall(),
+            "exams": {table: db.sql(f"SELECT count(*) FROM {table}").fetchone()[0] for table in EXAM_TABLES},
+            "length_runs": db.sql("SELECT DISTINCT run_id FROM exam_length").fetchall(),
+            "kv_runs": db.sql("SELECT DISTINCT run_id FROM exam_kv_cache").fetchall(),
+            "depth_cells": db.sql("SELECT norm_pos, lr FROM exam_depth").fetchall(),
         }
+
+
+EXAM_TABLES = ("exam_length", "exam_kv_cache", "exam_kv_timing", "exam_kv_scale", "exam_depth", "grad_norms",
+               "exam_wall_clock")
 
 
 @pytest.mark.slow
@@ -703,12 +729,22 @@ def test_quick_grid_end_to_end(tmp_path):
     summary = json.loads((tmp_path / "results" / "results.json").read_text(encoding="utf-8"))
     assert len(summary["run_summary"]) == len(everything)
     assert {row["experiment"] for row in summary["experiment_summary"]} == set(grid_groups)
+    # the exams are part of `all`: every exam table is filled, for every run and every cell
+    assert all(found["exams"].values()), found["exams"]
+    # (for this grid's seeds: the seed-7 headline runs came from the `headline` target alone)
+    assert {run_id for (run_id,) in found["length_runs"]} == {f"{name}/seed42" for name in grid_groups}
+    assert {run_id for (run_id,) in found["kv_runs"]} == {"llama_minus_gqa/seed42", "mqa/seed42", "llama/seed42"}
+    assert sorted(found["depth_cells"]) == [("post", 3.0e-4), ("post", 1.0e-2), ("pre", 3.0e-4), ("pre", 1.0e-2)]
 
     plan = snakemake(tmp_path, "-n", *grid)
+    assert "Nothing to be done" in plan.stdout + plan.stderr
+    plan = snakemake(tmp_path, "-n", "exams", *grid)
     assert "Nothing to be done" in plan.stdout + plan.stderr
     changed = tmp_path / "changed.yaml"
     changed.write_text("experiments:\n  mqa:\n    train: {lr: 1.0e-3}\n", encoding="utf-8")
     plan = snakemake(tmp_path, "-n", "-p", "--configfile", str(WORKFLOW / "quick.yaml"), str(diverging),
                      str(changed), "--config", "seeds=[42]")
-    assert job_counts(plan.stdout) == {"train_model": 1, "generate_samples": 1, "collect_results": 1, "all": 1}
+    # its run, and the exams that read the run
+    assert job_counts(plan.stdout) == {"train_model": 1, "generate_samples": 1, "exam_length": 1, "exam_kv_cache": 1,
+                                       "collect_results": 1, "all": 1}
     assert set(train_commands(plan.stdout)) == {("mqa", 42)}

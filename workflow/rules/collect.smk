@@ -1,6 +1,6 @@
 """Collect every finished run into the database: the only step that writes it.
 
-`collect_results` needs the whole grid. Each named target has its own copy of the rule that
+`collect_results` needs the whole grid and every exam. Each named target has its own copy of the rule that
 needs only that target's runs, so `snakemake headline` also leaves a database (holding every
 run finished so far). A plain request for the database means the whole grid (ruleorder).
 """
@@ -9,6 +9,7 @@ run finished so far). A plain request for the database means the whole grid (rul
 rule collect_results:
     input:
         run_outputs(EXPERIMENTS),
+        exam_outputs(EXPERIMENTS),
     output:
         db="results/anatomy.duckdb",
         json="results/results.json",
@@ -16,7 +17,7 @@ rule collect_results:
         "results/logs/collect_results.log",
     shell:
         "python -m anatomy collect --runs results/runs --db {output.db} --json {output.json}"
-        " --benchmarks results/benchmarks > {log} 2>&1"
+        " --benchmarks results/benchmarks --exams results/exams > {log} 2>&1"
 
 
 use rule collect_results as collect_headline with:

@@ -1,0 +1,129 @@
+"""The exams (anatomy/exams/): each part tested where it is made to pay. `snakemake exams`.
+
+This file is also the worked example of adding an experiment as a rule, beside the YAML-entry
+way of workflow/experiments.yaml: a rule names the file it makes, what it needs, and the one
+command that makes it. Snakemake then runs it for every file a target asks for.
+
+    length      every run's best weights on windows up to 8x the training length   (RoPE)
+    kv_cache    cache bytes and generation time of MHA, GQA and MQA runs              (GQA)
+    depth       a map of 12-layer runs without warmup: wiring x learning rate         (pre-norm)
+    wall_clock  each part alone, forward + backward, hand-written against fused      (pitfall 4)
+"""
+
+EXAMS = config["exams"]
+
+
+def words(values):
+    """A list from the config as command-line words: [128, 256] -> "128 256"."""
+    return " ".join(command_value(value) for value in values)
+
+
+def exam_outputs(experiment_names):
+    """Every exam result the workflow makes for these experiments, plus the exams of no one run."""
+    outputs = expand("results/runs/{experiment}/seed{seed}/exams/length.json", experiment=experiment_names, seed=SEEDS)
+    outputs += expand(
+        "results/runs/{experiment}/seed{seed}/exams/kv_cache.json",
+        experiment=[name for name in EXAMS["kv_cache"]["experiments"] if name in experiment_names],
+        seed=SEEDS,
+    )
+    outputs += expand("results/exams/depth/{cell}/summary.json", cell=sorted(DEPTH_CELLS))
+    outputs.append("results/exams/wall_clock.json")
+    return outputs
+
+
+def depth_cells():
+    """The depth map's cells: folder name -> (norm_pos, lr). The exam module names the folders."""
+    from anatomy.exams.depth import cell_name
+
+    return {
+        cell_name(norm_pos, lr): (norm_pos, lr)
+        for norm_pos in EXAMS["depth"]["norm_pos"]
+        for lr in EXAMS["depth"]["lr"]
+    }
+
+
+DEPTH_CELLS = depth_cells()
+
+
+def model_size_arguments():
+    """The config-wide model overrides (the quick config shrinks the width), as key=value words."""
+    return " ".join(f"{key}={command_value(value)}" for key, value in config["model_overrides"].items())
+
+
+rule exam_length:
+    input:
+        summary=rules.train_model.output.summary,
+        corpus=rules.tokenize_corpus.output,
+    output:
+        "results/runs/{experiment}/seed{seed}/exams/length.json",
+    params:
+        run_dir=lambda wildcards, input: str(Path(input.summary).parent),
+        checkpoint=EXAMS["length"]["checkpoint"],
+        windows=words(EXAMS["length"]["windows"]),
+    log:
+        "results/logs/exam_length/{experiment}/seed{seed}.log",
+    shell:
+        "python -m anatomy exam length {params.run_dir} --checkpoint {params.checkpoint}"
+        " --data results/corpus --windows {params.windows} --out {output:q} > {log} 2>&1"
+
+
+rule exam_kv_cache:
+    input:
+        summary=rules.train_model.output.summary,
+    output:
+        "results/runs/{experiment}/seed{seed}/exams/kv_cache.json",
+    params:
+        run_dir=lambda wildcards, input: str(Path(input.summary).parent),
+        contexts=words(EXAMS["kv_cache"]["contexts"]),
+        chars=EXAMS["kv_cache"]["chars"],
+        rounds=EXAMS["kv_cache"]["rounds"],
+    threads: config["train_threads"]
+    log:
+        "results/logs/exam_kv_cache/{experiment}/seed{seed}.log",
+    shell:
+        "python -m anatomy exam kv_cache {params.run_dir} --contexts {params.contexts} --chars {params.chars}"
+        " --rounds {params.rounds} --threads {threads} --out {output:q} > {log} 2>&1"
+
+
+rule exam_depth_cell:
+    """One cell of the map: an ordinary training run, in results/exams/depth/{cell}/."""
+    input:
+        rules.tokenize_corpus.output,
+    output:
+        "results/exams/depth/{cell}/summary.json",
+    params:
+        norm_pos=lambda wildcards: DEPTH_CELLS[wildcards.cell][0],
+        lr=lambda wildcards: command_value(DEPTH_CELLS[wildcards.cell][1]),
+        steps=EXAMS["depth"]["steps"],
+        seed=EXAMS["depth"]["seed"],
+        sizes=model_size_arguments(),
+        device=config["device"],
+        compile=config["compile"],
+    threads: config["train_threads"]
+    resources:
+        gpu=config["gpus_per_run"],
+    log:
+        "results/logs/exam_depth/{cell}.log",
+    benchmark:
+        "results/benchmarks/exam_depth/{cell}.tsv"
+    shell:
+        "python -m anatomy exam depth --out results/exams/depth --data results/corpus"
+        " --norm-pos {params.norm_pos} --lr {params.lr} --steps {params.steps} --seed {params.seed}"
+        " --threads {threads} {params.sizes} train.device={params.device} train.compile={params.compile}"
+        " > {log} 2>&1"
+
+
+rule exam_wall_clock:
+    output:
+        "results/exams/wall_clock.json",
+    params:
+        rounds=EXAMS["wall_clock"]["rounds"],
+        batch_size=EXAMS["wall_clock"]["batch_size"],
+        sizes=model_size_arguments(),
+        device=config["device"],
+    threads: config["train_threads"]
+    log:
+        "results/logs/exam_wall_clock.log",
+    shell:
+        "python -m anatomy exam wall_clock --out {output:q} --rounds {params.rounds}"
+        " --batch-size {params.batch_size} --threads {threads} --device {params.device} {params.sizes} > {log} 2>&1"
