@@ -68,7 +68,8 @@ def reference_db() -> str | None:
     if not REFERENCE_DB.exists() or REFERENCE_DB.stat().st_mtime_ns < newest or _made_by_older_version(REFERENCE_DB):
         from anatomy.results import collect  # the one writer of databases, as for any collect
 
-        collect(runs, REFERENCE_DB, None, REFERENCE_DIR / "benchmarks", allow_empty=True)
+        collect(runs, REFERENCE_DB, None, REFERENCE_DIR / "benchmarks", allow_empty=True,
+                exams_root=REFERENCE_DIR / "exams")
     return str(REFERENCE_DB)
 
 

@@ -26,7 +26,7 @@ CONTROL_MARK = "no fused kernel"
 
 def say_empty(exam: str, what: str, path: str) -> None:
     """One line for an exam with no rows: which command fills it."""
-    shipped = (" The shipped reference results hold no exam results: run the exams on a grid of your own."
+    shipped = (" The shipped reference results hold none of this exam yet: run it on a grid of your own."
                if loaders.is_reference(path) else "")
     st.info(f"No {what} in this database yet. {loaders.run_exams_help(exam)}{shipped}", icon=":material/quiz:")
 
