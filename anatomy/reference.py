@@ -183,13 +183,15 @@ def ship(runs_root: Path, out: Path, benchmarks_root: Path | None = None) -> dic
 
 
 def ship_exams(exams_root: Path, out: Path) -> list[str]:
-    """The exams of no one run (results/exams/: the depth map's cells, the wall clock) into
-    out/exams/, without checkpoints or hidden files (locks). Returns the files that changed."""
+    """The exams of no one run (results/exams/: the depth map's finished cells, the wall clock)
+    into out/exams/, without checkpoints or hidden files (locks). Returns the files that changed."""
     changed = []
     for path in sorted(Path(exams_root).rglob("*")):
         relative = path.relative_to(exams_root)
         if not path.is_file() or path.suffix == ".pt" or any(part.startswith(".") for part in relative.parts):
             continue
+        if (path.parent / "config.json").is_file() and not (path.parent / "summary.json").is_file():
+            continue  # a depth cell still training: it ships once finished, as runs do
         target, data = out / "exams" / relative, path.read_bytes()
         if not (target.is_file() and target.read_bytes() == data):
             write_bytes(target, data)

@@ -136,6 +136,9 @@ def test_exam_results_ship_with_their_run_and_come_back_on_restore(fixture_runs,
     for name in ("config.json", "summary.json", "last.pt"):
         (cell / name).write_text("{}")
     (tmp_path / "exams" / "wall_clock.json").write_text("[]")
+    training = tmp_path / "exams" / "depth" / "pre_lr0.001"  # a cell still training: not shipped yet
+    training.mkdir()
+    (training / "config.json").write_text("{}")
     out = tmp_path / "reference"
 
     assert main(["reference", "--runs", str(runs_root), "--benchmarks", str(benchmarks_root), "--out", str(out)]) == 0
@@ -143,6 +146,7 @@ def test_exam_results_ship_with_their_run_and_come_back_on_restore(fixture_runs,
     assert {"runs/llama/seed42/exams/length.json", "runs/llama/seed42/grad_norms.jsonl",
             "exams/depth/post_lr0.001/summary.json", "exams/wall_clock.json"} <= files
     assert "exams/depth/post_lr0.001/last.pt" not in files  # checkpoints never ship
+    assert not any(name.startswith("exams/depth/pre_lr0.001") for name in files)
 
     elsewhere = tmp_path / "elsewhere"
     assert main(["reference", "--restore", "--out", str(out), "--runs", str(elsewhere / "runs")]) == 0
