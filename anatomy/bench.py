@@ -21,13 +21,13 @@ import time
 import torch
 
 from anatomy.atomic import write_json
-from anatomy.compiling import backend_available, compiled_or_eager, run_with_fallback
+from anatomy.compiling import backend_available, compiled_or_eager, forward_backward, run_with_fallback
 from anatomy.config import preset
+from anatomy.devices import pick_device
 from anatomy.generate import sample
 from anatomy.grad_norms import block_grad_norms
 from anatomy.model import MiniLM
 from anatomy.tokenizer import CharTokenizer
-from anatomy.train import forward_backward, pick_device
 
 CHAPTER_VOCAB = 1719
 GRAD_NORM_TARGET = 0.03  # what logging the gradient norms at every step may add to a step, at most

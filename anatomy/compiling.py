@@ -13,6 +13,9 @@ CUDA. So `auto` compiles only where it pays: a model with the fused impl and at 
 that has no fused kernel, on a device whose backend is installed (never mps, where it is still
 a prototype). A compile that fails falls back to plain eager PyTorch with one line of notice: no
 machine loses a run to it.
+
+The step itself, `forward_backward`, lives here too: the trainer, the bench and the wall-clock
+exam call it, on the compiled module or the eager model alike.
 """
 
 from __future__ import annotations
@@ -62,6 +65,14 @@ def compiled_or_eager(model: nn.Module, setting: CompileSetting, device: torch.d
     """The module to call for training steps: `torch.compile(model)` (same parameters) or the model.
     Compilation is lazy: it happens, and can fail, at the first call (see `run_with_fallback`)."""
     return torch.compile(model) if compile_wanted(setting, device, model.cfg) else model
+
+
+def forward_backward(module, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Loss and fresh gradients for one batch; `module` is the model or its compiled version."""
+    optimizer.zero_grad(set_to_none=True)
+    _, loss = module(x, y)
+    loss.backward()
+    return loss
 
 
 def run_with_fallback(step, forward: nn.Module, model: nn.Module, label: str = ""):

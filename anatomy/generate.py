@@ -26,8 +26,8 @@ from anatomy.errors import AnatomyError
 from anatomy.memorisation import Memorisation, annotate, data_dir_of
 from anatomy.model import MiniLM
 from anatomy.run_files import read_summary
+from anatomy.runs import RunFolder, load_checkpoint
 from anatomy.tokenizer import CharTokenizer
-from anatomy.train import RunFolder, load_checkpoint
 from anatomy.weights import SUFFIX, load_weights
 
 DEFAULT_PREFIX = "## "

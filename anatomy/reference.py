@@ -122,7 +122,7 @@ def small_files(folder: Path) -> list[str]:
 def ship_weights(runs_root: Path, out: Path, run_ids: list[str]) -> list[Path]:
     """The float16 weights of these runs' best and last checkpoints, beside their shipped files,
     so that generation works on a fresh clone (anatomy/weights.py). Returns the files written."""
-    from anatomy.train import load_checkpoint  # torch: only when weights are shipped
+    from anatomy.runs import load_checkpoint  # torch: only when weights are shipped
     from anatomy.weights import SUFFIX, save_weights
 
     written = []

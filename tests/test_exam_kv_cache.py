@@ -23,7 +23,7 @@ from anatomy.exams.kv_cache import (
 from anatomy.generate import load_model
 from anatomy.results import column_names
 from anatomy.tokenizer import tokenize_corpus
-from anatomy.train import train
+from anatomy.trainer import train
 from tiny_runs import TINY_TEXT
 
 CTX_LEN = 16

@@ -16,7 +16,7 @@ from anatomy.exams.length import COLUMNS, length_exam, position_buckets, read_ro
 from anatomy.generate import load_model
 from anatomy.results import column_names
 from anatomy.tokenizer import load_tokenized, tokenize_corpus
-from anatomy.train import train
+from anatomy.trainer import train
 from tiny_runs import TINY_TEXT
 
 CTX_LEN = 16

@@ -20,7 +20,8 @@ from anatomy.errors import AnatomyError
 from anatomy.export import (UNK_TOKEN, build_tokenizer, export_run, llama_differences,
                             tokenizer_config)
 from anatomy.generate import load_model, sample
-from anatomy.train import load_checkpoint, train
+from anatomy.runs import load_checkpoint
+from anatomy.trainer import train
 from tiny_runs import FAST
 
 REPO = Path(__file__).resolve().parent.parent

@@ -11,12 +11,13 @@ import pytest
 import torch
 
 from anatomy import compiling, grad_norms
-from anatomy import train as train_module
+from anatomy import trainer as trainer_module
 from anatomy.config import preset
 from anatomy.errors import AnatomyError
 from anatomy.grad_norms import GRAD_NORMS_FILE, block_grad_norms, read_grad_norms, should_log
 from anatomy.model import MiniLM
-from anatomy.train import RunFolder, train
+from anatomy.runs import RunFolder
+from anatomy.trainer import train
 from tiny_runs import FAST
 
 # warmup 0 and a real lr, so that 20-odd steps move the weights
@@ -89,7 +90,7 @@ def test_logging_does_not_change_what_a_run_trains_to(tiny_data, tmp_path, monke
     train(tiny_data, logged, "debug", {}, SHORT)
     assert len(logged_lines(logged)) == 23  # it did log, every step
 
-    monkeypatch.setattr(train_module, "should_log", lambda *args: False)
+    monkeypatch.setattr(trainer_module, "should_log", lambda *args: False)
     train(tiny_data, tmp_path / "unlogged", "debug", {}, SHORT)
     assert logged_lines(tmp_path / "unlogged") == []
     assert metric_numbers(logged) == metric_numbers(tmp_path / "unlogged")
@@ -100,8 +101,8 @@ def test_logging_does_not_change_what_a_run_trains_to(tiny_data, tmp_path, monke
             p.grad.zero_()
         return norms
 
-    monkeypatch.setattr(train_module, "should_log", should_log)
-    monkeypatch.setattr(train_module, "block_grad_norms", meddling)
+    monkeypatch.setattr(trainer_module, "should_log", should_log)
+    monkeypatch.setattr(trainer_module, "block_grad_norms", meddling)
     train(tiny_data, tmp_path / "meddled", "debug", {}, SHORT)
     assert metric_numbers(tmp_path / "meddled") != metric_numbers(logged)
 
@@ -119,14 +120,14 @@ def test_a_stopped_and_resumed_run_writes_the_same_file_as_an_uninterrupted_one(
         steps_seen.append(None)
         return len(steps_seen) == 17
 
-    monkeypatch.setattr(train_module, "lifeline_lost", stop_at_step_17)
+    monkeypatch.setattr(trainer_module, "lifeline_lost", stop_at_step_17)
     with pytest.raises(AnatomyError, match="stops too, at step 17"):
         train(tiny_data, stopped, "debug", THREE_LAYERS, SHORT)
     assert [line["step"] for line in logged_lines(stopped)] == list(range(1, 18))
     with open(stopped / GRAD_NORMS_FILE, "a") as f:
         f.write('{"step": 18, "norms": [0.1')
 
-    monkeypatch.setattr(train_module, "lifeline_lost", lambda: False)
+    monkeypatch.setattr(trainer_module, "lifeline_lost", lambda: False)
     train(tiny_data, stopped, "debug", THREE_LAYERS, SHORT)
     assert (stopped / GRAD_NORMS_FILE).read_text() == (reference / GRAD_NORMS_FILE).read_text()
     assert [line["step"] for line in logged_lines(stopped)] == list(range(1, 24))

@@ -19,20 +19,14 @@ import pytest
 import torch
 
 from anatomy import compiling
-from anatomy import train as train_module
+from anatomy import trainer as trainer_module
 from anatomy.cli import main
 from anatomy.config import preset
 from anatomy.errors import AnatomyError
+from anatomy.batches import batch_starts, eval_starts
+from anatomy.config import TrainConfig
 from anatomy.model import MiniLM
-from anatomy.train import (
-    TrainConfig,
-    batch_starts,
-    eval_starts,
-    evaluate,
-    learning_rate,
-    split_overrides,
-    train,
-)
+from anatomy.trainer import evaluate, learning_rate, split_overrides, train
 from tiny_runs import FAST
 
 
@@ -129,7 +123,7 @@ def test_divergence_is_recorded_not_raised(tiny_data, tmp_path, monkeypatch):
                     loss = loss * float("nan")
             return logits, loss
 
-    monkeypatch.setattr(train_module, "MiniLM", BlowsUpAtStep13)
+    monkeypatch.setattr(trainer_module, "MiniLM", BlowsUpAtStep13)
     run_dir = tmp_path / "blowup"
     args = ["train", "--data", str(tiny_data), "--out", str(run_dir), "--preset", "debug",
             *[f"{k}={v}" for k, v in FAST.items()]]

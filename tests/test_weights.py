@@ -12,7 +12,7 @@ import torch
 from anatomy.cli import main
 from anatomy.errors import AnatomyError
 from anatomy.generate import generate_samples, load_model
-from anatomy.train import load_checkpoint
+from anatomy.runs import load_checkpoint
 from anatomy.weights import load_weights, save_weights
 
 

@@ -415,8 +415,7 @@ def test_schema_knows_every_experiment_field_of_the_package():
     """A field added to ModelConfig or TrainConfig must be added to the schema, or it is unusable."""
     import dataclasses
 
-    from anatomy.config import ModelConfig
-    from anatomy.train import TrainConfig
+    from anatomy.config import ModelConfig, TrainConfig
 
     schema = yaml.safe_load((WORKFLOW / "schemas" / "config.schema.yaml").read_text(encoding="utf-8"))
     model_fields = {field.name for field in dataclasses.fields(ModelConfig)} - {"vocab_size"}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from anatomy.tokenizer import tokenize_corpus
-from anatomy.train import train
+from anatomy.trainer import train
 
 TINY_TEXT = (
     "## 学而\n\n子曰：学而时习之，不亦说乎？有朋自远方来，不亦乐乎？人不知而不愠，不亦君子乎？\n\n"

@@ -34,12 +34,12 @@ from typing import Any
 import torch
 
 from anatomy.atomic import check_file_target, write_json
+from anatomy.devices import pick_device
 from anatomy.errors import AnatomyError
 from anatomy.exams import exam_result_path
 from anatomy.generate import DEFAULT_TEMPERATURE, load_model, pick_next, window_start
 from anatomy.model import KVCache, MiniLM
 from anatomy.run_files import check_value, read_json_object
-from anatomy.train import pick_device
 
 DEFAULT_TOKENS = [1, 512, 2048]
 DEFAULT_CONTEXTS = [128, 512, 2048]

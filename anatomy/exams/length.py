@@ -27,6 +27,8 @@ import torch
 import torch.nn.functional as F
 
 from anatomy.atomic import check_file_target, write_json
+from anatomy.batches import eval_starts, windows_at
+from anatomy.devices import pick_device
 from anatomy.errors import AnatomyError
 from anatomy.exams import exam_result_path
 from anatomy.generate import load_model
@@ -34,7 +36,6 @@ from anatomy.model import MiniLM
 from anatomy.run_files import check_value, read_json_object, read_run_config, read_summary
 from anatomy.tokenizer import CharTokenizer, load_tokenized
 from anatomy.weights import SUFFIX
-from anatomy.train import eval_starts, pick_device, windows_at
 
 DEFAULT_WINDOWS = [128, 256, 512, 1024]
 DEFAULT_MAX_WINDOWS = 32

@@ -40,11 +40,12 @@ from torch import nn
 
 from anatomy.atomic import check_file_target, write_json
 from anatomy.bench import CHAPTER_VOCAB, sync
+from anatomy.compiling import forward_backward
 from anatomy.config import DEVICE_PATTERN, ModelConfig, parse_value, preset
+from anatomy.devices import pick_device
 from anatomy.errors import AnatomyError
 from anatomy.model import FFNS, CausalSelfAttention, MiniLM, RotaryEmbedding, apply_rope, make_norm
 from anatomy.run_files import check_value, read_json_object
-from anatomy.train import forward_backward, pick_device
 
 RESULT_FILE = "wall_clock.json"  # under results/exams/, where `anatomy collect` looks for it
 DEFAULT_OUT = Path("results") / "exams" / RESULT_FILE

@@ -1,0 +1,26 @@
+"""Which device a command runs on: `auto` takes the best one here, a named one must exist.
+
+Training, the bench and the exams all accept `device=auto|cpu|cuda|mps`; they all choose here,
+so that `auto` means the same everywhere (CUDA, then Apple's MPS, then the CPU), and a device
+that was asked for but is missing is refused in words, before anything is written.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from anatomy.errors import AnatomyError
+
+
+def pick_device(requested: str) -> torch.device:
+    if requested == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    if requested.startswith("cuda") and not torch.cuda.is_available():
+        raise AnatomyError(f"device {requested!r} was asked for, but CUDA is not available here; use device=auto")
+    if requested == "mps" and not torch.backends.mps.is_available():
+        raise AnatomyError("device 'mps' was asked for, but MPS is not available here; use device=auto")
+    return torch.device(requested)
