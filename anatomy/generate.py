@@ -26,7 +26,7 @@ from anatomy.errors import AnatomyError
 from anatomy.memorisation import Memorisation, annotate, data_dir_of
 from anatomy.model import MiniLM
 from anatomy.run_files import read_summary
-from anatomy.runs import RunFolder, load_checkpoint
+from anatomy.runs import CHECKPOINTS, RunFolder, load_checkpoint
 from anatomy.tokenizer import CharTokenizer
 from anatomy.weights import SUFFIX, load_weights
 
@@ -42,7 +42,7 @@ def load_model(run_dir: str | Path, checkpoint: str = "last") -> tuple[MiniLM, C
     """
     run = RunFolder(run_dir)
     weights = run.root / f"{checkpoint}{SUFFIX}"
-    if checkpoint in ("last", "best") and not (run.root / f"{checkpoint}.pt").is_file() and weights.is_file():
+    if checkpoint in CHECKPOINTS and not run.checkpoint_file(checkpoint).is_file() and weights.is_file():
         path = weights
         state, model_config, vocab = load_weights(weights)
     else:
@@ -182,7 +182,7 @@ def with_memorisation(records: list[dict], run_dir: Path) -> list[dict]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dir", help="a run folder written by `anatomy train`")
-    parser.add_argument("--checkpoint", nargs="+", default=["last"], choices=["last", "best"],
+    parser.add_argument("--checkpoint", nargs="+", default=["last"], choices=list(CHECKPOINTS),
                         help="one sample from each: `--checkpoint last best` shows what memorising after "
                              "the best val did to the text (default: last)")
     parser.add_argument("--chars", type=int, default=500, help="characters to generate (default 500)")

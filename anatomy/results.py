@@ -32,6 +32,7 @@ from anatomy.atomic import atomic_path, check_file_target, remove_stale_temporar
 from anatomy.errors import AnatomyError
 from anatomy.locks import held_lock
 from anatomy.run_files import check_summary, read_json_file
+from anatomy.runs import CONFIG_FILE, SUMMARY_FILE, RunFolder
 
 SCHEMA_PATH = Path(__file__).with_name("schema.sql")
 
@@ -190,11 +191,12 @@ def memorisation_columns(figures: Any, path: Path, idx: int) -> dict[str, Any]:
 
 def read_run(folder: Path, runs_root: Path) -> tuple[dict[str, Any], list, list]:
     """One run folder -> (runs row, metrics rows, samples rows)."""
-    config_path = folder / "config.json"
+    files = RunFolder(folder)
+    config_path = files.config
     if not config_path.is_file():
         raise AnatomyError(
-            f"{folder}: summary.json but no config.json, so its settings are unknown; train it again with "
-            f"the same settings (config.json is written back from last.pt) or delete the folder"
+            f"{folder}: {SUMMARY_FILE} but no {CONFIG_FILE}, so its settings are unknown; train it again with "
+            f"the same settings ({CONFIG_FILE} is written back from {files.last.name}) or delete the folder"
         )
     config = read_json_file(config_path)
     if not isinstance(config, dict):
@@ -204,13 +206,13 @@ def read_run(folder: Path, runs_root: Path) -> tuple[dict[str, Any], list, list]
         raise AnatomyError(f"{config_path}: 'tags' must be an object of key: value, got {tags!r}")
     run_id = folder.relative_to(runs_root).as_posix()
 
-    summary_path = folder / "summary.json"
+    summary_path = files.summary
     summary = read_json_file(summary_path) if summary_path.exists() else None
     if summary is not None and not isinstance(summary, dict):
         raise AnatomyError(f"{summary_path}: expected a JSON object")
     if summary is not None:
         check_summary(summary, summary_path)  # "false" is a truthy string: types are checked
-    metrics = read_metrics(folder / "metrics.jsonl", run_id, finished=summary is not None)
+    metrics = read_metrics(files.metrics, run_id, finished=summary is not None)
 
     def from_summary(name: str, kind: type = float) -> Any:
         return None if summary is None else _number(summary.get(name), summary_path, name, kind)
@@ -251,10 +253,10 @@ def read_run(folder: Path, runs_root: Path) -> tuple[dict[str, Any], list, list]
     for name in ("group", "part", "direction", "description", "preset", "device", "torch_version"):
         if run[name] is not None:
             run[name] = str(run[name])
-    return run, metrics, read_samples(folder / "samples.json", run_id)
+    return run, metrics, read_samples(files.samples, run_id)
 
 
-RUN_MARKERS = ("config.json", "summary.json")
+RUN_MARKERS = (CONFIG_FILE, SUMMARY_FILE)
 
 
 def find_run_folders(runs_root: Path) -> list[Path]:
@@ -322,16 +324,17 @@ def read_benchmarks(root: Path, run_ids: set[str]) -> list[dict[str, Any]]:
 def read_run_exams(folder: Path, run_id: str, collected: CollectedRuns) -> None:
     """A run folder's exam files: exams/length.json, exams/kv_cache.json and grad_norms.jsonl."""
     from anatomy import grad_norms
-    from anatomy.exams import exam_module, exam_result_path
+    from anatomy.exams import exam_module
 
+    files = RunFolder(folder)
     # exam modules load torch: imported only where there is a file to read
-    if (path := exam_result_path(folder, "length")).is_file():
+    if (path := files.exam("length")).is_file():
         collected.add_exam_rows("exam_length", exam_module("length").read_rows(path, run_id))
-    if (path := exam_result_path(folder, "kv_cache")).is_file():
+    if (path := files.exam("kv_cache")).is_file():
         sizes, timings = exam_module("kv_cache").read_rows(path, run_id)
         collected.add_exam_rows("exam_kv_cache", sizes)
         collected.add_exam_rows("exam_kv_timing", timings)
-    if (path := folder / grad_norms.GRAD_NORMS_FILE).is_file():
+    if (path := files.grad_norms).is_file():
         collected.add_exam_rows("grad_norms", grad_norms.read_grad_norms(path, run_id))
 
 
@@ -344,7 +347,7 @@ def read_exams_folder(exams_root: Path, collected: CollectedRuns) -> None:
     cells = depth.read_cells(depth_root)
     collected.add_exam_rows("exam_depth", cells)
     for cell in cells:
-        if (path := depth_root / cell["cell"] / grad_norms.GRAD_NORMS_FILE).is_file():
+        if (path := RunFolder(depth_root / cell["cell"]).grad_norms).is_file():
             collected.add_exam_rows("grad_norms", grad_norms.read_grad_norms(path, f"{depth.DEPTH_FOLDER}/{cell['cell']}"))
     if (path := exams_root / wall_clock.RESULT_FILE).is_file():
         collected.add_exam_rows("exam_wall_clock", wall_clock.read_rows(path))
