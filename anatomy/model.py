@@ -105,6 +105,16 @@ def apply_rope_adjacent(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -
     return rotated.flatten(-2)
 
 
+def leave_unrotated(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """No rotation at all (used only to break RoPE on purpose: k then carries no position)."""
+    return x
+
+
+# How k is rotated, by cfg.rope_break. A correct RoPE turns k exactly as it turns q; the two break
+# tests turn it the wrong way or not at all.
+ROTATE_K = {"none": apply_rope, "k_adjacent": apply_rope_adjacent, "k_unrotated": leave_unrotated}
+
+
 class RotaryEmbedding(nn.Module):
     """Replaces the learned position table. Instead of adding a position vector to the input, rotate
     each (q, k) pair of dimensions by an angle proportional to the position, so the score q.k depends
@@ -122,7 +132,10 @@ class RotaryEmbedding(nn.Module):
         self.register_buffer("sin", angles.sin(), persistent=False)
 
     def forward(self, start: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos and sin for positions start .. start+length-1, extending the tables on demand."""
+        """cos and sin for positions start .. start+length-1, extending the tables on demand.
+
+        Tables rather than computing the angles at every call: generating one token at a time pays
+        for it (measured: README, Speed)."""
         end = start + length
         if end > self.cos.shape[0]:
             self._set_length(max(end, 2 * self.cos.shape[0]), self.cos.device)
@@ -140,19 +153,24 @@ class CausalSelfAttention(nn.Module):
     """Replaces plain multi-head attention with grouped-query attention (GQA): n_head query heads
     share n_kv_head key/value heads, query head h reading kv head h // (n_head / n_kv_head).
     n_kv_head == n_head is plain multi-head attention; 1 is multi-query attention. Fewer K/V heads
-    shrink the KV cache at inference; training gains little."""
+    shrink the KV cache at inference; training gains little.
+
+    Reads in order: project x, split into q, k and v, optionally normalise q and k (QK-norm), rotate
+    q, rotate k (RoPE), attend."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
         self.n_head, self.n_kv_head, self.head_dim = cfg.n_head, cfg.n_kv_head, cfg.head_dim
-        # q, k and v projections stacked in one matrix: one matmul instead of three. Rows are
-        # [n_head query heads | n_kv_head key heads | n_kv_head value heads], head_dim rows each.
+        # One projection for q, k and v, its rows [n_head query heads | n_kv_head key heads |
+        # n_kv_head value heads], head_dim rows each; splitting its output is the same as three
+        # projections. (The saved weights and the Hugging Face export use this layout.)
         self.qkv_proj = nn.Linear(cfg.d_model, (cfg.n_head + 2 * cfg.n_kv_head) * cfg.head_dim, bias=False)
         self.o_proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
         # QK-norm: normalise q and k per head before scoring, so scores cannot blow up.
-        self.q_norm = make_norm(cfg, cfg.head_dim) if cfg.qk_norm else None
-        self.k_norm = make_norm(cfg, cfg.head_dim) if cfg.qk_norm else None
+        self.q_norm = make_norm(cfg, cfg.head_dim) if cfg.qk_norm else nn.Identity()
+        self.k_norm = make_norm(cfg, cfg.head_dim) if cfg.qk_norm else nn.Identity()
+        self.rotate_k = ROTATE_K[cfg.rope_break]  # apply_rope, unless RoPE is broken on purpose
 
     def project_qkv(
         self, x: torch.Tensor, rope: RotaryEmbedding | None, start: int
@@ -160,26 +178,14 @@ class CausalSelfAttention(nn.Module):
         """q: (B, n_head, T, head_dim); k, v: (B, n_kv_head, T, head_dim), positions from `start`."""
         B, T, _ = x.shape
         heads = self.qkv_proj(x).view(B, T, self.n_head + 2 * self.n_kv_head, self.head_dim)
-        qk, v = heads.split([self.n_head + self.n_kv_head, self.n_kv_head], dim=2)
-        if self.q_norm is not None:
-            q, k = qk.split([self.n_head, self.n_kv_head], dim=2)
-            qk = torch.cat((self.q_norm(q), self.k_norm(k)), dim=2)
-        if rope is None:
-            q, k = qk.split([self.n_head, self.n_kv_head], dim=2)
-        else:  # rotate q and k, never v
+        q, k, v = heads.split([self.n_head, self.n_kv_head, self.n_kv_head], dim=2)
+        q, k = self.q_norm(q), self.k_norm(k)
+        if rope is not None:  # RoPE turns q and k, never v
             cos, sin = rope(start, T)
-            q, k = self._rotate(qk, cos[:, None], sin[:, None])  # (T, 1, head_dim/2): same angle for every head
+            cos, sin = cos[:, None], sin[:, None]  # (T, 1, head_dim/2): the same angle for every head
+            q = apply_rope(q, cos, sin)
+            k = self.rotate_k(k, cos, sin)
         return q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-
-    def _rotate(self, qk: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """RoPE on q and k side by side, (B, T, n_head + n_kv_head, head_dim): one pass for both."""
-        if self.cfg.rope_break == "none":
-            return apply_rope(qk, cos, sin).split([self.n_head, self.n_kv_head], dim=2)
-        q, k = qk.split([self.n_head, self.n_kv_head], dim=2)
-        if self.cfg.rope_break == "k_adjacent":
-            k = apply_rope_adjacent(k, cos, sin)
-        # "k_unrotated": k keeps no position at all
-        return apply_rope(q, cos, sin), k
 
     def qk_scores(self, x: torch.Tensor, rope: RotaryEmbedding | None, start: int = 0) -> torch.Tensor:
         """The raw attention scores q.k / sqrt(head_dim), (B, n_head, T, T): used by the RoPE check."""
@@ -222,7 +228,8 @@ class CausalSelfAttention(nn.Module):
         gqa = self.n_kv_head != self.n_head
         if start == 0:
             return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
-        if T == 1:  # one new token after the cache: it may see every key, so no mask is needed
+        # One new token after the cache may see every key: no mask to build (measured: README, Speed).
+        if T == 1:
             return F.scaled_dot_product_attention(q, k, v, enable_gqa=gqa)
         # With a cache, query i sits at position start + i: allow keys up to there.
         allowed = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(start)
@@ -332,6 +339,14 @@ class KVCache:
 
 
 class MiniLM(nn.Module):
+    """The chapter's mini language model: characters in, next-character logits out.
+
+    Token embedding (plus a learned position table, unless RoPE turns q and k instead), n_layer
+    Blocks, a final norm for pre-norm stacks, and an output projection not tied to the embedding.
+    `cfg` picks every part; `preset("vanilla")` is the 2017 Transformer, `preset("llama")` the
+    mini-LLaMA. `forward` scores a whole window (training); `forward_cached` feeds new tokens one
+    chunk at a time against a KVCache (generation)."""
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         if cfg.vocab_size is None:
