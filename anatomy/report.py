@@ -24,6 +24,7 @@ import pandas as pd
 from anatomy.atomic import atomic_path, write_text
 from anatomy.claims import MEMORISING_RISE, PARTS, claims
 from anatomy.errors import AnatomyError
+from anatomy.exams import speedup_words
 from anatomy.exams.depth import DEPTH_FOLDER
 from anatomy.report_data import (
     ReportData,
@@ -569,7 +570,7 @@ def kv_cache_text(data: ReportData) -> str:
     speed = cache_speedup(data)
     said.append("generation not timed both ways yet" if speed is None else
                 f"at {int(speed['context']):,} characters of context the cache makes {speed['attention']} generation "
-                f"{speed['cached'] / speed['recomputed']:.1f}x faster ({speed['cached']:,.1f} vs {speed['recomputed']:,.1f} characters/s)")
+                f"{speedup_words(speed['cached'], speed['recomputed'])} ({speed['cached']:,.1f} vs {speed['recomputed']:,.1f} characters/s)")
     if not exams.kv_scale.empty:
         scale = exams.kv_scale
         said.append(f"at LLaMA scale ({int(scale['tokens'].iloc[0]):,} tokens) "
@@ -592,7 +593,7 @@ def kv_cache_finding(data: ReportData) -> str | None:
                     "of MHA's per token")
     speed = cache_speedup(data)
     if speed is not None:
-        said.append(f"the cache it shrinks makes generation {speed['cached'] / speed['recomputed']:.1f}x faster at "
+        said.append(f"the cache it shrinks makes generation {speedup_words(speed['cached'], speed['recomputed'])} at "
                     f"{int(speed['context']):,} characters of context")
     return " and ".join(said) or None
 

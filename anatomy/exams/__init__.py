@@ -40,3 +40,11 @@ def exam_result_path(run_dir: str | Path, name: str) -> Path:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("exam", choices=sorted(EXAMS), help="which exam: " + "; ".join(
         f"{name}: {text}" for name, text in EXAMS.items()))
+
+
+def speedup_words(cached_per_s: float, recomputed_per_s: float) -> str:
+    """The KV cache's effect on generation speed, in words: "20.3x faster", or "2.0x slower" where
+    it costs more than it saves (a tiny model at a short context). Shared by the report and the
+    dashboard, so both say it the same way."""
+    ratio = cached_per_s / recomputed_per_s
+    return f"{ratio:.1f}x faster" if ratio >= 1 else f"{1 / ratio:.1f}x slower"

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from anatomy.exams import speedup_words
 from dashboard import charts, loaders
 from dashboard.analysis import finite
 
@@ -207,7 +208,7 @@ def timing_finding(timing: pd.DataFrame) -> str | None:
     kind = "GQA" if "GQA" in kinds else kinds[0]
     row = speeds[speeds["attention"] == kind].sort_values("context").iloc[-1]
     return (f"At {row['context']:,} characters of context the cache makes {kind} generation "
-            f"**{row[True] / row[False]:.1f}x** faster: {row[True]:,.0f} against {row[False]:,.0f} characters per second.")
+            f"**{speedup_words(row[True], row[False])}**: {row[True]:,.0f} against {row[False]:,.0f} characters per second.")
 
 
 def gib(n_bytes: float) -> str:
