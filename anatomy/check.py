@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"Models at the chapter's size (vocab {args.vocab_size}):")
     for name in ("vanilla", "llama"):
         torch.manual_seed(0)
-        manual = MiniLM(preset(name, vocab_size=args.vocab_size)).eval()
+        manual = MiniLM(preset(name, vocab_size=args.vocab_size, impl="manual")).eval()
         fused = MiniLM(preset(name, vocab_size=args.vocab_size, impl="fused")).eval()
         fused.load_state_dict(manual.state_dict())
         with torch.no_grad():

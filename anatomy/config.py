@@ -2,7 +2,8 @@
 
 Switches are strings typed as `Literal[...]`, so the config stays data: it round-trips through
 JSON and YAML, and a run folder can always say exactly which parts produced its numbers.
-The defaults are the 2017 parts; the `llama` preset swaps in the five newer ones.
+The defaults are the 2017 parts; the `llama` preset swaps in the five newer ones. A preset
+describes exactly what `anatomy train --preset NAME` trains.
 """
 
 from __future__ import annotations
@@ -139,7 +140,9 @@ class ModelConfig:
     ffn_type: FfnType = "gelu"
     rope_break: RopeBreak = "none"  # break-it experiment: how k is (mis)rotated
     qk_norm: bool = False  # a norm on q and k before scoring (the newest standard part)
-    impl: Impl = "manual"  # manual: hand-written parts; fused: PyTorch's fused kernels
+    # fused: PyTorch's fused kernels, what `anatomy train` trains; manual: the maths spelled out
+    # (the same numbers, slower: for reading, and for the tests and exams that compare the two)
+    impl: Impl = "fused"
 
     def __post_init__(self) -> None:
         check_field_types(self)

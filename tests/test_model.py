@@ -7,9 +7,10 @@ import pytest
 import torch
 
 from anatomy.check import rope_shift_error
-from anatomy.config import preset
+from anatomy.config import PRESETS, preset
 from anatomy.errors import AnatomyError
-from anatomy.model import MiniLM, apply_rope, rope_angles, swiglu_hidden
+from anatomy.model import MiniLM, apply_rope, apply_rope_adjacent, rope_angles, swiglu_hidden
+from anatomy.trainer import resolve_model_config
 
 VOCAB = 50
 
@@ -61,6 +62,14 @@ def test_no_linear_has_a_bias_and_embeddings_are_untied():
 def test_swiglu_hidden_size_rule():
     assert swiglu_hidden(128) == 352
     assert swiglu_hidden(4096, multiple_of=256) == 11008  # LLaMA-2-7B's rule
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_a_preset_is_what_training_it_trains(name):
+    """`preset("llama")` describes exactly the model `anatomy train --preset llama` builds, impl
+    included: the trainer adds only the data's vocabulary."""
+    assert resolve_model_config(name, {}, VOCAB) == preset(name, vocab_size=VOCAB)
+    assert preset(name).impl == "fused"
 
 
 def test_final_norm_only_for_pre_norm():
@@ -139,6 +148,26 @@ def test_mha_is_gqa_with_every_kv_head_repeated():
     idx = tokens()
     with torch.no_grad():
         torch.testing.assert_close(gqa(idx)[0], mha(idx)[0], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("rope_break, rotate_k", [
+    ("none", apply_rope), ("k_adjacent", apply_rope_adjacent), ("k_unrotated", None)])
+def test_q_and_k_come_from_their_rows_q_is_always_rotated_and_k_as_rope_break_says(rope_break, rotate_k):
+    """qkv_proj's rows are [query heads | key heads | value heads]; RoPE turns q, turns k the way
+    rope_break says (the right way, the wrong pairing, or not at all), and never touches v."""
+    model = tiny(pos_type="rope", rope_break=rope_break, n_kv_head=2)
+    attn, (B, T, start) = model.blocks[0].attn, (2, 6, 3)
+    x = torch.randn(B, T, model.cfg.d_model, generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        q, k, v = attn.project_qkv(x, model.rope, start)
+        rows = attn.qkv_proj(x).view(B, T, -1, model.cfg.head_dim)
+    raw_q, raw_k, raw_v = rows.split([4, 2, 2], dim=2)
+    angles = rope_angles(model.cfg.head_dim, start + T)[start:, None]  # (T, 1, head_dim/2)
+    cos, sin = angles.cos(), angles.sin()
+    torch.testing.assert_close(q, apply_rope(raw_q, cos, sin).transpose(1, 2), atol=1e-6, rtol=0)
+    expected_k = raw_k if rotate_k is None else rotate_k(raw_k, cos, sin)
+    torch.testing.assert_close(k, expected_k.transpose(1, 2), atol=1e-6, rtol=0)
+    assert torch.equal(v, raw_v.transpose(1, 2))
 
 
 def test_qk_norm_normalises_each_query_and_key_head():
