@@ -73,12 +73,13 @@ def split_overrides(pairs: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def resolve_model_config(preset_name: str, overrides: dict[str, Any], vocab_size: int) -> ModelConfig:
-    """The preset, with the fused kernels unless asked otherwise, the data's vocabulary, and overrides."""
+    """The preset (fused kernels, ModelConfig's default, unless `impl=manual` is asked), the data's
+    vocabulary, and the overrides."""
     if "vocab_size" in overrides and overrides["vocab_size"] != vocab_size:
         raise AnatomyError(
             f"vocab_size={overrides['vocab_size']} does not match the data's vocabulary of {vocab_size}"
         )
-    return preset(preset_name, **{"impl": "fused", **overrides, "vocab_size": vocab_size})
+    return preset(preset_name, **{**overrides, "vocab_size": vocab_size})
 
 
 # ---------------------------------------------------------------------------------------------

@@ -129,8 +129,8 @@ def build_workload(variant: str, impl: str, sizes: dict[str, int], batch_size: i
 
 
 def _rope_forward(rope: RotaryEmbedding) -> Callable[[torch.Tensor], torch.Tensor]:
-    """What CausalSelfAttention.project_qkv does with RoPE: q and k side by side,
-    (B, T, n_head + n_kv_head, head_dim), rotated in one pass, the same angle for every head."""
+    """The rotation CausalSelfAttention applies to q and then to k, timed on both heads' worth at
+    once, (B, T, n_head + n_kv_head, head_dim): the same work, the same angle for every head."""
     def rotate(qk: torch.Tensor) -> torch.Tensor:
         cos, sin = rope(0, qk.shape[1])
         return apply_rope(qk, cos[:, None], sin[:, None])
