@@ -32,6 +32,7 @@ from anatomy.report_data import (
     deep_runs,
     delta_text,
     fmt,
+    baseline_deltas,
     headline_noise,
     headline_of,
     load,
@@ -110,7 +111,6 @@ def break_section(data: ReportData) -> str:
     breaks = data.runs[data.runs["group"] == "break"]
     if breaks.empty:
         return "No break-test runs yet: `snakemake --cores 1 break_tests` trains them."
-    llama = headline_of(data, "llama")
     rows = []
     for experiment, runs in breaks.groupby("experiment", sort=False):
         diverged = runs[runs["diverged"]].sort_values("seed", ascending=False)
@@ -119,8 +119,10 @@ def break_section(data: ReportData) -> str:
             for r in diverged.itertuples())
         rows.append([f"`{experiment}`", str(runs["description"].iloc[0] or ""), seeds_of(runs), broke,
                      per_seed(runs, "best_val_loss"), per_seed(runs, "best_step"),
-                     delta_text(paired_deltas(runs, llama))])
-    return md_table(["experiment", "what it does", "seeds", "diverged", "best val", "at step", "Δ vs mini-LLaMA"], rows)
+                     f"`{runs['baseline'].iloc[0]}`" if pd.notna(runs["baseline"].iloc[0]) else "–",
+                     delta_text(baseline_deltas(data, experiment))])
+    return md_table(["experiment", "what it does", "seeds", "diverged", "best val", "at step", "baseline",
+                     "Δ vs baseline"], rows)
 
 
 def memorisation_section(data: ReportData) -> str:
@@ -234,9 +236,7 @@ def ablation_deltas(data: ReportData, part: str, direction: str) -> pd.Series | 
     match = data.ablations[(data.ablations["part"] == part) & (data.ablations["direction"] == direction)]
     if match.empty:
         return None
-    entry = match.iloc[0]
-    return paired_deltas(data.runs[data.runs["experiment"] == entry["experiment"]],
-                         data.runs[data.runs["experiment"] == entry["baseline"]])
+    return baseline_deltas(data, match.iloc[0]["experiment"])
 
 
 def training_loss_text(data: ReportData, part: str) -> str:
@@ -634,15 +634,16 @@ def figure_charts(data: ReportData) -> dict[str, Any]:
     from dashboard import analysis, charts  # Altair, only when figures are wanted
 
     drawn: dict[str, Any] = {}
-    headline = data.metrics[data.metrics["run_id"].isin(data.runs.loc[data.runs["group"] == "headline", "run_id"])]
+    headline_runs = data.runs[data.runs["group"] == "headline"]
+    headline = data.metrics[data.metrics["run_id"].isin(headline_runs["run_id"])]
     if not headline.empty:
-        drawn["headline"] = charts.seed_band_chart(analysis.seed_band(headline),
-                                                   analysis.long_curves(headline, splits=("val_loss",)),
-                                                   analysis.best_points(headline)).properties(width=760)
+        band = data.band[data.band["experiment"].isin(headline_runs["experiment"])]
+        drawn["headline"] = charts.seed_band_chart(band, analysis.long_curves(headline, splits=("val_loss",)),
+                                                   analysis.best_points(headline_runs)).properties(width=760)
     llama = headline_of(data, "llama").sort_values("seed", ascending=False)
     if not llama.empty:
         run = data.metrics[data.metrics["run_id"] == llama["run_id"].iloc[0]].sort_values("step")
-        table = analysis.overfitting_table(run, margin=MEMORISING_RISE)
+        table = analysis.overfitting_table(llama.iloc[:1], data.above_best, margin=MEMORISING_RISE)
         if not table.empty:
             drawn["overfitting"] = charts.overfitting_chart(run, table.iloc[0], MEMORISING_RISE).properties(
                 width=760, title=f"{run['label'].iloc[0]}: the overfitting turn")
@@ -655,11 +656,9 @@ def figure_charts(data: ReportData) -> dict[str, Any]:
         metrics = data.metrics[data.metrics["run_id"].isin(deep["run_id"])]
         drawn["depth"] = charts.loss_curves(analysis.long_curves(metrics)).properties(width=760)
     breaks = data.runs[data.runs["group"] == "break"]
-    llama_name = headline_of(data, "llama")["experiment"]
-    if not breaks.empty and not llama_name.empty:
-        deltas = analysis.versus_reference(data.runs, list(dict.fromkeys(breaks["experiment"])), llama_name.iloc[0])
-        if not deltas.empty:
-            drawn["breaks"] = charts.delta_chart(deltas, llama_name.iloc[0]).properties(width=680)
+    deltas = analysis.versus_baseline(data.comparisons, list(dict.fromkeys(breaks["experiment"])))
+    if not deltas.empty:
+        drawn["breaks"] = charts.delta_chart(deltas).properties(width=680)
     return {**drawn, **exam_charts(data)}
 
 

@@ -63,6 +63,10 @@ class ReportData:
     runs: pd.DataFrame  # run_summary, one row per run, plus the model settings the roles need
     experiments: pd.DataFrame  # experiment_summary
     ablations: pd.DataFrame  # ablation_summary
+    pairs: pd.DataFrame  # baseline_pairs: each run against its baseline's run of the same seed
+    comparisons: pd.DataFrame  # baseline_summary: each experiment against its baseline
+    band: pd.DataFrame  # seed_band: val loss over seeds, per experiment and step
+    above_best: pd.DataFrame  # val_above_best: each val after a run's best, above that best
     metrics: pd.DataFrame  # every evaluation, with the run's label
     memorisation: pd.DataFrame  # sample_memorisation: copied share of each measured sample
     provenance: dict[str, Any] | None  # grid.json of shipped reference results, if any
@@ -119,6 +123,10 @@ def load(db_path: Path, provenance: dict[str, Any] | None = None) -> ReportData:
                 ORDER BY s.experiment, s.seed""").df()
             experiments = con.execute("SELECT * FROM experiment_summary ORDER BY experiment").df()
             ablations = con.execute("SELECT * FROM ablation_summary ORDER BY part, direction").df()
+            pairs = con.execute("SELECT * FROM baseline_pairs ORDER BY experiment, seed").df()
+            comparisons = con.execute("SELECT * FROM baseline_summary ORDER BY baseline, experiment").df()
+            band = con.execute("SELECT * FROM seed_band ORDER BY experiment, step").df()
+            above_best = con.execute("SELECT * FROM val_above_best ORDER BY run_id, step").df()
             memorisation = con.execute("SELECT * FROM sample_memorisation ORDER BY run_id, sample_idx").df()
             metrics = con.execute("SELECT * FROM metrics ORDER BY run_id, step").df()
             exams = ExamTables(**{name: con.execute(sql).df() for name, sql in EXAM_QUERIES.items()})
@@ -128,12 +136,14 @@ def load(db_path: Path, provenance: dict[str, Any] | None = None) -> ReportData:
     # the columns named even with no runs, so a database of none still reads as one
     settings = pd.DataFrame([_model_settings(c) for c in runs.pop("config")], index=runs.index,
                             columns=list(_model_settings("{}")))
-    runs = pd.concat([runs, settings], axis=1)
+    # every ModelConfig field (run_summary has the ones the pages group by: the same values)
+    runs = pd.concat([runs.drop(columns=[name for name in settings if name in runs]), settings], axis=1)
     runs["label"] = [f"{e} · seed {s}" for e, s in zip(runs["experiment"], runs["seed"])]
     runs["positions"] = [position_kind(p, b) for p, b in zip(runs["pos_type"], runs["rope_break"])]
     runs["attention"] = [attention_kind(h, kv) for h, kv in zip(runs["n_head"], runs["n_kv_head"])]
     metrics = metrics.merge(runs[["run_id", "label", "experiment", "seed", "status"]], on="run_id")
-    return ReportData(runs, experiments, ablations, metrics, memorisation, provenance, exams)
+    return ReportData(runs, experiments, ablations, pairs, comparisons, band, above_best, metrics, memorisation,
+                      provenance, exams)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -187,8 +197,16 @@ def md_table(header: list[str], rows: list[list[str]]) -> str:
 
 
 def paired_deltas(mine: pd.DataFrame, base: pd.DataFrame, column: str = "best_val_loss") -> pd.Series:
-    """This experiment minus the baseline, seed by seed (same seed = same batches)."""
+    """These runs minus those, seed by seed (same seed = same batches): for pairs found by their
+    roles (the deep post-norm and pre-norm runs, MQA and MHA). A run against the baseline its
+    experiment names is in the baseline_pairs view: `baseline_deltas`."""
     return (mine.set_index("seed")[column] - base.set_index("seed")[column]).dropna()
+
+
+def baseline_deltas(data: ReportData, experiment: str, column: str = "delta_best_val") -> pd.Series:
+    """The experiment minus its baseline, seed by seed (the baseline_pairs view), indexed by seed."""
+    rows = data.pairs[data.pairs["experiment"] == experiment]
+    return rows.set_index("seed")[column].dropna()
 
 
 def delta_text(deltas: pd.Series) -> str:
@@ -202,8 +220,7 @@ def delta_text(deltas: pd.Series) -> str:
 def seed_noise(data: ReportData, experiments) -> float:
     """The baselines' own seed spread: the largest max - min of best val over seeds."""
     rows = data.experiments[data.experiments["experiment"].isin(list(experiments)) & (data.experiments["n_runs"] > 1)]
-    spread = rows["best_val_max"] - rows["best_val_min"]
-    return float(spread.max()) if len(spread) else math.nan
+    return float(rows["best_val_spread"].max()) if len(rows) else math.nan
 
 
 def headline_noise(data: ReportData) -> float:

@@ -9,6 +9,12 @@ from scratch every time makes collecting idempotent: rerunning gives the same ro
 A run folder with `metrics.jsonl` but no `summary.json` is still training (status
 "running"); it is collected with what it has so far, so the dashboard can show a grid in
 progress.
+
+Each run's baseline (the experiment it is compared with, seed by seed) is data: a `baseline` tag
+in its config.json (`anatomy train --tag baseline=NAME`), else the experiments file given with
+`--experiments` (the workflow writes results/experiments.json from workflow/experiments.yaml),
+else, for runs trained before experiments named their baseline, what the grid compared them
+with then (`legacy_baselines`).
 """
 
 from __future__ import annotations
@@ -28,7 +34,10 @@ from typing import Any, Iterator
 import duckdb
 import pyarrow as pa
 
+import yaml
+
 from anatomy.atomic import atomic_path, check_file_target, remove_stale_temporaries, write_json
+from anatomy.config import PRESETS, ModelConfig
 from anatomy.errors import AnatomyError
 from anatomy.locks import held_lock
 from anatomy.run_files import check_summary, read_json_file
@@ -41,6 +50,9 @@ ARROW_BY_SQL_TYPE = {
     "VARCHAR": pa.string(), "JSON": pa.string(), "BOOLEAN": pa.bool_(),
     "INTEGER": pa.int64(), "BIGINT": pa.int64(), "DOUBLE": pa.float64(),
 }
+# the model settings kept as columns of `runs`, so the pages group runs without reading config.json
+MODEL_COLUMNS = ("n_layer", "ctx_len", "n_head", "n_kv_head", "norm_type", "norm_pos", "pos_type", "rope_break",
+                 "ffn_type")
 # Snakemake's benchmark header -> our column (only "h:m:s" is not a valid SQL name)
 BENCHMARK_HEADER = {"h:m:s": "hms"}
 
@@ -110,6 +122,17 @@ def _seed_of(folder: Path, config: dict[str, Any]) -> int | None:
         return train["seed"]
     match = re.fullmatch(r"seed(\d+)", folder.name)
     return int(match.group(1)) if match else None
+
+
+def model_columns(config: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The run's MODEL_COLUMNS; a setting its config.json leaves out is ModelConfig's default."""
+    model = config.get("model") if isinstance(config.get("model"), dict) else {}
+    columns = {}
+    for name in MODEL_COLUMNS:
+        default = ModelConfig.__dataclass_fields__[name].default
+        value = model.get(name, default)
+        columns[name] = _number(value, path, f"model.{name}", int) if isinstance(default, int) else str(value)
+    return columns
 
 
 def read_metrics(path: Path, run_id: str, finished: bool) -> list[dict[str, Any]]:
@@ -231,9 +254,11 @@ def read_run(folder: Path, runs_root: Path) -> tuple[dict[str, Any], list, list]
         "group": tags.get("group"),
         "part": tags.get("part"),
         "direction": tags.get("direction"),
+        "baseline": tags.get("baseline"),  # else from the experiments file: see assign_baselines
         "description": tags.get("description"),
         "config": json.dumps(config, allow_nan=True),
         "preset": config.get("preset") or tags.get("preset") or train.get("preset"),
+        **model_columns(config, config_path),
         "params": from_summary("params", int),
         "device": None if summary is None else summary.get("device"),
         # summaries written before the compile option have no such key: they ran eagerly
@@ -250,10 +275,68 @@ def read_run(folder: Path, runs_root: Path) -> tuple[dict[str, Any], list, list]
         "step_time_s": from_summary("step_time_s"),
         "tokens_per_s": from_summary("tokens_per_s"),
     }
-    for name in ("group", "part", "direction", "description", "preset", "device", "torch_version"):
+    for name in ("group", "part", "direction", "baseline", "description", "preset", "device", "torch_version"):
         if run[name] is not None:
             run[name] = str(run[name])
     return run, metrics, read_samples(files.samples, run_id)
+
+
+# ---------------------------------------------------------------------------------------------
+# Baselines: which experiment each run is compared with
+
+
+def read_baselines(path: Path) -> dict[str, str | None]:
+    """Experiment name -> the baseline it names (None: compared with nothing), from a file with
+    an `experiments:` mapping: workflow/experiments.yaml, or the results/experiments.json the
+    workflow writes from it (JSON is YAML too)."""
+    try:
+        document = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except OSError as err:
+        raise AnatomyError(f"--experiments {path}: cannot read it ({err.strerror})") from None
+    except yaml.YAMLError as err:
+        raise AnatomyError(f"--experiments {path}: not YAML or JSON ({str(err).splitlines()[0]})") from None
+    experiments = document.get("experiments") if isinstance(document, dict) else None
+    if not isinstance(experiments, dict):
+        raise AnatomyError(f"--experiments {path}: expected an 'experiments' mapping of name -> entry")
+    baselines = {}
+    for name, entry in experiments.items():
+        baseline = entry.get("baseline") if isinstance(entry, dict) else None
+        if not isinstance(baseline, (str, type(None))):
+            raise AnatomyError(f"--experiments {path}: experiments.{name}.baseline must be an experiment name, "
+                               f"got {baseline!r}")
+        baselines[str(name)] = baseline
+    return baselines
+
+
+def legacy_baselines(runs: list[dict[str, Any]]) -> None:
+    """Give runs trained before experiments named their baseline (no tag, not in the experiments
+    file) the baseline the grid compared them with then: a headline experiment is compared with the
+    headline experiment of the 2017 model (the preset that changes nothing from the defaults),
+    any other experiment with the headline experiment of its own preset (vanilla plus a part with
+    vanilla; llama minus a part, or broken, with llama). Every run is in `runs`; those with
+    "baseline" unset are filled in."""
+    headline_of_preset: dict[str, str] = {}
+    for run in sorted(runs, key=lambda run: run["run_id"]):
+        if run["group"] == "headline" and run["preset"]:
+            headline_of_preset.setdefault(run["preset"], run["experiment"])
+    plain = [name for preset, name in headline_of_preset.items() if PRESETS.get(preset) == {}]
+    for run in runs:
+        if "baseline" in run:
+            continue
+        found = (plain[0] if plain else None) if run["group"] == "headline" else headline_of_preset.get(run["preset"])
+        run["baseline"] = found if found != run["experiment"] else None
+
+
+def assign_baselines(runs: list[dict[str, Any]], declared: dict[str, str | None]) -> None:
+    """Each run's baseline: its own `baseline` tag, else its experiment's entry in `declared`
+    (the experiments file), else `legacy_baselines`."""
+    for run in runs:
+        if run["baseline"] is None:
+            if run["experiment"] in declared:
+                run["baseline"] = declared[run["experiment"]]
+            else:
+                del run["baseline"]  # left to legacy_baselines
+    legacy_baselines(runs)
 
 
 RUN_MARKERS = (CONFIG_FILE, SUMMARY_FILE)
@@ -353,8 +436,10 @@ def read_exams_folder(exams_root: Path, collected: CollectedRuns) -> None:
         collected.add_exam_rows("exam_wall_clock", wall_clock.read_rows(path))
 
 
-def collect_runs(runs_root: Path, benchmarks_root: Path | None = None, exams_root: Path | None = None) -> CollectedRuns:
+def collect_runs(runs_root: Path, benchmarks_root: Path | None = None, exams_root: Path | None = None,
+                 experiments_path: Path | None = None) -> CollectedRuns:
     runs_root = Path(runs_root)
+    declared = read_baselines(experiments_path) if experiments_path is not None else {}
     collected = CollectedRuns()
     if not runs_root.is_dir():
         raise AnatomyError(f"--runs {runs_root}: no such folder (train a model first: python -m anatomy train ...)")
@@ -364,6 +449,7 @@ def collect_runs(runs_root: Path, benchmarks_root: Path | None = None, exams_roo
         collected.metrics.extend(metrics)
         collected.samples.extend(samples)
         read_run_exams(folder, run["run_id"], collected)
+    assign_baselines(collected.runs, declared)
     if benchmarks_root is not None and Path(benchmarks_root).is_dir():
         collected.benchmarks = read_benchmarks(Path(benchmarks_root), {run["run_id"] for run in collected.runs})
     if exams_root is not None and Path(exams_root).is_dir():
@@ -417,6 +503,14 @@ def collect_lock_path(db_path: Path) -> Path:
     return db_path.with_name(f".{db_path.name}.lock")
 
 
+def being_collected(db_path: Path) -> bool:
+    """Whether a collect is writing `db_path` right now: it holds the lock for as long as it does."""
+    from anatomy.locks import is_locked
+
+    lock = collect_lock_path(db_path)
+    return lock.parent.is_dir() and is_locked(lock)
+
+
 @functools.lru_cache(maxsize=1)
 def expected_columns() -> frozenset[tuple[str, str]]:
     """(table or view, column) of every column that schema.sql creates."""
@@ -460,13 +554,13 @@ def summary_tables(db_path: Path) -> dict[str, list[dict[str, Any]]]:
 
 def collect(runs_root: Path, db_path: Path, json_path: Path | None = None,
             benchmarks_root: Path | None = None, allow_empty: bool = False,
-            exams_root: Path | None = None) -> dict[str, int]:
+            exams_root: Path | None = None, experiments_path: Path | None = None) -> dict[str, int]:
     """Read every run folder, write the database (and results.json); return the row counts."""
     db_path = Path(db_path)
     check_file_target(db_path, "--db")
     if json_path is not None:
         check_file_target(json_path, "--json")
-    collected = collect_runs(Path(runs_root), benchmarks_root, exams_root)
+    collected = collect_runs(Path(runs_root), benchmarks_root, exams_root, experiments_path)
     if not collected.runs and not allow_empty:  # a wrong --runs must not wipe a full database
         raise AnatomyError(
             f"--runs {runs_root}: no run folders in it (none holds a config.json or summary.json); "
@@ -500,11 +594,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="folder of Snakemake benchmark files (results/benchmarks)")
     parser.add_argument("--exams", type=Path, default=None,
                         help="folder of the exams not tied to one run: the depth map and the wall clock (results/exams)")
+    parser.add_argument("--experiments", type=Path, default=None,
+                        help="the experiments the runs were trained from, for the baseline each is compared with "
+                             "(results/experiments.json, written by the workflow, or workflow/experiments.yaml)")
 
 
 def run(args: argparse.Namespace) -> int:
     counts = collect(args.runs, args.db, args.json, args.benchmarks, allow_empty=args.allow_empty,
-                     exams_root=args.exams)
+                     exams_root=args.exams, experiments_path=args.experiments)
     print(f"collected {counts['runs']} runs, {counts['metrics']} metric rows, {counts['samples']} samples, "
           f"{counts['benchmarks']} benchmark rows, {counts['exam_rows']} exam rows into {args.db}")
     return 0

@@ -14,10 +14,22 @@ CREATE TABLE runs (
     seed             INTEGER,
     "group"          VARCHAR,              -- headline | ablation | break | ... (quote it: a keyword)
     part             VARCHAR,              -- the swapped part (norm, norm_pos, rope, gqa, swiglu, ...)
-    direction        VARCHAR,              -- add (vanilla plus one part) | remove (llama minus one)
+    direction        VARCHAR,              -- add (its baseline plus one part) | remove (its baseline minus one)
+    baseline         VARCHAR,              -- the experiment it is compared with, seed by seed; NULL: none
     description      VARCHAR,
     config           JSON NOT NULL,        -- the run's whole config.json
     preset           VARCHAR,
+    -- the model settings the pages group runs by (from config.json; a setting it leaves out is
+    -- anatomy.config.ModelConfig's default): depth, attention heads, and the five part switches
+    n_layer          INTEGER,
+    ctx_len          INTEGER,
+    n_head           INTEGER,
+    n_kv_head        INTEGER,              -- fewer than n_head: grouped-query attention (1: multi-query)
+    norm_type        VARCHAR,              -- layernorm | rmsnorm
+    norm_pos         VARCHAR,              -- post | pre
+    pos_type         VARCHAR,              -- learned | rope
+    rope_break       VARCHAR,              -- none | k_unrotated | k_adjacent
+    ffn_type         VARCHAR,              -- gelu | swiglu
     params           BIGINT,
     device           VARCHAR,
     compiled         BOOLEAN,              -- training steps ran through torch.compile
@@ -89,7 +101,8 @@ CREATE TABLE benchmarks (
 
 -- One row per run: computed from the metrics, so a run still training has numbers too.
 -- The overfitting turn: val bottoms out at `best_step`; `val_rise` is how far it climbed after
--- (final minus minimum); `train_val_gap` is final val minus final train.
+-- (final minus minimum, the final val evaluated at `final_val_step`); `train_val_gap` is final
+-- val minus final train.
 CREATE VIEW run_summary AS
 WITH finite_val AS (
     SELECT run_id, step, val_loss FROM metrics WHERE isfinite(val_loss)
@@ -112,7 +125,8 @@ progress AS (
     FROM metrics GROUP BY run_id
 )
 SELECT
-    r.run_id, r.experiment, r.seed, r."group", r.part, r.direction, r.description, r.preset,
+    r.run_id, r.experiment, r.seed, r."group", r.part, r.direction, r.baseline, r.description, r.preset,
+    r.n_layer, r.ctx_len, r.n_head, r.n_kv_head, r.norm_type, r.norm_pos, r.pos_type, r.rope_break, r.ffn_type,
     r.params, r.device, r.status, r.diverged, r.diverged_step,
     coalesce(p.last_step, r.steps_done) AS last_step,
     p.n_evals,
@@ -120,6 +134,7 @@ SELECT
     coalesce(b.best_val_loss, r.best_val_loss) AS best_val_loss,
     coalesce(b.best_step, r.best_step) AS best_step,
     coalesce(lv.final_val_loss, r.final_val_loss) AS final_val_loss,
+    lv.final_val_step,
     coalesce(lt.final_train_loss, r.final_train_loss) AS final_train_loss,
     coalesce(lv.final_val_loss, r.final_val_loss)
         - coalesce(b.best_val_loss, r.best_val_loss) AS val_rise,
@@ -134,6 +149,14 @@ LEFT JOIN last_val lv USING (run_id)
 LEFT JOIN last_train lt USING (run_id)
 LEFT JOIN progress p USING (run_id);
 
+-- The overfitting turn, evaluation by evaluation: how far each finite val after a run's best
+-- step lies above that best. The turn "by a margin" is the first step where this exceeds it.
+CREATE VIEW val_above_best AS
+SELECT m.run_id, m.step, m.val_loss, m.val_loss - s.best_val_loss AS above_best
+FROM metrics m
+JOIN run_summary s USING (run_id)
+WHERE isfinite(m.val_loss) AND m.step >= s.best_step;
+
 -- One row per experiment: mean, min and max over its seeds.
 CREATE VIEW experiment_summary AS
 SELECT
@@ -141,6 +164,7 @@ SELECT
     any_value("group") AS "group",
     any_value(part) AS part,
     any_value(direction) AS direction,
+    any_value(baseline) AS baseline,
     any_value(preset) AS preset,
     count(*) AS n_runs,
     count(*) FILTER (WHERE status = 'done') AS n_done,
@@ -151,6 +175,7 @@ SELECT
     avg(best_val_loss) AS best_val_mean,
     min(best_val_loss) AS best_val_min,
     max(best_val_loss) AS best_val_max,
+    max(best_val_loss) - min(best_val_loss) AS best_val_spread,  -- the seed noise of this experiment
     avg(best_step) AS best_step_mean,
     min(best_step) AS best_step_min,
     max(best_step) AS best_step_max,
@@ -165,6 +190,17 @@ SELECT
 FROM run_summary
 GROUP BY experiment;
 
+-- The seed band: per experiment and evaluation, val loss over its seeds (finite values only, so
+-- a diverged seed leaves the band where it broke).
+CREATE VIEW seed_band AS
+SELECT
+    r.experiment, m.step,
+    avg(m.val_loss) AS "mean", min(m.val_loss) AS "min", max(m.val_loss) AS "max", count(*) AS n_seeds
+FROM metrics m
+JOIN runs r USING (run_id)
+WHERE isfinite(m.val_loss)
+GROUP BY r.experiment, m.step;
+
 -- How much of each sample is copied from the training text, per run and checkpoint: compare a
 -- run's best checkpoint (before the overfitting turn) with its last, and both with the val control.
 CREATE VIEW sample_memorisation AS
@@ -177,33 +213,41 @@ FROM samples s
 JOIN run_summary m USING (run_id)
 WHERE s.copied_fraction IS NOT NULL;
 
--- Which part earned the gain: each ablation run against its baseline run with the same seed
--- (same batches, only the part differs). "add" runs are vanilla plus one part, compared with
--- vanilla; "remove" runs are llama minus one part, compared with llama. A negative delta_add
--- means adding the part helped; a positive delta_remove means removing it hurt.
-CREATE VIEW ablation_summary AS
-WITH paired AS (
-    SELECT
-        a.experiment, a.part, a.direction, a.seed,
-        base.experiment AS baseline,
-        a.best_val_loss - base.best_val_loss AS delta_best_val,
-        a.final_val_loss - base.final_val_loss AS delta_final_val
-    FROM run_summary a
-    JOIN run_summary base
-      ON base.seed = a.seed
-     AND base.experiment = CASE a.direction WHEN 'add' THEN 'vanilla' WHEN 'remove' THEN 'llama' END
-    WHERE a.direction IN ('add', 'remove') AND a.part IS NOT NULL
-)
+-- Each run against its baseline's run with the same seed (same batches, only the change differs):
+-- `runs.baseline` names the experiment (workflow/experiments.yaml says which). A negative delta
+-- means a lower loss (or an earlier best step) than the baseline's.
+CREATE VIEW baseline_pairs AS
 SELECT
-    experiment, part, direction, baseline,
+    a.run_id, a.experiment, a."group", a.part, a.direction, a.seed, a.baseline,
+    base.run_id AS baseline_run_id,
+    a.best_val_loss - base.best_val_loss AS delta_best_val,
+    a.best_step - base.best_step AS delta_best_step,
+    a.final_val_loss - base.final_val_loss AS delta_final_val
+FROM run_summary a
+JOIN run_summary base ON base.experiment = a.baseline AND base.seed = a.seed;
+
+-- Each experiment against its baseline, over the seeds both have: mean, min and max difference.
+CREATE VIEW baseline_summary AS
+SELECT
+    experiment, any_value("group") AS "group", part, direction, baseline,
     count(*) AS n_seeds,
     list(seed ORDER BY seed) AS seeds,
     avg(delta_best_val) AS delta_best_val_mean,
     min(delta_best_val) AS delta_best_val_min,
     max(delta_best_val) AS delta_best_val_max,
     avg(delta_final_val) AS delta_final_val_mean
-FROM paired
+FROM baseline_pairs
 GROUP BY experiment, part, direction, baseline;
+
+-- Which part earned the gain: the ablations against their baselines. "add" runs are a model plus
+-- one part, "remove" runs a model minus one. A negative delta_add means adding the part helped;
+-- a positive delta_remove means removing it hurt.
+CREATE VIEW ablation_summary AS
+SELECT
+    experiment, part, direction, baseline, n_seeds, seeds,
+    delta_best_val_mean, delta_best_val_min, delta_best_val_max, delta_final_val_mean
+FROM baseline_summary
+WHERE direction IN ('add', 'remove') AND part IS NOT NULL;
 
 -- ---------------------------------------------------------------------------------------------
 -- The exams (anatomy/exams/): each part tested where it is made to pay. A run's exams are small

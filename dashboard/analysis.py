@@ -1,6 +1,10 @@
-"""The numbers behind the charts, as plain pandas: smoothing, seed bands, the overfitting turn.
+"""The views' rows reshaped for the charts, as plain pandas: curves, best points, the overfitting
+turn, each part's worth, the comparisons with a baseline.
 
-Kept apart from Streamlit and Altair so each can be checked on its own.
+The numbers themselves (best points, the turn, the train/val gap, seed bands and spreads, the
+differences from a baseline) are computed once, by the views of anatomy/schema.sql; what is here
+only picks, renames and turns them, plus what depends on a choice made on the page (smoothing,
+the turn's margin). Kept apart from Streamlit and Altair so each can be checked on its own.
 """
 
 from __future__ import annotations
@@ -33,56 +37,38 @@ def long_curves(metrics: pd.DataFrame, splits=("val_loss", "train_loss"), smooth
     return long.reset_index(drop=True)
 
 
-def seed_band(metrics: pd.DataFrame, column: str = "val_loss") -> pd.DataFrame:
-    """Per experiment and step: mean, min and max over seeds (finite values only)."""
-    rows = metrics[finite(metrics[column])]
-    band = rows.groupby(["experiment", "step"])[column].agg(["mean", "min", "max", "count"]).reset_index()
-    return band.rename(columns={"count": "n_seeds"})
+def best_points(runs: pd.DataFrame) -> pd.DataFrame:
+    """Each run's lowest val loss and the first step it was reached (run_summary's best point)."""
+    best = runs[finite(runs["best_val_loss"])]
+    best = best[["run_id", "label", "experiment", "seed", "best_step", "best_val_loss"]]
+    return best.rename(columns={"best_step": "step", "best_val_loss": "val_loss"}).reset_index(drop=True)
 
 
-def best_points(metrics: pd.DataFrame) -> pd.DataFrame:
-    """Each run's lowest val loss and the first step it was reached."""
-    rows = metrics[finite(metrics["val_loss"])].sort_values(["run_id", "val_loss", "step"])
-    best = rows.drop_duplicates("run_id")[["run_id", "label", "experiment", "seed", "step", "val_loss"]]
-    return best.reset_index(drop=True)
+def turn_steps(above_best: pd.DataFrame, margin: float) -> pd.Series:
+    """Per run: the first step after its best where val is more than `margin` above that best
+    (rows of the val_above_best view); runs that never climb that far are left out."""
+    climbed = above_best[above_best["above_best"] > margin]
+    return climbed.groupby("run_id")["step"].min().astype(float)
 
 
-def turn_step(steps: pd.Series, val: pd.Series, margin: float) -> float:
-    """The first step after val's minimum where val is more than `margin` above that minimum."""
-    ok = finite(val)
-    steps, val = steps[ok].to_numpy(), val[ok].to_numpy(dtype=float)
-    if len(val) == 0:
-        return np.nan
-    lowest = int(np.argmin(val))  # argmin returns the first (earliest) minimum
-    above = np.nonzero(val[lowest:] > val[lowest] + margin)[0]
-    return float(steps[lowest + above[0]]) if len(above) else np.nan
-
-
-def overfitting_table(metrics: pd.DataFrame, margin: float) -> pd.DataFrame:
-    """Per run: where val bottoms out, when it turns (by `margin`), how far it climbs, the gap."""
-    rows = []
-    for run_id, run in metrics.sort_values("step").groupby("run_id", sort=False):
-        val_ok = run[finite(run["val_loss"])]
-        train_ok = run[finite(run["train_loss"])]
-        if val_ok.empty:
-            continue
-        lowest = val_ok.loc[val_ok["val_loss"].idxmin()]
-        final_val = val_ok["val_loss"].iloc[-1]
-        final_train = train_ok["train_loss"].iloc[-1] if not train_ok.empty else np.nan
-        rows.append({
-            "run_id": run_id,
-            "label": run["label"].iloc[0],
-            "experiment": run["experiment"].iloc[0],
-            "min_val": lowest["val_loss"],
-            "min_step": lowest["step"],
-            "turn_step": turn_step(run["step"], run["val_loss"], margin),
-            "final_step": val_ok["step"].iloc[-1],
-            "final_val": final_val,
-            "val_rise": final_val - lowest["val_loss"],
-            "final_train": final_train,
-            "gap": final_val - final_train,
-        })
-    return pd.DataFrame(rows)
+def overfitting_table(runs: pd.DataFrame, above_best: pd.DataFrame, margin: float) -> pd.DataFrame:
+    """Per run with a best point (run_summary): where val bottoms out, when it turns (by `margin`),
+    how far it climbs, and the train/val gap at the end."""
+    rows = runs[finite(runs["best_val_loss"])]
+    table = pd.DataFrame({
+        "run_id": rows["run_id"],
+        "label": rows["label"],
+        "experiment": rows["experiment"],
+        "min_val": rows["best_val_loss"],
+        "min_step": rows["best_step"],
+        "turn_step": rows["run_id"].map(turn_steps(above_best, margin)),
+        "final_step": rows["final_val_step"],
+        "final_val": rows["final_val_loss"],
+        "val_rise": rows["val_rise"],
+        "final_train": rows["final_train_loss"],
+        "gap": rows["train_val_gap"],
+    })
+    return table.reset_index(drop=True)
 
 
 def divergence_points(runs: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
@@ -105,44 +91,50 @@ def divergence_points(runs: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame
     return pd.DataFrame(rows, columns=["run_id", "label", "experiment", "seed", "diverged_step", "step", "val_loss"])
 
 
-def part_benefit(ablations: pd.DataFrame) -> pd.DataFrame:
-    """What each part is worth in best val loss (nats; positive = the part helps), both ways.
+def direction_words(direction: str, baseline: str) -> str:
+    """How an ablation changed its baseline: "added to vanilla", "removed from llama"."""
+    return f"added to {baseline}" if direction == "add" else f"removed from {baseline}"
 
-    Added to vanilla: benefit = vanilla - (vanilla + part) = -delta.
-    Removed from llama: benefit = (llama - part) - llama = delta.
+
+def part_benefit(ablations: pd.DataFrame) -> pd.DataFrame:
+    """What each part is worth in best val loss (nats; positive = the part helps), both ways: the
+    ablation_summary's differences, turned so that right is better.
+
+    Added to a baseline: benefit = baseline - (baseline + part) = -delta.
+    Removed from a baseline: benefit = (baseline - part) - baseline = delta.
     The min/max are over seeds, each seed compared with the baseline run of the same seed.
     """
+    columns = ["part", "direction", "baseline", "experiment", "benefit", "benefit_low", "benefit_high", "n_seeds"]
     if ablations.empty:
-        return pd.DataFrame(columns=["part", "direction", "experiment", "benefit", "benefit_low", "benefit_high", "n_seeds"])
+        return pd.DataFrame(columns=columns)
     sign = np.where(ablations["direction"] == "add", -1.0, 1.0)
     low = sign * ablations["delta_best_val_min"]
     high = sign * ablations["delta_best_val_max"]
     return pd.DataFrame({
         "part": ablations["part"],
-        "direction": ablations["direction"].map({"add": "added to vanilla", "remove": "removed from llama"}),
+        "direction": [direction_words(d, b) for d, b in zip(ablations["direction"], ablations["baseline"])],
+        "baseline": ablations["baseline"],
         "experiment": ablations["experiment"],
         "benefit": sign * ablations["delta_best_val_mean"],
         "benefit_low": np.minimum(low, high),
         "benefit_high": np.maximum(low, high),
         "n_seeds": ablations["n_seeds"],
-    })
+    }, columns=columns)
 
 
-def seed_spread(runs: pd.DataFrame, experiments) -> float:
-    """The largest max-min of best val over seeds among these experiments: the noise floor."""
-    rows = runs[runs["experiment"].isin(list(experiments))]
-    spread = rows.groupby("experiment")["best_val_loss"].agg(lambda v: v.max() - v.min())
+def seed_spread(experiments: pd.DataFrame, names) -> float:
+    """The largest spread of best val over seeds (experiment_summary) among these experiments:
+    the noise floor."""
+    spread = experiments.loc[experiments["experiment"].isin(list(names)), "best_val_spread"]
     return float(spread.max()) if len(spread) else np.nan
 
 
-def versus_reference(runs: pd.DataFrame, experiments, reference: str) -> pd.DataFrame:
-    """Best val of each experiment minus the reference's, paired by seed: mean, min, max."""
-    base = runs[runs["experiment"] == reference].set_index("seed")["best_val_loss"]
-    rows = []
-    for experiment in experiments:
-        mine = runs[runs["experiment"] == experiment].set_index("seed")["best_val_loss"]
-        delta = (mine - base).dropna()
-        if len(delta):
-            rows.append({"experiment": experiment, "delta": delta.mean(), "delta_low": delta.min(),
-                         "delta_high": delta.max(), "n_seeds": len(delta)})
-    return pd.DataFrame(rows, columns=["experiment", "delta", "delta_low", "delta_high", "n_seeds"])
+def versus_baseline(comparisons: pd.DataFrame, experiments) -> pd.DataFrame:
+    """These experiments' best val minus their baseline's, paired by seed (baseline_summary):
+    mean, min, max, in the order given."""
+    rows = comparisons.set_index("experiment").reindex(list(experiments)).dropna(subset=["baseline"])
+    rows = rows[rows["n_seeds"] > 0].reset_index()
+    return pd.DataFrame({
+        "experiment": rows["experiment"], "baseline": rows["baseline"], "delta": rows["delta_best_val_mean"],
+        "delta_low": rows["delta_best_val_min"], "delta_high": rows["delta_best_val_max"], "n_seeds": rows["n_seeds"],
+    }, columns=["experiment", "baseline", "delta", "delta_low", "delta_high", "n_seeds"])

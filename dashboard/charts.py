@@ -201,8 +201,11 @@ def benefit_chart(benefit: pd.DataFrame, noise: float, height_per_row: int = 36)
     """Per part, how much best val it is worth, both ways, with the seed range as error bars."""
     benefit = benefit.assign(row=benefit["part"] + " · " + benefit["direction"])
     rows = sorted(benefit["row"])
-    direction_scale = alt.Scale(domain=["added to vanilla", "removed from llama"],
-                                range=[PINNED["vanilla"], PINNED["llama"]])
+    # each way in its baseline's colour (added to vanilla: vanilla's blue), added before removed
+    ways = benefit.drop_duplicates("direction").sort_values("direction")
+    baseline_colors = color_scale(ways["baseline"])
+    colour_of = dict(zip(baseline_colors.domain, baseline_colors.range))
+    direction_scale = alt.Scale(domain=list(ways["direction"]), range=[colour_of[b] for b in ways["baseline"]])
     y = alt.Y("row:N", title=None, sort=rows, axis=alt.Axis(labelLimit=320))
     tooltip = [alt.Tooltip("experiment:N"), alt.Tooltip("direction:N"),
                alt.Tooltip("benefit:Q", title="gain (nats)", format="+.4f"),
@@ -245,11 +248,15 @@ def divergence_marks(points: pd.DataFrame, x_max: float, log: bool = False) -> a
     return rule + text + cross
 
 
-def delta_chart(deltas: pd.DataFrame, reference: str, height_per_row: int = 44) -> alt.LayerChart:
-    """Best val minus the reference's, per experiment, with the seed range as error bars."""
+def delta_chart(deltas: pd.DataFrame, height_per_row: int = 44) -> alt.LayerChart:
+    """Best val minus its baseline's, per experiment (a row of analysis.versus_baseline), with the
+    seed range as error bars."""
+    baselines = list(dict.fromkeys(deltas["baseline"]))
+    reference = baselines[0] if len(baselines) == 1 else "its baseline"
     order = list(deltas.sort_values("delta")["experiment"])
     y = alt.Y("experiment:N", title=None, sort=order, axis=alt.Axis(labelLimit=320))
-    tooltip = [alt.Tooltip("experiment:N"), alt.Tooltip("delta:Q", title=f"vs {reference} (nats)", format="+.4f"),
+    tooltip = [alt.Tooltip("experiment:N"), alt.Tooltip("baseline:N"),
+               alt.Tooltip("delta:Q", title=f"vs {reference} (nats)", format="+.4f"),
                alt.Tooltip("delta_low:Q", title="seed min", format="+.4f"),
                alt.Tooltip("delta_high:Q", title="seed max", format="+.4f"), alt.Tooltip("n_seeds:Q", title="seeds")]
     points = alt.Chart(deltas).mark_point(filled=True, size=120).encode(

@@ -130,12 +130,10 @@ def file_version(path: str) -> tuple[int, int, int]:
 
 
 def _missing(path: Path) -> DatabaseProblem:
-    # collect builds the new file as .anatomy.duckdb.XXXX.tmp beside the target, holding its lock;
-    # a temporary file without the lock held is a leftover of a killed collect, not a rebuild
-    from anatomy.locks import is_locked
-    from anatomy.results import collect_lock_path
+    # collect says whether it is writing the file (a temporary file it left when killed is no rebuild)
+    from anatomy.results import being_collected
 
-    if path.parent.is_dir() and any(path.parent.glob(f".{path.name}.*.tmp")) and is_locked(collect_lock_path(path)):
+    if being_collected(path):
         return DatabaseProblem("rebuilding", f"The database `{path}` is being rebuilt right now.")
     return DatabaseProblem("missing", f"There is no results database at `{path}` yet.")
 
@@ -192,12 +190,16 @@ def query(path: str, sql: str) -> pd.DataFrame:
 
 @dataclass
 class Results:
-    """The database's tables and views as DataFrames, plus a label per run for the charts."""
+    """The database's tables and views as DataFrames, plus a label per run for the charts.
+    Every number here is computed by a view of anatomy/schema.sql; the pages only reshape them."""
 
     path: str
-    runs: pd.DataFrame  # the run_summary view, one row per run, with "label" and "n_layer"
+    runs: pd.DataFrame  # the run_summary view, one row per run (its model settings too), with "label"
     metrics: pd.DataFrame  # one row per evaluation, with the run's label, experiment and seed
     experiments: pd.DataFrame  # the experiment_summary view
+    band: pd.DataFrame  # the seed_band view: val loss over seeds, per experiment and step
+    above_best: pd.DataFrame  # the val_above_best view: each val after a run's best, above that best
+    comparisons: pd.DataFrame  # the baseline_summary view: each experiment against its baseline
     ablations: pd.DataFrame  # the ablation_summary view
     samples: pd.DataFrame
     memorisation: pd.DataFrame  # the sample_memorisation view: copied share per sample and step
@@ -209,13 +211,6 @@ class Results:
 
 def run_label(experiment: str, seed) -> str:
     return f"{experiment} · seed {seed}" if pd.notna(seed) else str(experiment)
-
-
-def _n_layer(config_json: str) -> float:
-    try:
-        return float(json.loads(config_json)["model"]["n_layer"])
-    except (TypeError, ValueError, KeyError):
-        return float("nan")
 
 
 def check_schema(path: str) -> None:
@@ -236,11 +231,8 @@ def check_schema(path: str) -> None:
 def load_results(path: str) -> Results:
     """All the dashboard reads, in a few queries. Raises DatabaseProblem."""
     check_schema(path)
-    runs = query(path, """
-        SELECT s.*, r.config FROM run_summary s JOIN runs r USING (run_id)
-        ORDER BY s."group" = 'headline' DESC, s.experiment, s.seed""")
+    runs = query(path, """SELECT * FROM run_summary ORDER BY "group" = 'headline' DESC, experiment, seed""")
     runs["label"] = [run_label(e, s) for e, s in zip(runs["experiment"], runs["seed"])]
-    runs["n_layer"] = runs.pop("config").map(_n_layer)
     metrics = query(path, "SELECT * FROM metrics ORDER BY run_id, step")
     metrics = metrics.merge(runs[["run_id", "label", "experiment", "seed", "status"]], on="run_id")
     samples = query(path, "SELECT * FROM samples ORDER BY run_id, sample_idx").merge(
@@ -250,6 +242,9 @@ def load_results(path: str) -> Results:
         runs=runs,
         metrics=metrics,
         experiments=query(path, "SELECT * FROM experiment_summary ORDER BY experiment"),
+        band=query(path, "SELECT * FROM seed_band ORDER BY experiment, step"),
+        above_best=query(path, "SELECT * FROM val_above_best ORDER BY run_id, step"),
+        comparisons=query(path, "SELECT * FROM baseline_summary ORDER BY baseline, experiment"),
         ablations=query(path, "SELECT * FROM ablation_summary ORDER BY part, direction"),
         samples=samples,
         memorisation=query(path, "SELECT * FROM sample_memorisation ORDER BY run_id, step").merge(
@@ -312,23 +307,8 @@ class ExamResults:
     wall_clock: pd.DataFrame
 
 
-# the model settings the exams turn on; a config that leaves one out means the default
+# the model settings the exams turn on: columns of the runs table
 MODEL_FIELDS = ("pos_type", "rope_break", "n_head", "n_kv_head", "n_layer", "norm_pos", "ctx_len")
-
-
-def model_settings(config_json: str) -> dict:
-    """MODEL_FIELDS of a run's config.json, defaults filled in from anatomy.config.ModelConfig."""
-    import dataclasses
-
-    from anatomy.config import ModelConfig
-
-    settings = {field.name: field.default for field in dataclasses.fields(ModelConfig) if field.name in MODEL_FIELDS}
-    try:
-        model = json.loads(config_json).get("model") or {}
-    except (TypeError, ValueError, AttributeError):
-        model = {}
-    settings.update({name: model[name] for name in MODEL_FIELDS if name in model})
-    return settings
 
 
 def position_kind(pos_type: str, rope_break: str) -> str:
@@ -353,10 +333,9 @@ def missing_exam_tables(path: str) -> list[str]:
 
 
 def exam_runs(path: str) -> pd.DataFrame:
-    runs = query(path, 'SELECT run_id, experiment, seed, "group", part, status, config FROM runs ORDER BY run_id')
+    runs = query(path, f'SELECT run_id, experiment, seed, "group", part, status, {", ".join(MODEL_FIELDS)} '
+                       "FROM runs ORDER BY run_id")
     runs["label"] = [run_label(e, s) for e, s in zip(runs["experiment"], runs["seed"])]
-    settings = pd.DataFrame([model_settings(c) for c in runs.pop("config")], columns=list(MODEL_FIELDS))
-    runs = pd.concat([runs.reset_index(drop=True), settings], axis=1)
     runs["positions"] = [position_kind(p, b) for p, b in zip(runs["pos_type"], runs["rope_break"])]
     return runs
 

@@ -49,7 +49,15 @@ TINY_GRID = {
     "mqa": ((42,), {"group": "break", "part": "gqa"}, {**LLAMA_PARTS, "n_kv_head": 1}, {}),
     # trained, then its summary.json removed: how a run still in progress (or killed) looks
     "rope_k_unrotated": ((42,), {"group": "break", "part": "rope"}, {**LLAMA_PARTS, "rope_break": "k_unrotated"}, {}),
+    # in no experiments.yaml: an ablation of a break test, compared with that break test; the pages
+    # must place it by its baseline alone
+    "mqa_minus_swiglu": ((42,), {"group": "ablation", "part": "swiglu", "direction": "remove"},
+                         {**LLAMA_PARTS, "n_kv_head": 1, "ffn_type": "gelu"}, {}),
 }
+# experiment -> its baseline, handed to collect in an experiments file, as the workflow does
+TINY_BASELINES = {"vanilla": None, "llama": "vanilla", "vanilla_plus_swiglu": "vanilla", "llama_minus_swiglu": "llama",
+                  "deep_post_nowarmup": "llama", "deep_pre_nowarmup": "llama", "mqa": "llama",
+                  "rope_k_unrotated": "llama", "mqa_minus_swiglu": "mqa"}
 TINY_TRAIN = {"steps": 80, "eval_every": 5, "batch_size": 8, "lr": 1e-2, "threads": 1, "compile": False}
 # Validation is the last 10% of the text: the second passage, which training never sees, so the
 # tiny model memorises the first and its val loss turns upward within the 80 steps.
@@ -79,7 +87,10 @@ def dashboard_db(tmp_path_factory) -> Path:
         (root / "runs" / "rope_k_unrotated" / "seed42" / file_name).unlink()
     examine(root)
     db = root / "anatomy.duckdb"
-    collect(root / "runs", db, root / "results.json", exams_root=root / "exams")
+    write_json(root / "experiments.json", {"experiments": {name: {"baseline": baseline}
+                                                           for name, baseline in TINY_BASELINES.items()}})
+    collect(root / "runs", db, root / "results.json", exams_root=root / "exams",
+            experiments_path=root / "experiments.json")
     return db
 
 

@@ -19,8 +19,10 @@ def write_run_folder(
     seed: int,
     *,
     group: str = "headline",
+    preset: str | None = None,
     part: str | None = None,
     direction: str | None = None,
+    baseline: str | None = None,
     steps: int = 100,
     eval_every: int = 10,
     floor: float = 2.0,
@@ -35,6 +37,9 @@ def write_run_folder(
 
     status "running" leaves out summary.json; "diverged" puts NaN/inf losses from
     `diverged_step` on and stops there, as a trainer that hits a non-finite loss does.
+    `preset` defaults to the one the grid's experiment of that name is built on (vanilla for
+    vanilla*, llama for the rest). `baseline` is written as a tag (`anatomy train --tag baseline=...`); without it, collect
+    finds the baseline in its experiments file or falls back to the preset's headline experiment.
     """
     folder = runs_root / experiment / f"seed{seed}"
     folder.mkdir(parents=True)
@@ -43,7 +48,10 @@ def write_run_folder(
         tags["part"] = part
     if direction:
         tags["direction"] = direction
+    if baseline:
+        tags["baseline"] = baseline
     config = {
+        "preset": preset or ("vanilla" if experiment.startswith("vanilla") else "llama"),
         # the parts of the 2017 model unless `model` swaps some (LLAMA_PARTS: the mini-LLaMA's)
         "model": {"d_model": 16, "n_layer": n_layer, **(model or {})},
         "train": {"seed": seed, "max_steps": steps, "batch_size": 2},
@@ -107,8 +115,8 @@ def write_fixture_grid(runs_root: Path, benchmarks_root: Path | None = None) -> 
                          n_layer=12, status="diverged", diverged_step=30, model={**LLAMA_PARTS, "norm_pos": "post"})
         write_run_folder(runs_root, "mqa", seed, group="break", part="gqa", floor=2.15,
                          model={**LLAMA_PARTS, "n_kv_head": 1})
-    write_run_folder(runs_root, "llama_minus_rope", 42, group="ablation", part="rope", direction="remove",
-                     status="running", steps=100, model={**LLAMA_PARTS, "pos_type": "learned"})
+    write_run_folder(runs_root, "llama_minus_rope", 42, group="ablation", part="rope",
+                     direction="remove", status="running", steps=100, model={**LLAMA_PARTS, "pos_type": "learned"})
     if benchmarks_root is not None:
         folder = benchmarks_root / "train_model" / "vanilla"
         folder.mkdir(parents=True)

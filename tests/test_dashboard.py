@@ -19,7 +19,7 @@ import pyarrow as pa
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from anatomy.results import collect
+from anatomy.results import SCHEMA_PATH, collect
 from run_folders import write_fixture_grid, write_run_folder
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -117,6 +117,10 @@ def test_overview_shows_the_headline_runs(dashboard_db, monkeypatch):
     prose = texts(app)
     assert "still running" in prose and "deep_post_nowarmup · seed 42" in prose
     assert "vanilla" in prose and "llama" in prose
+    # the model with no baseline first; the other against the baseline it names, paired by seed
+    assert [m.label.split(":")[0] for m in app.metric[4:]] == ["vanilla", "llama"]
+    (delta,) = db_rows(dashboard_db, "SELECT delta_best_val_mean FROM baseline_summary WHERE experiment = 'llama'")[0]
+    assert app.metric[5].proto.delta == f"{delta:+.3f} vs vanilla" and not app.metric[4].proto.delta
 
 
 def test_curves_follow_the_controls(dashboard_db, monkeypatch):
@@ -181,13 +185,19 @@ def test_ablations_view_pairs_parts_with_baselines(dashboard_db, monkeypatch):
     app = open_page(dashboard_db, "ablations", monkeypatch)
     (chart,) = chart_tables(app)
     bars = chart.dropna(subset=["part"])
-    assert set(zip(bars["part"], bars["direction"])) == {("swiglu", "added to vanilla"), ("swiglu", "removed from llama")}
+    # mqa_minus_swiglu is in no experiments.yaml: its baseline (mqa) places it, no code names it
+    assert set(zip(bars["part"], bars["direction"])) == {
+        ("swiglu", "added to vanilla"), ("swiglu", "removed from llama"), ("swiglu", "removed from mqa")}
     best = dict(db_rows(dashboard_db, "SELECT run_id, best_val_loss FROM run_summary"))
     gains = [best[f"vanilla/seed{s}"] - best[f"vanilla_plus_swiglu/seed{s}"] for s in (42, 7)]
     added = bars[bars["direction"] == "added to vanilla"].iloc[0]
     assert added["benefit"] == pytest.approx(np.mean(gains))
     assert (added["benefit_low"], added["benefit_high"]) == pytest.approx((min(gains), max(gains)))
-    assert set(app.dataframe[0].value["experiment"]) == {"vanilla_plus_swiglu", "llama_minus_swiglu"}
+    removed = bars[bars["direction"] == "removed from mqa"].iloc[0]
+    assert removed["benefit"] == pytest.approx(best["mqa_minus_swiglu/seed42"] - best["mqa/seed42"])
+    table = app.dataframe[0].value
+    assert dict(zip(table["experiment"], table["baseline"])) == {
+        "vanilla_plus_swiglu": "vanilla", "llama_minus_swiglu": "llama", "mqa_minus_swiglu": "mqa"}
 
 
 def test_break_view_flags_the_divergence(dashboard_db, monkeypatch):
@@ -200,7 +210,13 @@ def test_break_view_flags_the_divergence(dashboard_db, monkeypatch):
     assert "✕ deep_post_nowarmup · seed 42 diverged (NaN/inf) at step 2" in set(deep["text"].dropna())
     assert "before its first evaluation" in error.value
     others = tables[1]
-    assert set(others["experiment"].dropna()) == {"llama", "mqa", "rope_k_unrotated"}
+    assert set(others["experiment"].dropna()) == {"llama", "mqa", "rope_k_unrotated"}  # with their baseline
+    # each against the baseline its experiment names, as the baseline_summary view pairs them
+    deltas = tables[2].dropna(subset=["experiment"]).set_index("experiment")
+    expected = dict(db_rows(dashboard_db, """SELECT experiment, delta_best_val_mean FROM baseline_summary
+                                              WHERE experiment IN ('mqa', 'rope_k_unrotated')"""))
+    assert set(deltas.index) == set(expected) and set(deltas["baseline"]) == {"llama"}
+    assert deltas["delta"].to_dict() == pytest.approx(expected)
     assert set(app.dataframe[0].value["label"]) == labels_of(dashboard_db, "\"group\" = 'break'")
 
 
@@ -355,18 +371,31 @@ def test_sidebar_path_and_a_rebuilt_database_are_picked_up(fixture_grid_db, tmp_
 # The numbers behind the charts
 
 
-def test_turn_step_is_the_first_rise_past_the_margin():
-    steps = pd.Series([10, 20, 30, 40, 50, 60])
-    val = pd.Series([3.0, 2.5, 2.4, 2.42, 2.6, np.inf])
-    assert analysis.turn_step(steps, val, 0.05) == 50
-    assert analysis.turn_step(steps, val, 0.01) == 40
-    assert np.isnan(analysis.turn_step(steps, val, 1.0))
-    assert np.isnan(analysis.turn_step(steps, pd.Series([np.nan] * 6), 0.05))
+def schema_with(runs: list[tuple], metrics: list[tuple]) -> duckdb.DuckDBPyConnection:
+    """An in-memory database of anatomy/schema.sql holding these runs (run_id, experiment, seed,
+    baseline) and metrics (run_id, step, val_loss): the views compute, the dashboard reshapes."""
+    con = duckdb.connect(":memory:")
+    con.execute(SCHEMA_PATH.read_text(encoding="utf-8"))
+    con.executemany("INSERT INTO runs (run_id, experiment, seed, baseline, config, status, diverged) "
+                    "VALUES (?, ?, ?, ?, '{}', 'done', false)", runs)
+    con.executemany("INSERT INTO metrics (run_id, step, val_loss) VALUES (?, ?, ?)", metrics)
+    return con
+
+
+def test_the_turn_is_the_first_val_past_the_margin_above_the_best():
+    steps, val = [10, 20, 30, 40, 50, 60], [3.0, 2.5, 2.4, 2.42, 2.6, np.inf]
+    con = schema_with([("a/seed1", "a", 1, None), ("b/seed1", "b", 1, None)],
+                      [("a/seed1", s, v) for s, v in zip(steps, val)] + [("b/seed1", s, np.nan) for s in steps])
+    above = con.execute("SELECT * FROM val_above_best").df()
+    assert analysis.turn_steps(above, 0.05).to_dict() == {"a/seed1": 50}
+    assert analysis.turn_steps(above, 0.01).to_dict() == {"a/seed1": 40}
+    assert analysis.turn_steps(above, 1.0).empty  # never that far above: no turn (and b never had a best)
 
 
 def test_part_benefit_reads_the_same_way_in_both_directions():
     ablations = pd.DataFrame({
         "experiment": ["vanilla_plus_x", "llama_minus_x"], "part": ["x", "x"], "direction": ["add", "remove"],
+        "baseline": ["vanilla", "llama"],
         "delta_best_val_mean": [-0.10, 0.08], "delta_best_val_min": [-0.12, 0.05],
         "delta_best_val_max": [-0.07, 0.11], "n_seeds": [2, 2],
     })
@@ -376,17 +405,25 @@ def test_part_benefit_reads_the_same_way_in_both_directions():
     assert benefit.loc["removed from llama", "benefit"] == pytest.approx(0.08)
     assert (benefit.loc["added to vanilla", "benefit_low"], benefit.loc["added to vanilla", "benefit_high"]) == \
         pytest.approx((0.07, 0.12))
+    # the words name the baseline the ablation names, whatever it is
+    other = analysis.part_benefit(ablations.assign(baseline=["mqa", "deep"]))
+    assert set(other["direction"]) == {"added to mqa", "removed from deep"}
 
 
-def test_seed_band_and_versus_reference_pair_by_seed():
-    metrics = pd.DataFrame({"experiment": ["a"] * 4, "step": [1, 1, 2, 2], "val_loss": [1.0, 3.0, 2.0, np.nan]})
-    band = analysis.seed_band(metrics).set_index("step")
+def test_seed_band_and_baseline_comparison_pair_by_seed():
+    con = schema_with([("a/seed1", "a", 1, None), ("a/seed2", "a", 2, None)],
+                      [("a/seed1", 1, 1.0), ("a/seed2", 1, 3.0), ("a/seed1", 2, 2.0), ("a/seed2", 2, np.nan)])
+    band = con.execute("SELECT * FROM seed_band").df().set_index("step")
     assert band.loc[1, ["mean", "min", "max", "n_seeds"]].tolist() == [2.0, 1.0, 3.0, 2]
     assert band.loc[2, "n_seeds"] == 1
-    runs = pd.DataFrame({"experiment": ["ref", "ref", "b", "b"], "seed": [1, 2, 1, 2],
-                         "best_val_loss": [2.0, 3.0, 2.5, 3.1]})
-    row = analysis.versus_reference(runs, ["b"], "ref").iloc[0]
-    assert (row["delta"], row["delta_low"], row["delta_high"]) == pytest.approx((0.3, 0.1, 0.5))
+    best = {("ref", 1): 2.0, ("ref", 2): 3.0, ("b", 1): 2.5, ("b", 2): 3.1, ("c", 2): 9.0}
+    con = schema_with([(f"{e}/seed{s}", e, s, None if e == "ref" else "ref") for e, s in best],
+                      [(f"{e}/seed{s}", 1, v) for (e, s), v in best.items()])
+    comparisons = con.execute("SELECT * FROM baseline_summary").df()
+    rows = analysis.versus_baseline(comparisons, ["b", "c", "ref"]).set_index("experiment")
+    assert list(rows.index) == ["b", "c"]  # ref has no baseline
+    assert tuple(rows.loc["b", ["delta", "delta_low", "delta_high", "n_seeds"]]) == pytest.approx((0.3, 0.1, 0.5, 2))
+    assert tuple(rows.loc["c", ["delta", "n_seeds"]]) == pytest.approx((6.0, 1))  # only the seed both have
 
 
 def test_views_hold_no_connection_and_never_write(fixture_grid_db, tmp_path, monkeypatch):

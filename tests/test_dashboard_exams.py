@@ -21,6 +21,7 @@ from streamlit.testing.v1 import AppTest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:  # the dashboard is an app folder, not an installed package
     sys.path.insert(0, str(REPO_ROOT))
+from anatomy.results import model_columns  # noqa: E402
 from dashboard import charts, loaders  # noqa: E402
 
 APP = REPO_ROOT / "dashboard" / "streamlit_app.py"
@@ -59,9 +60,10 @@ def run_row(experiment: str, seed: int = 42, group: str = "break", part: str | N
             model: dict | None = None) -> dict:
     config = {"model": {"d_model": 128, "n_layer": 4, "ctx_len": 128, **(model or {})},
               "train": {"seed": seed}, "tags": {"experiment": experiment, "group": group}}
+    # the model settings as collect makes them columns (defaults filled in)
     return {"run_id": f"{experiment}/seed{seed}", "experiment": experiment, "seed": seed, "group": group,
             "part": part, "config": json.dumps(config), "status": "done", "diverged": False,
-            "best_val_loss": 2.0, "best_step": 100}
+            "best_val_loss": 2.0, "best_step": 100, **model_columns(config, Path("config.json"))}
 
 
 GRID = [
@@ -359,10 +361,7 @@ def test_no_database_says_how_to_make_one(tmp_path, monkeypatch):
 # Loaders and chart builders
 
 
-def test_model_settings_fill_in_the_defaults_and_name_the_kinds():
-    settings = loaders.model_settings(json.dumps({"model": {"pos_type": "rope", "n_kv_head": 1}}))
-    assert settings["pos_type"] == "rope" and settings["n_kv_head"] == 1
-    assert (settings["n_head"], settings["ctx_len"], settings["norm_pos"]) == (4, 128, "post")  # ModelConfig's
+def test_position_and_attention_kinds_have_names():
     assert loaders.position_kind("rope", "k_adjacent") == "RoPE broken: k adjacent"
     assert loaders.position_kind("learned", "none") == "learned positions"
     assert [loaders.attention_kind(4, kv) for kv in (4, 2, 1)] == ["MHA", "GQA", "MQA"]

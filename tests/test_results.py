@@ -121,6 +121,67 @@ def test_ablation_summary_pairs_each_run_with_its_baseline_by_seed(collected):
     assert query(db, "SELECT baseline FROM ablation_summary WHERE direction = 'add'") == [("vanilla",)]
 
 
+def test_runs_keep_the_model_settings_the_pages_group_by(collected):
+    _, db, _, _ = collected
+    columns = "n_layer, ctx_len, n_head, n_kv_head, norm_type, norm_pos, pos_type, rope_break, ffn_type"
+    # from config.json; what it leaves out is ModelConfig's default (n_head 4, ctx_len 128, no break)
+    assert query(db, f"SELECT {columns} FROM run_summary WHERE run_id = 'mqa/seed7'") == [
+        (1, 128, 4, 1, "rmsnorm", "pre", "rope", "none", "swiglu")]
+    assert query(db, f"SELECT {columns} FROM runs WHERE run_id = 'deep_post_nowarmup/seed42'") == [
+        (12, 128, 4, 2, "rmsnorm", "post", "rope", "none", "swiglu")]
+    assert query(db, f"SELECT {columns} FROM runs WHERE run_id = 'vanilla/seed42'") == [
+        (1, 128, 4, 4, "layernorm", "post", "learned", "none", "gelu")]
+
+
+def baselines_of(db: Path) -> dict[str, str | None]:
+    return dict(query(db, "SELECT DISTINCT experiment, baseline FROM runs"))
+
+
+def test_runs_written_before_baselines_get_the_ones_the_grid_used(collected):
+    """No baseline tag, no experiments file: a headline model against the 2017 model, every other
+    experiment against the headline experiment of its preset."""
+    _, db, _, _ = collected
+    assert baselines_of(db) == {
+        "vanilla": None, "llama": "vanilla", "vanilla_plus_swiglu": "vanilla", "llama_minus_swiglu": "llama",
+        "llama_minus_rope": "llama", "deep_pre_nowarmup": "llama", "deep_post_nowarmup": "llama", "mqa": "llama"}
+
+
+def test_a_baseline_comes_from_the_runs_tag_then_the_experiments_file(fixture_runs, tmp_path):
+    runs_root, _ = fixture_runs
+    # trained by hand with --tag baseline=mqa; and an experiment that exists only in this test's file
+    write_run_folder(runs_root, "mqa_minus_swiglu", 42, group="ablation", part="swiglu", direction="remove",
+                     baseline="mqa", model={"n_kv_head": 1})
+    write_run_folder(runs_root, "wider", 42, group="extra", preset="llama")
+    experiments = tmp_path / "experiments.yaml"
+    experiments.write_text("experiments:\n  wider: {baseline: deep_pre_nowarmup}\n  mqa_minus_swiglu: {baseline: llama}\n"
+                           "  llama: {baseline: null}\n", encoding="utf-8")
+    db = tmp_path / "anatomy.duckdb"
+    results.collect(runs_root, db, experiments_path=experiments)
+    found = baselines_of(db)
+    assert (found["wider"], found["mqa_minus_swiglu"], found["llama"]) == ("deep_pre_nowarmup", "mqa", None)
+    assert found["vanilla_plus_swiglu"] == "vanilla"  # in no file: the fallback
+    # and the views pair by it: the new ablation against mqa, the extra run against the deep run
+    best = dict(query(db, "SELECT run_id, best_val_loss FROM run_summary"))
+    assert query(db, "SELECT baseline, delta_best_val_mean FROM ablation_summary WHERE experiment = 'mqa_minus_swiglu'") \
+        == [("mqa", pytest.approx(best["mqa_minus_swiglu/seed42"] - best["mqa/seed42"]))]
+    assert query(db, "SELECT baseline_run_id, delta_best_val FROM baseline_pairs WHERE experiment = 'wider'") == [
+        ("deep_pre_nowarmup/seed42", pytest.approx(best["wider/seed42"] - best["deep_pre_nowarmup/seed42"]))]
+    assert "llama" not in {row[0] for row in query(db, "SELECT experiment FROM baseline_summary")}
+
+
+@pytest.mark.parametrize("content, message", [
+    ("experiments: [a, b]\n", "expected an 'experiments' mapping"),
+    ("experiments:\n  a: {baseline: 3}\n", "experiments.a.baseline must be an experiment name, got 3"),
+    ("experiments: {a: [\n", "not YAML or JSON"),
+])
+def test_a_bad_experiments_file_is_one_line(fixture_runs, tmp_path, content, message):
+    experiments = tmp_path / "experiments.yaml"
+    experiments.write_text(content, encoding="utf-8")
+    with pytest.raises(AnatomyError, match="--experiments .*experiments.yaml: ") as err:
+        results.collect(fixture_runs[0], tmp_path / "a.duckdb", experiments_path=experiments)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
 def test_results_json_mirrors_the_views(collected):
     _, db, json_path, counts = collected
     text = json_path.read_text()

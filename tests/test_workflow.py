@@ -134,7 +134,8 @@ def test_default_grid_plans_every_run_once(workdir):
     output = result.stdout + result.stderr
     runs = len(DEFAULT_GRID) * len(SEEDS)
     assert job_counts(output) == {"extract_corpus": 1, "tokenize_corpus": 1, "train_model": runs,
-                                  "generate_samples": runs, "collect_results": 1, "all": 1, **EXAM_JOBS}
+                                  "generate_samples": runs, "write_experiment_baselines": 1, "collect_results": 1,
+                                  "all": 1, **EXAM_JOBS}
     assert set(train_commands(output)) == expected_runs(DEFAULT_GRID)
     # every training job is benchmarked where the collecting step looks for it
     benchmarks = set(re.findall(r"benchmark: results/benchmarks/train_model/(\w+)/seed(\d+)\.tsv", output))
@@ -167,9 +168,11 @@ def test_named_target_plans_only_its_runs_and_collects_them(workdir, target):
     names = [name for name, group in DEFAULT_GRID.items() if group == TARGET_GROUPS[target]]
     runs = len(names) * len(SEEDS)
     assert job_counts(output) == {"extract_corpus": 1, "tokenize_corpus": 1, "train_model": runs,
-                                  "generate_samples": runs, f"collect_{target}": 1, target: 1}
+                                  "generate_samples": runs, "write_experiment_baselines": 1, f"collect_{target}": 1,
+                                  target: 1}
     assert set(train_commands(output)) == expected_runs(names)
     assert "--db results/anatomy.duckdb" in output  # the one database, whichever target
+    assert "--experiments results/experiments.json" in output  # and the baseline of each experiment
 
 
 def test_train_commands_carry_labels_seed_and_overrides(workdir):
@@ -181,6 +184,9 @@ def test_train_commands_carry_labels_seed_and_overrides(workdir):
         assert piece in command, (piece, command)
     assert "--tag 'description=Mini-LLaMA with plain multi-head attention (4 KV heads).'" in command
     assert "model.qk_norm=true" in commands[("llama_qk_norm", 42)]  # booleans as the CLI reads them
+    # the baseline is not a training argument (those are tracked: naming one would retrain finished
+    # runs); collect reads it from results/experiments.json
+    assert not any("baseline" in command for command in commands.values())
 
 
 def test_quick_config_shrinks_every_run_but_keeps_what_defines_an_experiment(workdir):
@@ -247,7 +253,7 @@ BAD_ENTRIES = {
         ["experiments.my_test.preset", "'gpt2' is not one of ['vanilla', 'llama']"],
     ),
     "ablation without its direction": (
-        "  my_test:\n    preset: llama\n    group: ablation\n    part: rope\n    description: d\n",
+        "  my_test:\n    preset: llama\n    group: ablation\n    part: rope\n    baseline: llama\n    description: d\n",
         ["experiments.my_test", "'direction' is a required property"],
     ),
     "a runtime knob in an experiment": (
@@ -270,6 +276,19 @@ BAD_ENTRIES = {
     "a learning rate that is not a number": (
         "  my_test:\n    preset: llama\n    group: break\n    description: d\n    train: {lr: .nan}\n",
         ["experiments.my_test", "lr = nan is not valid: expected a finite number"],
+    ),
+    "an ablation without its baseline": (
+        "  my_test:\n    preset: llama\n    group: ablation\n    part: rope\n    direction: remove\n"
+        "    description: d\n",
+        ["experiments.my_test", "'baseline' is a required property"],
+    ),
+    "a baseline that is not an experiment of the grid": (
+        "  my_test:\n    preset: llama\n    group: break\n    baseline: lama\n    description: d\n",
+        ["experiments.my_test.baseline", "'lama' is not another experiment of the grid"],
+    ),
+    "an experiment that is its own baseline": (
+        "  my_test:\n    preset: llama\n    group: break\n    baseline: my_test\n    description: d\n",
+        ["experiments.my_test.baseline", "'my_test' is not another experiment of the grid"],
     ),
     "a name that cannot be a folder": (
         "  My-Test:\n    preset: llama\n    group: break\n    description: d\n",
@@ -669,6 +688,8 @@ def read_database(path: Path) -> dict:
             "length_runs": db.sql("SELECT DISTINCT run_id FROM exam_length").fetchall(),
             "kv_runs": db.sql("SELECT DISTINCT run_id FROM exam_kv_cache").fetchall(),
             "depth_cells": db.sql("SELECT norm_pos, lr FROM exam_depth").fetchall(),
+            "baselines": db.sql("SELECT DISTINCT experiment, baseline FROM runs").fetchall(),
+            "compared": db.sql("SELECT experiment, baseline, n_seeds FROM baseline_summary").fetchall(),
         }
 
 
@@ -696,9 +717,9 @@ def test_quick_grid_end_to_end(tmp_path):
     assert {name for (name,) in headline["summary"]} == {"vanilla", "llama"}
 
     # Every experiment for seed 42, plus one whose learning rate makes it diverge: a diverged
-    # run is a result, so the grid goes on and the database records it.
+    # run is a result, so the grid goes on and the database records it, against its own baseline.
     diverging = tmp_path / "diverging.yaml"
-    diverging.write_text("experiments:\n  blow_up:\n    preset: vanilla\n    group: extra\n"
+    diverging.write_text("experiments:\n  blow_up:\n    preset: vanilla\n    group: extra\n    baseline: vanilla\n"
                          "    description: lr far too high\n    train: {lr: 1.0e+4, warmup_steps: 0}\n",
                          encoding="utf-8")
     grid = ("--configfile", str(WORKFLOW / "quick.yaml"), str(diverging), "--config", "seeds=[42]")
@@ -734,6 +755,13 @@ def test_quick_grid_end_to_end(tmp_path):
     assert {run_id for (run_id,) in found["length_runs"]} == {f"{name}/seed42" for name in grid_groups}
     assert {run_id for (run_id,) in found["kv_runs"]} == {"llama_minus_gqa/seed42", "mqa/seed42", "llama/seed42"}
     assert sorted(found["depth_cells"]) == [("post", 3.0e-4), ("post", 1.0e-2), ("pre", 3.0e-4), ("pre", 1.0e-2)]
+    # each run has the baseline its entry names (blow_up's only in the test's config), and is paired with it
+    declared = yaml.safe_load((WORKFLOW / "experiments.yaml").read_text(encoding="utf-8"))["experiments"]
+    baselines = {name: entry.get("baseline") for name, entry in declared.items()} | {"blow_up": "vanilla"}
+    assert dict(found["baselines"]) == baselines
+    assert {(name, baseline) for name, baseline, _ in found["compared"]} == {
+        (name, baseline) for name, baseline in baselines.items() if baseline}
+    assert ("blow_up", "vanilla", 1) in found["compared"]
 
     plan = snakemake(tmp_path, "-n", *grid)
     assert "Nothing to be done" in plan.stdout + plan.stderr
@@ -747,3 +775,9 @@ def test_quick_grid_end_to_end(tmp_path):
     assert job_counts(plan.stdout) == {"train_model": 1, "generate_samples": 1, "exam_length": 1, "exam_kv_cache": 1,
                                        "collect_results": 1, "all": 1}
     assert set(train_commands(plan.stdout)) == {("mqa", 42)}
+    # a changed baseline changes what a run is compared with, not the run: it only collects again
+    rebased = tmp_path / "rebased.yaml"
+    rebased.write_text("experiments:\n  mqa:\n    baseline: vanilla\n", encoding="utf-8")
+    plan = snakemake(tmp_path, "-n", "--configfile", str(WORKFLOW / "quick.yaml"), str(diverging), str(rebased),
+                     "--config", "seeds=[42]")
+    assert job_counts(plan.stdout) == {"write_experiment_baselines": 1, "collect_results": 1, "all": 1}

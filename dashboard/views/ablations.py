@@ -1,4 +1,5 @@
-"""Ablations: which part earned the gain? Each part added to vanilla, and removed from llama."""
+"""Ablations: which part earned the gain? Each part added to one model and removed from another,
+each ablation against the baseline its experiment names."""
 
 from __future__ import annotations
 
@@ -9,19 +10,19 @@ from dashboard import analysis, charts, loaders
 results = loaders.require_results()
 
 st.title("Which part earned the gain?")
-st.caption("Each bar is one part's worth in best val loss, measured two ways: added alone to the 2017 model, and "
-           "removed alone from the mini-LLaMA. Each seed is compared with the baseline run of the same seed (same "
+st.caption("Each bar is one part's worth in best val loss, measured two ways: added alone to a baseline (the 2017 "
+           "model), and removed alone from one (the mini-LLaMA). Each seed is compared with the baseline run of the same seed (same "
            "batches); the black line spans the seeds. The grey band is the headline models' own seed spread: a bar "
            "inside it is not bigger than seed noise.")
 
 if results.ablations.empty:
-    st.info("No ablation runs in this database yet (runs tagged with a `part` and `direction: add|remove`, and "
-            "their baselines `vanilla` and `llama`). `snakemake --cores 1 ablations` trains them.")
+    st.info("No ablation runs in this database yet (runs tagged with a `part`, a `direction: add|remove` and the "
+            "`baseline` they are compared with, and that baseline's runs). `snakemake --cores 1 ablations` trains them.")
     st.stop()
 
 benefit = analysis.part_benefit(results.ablations)
 # the noise floor: the headline models' own spread over seeds (both are baselines), as in the report
-noise = analysis.seed_spread(results.runs, results.headline["experiment"].unique())
+noise = analysis.seed_spread(results.experiments, results.headline["experiment"].unique())
 st.altair_chart(charts.benefit_chart(benefit, noise), width="stretch")
 
 best = benefit.sort_values("benefit", ascending=False).iloc[0]

@@ -1,7 +1,8 @@
-"""Break tests: pre-norm vs post-norm at depth, broken RoPE, MQA, QK-norm, against llama.
+"""Break tests: pre-norm vs post-norm at depth, broken RoPE, MQA, QK-norm, each against its baseline.
 
 Every run whose group is neither `headline` nor `ablation` shows here. Runs deeper than the
-headline models go in the depth section; the rest are compared with llama.
+headline models go in the depth section; the rest are compared with the baseline their
+experiment names (the mini-LLaMA, in workflow/experiments.yaml).
 """
 
 from __future__ import annotations
@@ -10,8 +11,6 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import analysis, charts, loaders, tables
-
-REFERENCE = "llama"
 
 results = loaders.require_results()
 runs = results.runs
@@ -47,10 +46,12 @@ if not deep.empty:
     st.altair_chart(chart, width="stretch")
 
 if not others.empty:
-    st.subheader(f"Broken or changed parts against {REFERENCE}")
+    names = list(dict.fromkeys(others["experiment"]))
+    baselines = list(dict.fromkeys(others["baseline"].dropna()))
+    st.subheader(f"Broken or changed parts against {', '.join(baselines) or 'their baselines'}")
     st.caption("RoPE with k left unrotated or paired differently from q loses relative position; "
                "MQA shares one key/value head among all query heads.")
-    shown = [REFERENCE] + list(dict.fromkeys(others["experiment"]))
+    shown = baselines + names
     metrics = results.metrics[results.metrics["experiment"].isin(shown)]
     val = analysis.long_curves(metrics, splits=("val_loss",))
     chart = charts.loss_curves(val, log=log, by="experiment")
@@ -58,13 +59,13 @@ if not others.empty:
     if not marks.empty:
         chart = chart + charts.divergence_marks(marks, x_max=metrics["step"].max(), log=log)
     st.altair_chart(chart, width="stretch")
-    if (runs["experiment"] == REFERENCE).any():
-        deltas = analysis.versus_reference(runs, list(dict.fromkeys(others["experiment"])), REFERENCE)
-        if not deltas.empty:
-            st.altair_chart(charts.delta_chart(deltas, REFERENCE), width="stretch")
-    else:
-        st.info(f"No `{REFERENCE}` runs to compare with yet.")
+    deltas = analysis.versus_baseline(results.comparisons, names)
+    if not deltas.empty:
+        st.altair_chart(charts.delta_chart(deltas), width="stretch")
+    missing = [name for name in baselines if not (runs["experiment"] == name).any()]
+    if missing or not baselines:
+        st.info(f"No runs of {', '.join(f'`{name}`' for name in missing) or 'a baseline'} to compare with yet.")
 
 st.subheader("Break-test runs")
-tables.run_table(breaks, ["label", "description", "part", "n_layer", "status", "diverged_step", "best_val_loss",
+tables.run_table(breaks, ["label", "description", "part", "baseline", "n_layer", "status", "diverged_step", "best_val_loss",
                           "best_step", "final_val_loss", "last_step"])

@@ -18,7 +18,6 @@ from anatomy.exams import speedup_words
 from dashboard import charts, loaders
 from dashboard.analysis import finite
 
-ROPE_BASELINE = "llama"  # the RoPE model the length sentence is about, when it was examined
 FRACTIONS = {1 / 2: "half of", 1 / 4: "a quarter of", 1 / 8: "an eighth of"}
 # anatomy/exams/wall_clock.py names so the variant whose manual and fused run the same code: a
 # control whose ratio is the timings' own noise, not a part that fusing speeds up
@@ -96,11 +95,11 @@ def length_summary(curves: pd.DataFrame) -> pd.DataFrame:
     return summary
 
 
-def length_finding(summary: pd.DataFrame) -> str:
-    """One sentence: RoPE's loss far past the training length against within it, and what a
-    learned table does there."""
+def length_finding(summary: pd.DataFrame, headline: set[str]) -> str:
+    """One sentence: RoPE's loss far past the training length against within it (a headline
+    model's, when one was examined), and what a learned table does there."""
     rope = summary[summary["positions"] == "RoPE"]
-    chosen = rope[rope["experiment"] == ROPE_BASELINE] if (rope["experiment"] == ROPE_BASELINE).any() else rope
+    chosen = rope[rope["experiment"].isin(headline)] if rope["experiment"].isin(headline).any() else rope
     row = (chosen if not chosen.empty else summary).iloc[0]
     who = f"RoPE ({row['experiment']})" if row["positions"] == "RoPE" else f"{row['experiment']} ({row['positions']})"
     if row["far_start"] < row["ctx_len"] or pd.isna(row["far_loss"]):
@@ -134,7 +133,7 @@ def length_section(exams: loaders.ExamResults) -> None:
     if curves.empty:
         return
     summary = length_summary(curves)
-    st.markdown(length_finding(summary))
+    st.markdown(length_finding(summary, set(exams.runs.loc[exams.runs["group"] == "headline", "experiment"])))
     ctx_lens = summary["ctx_len"].unique()
     st.altair_chart(charts.length_chart(curves, ctx_lens[0] if len(ctx_lens) == 1 else None), width="stretch")
     st.caption("Each line is one experiment (mean over its seeds) on the longest window it was read on; bold: the "
@@ -245,8 +244,8 @@ def kv_cache_section(exams: loaders.ExamResults) -> None:
                        icon=":material/warning:")
         absent = [kind for kind in charts.ATTENTION_ORDER if kind not in set(kinds["attention"])]
         if absent:
-            st.caption(f"Not measured yet: {', '.join(absent)} (experiments llama_minus_gqa, llama, mqa). "
-                       + loaders.run_exams_help("kv_cache"))
+            st.caption(f"Not measured yet: {', '.join(absent)} (the workflow measures the experiments of config "
+                       "`exams.kv_cache.experiments`). " + loaders.run_exams_help("kv_cache"))
         bars = cache.melt(id_vars=["attention", "n_kv_head", "tokens"], value_vars=["measured_bytes", "formula_bytes"],
                           var_name="source", value_name="bytes")
         bars["source"] = bars["source"].str.replace("_bytes", "")
@@ -272,8 +271,9 @@ def kv_cache_section(exams: loaders.ExamResults) -> None:
                      column_config={"bytes": st.column_config.NumberColumn("bytes", format="localized"),
                                     "GiB": st.column_config.NumberColumn("GiB", format="%.1f")})
     examined = pd.concat([cache["run_id"], timing["run_id"]])
-    say_not_examined(exams.runs[exams.runs["experiment"].isin(["llama_minus_gqa", "llama", "mqa"])], examined,
-                     "kv_cache")
+    # the experiments chosen for this exam are those with a run examined: name their seeds not yet reached
+    chosen = exams.runs.loc[exams.runs["run_id"].isin(set(examined)), "experiment"]
+    say_not_examined(exams.runs[exams.runs["experiment"].isin(set(chosen))], examined, "kv_cache")
 
 
 # ---------------------------------------------------------------------------------------------

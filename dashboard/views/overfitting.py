@@ -14,7 +14,7 @@ st.caption("Train loss keeps falling, but past some step the model memorises the
 
 margin = st.number_input("Margin (nats): the turn is the first step where val is this far above its minimum",
                          min_value=0.0, max_value=5.0, value=0.05, step=0.01, format="%.2f", key="turn_margin")
-table = analysis.overfitting_table(results.metrics, margin)
+table = analysis.overfitting_table(results.runs, results.above_best, margin)
 if table.empty:
     st.info("No run has a finite val loss yet.")
     st.stop()

@@ -15,10 +15,10 @@ def reference_band(path: str, experiments: list[str]):
     if reference is None:
         return None
     try:
-        metrics = loaders.load_results(reference).metrics
+        band = loaders.load_results(reference).band
     except loaders.DatabaseProblem:
         return None
-    return analysis.seed_band(metrics[metrics["experiment"].isin(experiments)])
+    return band[band["experiment"].isin(experiments)]
 
 
 results = loaders.require_results()
@@ -49,18 +49,21 @@ if headline.empty:
     shown = runs
 else:
     shown = headline
-    # the 2017 model first: it is the baseline the others are measured against
-    experiments = sorted(dict.fromkeys(headline["experiment"]), key=lambda name: name != "vanilla")
-    # ---- the headline numbers: mean best val over seeds, against the first model (vanilla)
-    means = headline.groupby("experiment")["best_val_loss"].agg(["mean", "min", "max", "count"])
+    # the models the others are measured against first (the 2017 model: it has no baseline)
+    compared = results.comparisons.set_index("experiment")
+    experiments = sorted(dict.fromkeys(headline["experiment"]), key=lambda name: name in compared.index)
+    # ---- the headline numbers: mean best val over seeds, each against its baseline
+    means = results.experiments.set_index("experiment")
     cols = st.columns(len(experiments))
-    baseline = experiments[0]
     for col, experiment in zip(cols, experiments):
         row = means.loc[experiment]
-        delta = None if experiment == baseline else f"{row['mean'] - means.loc[baseline, 'mean']:+.3f} vs {baseline}"
-        col.metric(f"{experiment}: best val (mean of {int(row['count'])} seeds)", f"{row['mean']:.3f}",
+        delta = None
+        if experiment in compared.index:
+            versus = compared.loc[experiment]
+            delta = f"{versus['delta_best_val_mean']:+.3f} vs {versus['baseline']}"
+        col.metric(f"{experiment}: best val (mean of {int(row['n_runs'])} seeds)", f"{row['best_val_mean']:.3f}",
                    delta=delta, delta_color="inverse",
-                   help=f"seed range {row['min']:.3f} to {row['max']:.3f}")
+                   help=f"seed range {row['best_val_min']:.3f} to {row['best_val_max']:.3f}")
 
     # ---- the curves: min-max band over seeds, each seed, each run's best point
     metrics = results.metrics[results.metrics["experiment"].isin(experiments)]
@@ -69,9 +72,10 @@ else:
     reference = reference_band(results.path, experiments) if cols[1].toggle(
         "reference results behind", value=True, key="overview_reference",
         help="The shipped full-size reference grid's min-max band over seeds, in grey") else None
-    band = analysis.seed_band(metrics)
+    band = results.band[results.band["experiment"].isin(experiments)]
     seeds = analysis.long_curves(metrics, splits=("val_loss",))
-    st.altair_chart(charts.seed_band_chart(band, seeds, analysis.best_points(metrics), log=log, reference=reference),
+    best = analysis.best_points(headline)
+    st.altair_chart(charts.seed_band_chart(band, seeds, best, log=log, reference=reference),
                     width="stretch")
     st.caption("Shaded: min to max over seeds at each evaluation. Lines: each seed. ◆: each run's best val. "
                + ("Grey: the same experiments in the shipped reference results (min to max over seeds). "

@@ -6,10 +6,24 @@ run finished so far). A plain request for the database means the whole grid (rul
 """
 
 
+rule write_experiment_baselines:
+    """Which experiment each is compared with, for collect (its params: a changed baseline
+    rewrites this file and collects again; it retrains nothing)."""
+    output:
+        "results/experiments.json",
+    params:
+        text=experiment_baselines(),
+    run:
+        from anatomy.atomic import write_text
+
+        write_text(output[0], params.text)
+
+
 rule collect_results:
     input:
         run_outputs(EXPERIMENTS),
         exam_outputs(EXPERIMENTS),
+        experiments=rules.write_experiment_baselines.output[0],
     output:
         db="results/anatomy.duckdb",
         json="results/results.json",
@@ -17,12 +31,13 @@ rule collect_results:
         "results/logs/collect_results.log",
     shell:
         "python -m anatomy collect --runs results/runs --db {output.db} --json {output.json}"
-        " --benchmarks results/benchmarks --exams results/exams > {log} 2>&1"
+        " --benchmarks results/benchmarks --exams results/exams --experiments {input.experiments} > {log} 2>&1"
 
 
 use rule collect_results as collect_headline with:
     input:
         run_outputs(experiments_of_target("headline")),
+        experiments=rules.write_experiment_baselines.output[0],
     log:
         "results/logs/collect_headline.log",
 
@@ -30,6 +45,7 @@ use rule collect_results as collect_headline with:
 use rule collect_results as collect_ablations with:
     input:
         run_outputs(experiments_of_target("ablations")),
+        experiments=rules.write_experiment_baselines.output[0],
     log:
         "results/logs/collect_ablations.log",
 
@@ -37,6 +53,7 @@ use rule collect_results as collect_ablations with:
 use rule collect_results as collect_break_tests with:
     input:
         run_outputs(experiments_of_target("break_tests")),
+        experiments=rules.write_experiment_baselines.output[0],
     log:
         "results/logs/collect_break_tests.log",
 

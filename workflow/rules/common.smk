@@ -64,6 +64,12 @@ def check_experiment_settings():
     from anatomy.errors import AnatomyError
 
     for name, experiment in EXPERIMENTS.items():
+        baseline = experiment.get("baseline")
+        if baseline is not None and (baseline not in EXPERIMENTS or baseline == name):
+            raise WorkflowError(
+                f"invalid config at experiments.{name}.baseline: {baseline!r} is not another experiment of the "
+                f"grid (experiments: {', '.join(EXPERIMENTS)})"
+            )
         model = {**config["model_overrides"], **experiment.get("model", {})}
         train = {**config["train_overrides"], **experiment.get("train", {})}
         try:
@@ -195,6 +201,8 @@ def train_arguments(wildcards):
     arguments = ["--preset", experiment["preset"], "--tag", f"experiment={wildcards.experiment}"]
     # The labels travel with the run (config.json, then the database). Being arguments, they are
     # tracked too: even a reworded description reruns the experiment, so its record stays true.
+    # The baseline is not one of them: it says what the run is compared with, not what it is, so
+    # it reaches the database through results/experiments.json (experiment_baselines) instead.
     for label in ("group", "part", "direction", "description"):
         if label in experiment:
             arguments += ["--tag", f"{label}={experiment[label]}"]
@@ -202,6 +210,14 @@ def train_arguments(wildcards):
         overrides = {**config[f"{section}_overrides"], **experiment.get(section, {})}
         arguments += [f"{section}.{key}={command_value(value)}" for key, value in overrides.items()]
     return " ".join(shlex.quote(argument) for argument in arguments)
+
+
+def experiment_baselines():
+    """results/experiments.json, which collect reads: each experiment and its baseline. A file of
+    its own rather than a training argument: those are tracked, so naming or changing a baseline
+    there would retrain finished runs; this way it only collects again."""
+    baselines = {name: {"baseline": experiment.get("baseline")} for name, experiment in EXPERIMENTS.items()}
+    return json.dumps({"experiments": baselines}, indent=2) + "\n"
 
 
 def sample_checkpoints(wildcards):
@@ -214,6 +230,7 @@ def sample_checkpoints(wildcards):
 localrules:
     extract_corpus,
     tokenize_corpus,
+    write_experiment_baselines,
     generate_samples,
     collect_results,
     collect_headline,
