@@ -13,10 +13,11 @@ rule write_experiment_baselines:
         "results/experiments.json",
     params:
         text=experiment_baselines(),
-    run:
-        from anatomy.atomic import write_text
-
-        write_text(output[0], params.text)
+    log:
+        "results/logs/write_experiment_baselines.log",
+    shell:
+        "python -c 'import sys; from anatomy.atomic import write_text; write_text(*sys.argv[1:])'"
+        " {output:q} {params.text:q} > {log} 2>&1"
 
 
 rule collect_results:
