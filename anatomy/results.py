@@ -308,35 +308,37 @@ def read_baselines(path: Path) -> dict[str, str | None]:
     return baselines
 
 
-def legacy_baselines(runs: list[dict[str, Any]]) -> None:
-    """Give runs trained before experiments named their baseline (no tag, not in the experiments
-    file) the baseline the grid compared them with then: a headline experiment is compared with the
-    headline experiment of the 2017 model (the preset that changes nothing from the defaults),
-    any other experiment with the headline experiment of its own preset (vanilla plus a part with
-    vanilla; llama minus a part, or broken, with llama). Every run is in `runs`; those with
-    "baseline" unset are filled in."""
+def legacy_baselines(runs: list[dict[str, Any]], undeclared: list[dict[str, Any]]) -> None:
+    """Give the `undeclared` runs (trained before experiments named their baseline: no tag, not in
+    the experiments file) the baseline the grid compared them with then: a headline experiment is
+    compared with the headline experiment of the 2017 model (its preset changes nothing from the
+    defaults), any other experiment with the headline experiment of its own preset (vanilla plus a
+    part with vanilla; llama minus a part, or broken, with llama). `runs`: every run collected."""
     headline_of_preset: dict[str, str] = {}
     for run in sorted(runs, key=lambda run: run["run_id"]):
         if run["group"] == "headline" and run["preset"]:
             headline_of_preset.setdefault(run["preset"], run["experiment"])
     plain = [name for preset, name in headline_of_preset.items() if PRESETS.get(preset) == {}]
-    for run in runs:
-        if "baseline" in run:
-            continue
-        found = (plain[0] if plain else None) if run["group"] == "headline" else headline_of_preset.get(run["preset"])
+    for run in undeclared:
+        if run["group"] == "headline":
+            found = plain[0] if plain else None
+        else:
+            found = headline_of_preset.get(run["preset"])
         run["baseline"] = found if found != run["experiment"] else None
 
 
 def assign_baselines(runs: list[dict[str, Any]], declared: dict[str, str | None]) -> None:
     """Each run's baseline: its own `baseline` tag, else its experiment's entry in `declared`
     (the experiments file), else `legacy_baselines`."""
+    undeclared = []
     for run in runs:
-        if run["baseline"] is None:
-            if run["experiment"] in declared:
-                run["baseline"] = declared[run["experiment"]]
-            else:
-                del run["baseline"]  # left to legacy_baselines
-    legacy_baselines(runs)
+        if run["baseline"] is not None:
+            continue  # the run's own tag
+        if run["experiment"] in declared:
+            run["baseline"] = declared[run["experiment"]]
+        else:
+            undeclared.append(run)
+    legacy_baselines(runs, undeclared)
 
 
 RUN_MARKERS = (CONFIG_FILE, SUMMARY_FILE)
