@@ -684,7 +684,7 @@ def read_database(path: Path) -> dict:
             "samples": db.sql("SELECT run_id, prefix, temperature, checkpoint, chars FROM samples").fetchall(),
             "benchmarks": db.sql("SELECT run_id FROM benchmarks WHERE rule = 'train_model'").fetchall(),
             "summary": db.sql("SELECT experiment FROM experiment_summary").fetchall(),
-            "exams": {table: db.sql(f"SELECT count(*) FROM {table}").fetchone()[0] for table in EXAM_TABLES},
+            "exams": {table: db.sql(f"SELECT count(*) FROM {table}").fetchall()[0][0] for table in EXAM_TABLES},
             "length_runs": db.sql("SELECT DISTINCT run_id FROM exam_length").fetchall(),
             "kv_runs": db.sql("SELECT DISTINCT run_id FROM exam_kv_cache").fetchall(),
             "depth_cells": db.sql("SELECT norm_pos, lr FROM exam_depth").fetchall(),

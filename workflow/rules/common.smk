@@ -217,7 +217,8 @@ def experiment_baselines():
     its own rather than a training argument: those are tracked, so naming or changing a baseline
     there would retrain finished runs; this way it only collects again."""
     baselines = {name: {"baseline": experiment.get("baseline")} for name, experiment in EXPERIMENTS.items()}
-    return json.dumps({"experiments": baselines}, indent=2) + "\n"
+    # sorted: a --configfile that touches an entry reorders the merged config, not the baselines
+    return json.dumps({"experiments": baselines}, indent=2, sort_keys=True) + "\n"
 
 
 def sample_checkpoints(wildcards):
