@@ -227,6 +227,49 @@ def sample_checkpoints(wildcards):
     return " ".join([checkpoints] if isinstance(checkpoints, str) else checkpoints)
 
 
+# ---------------------------------------------------------------------------------------------
+# The exams (rules/exams.smk)
+
+EXAMS = config["exams"]
+
+
+def words(values):
+    """A list from the config as command-line words: [128, 256] -> "128 256"."""
+    return " ".join(command_value(value) for value in values)
+
+
+def exam_outputs(experiment_names):
+    """Every exam result the workflow makes for these experiments, plus the exams of no one run."""
+    outputs = expand("results/runs/{experiment}/seed{seed}/exams/length.json", experiment=experiment_names, seed=SEEDS)
+    outputs += expand(
+        "results/runs/{experiment}/seed{seed}/exams/kv_cache.json",
+        experiment=[name for name in EXAMS["kv_cache"]["experiments"] if name in experiment_names],
+        seed=SEEDS,
+    )
+    outputs += expand("results/exams/depth/{cell}/summary.json", cell=sorted(DEPTH_CELLS))
+    outputs.append("results/exams/wall_clock.json")
+    return outputs
+
+
+def depth_cells():
+    """The depth map's cells: folder name -> (norm_pos, lr). The exam module names the folders."""
+    from anatomy.exams.depth import cell_name
+
+    return {
+        cell_name(norm_pos, lr): (norm_pos, lr)
+        for norm_pos in EXAMS["depth"]["norm_pos"]
+        for lr in EXAMS["depth"]["lr"]
+    }
+
+
+DEPTH_CELLS = depth_cells()
+
+
+def model_size_arguments():
+    """The config-wide model overrides (the quick config shrinks the width), as key=value words."""
+    return " ".join(f"{key}={command_value(value)}" for key, value in config["model_overrides"].items())
+
+
 # Seconds of work each: run them where Snakemake runs, not as cluster jobs.
 localrules:
     extract_corpus,

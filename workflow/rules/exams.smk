@@ -8,46 +8,10 @@ command that makes it. Snakemake then runs it for every file a target asks for.
     kv_cache    cache bytes and generation time of MHA, GQA and MQA runs              (GQA)
     depth       a map of 12-layer runs without warmup: wiring x learning rate         (pre-norm)
     wall_clock  each part alone, forward + backward, hand-written against fused      (pitfall 4)
+
+What each exam is given (the outputs a target asks for, the cells of the depth map) is worked out
+in rules/common.smk, from the `exams:` settings of config.yaml.
 """
-
-EXAMS = config["exams"]
-
-
-def words(values):
-    """A list from the config as command-line words: [128, 256] -> "128 256"."""
-    return " ".join(command_value(value) for value in values)
-
-
-def exam_outputs(experiment_names):
-    """Every exam result the workflow makes for these experiments, plus the exams of no one run."""
-    outputs = expand("results/runs/{experiment}/seed{seed}/exams/length.json", experiment=experiment_names, seed=SEEDS)
-    outputs += expand(
-        "results/runs/{experiment}/seed{seed}/exams/kv_cache.json",
-        experiment=[name for name in EXAMS["kv_cache"]["experiments"] if name in experiment_names],
-        seed=SEEDS,
-    )
-    outputs += expand("results/exams/depth/{cell}/summary.json", cell=sorted(DEPTH_CELLS))
-    outputs.append("results/exams/wall_clock.json")
-    return outputs
-
-
-def depth_cells():
-    """The depth map's cells: folder name -> (norm_pos, lr). The exam module names the folders."""
-    from anatomy.exams.depth import cell_name
-
-    return {
-        cell_name(norm_pos, lr): (norm_pos, lr)
-        for norm_pos in EXAMS["depth"]["norm_pos"]
-        for lr in EXAMS["depth"]["lr"]
-    }
-
-
-DEPTH_CELLS = depth_cells()
-
-
-def model_size_arguments():
-    """The config-wide model overrides (the quick config shrinks the width), as key=value words."""
-    return " ".join(f"{key}={command_value(value)}" for key, value in config["model_overrides"].items())
 
 
 rule exam_length:
