@@ -40,14 +40,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--gen-chars", type=int, default=512, help="characters per generation timing")
     parser.add_argument("--gen-rounds", type=int, default=3)
-    parser.add_argument("--gen-ctx-lens", type=int, nargs="+", default=[128, 512], metavar="N",
-                        help="context lengths to time generation at (default 128, the chapter's, and 512)")
+    parser.add_argument(
+        "--gen-ctx-lens",
+        type=int,
+        nargs="+",
+        default=[128, 512],
+        metavar="N",
+        help="context lengths to time generation at (default 128, the chapter's, and 512)",
+    )
     parser.add_argument("--vocab-size", type=int, default=CHAPTER_VOCAB)
     parser.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, mps")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--no-compile", action="store_true", help="leave out the fused+compile variants")
-    parser.add_argument("--parts", action="store_true",
-                        help="also time each part alone, manual against fused (the wall_clock exam's rows)")
+    parser.add_argument(
+        "--parts",
+        action="store_true",
+        help="also time each part alone, manual against fused (the wall_clock exam's rows)",
+    )
     parser.add_argument("--out", help="write the results as JSON here")
 
 
@@ -80,8 +89,9 @@ def bench_training(device, vocab_size, batch_size, rounds, steps_per_round, with
     first_step_s = {}
     for variant, (model, forward, optimizer) in list(setups.items()):  # warm-up; compiles
         start = time.perf_counter()
-        _, used = run_with_fallback(lambda module: step(module, optimizer), forward, model,
-                                    label=f"{variant[0]} {variant[1]}: ")
+        _, used = run_with_fallback(
+            lambda module: step(module, optimizer), forward, model, label=f"{variant[0]} {variant[1]}: "
+        )
         sync(device)
         first_step_s[variant] = time.perf_counter() - start
         if used is not forward:  # the compile failed: that variant has nothing to time
@@ -100,11 +110,19 @@ def bench_training(device, vocab_size, batch_size, rounds, steps_per_round, with
     rows = []
     for (name, impl), samples in times.items():
         median = statistics.median(samples)
-        rows.append({"model": name, "impl": impl, "step_ms": median * 1000,
-                     "min_ms": min(samples) * 1000, "max_ms": max(samples) * 1000,
-                     "tokens_per_s": batch_size * ctx_len / median, "rounds": len(samples),
-                     "first_step_s": first_step_s[(name, impl)],
-                     "round_ms": [t * 1000 for t in samples]})
+        rows.append(
+            {
+                "model": name,
+                "impl": impl,
+                "step_ms": median * 1000,
+                "min_ms": min(samples) * 1000,
+                "max_ms": max(samples) * 1000,
+                "tokens_per_s": batch_size * ctx_len / median,
+                "rounds": len(samples),
+                "first_step_s": first_step_s[(name, impl)],
+                "round_ms": [t * 1000 for t in samples],
+            }
+        )
     return rows
 
 
@@ -142,28 +160,43 @@ def grad_norm_cost(device, vocab_size, batch_size, rounds, steps_per_round) -> l
         torch.manual_seed(0)
         model = MiniLM(preset(name, vocab_size=vocab_size, impl="fused")).to(device)
         optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
-        steps = {kind: functools.partial(logged_training_step, model, optimizer, x, y, kind == "logged")
-                 for kind in ("plain", "logged")}
+        steps = {
+            kind: functools.partial(logged_training_step, model, optimizer, x, y, kind == "logged")
+            for kind in ("plain", "logged")
+        }
         ms = interleaved_ms(steps, rounds, device, repeats=steps_per_round)
         ratio = paired_ratio(ms["logged"], ms["plain"])
         norms_ms = time_ms(functools.partial(block_grad_norms, model.blocks), NORM_CALLS, device)  # last step's grads
-        rows.append({"model": name, "impl": "fused", "plain_ms": statistics.median(ms["plain"]),
-                     "logged_ms": statistics.median(ms["logged"]), "ratio": ratio,
-                     "norms_ms": norms_ms, "norms_share": norms_ms / statistics.median(ms["plain"]),
-                     "under_target": ratio < 1 + GRAD_NORM_TARGET, "rounds": rounds,
-                     "round_ratios": [a / b for a, b in zip(ms["logged"], ms["plain"])]})
+        rows.append(
+            {
+                "model": name,
+                "impl": "fused",
+                "plain_ms": statistics.median(ms["plain"]),
+                "logged_ms": statistics.median(ms["logged"]),
+                "ratio": ratio,
+                "norms_ms": norms_ms,
+                "norms_share": norms_ms / statistics.median(ms["plain"]),
+                "under_target": ratio < 1 + GRAD_NORM_TARGET,
+                "rounds": rounds,
+                "round_ratios": [a / b for a, b in zip(ms["logged"], ms["plain"])],
+            }
+        )
     return rows
 
 
 def print_grad_norm_cost(rows: list[dict]) -> None:
-    print(f"\nlogging the per-block gradient norms at every step (target: under {GRAD_NORM_TARGET:.0%} "
-          "of step time), median of the per-round ratios")
+    print(
+        f"\nlogging the per-block gradient norms at every step (target: under {GRAD_NORM_TARGET:.0%} "
+        "of step time), median of the per-round ratios"
+    )
     print(f"{'model':<9}{'plain ms':>10}{'logged ms':>11}{'ratio':>8}{'call alone ms':>15}{'share':>8}")
     for r in rows:
         verdict = "under" if r["under_target"] else "over"
-        print(f"{r['model']:<9}{r['plain_ms']:>10.1f}{r['logged_ms']:>11.1f}{r['ratio']:>8.3f}"
-              f"{r['norms_ms']:>15.2f}{r['norms_share']:>8.2%}  "
-              f"({r['ratio'] - 1:+.1%} per step: {verdict} the {GRAD_NORM_TARGET:.0%} target)")
+        print(
+            f"{r['model']:<9}{r['plain_ms']:>10.1f}{r['logged_ms']:>11.1f}{r['ratio']:>8.3f}"
+            f"{r['norms_ms']:>15.2f}{r['norms_share']:>8.2%}  "
+            f"({r['ratio'] - 1:+.1%} per step: {verdict} the {GRAD_NORM_TARGET:.0%} target)"
+        )
 
 
 def bench_generation(device, vocab_size, chars, rounds, ctx_lens=(128,)) -> list[dict]:
@@ -185,9 +218,19 @@ def bench_generation(device, vocab_size, chars, rounds, ctx_lens=(128,)) -> list
                 sync(device)
                 times[use_cache].append(time.perf_counter() - start)
         cached, recomputed = statistics.median(times[True]), statistics.median(times[False])
-        rows.append({"model": name, "ctx_len": ctx_len, "chars": chars, "cached_s": cached, "recomputed_s": recomputed,
-                     "cached_chars_per_s": chars / cached, "recomputed_chars_per_s": chars / recomputed,
-                     "speedup": recomputed / cached, "rounds": rounds})
+        rows.append(
+            {
+                "model": name,
+                "ctx_len": ctx_len,
+                "chars": chars,
+                "cached_s": cached,
+                "recomputed_s": recomputed,
+                "cached_chars_per_s": chars / cached,
+                "recomputed_chars_per_s": chars / recomputed,
+                "speedup": recomputed / cached,
+                "rounds": rounds,
+            }
+        )
     return rows
 
 
@@ -206,23 +249,34 @@ def run(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     device = pick_device(args.device)
-    print(f"bench on {device} (torch {torch.__version__}, {torch.get_num_threads()} threads), "
-          f"vocab {args.vocab_size}, batch {args.batch_size} x 128; medians over {args.rounds} rounds")
-    training = bench_training(device, args.vocab_size, args.batch_size, args.rounds, args.steps_per_round,
-                              with_compile=not args.no_compile)
+    print(
+        f"bench on {device} (torch {torch.__version__}, {torch.get_num_threads()} threads), "
+        f"vocab {args.vocab_size}, batch {args.batch_size} x 128; medians over {args.rounds} rounds"
+    )
+    training = bench_training(
+        device, args.vocab_size, args.batch_size, args.rounds, args.steps_per_round, with_compile=not args.no_compile
+    )
     print(f"\n{'model':<9}{'impl':<15}{'ms/step':>9}{'min':>8}{'max':>8}{'tokens/s':>11}{'1st step s':>12}")
     for r in training:
-        print(f"{r['model']:<9}{r['impl']:<15}{r['step_ms']:>9.1f}{r['min_ms']:>8.1f}{r['max_ms']:>8.1f}"
-              f"{r['tokens_per_s']:>11,.0f}{r['first_step_s']:>12.1f}")
-    pairs = [(("llama", "fused"), ("vanilla", "fused")), (("llama", "fused"), ("vanilla", "manual")),
-             (("llama", "manual"), ("vanilla", "manual")), (("vanilla", "fused"), ("vanilla", "manual")),
-             (("llama", "fused"), ("llama", "manual")),
-             (("llama", "fused+compile"), ("vanilla", "fused+compile")),
-             (("llama", "fused+compile"), ("vanilla", "fused")),
-             (("vanilla", "fused+compile"), ("vanilla", "fused")), (("llama", "fused+compile"), ("llama", "fused"))]
+        print(
+            f"{r['model']:<9}{r['impl']:<15}{r['step_ms']:>9.1f}{r['min_ms']:>8.1f}{r['max_ms']:>8.1f}"
+            f"{r['tokens_per_s']:>11,.0f}{r['first_step_s']:>12.1f}"
+        )
+    pairs = [
+        (("llama", "fused"), ("vanilla", "fused")),
+        (("llama", "fused"), ("vanilla", "manual")),
+        (("llama", "manual"), ("vanilla", "manual")),
+        (("vanilla", "fused"), ("vanilla", "manual")),
+        (("llama", "fused"), ("llama", "manual")),
+        (("llama", "fused+compile"), ("vanilla", "fused+compile")),
+        (("llama", "fused+compile"), ("vanilla", "fused")),
+        (("vanilla", "fused+compile"), ("vanilla", "fused")),
+        (("llama", "fused+compile"), ("llama", "fused")),
+    ]
     timed = {(r["model"], r["impl"]) for r in training}
-    ratios = {f"{a[0]}_{a[1]} / {b[0]}_{b[1]}": step_ratio(training, a, b)
-              for a, b in pairs if a in timed and b in timed}
+    ratios = {
+        f"{a[0]}_{a[1]} / {b[0]}_{b[1]}": step_ratio(training, a, b) for a, b in pairs if a in timed and b in timed
+    }
     print("\nstep-time ratios (below 1: the first is faster)")
     print(f"  {'':<44}{'of medians':>11}{'per round':>11}")
     for label, value in ratios.items():
@@ -240,12 +294,22 @@ def run(args: argparse.Namespace) -> int:
         print(f"{r['model']:<9}{r['ctx_len']:>8}{r['cached_s']:>10.2f}{r['recomputed_s']:>14.2f}{r['speedup']:>8.1f}x")
 
     if args.out:
-        write_json(args.out, {
-            "device": str(device), "torch_version": torch.__version__, "threads": torch.get_num_threads(),
-            "machine": platform.machine(), "python_version": platform.python_version(),
-            "vocab_size": args.vocab_size, "batch_size": args.batch_size,
-            "training": training, "ratios": ratios, "grad_norm_cost": norm_cost, "generation": generation,
-            **parts,
-        })
+        write_json(
+            args.out,
+            {
+                "device": str(device),
+                "torch_version": torch.__version__,
+                "threads": torch.get_num_threads(),
+                "machine": platform.machine(),
+                "python_version": platform.python_version(),
+                "vocab_size": args.vocab_size,
+                "batch_size": args.batch_size,
+                "training": training,
+                "ratios": ratios,
+                "grad_norm_cost": norm_cost,
+                "generation": generation,
+                **parts,
+            },
+        )
         print(f"\nwritten to {args.out}")
     return 0

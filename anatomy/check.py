@@ -20,8 +20,12 @@ ROPE_SHIFT = 5
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--vocab-size", type=int, default=CHAPTER_VOCAB,
-                        help=f"vocabulary size for the check (default {CHAPTER_VOCAB}, the chapter's)")
+    parser.add_argument(
+        "--vocab-size",
+        type=int,
+        default=CHAPTER_VOCAB,
+        help=f"vocabulary size for the check (default {CHAPTER_VOCAB}, the chapter's)",
+    )
 
 
 def rope_shift_error(model: MiniLM, x: torch.Tensor, shift: int = ROPE_SHIFT) -> float:
@@ -63,11 +67,14 @@ def run(args: argparse.Namespace) -> int:
             gap = (logits - fused(idx)[0]).abs().max().item()
         tables[name] = manual.param_table()
         params = manual.num_params()
-        report(logits.shape == (2, 128, args.vocab_size),
-               f"{name}: forward (2, 128) -> {tuple(logits.shape)}, loss {loss.item():.3f}")
+        report(
+            logits.shape == (2, 128, args.vocab_size),
+            f"{name}: forward (2, 128) -> {tuple(logits.shape)}, loss {loss.item():.3f}",
+        )
         if args.vocab_size == CHAPTER_VOCAB:
-            report(params == EXPECTED_PARAMS[name],
-                   f"{name}: {params:,} parameters (chapter: {EXPECTED_PARAMS[name]:,})")
+            report(
+                params == EXPECTED_PARAMS[name], f"{name}: {params:,} parameters (chapter: {EXPECTED_PARAMS[name]:,})"
+            )
         report(gap < 1e-4, f"{name}: manual and fused agree (max difference {gap:.1e})")
 
     print("\nParameters per part:")
@@ -86,7 +93,9 @@ def run(args: argparse.Namespace) -> int:
 
     mha = MiniLM(preset("vanilla", vocab_size=args.vocab_size))
     gqa = MiniLM(preset("llama", vocab_size=args.vocab_size))
-    print(f"\nKV cache for 128 tokens (float32): MHA {mha.kv_cache_bytes(128):,} bytes, "
-          f"GQA (2 kv heads) {gqa.kv_cache_bytes(128):,} bytes")
+    print(
+        f"\nKV cache for 128 tokens (float32): MHA {mha.kv_cache_bytes(128):,} bytes, "
+        f"GQA (2 kv heads) {gqa.kv_cache_bytes(128):,} bytes"
+    )
     print("\nall checks passed" if ok else "\nSOME CHECKS FAILED")
     return 0 if ok else 1

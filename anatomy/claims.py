@@ -48,21 +48,24 @@ def claims(data: ReportData) -> list[Claim]:
     # 1. llama learns faster: its best val comes earlier
     if both:
         earlier = paired_deltas(llama, vanilla, "best_step")
-        measured = (f"best val at step {per_seed(llama, 'best_step')} (mini-LLaMA) vs "
-                    f"{per_seed(vanilla, 'best_step')} (vanilla)")
+        measured = (
+            f"best val at step {per_seed(llama, 'best_step')} (mini-LLaMA) vs "
+            f"{per_seed(vanilla, 'best_step')} (vanilla)"
+        )
         verdict = "**reproduced**" if (earlier < 0).all() else "**not reproduced**"
     else:
         measured, verdict = "headline not run", not_run
-    out.append(Claim("The mini-LLaMA learns faster: its best val comes earlier",
-                     "step 500 vs 1100", measured, verdict))
+    out.append(Claim("The mini-LLaMA learns faster: its best val comes earlier", "step 500 vs 1100", measured, verdict))
 
     # 2. llama reaches a lower best val
     if both:
         gap = -paired_deltas(llama, vanilla)  # vanilla minus llama: positive = llama lower
         noise = seed_noise(data, set(vanilla["experiment"]) | set(llama["experiment"]))
-        measured = (f"best val {per_seed(llama, 'best_val_loss')} vs {per_seed(vanilla, 'best_val_loss')}: "
-                    f"llama lower by {' / '.join(fmt(v, sign=True) for v in gap.sort_index(ascending=False))} "
-                    f"(seed noise {fmt(noise)})")
+        measured = (
+            f"best val {per_seed(llama, 'best_val_loss')} vs {per_seed(vanilla, 'best_val_loss')}: "
+            f"llama lower by {' / '.join(fmt(v, sign=True) for v in gap.sort_index(ascending=False))} "
+            f"(seed noise {fmt(noise)})"
+        )
         if (gap > 0).all() and (len(gap) < 2 or (gap > noise).all()):
             verdict = "**reproduced**"
         elif (gap > 0).all():
@@ -71,20 +74,34 @@ def claims(data: ReportData) -> list[Claim]:
             verdict = "**not reproduced**"
     else:
         measured, verdict = "headline not run", not_run
-    out.append(Claim("The mini-LLaMA reaches a lower best val", "3.599 vs 3.706 (gap 0.107); seed 7: gap 0.094",
-                     measured, verdict))
+    out.append(
+        Claim(
+            "The mini-LLaMA reaches a lower best val",
+            "3.599 vs 3.706 (gap 0.107); seed 7: gap 0.094",
+            measured,
+            verdict,
+        )
+    )
 
     # 3. llama memorises after its best val: val up, train down
     if not llama.empty:
         rising = (llama["val_rise"] > MEMORISING_RISE) & (llama["final_train_loss"] < llama["train_at_best"])
-        measured = (f"after step {per_seed(llama, 'best_step')} val rises by {per_seed(llama, 'val_rise')} to "
-                    f"{per_seed(llama, 'final_val_loss')}; train falls from {per_seed(llama, 'train_at_best')} to "
-                    f"{per_seed(llama, 'final_train_loss')}")
+        measured = (
+            f"after step {per_seed(llama, 'best_step')} val rises by {per_seed(llama, 'val_rise')} to "
+            f"{per_seed(llama, 'final_val_loss')}; train falls from {per_seed(llama, 'train_at_best')} to "
+            f"{per_seed(llama, 'final_train_loss')}"
+        )
         verdict = "**reproduced**" if rising.all() else "**not reproduced**"
     else:
         measured, verdict = "mini-LLaMA not run", not_run
-    out.append(Claim("The mini-LLaMA memorises after its best val: val climbs while train falls",
-                     "val 3.599 → 5.083 at step 2000, train → 0.33", measured, verdict))
+    out.append(
+        Claim(
+            "The mini-LLaMA memorises after its best val: val climbs while train falls",
+            "val 3.599 → 5.083 at step 2000, train → 0.33",
+            measured,
+            verdict,
+        )
+    )
 
     out.append(_memorised_sample(data))
     out.append(_which_part(data))
@@ -108,8 +125,10 @@ def _memorised_sample(data: ReportData) -> Claim:
     parts, beyond = [], []
     for run_id in ordered:
         best, last = pairs[run_id].loc["best"], pairs[run_id].loc["last"]
-        parts.append(f"seed {int(seeds[run_id])}: {best['copied_fraction']:.1%} at the best checkpoint, "
-                     f"{last['copied_fraction']:.1%} at the last (val control {last['val_copied_fraction']:.1%})")
+        parts.append(
+            f"seed {int(seeds[run_id])}: {best['copied_fraction']:.1%} at the best checkpoint, "
+            f"{last['copied_fraction']:.1%} at the last (val control {last['val_copied_fraction']:.1%})"
+        )
         beyond.append(last["copied_fraction"] > max(best["copied_fraction"], last["val_copied_fraction"]))
     if all(beyond):
         verdict = "**reproduced**: the last weights copy more than the best ones and than the control"
@@ -122,7 +141,10 @@ def _memorised_sample(data: ReportData) -> Claim:
 
 
 def _which_part(data: ReportData) -> Claim:
-    claim, chapter = "Which part earned the gain", "could not tell (no ablation); guessed SwiGLU and RMSNorm, RoPE helping"
+    claim, chapter = (
+        "Which part earned the gain",
+        "could not tell (no ablation); guessed SwiGLU and RMSNorm, RoPE helping",
+    )
     if data.ablations.empty:
         return Claim(claim, chapter, "ablations not run", "not yet run")
     noise = headline_noise(data)
@@ -154,9 +176,11 @@ def _deep_claim(data: ReportData) -> Claim:
         return Claim(claim, chapter, "deep pair not run", "not yet run")
     post_broke, pre_broke = post["diverged"].any(), pre["diverged"].any()
     deltas = paired_deltas(post, pre)
-    measured = (f"post-norm: diverged {'yes' if post_broke else 'no'}, best val {per_seed(post, 'best_val_loss')}; "
-                f"pre-norm: diverged {'yes' if pre_broke else 'no'}, best val {per_seed(pre, 'best_val_loss')}; "
-                f"post minus pre {delta_text(deltas)}")
+    measured = (
+        f"post-norm: diverged {'yes' if post_broke else 'no'}, best val {per_seed(post, 'best_val_loss')}; "
+        f"pre-norm: diverged {'yes' if pre_broke else 'no'}, best val {per_seed(pre, 'best_val_loss')}; "
+        f"post minus pre {delta_text(deltas)}"
+    )
     noise = seed_noise(data, set(post["experiment"]) | set(pre["experiment"]))
     if post_broke and not pre_broke:
         verdict = "**reproduced**: post-norm diverged, pre-norm did not"
@@ -176,13 +200,17 @@ def _rope_claim(data: ReportData) -> Claim:
         return Claim(claim, chapter, "RoPE breaks not run", "not yet run")
     chance = math.log(float(broken["vocab_size"].iloc[0]))
     deltas = {name: paired_deltas(runs, llama) for name, runs in broken.groupby("rope_break")}
-    parts = [f"{name}: best val {per_seed(broken[broken['rope_break'] == name], 'best_val_loss')}, "
-             f"{delta_text(delta)} vs mini-LLaMA" for name, delta in deltas.items()]
+    parts = [
+        f"{name}: best val {per_seed(broken[broken['rope_break'] == name], 'best_val_loss')}, "
+        f"{delta_text(delta)} vs mini-LLaMA"
+        for name, delta in deltas.items()
+    ]
     worst = max(deltas, key=lambda name: deltas[name].mean() if len(deltas[name]) else -math.inf)
     collapsed = (broken["best_val_loss"] >= chance - 0.05).any()
     measured = "; ".join(parts) + f"; chance is ln(vocabulary) = {chance:.3f}"
-    verdict = (f"**answered**: {worst} hurts more; "
-               + ("one collapses to chance" if collapsed else "neither collapses to chance"))
+    verdict = f"**answered**: {worst} hurts more; " + (
+        "one collapses to chance" if collapsed else "neither collapses to chance"
+    )
     return Claim(claim, chapter, measured, verdict)
 
 
@@ -197,19 +225,24 @@ def _mqa_claim(data: ReportData) -> Claim:
     # the mini-LLaMA with plain multi-head attention: every part but GQA
     mha = runs[(runs["group"] == "ablation") & (runs["n_parts"] == 4) & (runs["n_kv_head"] == runs["n_head"])]
     n_head = int(llama["n_head"].iloc[0])
-    cache = {f"{name} ({kv} KV heads)": _kv_bytes_per_token(llama.iloc[0], kv)
-             for name, kv in (("MHA", n_head), ("GQA", int(llama["n_kv_head"].iloc[0])), ("MQA", 1))}
+    cache = {
+        f"{name} ({kv} KV heads)": _kv_bytes_per_token(llama.iloc[0], kv)
+        for name, kv in (("MHA", n_head), ("GQA", int(llama["n_kv_head"].iloc[0])), ("MQA", 1))
+    }
     mqa_vs_mha = paired_deltas(mqa, mha)
     measured = f"best val {delta_text(paired_deltas(mqa, llama))} vs the mini-LLaMA (GQA)"
     measured += f", {delta_text(mqa_vs_mha)} vs MHA" if not mha.empty else "; the MHA run is not in yet"
     measured += "; KV cache per character: " + ", ".join(f"{name} {size:,} bytes" for name, size in cache.items())
     ratio = _kv_bytes_per_token(llama.iloc[0], 1) / _kv_bytes_per_token(llama.iloc[0], n_head)
     if mha.empty:
-        return Claim(claim, chapter, measured, f"partly answered: cache {ratio:.2f} of MHA's; the val cost needs the MHA run")
+        return Claim(
+            claim, chapter, measured, f"partly answered: cache {ratio:.2f} of MHA's; the val cost needs the MHA run"
+        )
     noise = seed_noise(data, set(llama["experiment"]) | set(mha["experiment"]))
     small = len(mqa_vs_mha) > 0 and not math.isnan(noise) and bool((mqa_vs_mha.abs() <= noise).all())
-    verdict = (f"**{'reproduced' if small else 'partly reproduced'}**: cache {ratio:.2f} of MHA's; "
-               + ("the val cost is within seed noise" if small else "the val cost is beyond seed noise"))
+    verdict = f"**{'reproduced' if small else 'partly reproduced'}**: cache {ratio:.2f} of MHA's; " + (
+        "the val cost is within seed noise" if small else "the val cost is beyond seed noise"
+    )
     return Claim(claim, chapter, measured, verdict)
 
 

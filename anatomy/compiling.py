@@ -51,7 +51,8 @@ def has_unfused_parts(cfg: ModelConfig) -> bool:
     """Parts that torch runs as a chain of small ops: the ones compiling speeds up. (The manual
     impl is left as written: its point is to show what the hand-written version costs.)"""
     return cfg.impl == "fused" and (
-        cfg.norm_type == "rmsnorm" or cfg.pos_type == "rope" or cfg.ffn_type == "swiglu" or cfg.qk_norm)
+        cfg.norm_type == "rmsnorm" or cfg.pos_type == "rope" or cfg.ffn_type == "swiglu" or cfg.qk_norm
+    )
 
 
 def compile_wanted(setting: CompileSetting, device: torch.device, cfg: ModelConfig) -> bool:
@@ -85,6 +86,5 @@ def run_with_fallback(step, forward: nn.Module, model: nn.Module, label: str = "
         return step(forward), forward
     except Exception as err:  # noqa: BLE001 - any compiler failure; eager reruns the step
         first_line = (str(err).strip().splitlines() or [""])[0][:200]
-        print(f"{label}torch.compile failed ({type(err).__name__}: {first_line}); "
-              f"going on without it", flush=True)
+        print(f"{label}torch.compile failed ({type(err).__name__}: {first_line}); going on without it", flush=True)
         return step(model), model

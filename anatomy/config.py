@@ -40,9 +40,7 @@ def check_field_types(cfg: Any) -> None:
         value = getattr(cfg, field.name)
         expected = hints[field.name]
         if not _matches(value, expected):
-            raise AnatomyError(
-                f"{name}.{field.name} = {value!r} is not valid: expected {_describe(expected)}"
-            )
+            raise AnatomyError(f"{name}.{field.name} = {value!r} is not valid: expected {_describe(expected)}")
 
 
 def _matches(value: Any, expected: Any) -> bool:
@@ -88,8 +86,7 @@ def config_from_dict(cls: type, data: dict[str, Any], source: str = "config") ->
     unknown = sorted(set(data) - known)
     if unknown:
         raise AnatomyError(
-            f"{source}: unknown {cls.__name__} field(s) {', '.join(unknown)}; "
-            f"known fields: {', '.join(sorted(known))}"
+            f"{source}: unknown {cls.__name__} field(s) {', '.join(unknown)}; known fields: {', '.join(sorted(known))}"
         )
     return cls(**data)
 
@@ -148,9 +145,7 @@ class ModelConfig:
         check_field_types(self)
         require_positive(self, "vocab_size", "d_model", "n_layer", "n_head", "n_kv_head", "ctx_len")
         if self.d_model % self.n_head:
-            raise AnatomyError(
-                f"ModelConfig: d_model {self.d_model} is not divisible by n_head {self.n_head}"
-            )
+            raise AnatomyError(f"ModelConfig: d_model {self.d_model} is not divisible by n_head {self.n_head}")
         if self.n_head % self.n_kv_head:
             raise AnatomyError(
                 f"ModelConfig: n_head {self.n_head} is not divisible by n_kv_head {self.n_kv_head} "
@@ -163,8 +158,7 @@ class ModelConfig:
             )
         if self.rope_break != "none" and self.pos_type != "rope":
             raise AnatomyError(
-                f"ModelConfig: rope_break = {self.rope_break!r} needs pos_type 'rope', "
-                f"not {self.pos_type!r}"
+                f"ModelConfig: rope_break = {self.rope_break!r} needs pos_type 'rope', not {self.pos_type!r}"
             )
 
     @property
@@ -240,9 +234,10 @@ class TrainConfig:
         check_field_types(self)
         for name in ("lr", "min_lr", "weight_decay", "grad_clip"):  # nan passes every comparison
             if not math.isfinite(getattr(self, name)):
-                raise AnatomyError(f"TrainConfig.{name} = {getattr(self, name)!r} is not valid: expected a finite number")
-        require_positive(self, "steps", "batch_size", "lr", "eval_every", "eval_batch_size",
-                         "max_train_eval_windows")
+                raise AnatomyError(
+                    f"TrainConfig.{name} = {getattr(self, name)!r} is not valid: expected a finite number"
+                )
+        require_positive(self, "steps", "batch_size", "lr", "eval_every", "eval_batch_size", "max_train_eval_windows")
         # the batch RNG takes only non-negative seeds
         for name in ("warmup_steps", "min_lr", "weight_decay", "grad_clip", "threads", "seed"):
             if getattr(self, name) < 0:

@@ -161,7 +161,7 @@ def split_hexo_json(text: str, path: Path) -> tuple[dict, str] | None:
     if closing is None:
         raise never_closed(path, ";;;")
     # Sliced from the end of line 1, so the parser's line numbers are the file's.
-    return parse_front_matter(text[opening.end():closing.start()], "JSON", path), text[closing.end():]
+    return parse_front_matter(text[opening.end() : closing.start()], "JSON", path), text[closing.end() :]
 
 
 def split_hexo_closing_only(text: str, path: Path) -> tuple[dict, str] | None:
@@ -175,7 +175,7 @@ def split_hexo_closing_only(text: str, path: Path) -> tuple[dict, str] | None:
             f"but no '---' or ';;;' line closes it"
         )
     fmt = "JSON" if closing.group(1).startswith(";") else "YAML"
-    return parse_front_matter(text[:closing.start()], fmt, path), text[closing.end():]
+    return parse_front_matter(text[: closing.start()], fmt, path), text[closing.end() :]
 
 
 def never_closed(path: Path, delimiter: str) -> AnatomyError:
@@ -315,8 +315,9 @@ class HtmlToText(HTMLParser):
 
     HIDDEN = frozenset({"script", "style"})
     # <br>, and the end of a block: each ends a line of the text
-    ENDS_A_LINE = frozenset({"br", "p", "div", "li", "tr", "blockquote", "pre", "table",
-                             "h1", "h2", "h3", "h4", "h5", "h6"})
+    ENDS_A_LINE = frozenset(
+        {"br", "p", "div", "li", "tr", "blockquote", "pre", "table", "h1", "h2", "h3", "h4", "h5", "h6"}
+    )
 
     def __init__(self, marker: str):
         super().__init__(convert_charrefs=True)
@@ -360,7 +361,7 @@ class HtmlToText(HTMLParser):
         """A line break becomes "\\n", unless the next text, past other tags, starts a line anyway."""
         if part is not LINE_BREAK:
             return part
-        following = next((p for p in self.parts[i + 1:] if p != self.marker), "")
+        following = next((p for p in self.parts[i + 1 :] if p != self.marker), "")
         return self.marker if isinstance(following, str) and following.startswith("\n") else "\n"
 
 
@@ -494,8 +495,12 @@ def find_posts(folder: Path) -> tuple[list[Path], list[dict], list[dict]]:
         for name in sorted(dirs + files):
             if not is_utf8_name(name):
                 where = shown(root_path / name)
-                bad_names.append({"path": shown((root_path / name).relative_to(folder)),
-                                  "error": f"{where}: the name is not UTF-8 (its bytes shown as \\xNN); rename it"})
+                bad_names.append(
+                    {
+                        "path": shown((root_path / name).relative_to(folder)),
+                        "error": f"{where}: the name is not UTF-8 (its bytes shown as \\xNN); rename it",
+                    }
+                )
         dirs[:] = [name for name in dirs if not name.startswith(".") and is_utf8_name(name)]
         for name in files:
             relative = (root_path / name).relative_to(folder)
@@ -651,8 +656,10 @@ def size_warning(characters: int) -> str | None:
     minimum = min_corpus_length(DEFAULT_CTX_LEN + 1)
     if characters >= minimum:
         return None
-    return (f"{characters:,} characters are too few to train on at ctx_len {DEFAULT_CTX_LEN}: tokenizing needs "
-            f"at least {minimum:,}; add posts, or tokenize and train with a smaller ctx_len")
+    return (
+        f"{characters:,} characters are too few to train on at ctx_len {DEFAULT_CTX_LEN}: tokenizing needs "
+        f"at least {minimum:,}; add posts, or tokenize and train with a smaller ctx_len"
+    )
 
 
 def skip_summary(skipped: list[dict]) -> str:
@@ -703,15 +710,17 @@ def remove_stale_tokens(out_dir: Path) -> None:
 def report(stats: dict, out_dir: Path) -> str:
     skipped = stats["skipped"]
     skipped_text = ", ".join(f"{n} {reason}" for reason, n in skipped.items()) if skipped else "none"
-    return "\n".join([
-        f"corpus: {stats['source']} -> {shown(out_dir / 'corpus.txt')}",
-        f"  posts                {stats['posts']:,}",
-        f"  characters           {stats['characters']:,}",
-        f"  distinct characters  {stats['distinct_characters']:,}",
-        f"  skipped files        {skipped_text}",
-        *markup_report(stats),
-        f"  odd characters       {odd_characters_report(stats['odd_characters'])}",
-    ])
+    return "\n".join(
+        [
+            f"corpus: {stats['source']} -> {shown(out_dir / 'corpus.txt')}",
+            f"  posts                {stats['posts']:,}",
+            f"  characters           {stats['characters']:,}",
+            f"  distinct characters  {stats['distinct_characters']:,}",
+            f"  skipped files        {skipped_text}",
+            *markup_report(stats),
+            f"  odd characters       {odd_characters_report(stats['odd_characters'])}",
+        ]
+    )
 
 
 def odd_characters_report(odd: dict) -> str:
@@ -723,8 +732,12 @@ def odd_characters_report(odd: dict) -> str:
     return f"{', '.join(counts)} ({codes}): each enters the vocabulary; stats.json lists them"
 
 
-MARKUP_NAMES = {"html_comments": "HTML comments", "template_tags": "template tags",
-                "html_tags": "HTML tags, entities", "emptied_lines": "lines left empty"}
+MARKUP_NAMES = {
+    "html_comments": "HTML comments",
+    "template_tags": "template tags",
+    "html_tags": "HTML tags, entities",
+    "emptied_lines": "lines left empty",
+}
 
 
 def markup_report(stats: dict) -> list[str]:
@@ -743,21 +756,32 @@ def markup_report(stats: dict) -> list[str]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("src", type=Path, help="a folder of Markdown posts, or one .txt file")
-    parser.add_argument("--out", type=Path, required=True,
-                        help="folder for corpus.txt and stats.json (made if missing)")
-    parser.add_argument("--skip-bad", action="store_true",
-                        help="leave out the posts that cannot be used, listed in stats.json, instead of stopping")
-    parser.add_argument("--include-drafts", action="store_true",
-                        help="keep drafts (in _drafts/, or marked draft: true or published: false)")
-    parser.add_argument("--keep-markup", action="store_true",
-                        help="keep HTML comments, template tags ({%% %%}, {{< >}}) and raw HTML as written")
+    parser.add_argument(
+        "--out", type=Path, required=True, help="folder for corpus.txt and stats.json (made if missing)"
+    )
+    parser.add_argument(
+        "--skip-bad",
+        action="store_true",
+        help="leave out the posts that cannot be used, listed in stats.json, instead of stopping",
+    )
+    parser.add_argument(
+        "--include-drafts",
+        action="store_true",
+        help="keep drafts (in _drafts/, or marked draft: true or published: false)",
+    )
+    parser.add_argument(
+        "--keep-markup",
+        action="store_true",
+        help="keep HTML comments, template tags ({%% %%}, {{< >}}) and raw HTML as written",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     check_out_folder(args.out)
     remove_stale_tokens(args.out)  # before extracting: a failed extraction must not leave them either
-    text, stats = extract_corpus(args.src, skip_bad=args.skip_bad, include_drafts=args.include_drafts,
-                                 keep_markup=args.keep_markup)
+    text, stats = extract_corpus(
+        args.src, skip_bad=args.skip_bad, include_drafts=args.include_drafts, keep_markup=args.keep_markup
+    )
     write_corpus(args.out, text, stats)
     print(report(stats, args.out))
     warning = size_warning(stats["characters"])

@@ -53,15 +53,20 @@ WEIGHTS_FILE, CONFIG_FILE = "model.safetensors", "config.json"
 
 def llama_differences(cfg: ModelConfig) -> list[str]:
     """Every field in which this config is not LLaMA-shaped, e.g. "norm_type 'layernorm' (LLaMA: 'rmsnorm')"."""
-    return [f"{name} {getattr(cfg, name)!r} (LLaMA: {want!r})"
-            for name, want in LLAMA_SHAPE.items() if getattr(cfg, name) != want]
+    return [
+        f"{name} {getattr(cfg, name)!r} (LLaMA: {want!r})"
+        for name, want in LLAMA_SHAPE.items()
+        if getattr(cfg, name) != want
+    ]
 
 
 def require_llama_shape(cfg: ModelConfig, source: str) -> None:
     differences = llama_differences(cfg)
     if differences:
-        raise AnatomyError(f"{source}: not LLaMA-shaped, so it has no LlamaForCausalLM form; "
-                           f"it differs in {len(differences)} field(s): {', '.join(differences)}")
+        raise AnatomyError(
+            f"{source}: not LLaMA-shaped, so it has no LlamaForCausalLM form; "
+            f"it differs in {len(differences)} field(s): {', '.join(differences)}"
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -112,17 +117,19 @@ def hf_weights(model: MiniLM) -> dict[str, torch.Tensor]:
     for i, block in enumerate(model.blocks):
         layer = f"model.layers.{i}"
         q, k, v = block.attn.qkv_proj.weight.split([q_rows, kv_rows, kv_rows])
-        weights.update({
-            f"{layer}.input_layernorm.weight": block.norm1.weight,
-            f"{layer}.self_attn.q_proj.weight": q,
-            f"{layer}.self_attn.k_proj.weight": k,
-            f"{layer}.self_attn.v_proj.weight": v,
-            f"{layer}.self_attn.o_proj.weight": block.attn.o_proj.weight,
-            f"{layer}.post_attention_layernorm.weight": block.norm2.weight,
-            f"{layer}.mlp.gate_proj.weight": block.ffn.gate.weight,
-            f"{layer}.mlp.up_proj.weight": block.ffn.up.weight,
-            f"{layer}.mlp.down_proj.weight": block.ffn.down.weight,
-        })
+        weights.update(
+            {
+                f"{layer}.input_layernorm.weight": block.norm1.weight,
+                f"{layer}.self_attn.q_proj.weight": q,
+                f"{layer}.self_attn.k_proj.weight": k,
+                f"{layer}.self_attn.v_proj.weight": v,
+                f"{layer}.self_attn.o_proj.weight": block.attn.o_proj.weight,
+                f"{layer}.post_attention_layernorm.weight": block.norm2.weight,
+                f"{layer}.mlp.gate_proj.weight": block.ffn.gate.weight,
+                f"{layer}.mlp.up_proj.weight": block.ffn.up.weight,
+                f"{layer}.mlp.down_proj.weight": block.ffn.down.weight,
+            }
+        )
     weights["model.norm.weight"] = model.final_norm.weight
     weights["lm_head.weight"] = model.lm_head.weight
     # clone: safetensors refuses tensors that share memory, as the q, k, v slices do
@@ -132,8 +139,15 @@ def hf_weights(model: MiniLM) -> dict[str, torch.Tensor]:
 def generation_config() -> dict:
     """Sample as `anatomy generate` does: the full softmax at our temperature. transformers would
     otherwise keep only the 50 likeliest tokens (top_k 0 turns that off)."""
-    return {"do_sample": True, "temperature": DEFAULT_TEMPERATURE, "top_k": 0, "top_p": 1.0,
-            "bos_token_id": None, "eos_token_id": None, "pad_token_id": None}
+    return {
+        "do_sample": True,
+        "temperature": DEFAULT_TEMPERATURE,
+        "top_k": 0,
+        "top_p": 1.0,
+        "bos_token_id": None,
+        "eos_token_id": None,
+        "pad_token_id": None,
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -221,8 +235,10 @@ def run(args: argparse.Namespace) -> int:
     written = export_run(args.run_dir, args.out_dir, args.checkpoint)
     config = written["config"]
     print(f"export: {args.run_dir} ({args.checkpoint}) -> {args.out_dir} in {time.perf_counter() - started:.1f} s")
-    print(f"  LlamaForCausalLM: {config['num_hidden_layers']} layers, hidden {config['hidden_size']}, "
-          f"{config['num_attention_heads']} heads, {config['num_key_value_heads']} KV heads, "
-          f"vocabulary {config['vocab_size']:,}, {written['params']:,} parameters")
+    print(
+        f"  LlamaForCausalLM: {config['num_hidden_layers']} layers, hidden {config['hidden_size']}, "
+        f"{config['num_attention_heads']} heads, {config['num_key_value_heads']} KV heads, "
+        f"vocabulary {config['vocab_size']:,}, {written['params']:,} parameters"
+    )
     print(f"  files: {', '.join(written['files'])}")
     return 0

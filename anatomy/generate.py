@@ -83,7 +83,9 @@ def pick_next(logits: torch.Tensor, temperature: float, generator: torch.Generat
 def check_temperature(temperature: float) -> None:
     # nan and inf pass `< 0` and would sample garbage (softmax of nan, or uniform noise)
     if not math.isfinite(temperature) or temperature < 0:
-        raise AnatomyError(f"temperature = {temperature} is not valid: expected 0 (greedy) or a positive, finite number")
+        raise AnatomyError(
+            f"temperature = {temperature} is not valid: expected 0 (greedy) or a positive, finite number"
+        )
 
 
 def stream(
@@ -161,8 +163,15 @@ def generate_samples(
     if checkpoint is not None:
         model, tokenizer = load_model(run_dir, checkpoint)
         text = sample(model, tokenizer, chars, temperature, prefix, seed)
-    return {"checkpoint": checkpoint, "prefix": prefix, "temperature": temperature, "seed": seed,
-            "chars": chars, "text": text, "note": note}
+    return {
+        "checkpoint": checkpoint,
+        "prefix": prefix,
+        "temperature": temperature,
+        "seed": seed,
+        "chars": chars,
+        "text": text,
+        "note": note,
+    }
 
 
 def with_memorisation(records: list[dict], run_dir: Path) -> list[dict]:
@@ -182,12 +191,21 @@ def with_memorisation(records: list[dict], run_dir: Path) -> list[dict]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dir", help="a run folder written by `anatomy train`")
-    parser.add_argument("--checkpoint", nargs="+", default=["last"], choices=list(CHECKPOINTS),
-                        help="one sample from each: `--checkpoint last best` shows what memorising after "
-                             "the best val did to the text (default: last)")
+    parser.add_argument(
+        "--checkpoint",
+        nargs="+",
+        default=["last"],
+        choices=list(CHECKPOINTS),
+        help="one sample from each: `--checkpoint last best` shows what memorising after "
+        "the best val did to the text (default: last)",
+    )
     parser.add_argument("--chars", type=int, default=500, help="characters to generate (default 500)")
-    parser.add_argument("--temperature", type=float, default=DEFAULT_TEMPERATURE,
-                        help="default %(default)s; 0 always picks the most likely character (greedy)")
+    parser.add_argument(
+        "--temperature",
+        type=float,
+        default=DEFAULT_TEMPERATURE,
+        help="default %(default)s; 0 always picks the most likely character (greedy)",
+    )
     parser.add_argument("--prefix", default=DEFAULT_PREFIX, help="text to start from (default '## ')")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", help="write the sample as JSON here (e.g. RUN_DIR/samples.json)")
@@ -197,8 +215,10 @@ def run(args: argparse.Namespace) -> int:
     if args.chars < 0:
         raise AnatomyError(f"--chars {args.chars} is not valid: expected 0 or more")
     check_temperature(args.temperature)  # before the checkpoint is loaded
-    records = [generate_samples(args.run_dir, checkpoint, args.chars, args.temperature, args.prefix, args.seed)
-               for checkpoint in dict.fromkeys(args.checkpoint)]
+    records = [
+        generate_samples(args.run_dir, checkpoint, args.chars, args.temperature, args.prefix, args.seed)
+        for checkpoint in dict.fromkeys(args.checkpoint)
+    ]
     records = with_memorisation(records, Path(args.run_dir))
     if args.out:
         write_json(args.out, records)

@@ -103,5 +103,8 @@ def read_grad_norms(path: Path, run_id: str) -> list[dict[str, Any]]:
         if len(norms) != n_blocks:
             raise AnatomyError(f"{path}: line {number} has {len(norms)} norms, the lines before it {n_blocks}")
         by_step[step] = norms  # a step written twice: the later line wins, as in read_metrics
-    return [{"run_id": run_id, "step": step, "layer": layer, "norm": norm}
-            for step in sorted(by_step) for layer, norm in enumerate(by_step[step])]
+    return [
+        {"run_id": run_id, "step": step, "layer": layer, "norm": norm}
+        for step in sorted(by_step)
+        for layer, norm in enumerate(by_step[step])
+    ]

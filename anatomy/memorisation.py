@@ -63,8 +63,9 @@ class SuffixAutomaton:
             self.link[current] = following
             return current
         # split: a shorter copy of `following` for the strings that now also end here
-        clone = self._new_state(self.length[state] + 1, self.link[following], self.first_end[following],
-                                dict(self.next[following]))
+        clone = self._new_state(
+            self.length[state] + 1, self.link[following], self.first_end[following], dict(self.next[following])
+        )
         while state != -1 and self.next[state].get(char) == following:
             self.next[state][char] = clone
             state = self.link[state]
@@ -142,8 +143,10 @@ class Corpus:
             stats_path = data_dir / "stats.json"
             stats = json.loads(stats_path.read_text(encoding="utf-8")) if stats_path.is_file() else {}
         except (OSError, ValueError, KeyError, TypeError) as err:
-            raise AnatomyError(f"{data_dir}: not a tokenized corpus folder (split.json, and the corpus.txt "
-                               f"it names) ({type(err).__name__}: {err})") from None
+            raise AnatomyError(
+                f"{data_dir}: not a tokenized corpus folder (split.json, and the corpus.txt "
+                f"it names) ({type(err).__name__}: {err})"
+            ) from None
         posts, start = [], 0
         for post in stats.get("post_lengths") or []:
             posts.append((str(post["path"]), start))
@@ -161,20 +164,32 @@ class Corpus:
         return {"post": path, "line": text.count("\n", start, position) + 1}
 
 
-def measure(text: str, prefix: str, corpus: Corpus, train: SuffixAutomaton, val: SuffixAutomaton,
-            min_chars: int = DEFAULT_MIN_CHARS) -> dict[str, Any]:
+def measure(
+    text: str,
+    prefix: str,
+    corpus: Corpus,
+    train: SuffixAutomaton,
+    val: SuffixAutomaton,
+    min_chars: int = DEFAULT_MIN_CHARS,
+) -> dict[str, Any]:
     """The memorisation figures of one sample (its prefix is the learner's, not the model's)."""
-    generated = text[len(prefix):] if text.startswith(prefix) else text
+    generated = text[len(prefix) :] if text.startswith(prefix) else text
     spans = copied_spans(generated, train, min_chars)
     longest = max(spans, key=lambda span: span.length, default=None)
     return {
         "min_chars": min_chars,
         "copied_fraction": covered_fraction(spans, len(generated)),
         # [start in `text`, length, post, line]: where to highlight, and where the copy comes from
-        "copied_spans": [[span.start + len(text) - len(generated), span.length,
-                          *corpus.locate(span.source_end - span.length + 1).values()] for span in spans],
+        "copied_spans": [
+            [
+                span.start + len(text) - len(generated),
+                span.length,
+                *corpus.locate(span.source_end - span.length + 1).values(),
+            ]
+            for span in spans
+        ],
         "longest_copy": longest.length if longest else 0,
-        "longest_copy_text": generated[longest.start:longest.start + longest.length] if longest else None,
+        "longest_copy_text": generated[longest.start : longest.start + longest.length] if longest else None,
         "longest_copy_source": corpus.locate(longest.source_end - longest.length + 1) if longest else None,
         "val_copied_fraction": covered_fraction(copied_spans(generated, val, min_chars), len(generated)),
     }
@@ -196,8 +211,15 @@ class Memorisation:
 
 def annotate(records: list[dict[str, Any]], measure_sample: Memorisation) -> list[dict[str, Any]]:
     """Sample records (as samples.json holds them) with their `memorisation` figures."""
-    return [{**record, "memorisation": None if record.get("text") is None
-             else measure_sample(record["text"], record.get("prefix") or "")} for record in records]
+    return [
+        {
+            **record,
+            "memorisation": None
+            if record.get("text") is None
+            else measure_sample(record["text"], record.get("prefix") or ""),
+        }
+        for record in records
+    ]
 
 
 def data_dir_of(run_dir: Path) -> Path:
@@ -206,16 +228,25 @@ def data_dir_of(run_dir: Path) -> Path:
     try:
         return Path(json.loads(config_path.read_text(encoding="utf-8"))["data"]["dir"])
     except (OSError, ValueError, KeyError, TypeError) as err:
-        raise AnatomyError(f"{config_path}: no data.dir to find the training text in "
-                           f"({type(err).__name__}: {err}); give --data") from None
+        raise AnatomyError(
+            f"{config_path}: no data.dir to find the training text in ({type(err).__name__}: {err}); give --data"
+        ) from None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dirs", nargs="+", type=Path, help="run folders whose samples.json to measure")
-    parser.add_argument("--data", type=Path, default=None,
-                        help="the tokenized corpus folder (default: the one each run's config.json names)")
-    parser.add_argument("--min-chars", type=int, default=DEFAULT_MIN_CHARS,
-                        help=f"shortest span that counts as copied (default {DEFAULT_MIN_CHARS})")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        help="the tokenized corpus folder (default: the one each run's config.json names)",
+    )
+    parser.add_argument(
+        "--min-chars",
+        type=int,
+        default=DEFAULT_MIN_CHARS,
+        help=f"shortest span that counts as copied (default {DEFAULT_MIN_CHARS})",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -238,7 +269,9 @@ def run(args: argparse.Namespace) -> int:
         for record in records:
             figures = record["memorisation"]
             if figures is not None:
-                print(f"{run_dir} ({record.get('checkpoint')}): {figures['copied_fraction']:.1%} copied from "
-                      f"train, {figures['val_copied_fraction']:.1%} from val (spans of {figures['min_chars']}+ "
-                      f"characters); longest {figures['longest_copy']}")
+                print(
+                    f"{run_dir} ({record.get('checkpoint')}): {figures['copied_fraction']:.1%} copied from "
+                    f"train, {figures['val_copied_fraction']:.1%} from val (spans of {figures['min_chars']}+ "
+                    f"characters); longest {figures['longest_copy']}"
+                )
     return 0

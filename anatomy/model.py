@@ -334,8 +334,9 @@ class KVCache:
         return 0 if first is None else first[0].shape[2]
 
     def nbytes(self) -> int:
-        return sum(k.nelement() * k.element_size() + v.nelement() * v.element_size()
-                   for k, v in filter(None, self.layers))
+        return sum(
+            k.nelement() * k.element_size() + v.nelement() * v.element_size() for k, v in filter(None, self.layers)
+        )
 
 
 class MiniLM(nn.Module):

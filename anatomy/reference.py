@@ -167,8 +167,9 @@ def ship(runs_root: Path, out: Path, benchmarks_root: Path | None = None) -> dic
         if benchmark is not None and benchmark.is_file():
             # Snakemake's layout, so that collect --benchmarks reads them unchanged
             files[out / "benchmarks" / BENCHMARK_RULE / f"{run_id}.tsv"] = benchmark.read_bytes()
-        if run_id in record["runs"] and all(path.is_file() and path.read_bytes() == data
-                                            for path, data in files.items()):
+        if run_id in record["runs"] and all(
+            path.is_file() and path.read_bytes() == data for path, data in files.items()
+        ):
             report["unchanged"].append(run_id)
             continue
         report["updated" if (target / "summary.json").exists() else "added"].append(run_id)
@@ -240,18 +241,34 @@ def restore_exams(reference: Path, exams_root: Path) -> list[str]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=Path, default=Path("results/runs"), help="folder of run folders")
-    parser.add_argument("--benchmarks", type=Path, default=Path("results/benchmarks"),
-                        help="Snakemake's benchmark files, for each run's wall time (optional)")
+    parser.add_argument(
+        "--benchmarks",
+        type=Path,
+        default=Path("results/benchmarks"),
+        help="Snakemake's benchmark files, for each run's wall time (optional)",
+    )
     parser.add_argument("--out", type=Path, default=Path("results/reference"), help="the reference folder")
-    parser.add_argument("--exams", type=Path, default=None,
-                        help="the exams of no one run (depth map, wall clock), shipped into OUT/exams if present "
-                             "(default: the folder `exams` beside --runs, e.g. results/exams)")
-    parser.add_argument("--weights", nargs="+", default=[], metavar="RUN_ID",
-                        help="also ship these runs' best and last weights as float16 safetensors "
-                             "(e.g. vanilla/seed42 llama/seed42), so a fresh clone can generate")
-    parser.add_argument("--restore", action="store_true",
-                        help="the other way: copy the shipped runs into --runs where missing, so a grid "
-                             "continued elsewhere trains only the runs not shipped yet")
+    parser.add_argument(
+        "--exams",
+        type=Path,
+        default=None,
+        help="the exams of no one run (depth map, wall clock), shipped into OUT/exams if present "
+        "(default: the folder `exams` beside --runs, e.g. results/exams)",
+    )
+    parser.add_argument(
+        "--weights",
+        nargs="+",
+        default=[],
+        metavar="RUN_ID",
+        help="also ship these runs' best and last weights as float16 safetensors "
+        "(e.g. vanilla/seed42 llama/seed42), so a fresh clone can generate",
+    )
+    parser.add_argument(
+        "--restore",
+        action="store_true",
+        help="the other way: copy the shipped runs into --runs where missing, so a grid "
+        "continued elsewhere trains only the runs not shipped yet",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

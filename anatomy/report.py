@@ -49,9 +49,12 @@ from anatomy.report_data import (
 README_BLOCKS = ("results", "costs")
 # the chapter's own figures, quoted beside ours (its blog corpus: vocabulary 1,719)
 CHAPTER = {
-    "vanilla_best": (3.706, 3.705), "vanilla_step": 1100,
-    "llama_best": (3.599, 3.612), "llama_step": 500,
-    "llama_final_val": 5.083, "llama_final_train": 0.33,
+    "vanilla_best": (3.706, 3.705),
+    "vanilla_step": 1100,
+    "llama_best": (3.599, 3.612),
+    "llama_step": 500,
+    "llama_final_val": 5.083,
+    "llama_final_train": 0.33,
 }
 TARGETS = {"headline": "headline", "ablation": "ablations", "break": "break_tests"}
 
@@ -76,13 +79,39 @@ def headline_section(data: ReportData) -> str:
         if runs.empty:
             rows.append([name, "not run yet", "", "", "", "", ""])
             continue
-        rows.append([name, seeds_of(runs), f"{int(runs['params'].max()):,}" if runs["params"].notna().any() else "–",
-                     per_seed(runs, "best_val_loss"), per_seed(runs, "best_step"),
-                     per_seed(runs, "final_val_loss"), per_seed(runs, "final_train_loss")])
-    rows.append(["chapter: vanilla", "42 / 7", "1,244,928", " / ".join(map(str, CHAPTER["vanilla_best"])),
-                 str(CHAPTER["vanilla_step"]), "", ""])
-    rows.append(["chapter: mini-LLaMA", "42 / 7", "1,178,496", " / ".join(map(str, CHAPTER["llama_best"])),
-                 str(CHAPTER["llama_step"]), str(CHAPTER["llama_final_val"]), str(CHAPTER["llama_final_train"])])
+        rows.append(
+            [
+                name,
+                seeds_of(runs),
+                f"{int(runs['params'].max()):,}" if runs["params"].notna().any() else "–",
+                per_seed(runs, "best_val_loss"),
+                per_seed(runs, "best_step"),
+                per_seed(runs, "final_val_loss"),
+                per_seed(runs, "final_train_loss"),
+            ]
+        )
+    rows.append(
+        [
+            "chapter: vanilla",
+            "42 / 7",
+            "1,244,928",
+            " / ".join(map(str, CHAPTER["vanilla_best"])),
+            str(CHAPTER["vanilla_step"]),
+            "",
+            "",
+        ]
+    )
+    rows.append(
+        [
+            "chapter: mini-LLaMA",
+            "42 / 7",
+            "1,178,496",
+            " / ".join(map(str, CHAPTER["llama_best"])),
+            str(CHAPTER["llama_step"]),
+            str(CHAPTER["llama_final_val"]),
+            str(CHAPTER["llama_final_train"]),
+        ]
+    )
     return md_table(["model", "seeds", "params", "best val", "at step", "final val", "final train"], rows)
 
 
@@ -100,11 +129,21 @@ def ablation_section(data: ReportData) -> str:
                 continue
             cells += [delta_text(deltas), beyond_noise(deltas, noise)]
         rows.append(cells)
-    table = md_table(["part", "Δ best val, added to vanilla", "beyond seed noise?",
-                      "Δ best val, removed from llama", "beyond seed noise?"], rows)
-    return (f"{table}\n\nΔ is the experiment's best val minus its baseline's, seed by seed (mean, then the range "
-            f"over seeds): negative means lower loss. Seed noise is the largest spread of the headline models' best val over "
-            f"seeds, {fmt(noise)} nats; a part beyond it moves every seed further than the seed alone does.")
+    table = md_table(
+        [
+            "part",
+            "Δ best val, added to vanilla",
+            "beyond seed noise?",
+            "Δ best val, removed from llama",
+            "beyond seed noise?",
+        ],
+        rows,
+    )
+    return (
+        f"{table}\n\nΔ is the experiment's best val minus its baseline's, seed by seed (mean, then the range "
+        f"over seeds): negative means lower loss. Seed noise is the largest spread of the headline models' best val over "
+        f"seeds, {fmt(noise)} nats; a part beyond it moves every seed further than the seed alone does."
+    )
 
 
 def break_section(data: ReportData) -> str:
@@ -114,15 +153,31 @@ def break_section(data: ReportData) -> str:
     rows = []
     for experiment, runs in breaks.groupby("experiment", sort=False):
         diverged = runs[runs["diverged"]].sort_values("seed", ascending=False)
-        broke = "no" if diverged.empty else ", ".join(
-            f"seed {int(r.seed)} at step {int(r.diverged_step)}" if pd.notna(r.diverged_step) else f"seed {int(r.seed)}"
-            for r in diverged.itertuples())
-        rows.append([f"`{experiment}`", str(runs["description"].iloc[0] or ""), seeds_of(runs), broke,
-                     per_seed(runs, "best_val_loss"), per_seed(runs, "best_step"),
-                     f"`{runs['baseline'].iloc[0]}`" if pd.notna(runs["baseline"].iloc[0]) else "–",
-                     delta_text(baseline_deltas(data, experiment))])
-    return md_table(["experiment", "what it does", "seeds", "diverged", "best val", "at step", "baseline",
-                     "Δ vs baseline"], rows)
+        broke = (
+            "no"
+            if diverged.empty
+            else ", ".join(
+                f"seed {int(r.seed)} at step {int(r.diverged_step)}"
+                if pd.notna(r.diverged_step)
+                else f"seed {int(r.seed)}"
+                for r in diverged.itertuples()
+            )
+        )
+        rows.append(
+            [
+                f"`{experiment}`",
+                str(runs["description"].iloc[0] or ""),
+                seeds_of(runs),
+                broke,
+                per_seed(runs, "best_val_loss"),
+                per_seed(runs, "best_step"),
+                f"`{runs['baseline'].iloc[0]}`" if pd.notna(runs["baseline"].iloc[0]) else "–",
+                delta_text(baseline_deltas(data, experiment)),
+            ]
+        )
+    return md_table(
+        ["experiment", "what it does", "seeds", "diverged", "best val", "at step", "baseline", "Δ vs baseline"], rows
+    )
 
 
 def memorisation_section(data: ReportData) -> str:
@@ -139,17 +194,30 @@ def memorisation_section(data: ReportData) -> str:
                 cells += ["–", "–"]
                 continue
             sample = samples.loc[checkpoint]
-            cells += [f"{int(sample['step'])}", f"{sample['copied_fraction']:.1%} ({sample['val_copied_fraction']:.1%}), "
-                      f"longest {int(sample['longest_copy'])}"]
+            cells += [
+                f"{int(sample['step'])}",
+                f"{sample['copied_fraction']:.1%} ({sample['val_copied_fraction']:.1%}), "
+                f"longest {int(sample['longest_copy'])}",
+            ]
         rows.append(cells)
     if not rows:
         return "No measured samples yet: `python -m anatomy memorised RUN_DIR` measures a run's samples."
     min_chars = int(data.memorisation["copy_min_chars"].iloc[0])
-    return (md_table(["run", "best: step", "best: copied (val control), longest span",
-                      "last: step", "last: copied (val control), longest span"], rows)
-            + f"\n\nCopied: the share of generated characters (the prefix excluded) inside a span of {min_chars} or "
-              "more characters found verbatim in the training split; in brackets, the same against the validation "
-              "split, which the model never saw (phrases the language itself repeats).")
+    return (
+        md_table(
+            [
+                "run",
+                "best: step",
+                "best: copied (val control), longest span",
+                "last: step",
+                "last: copied (val control), longest span",
+            ],
+            rows,
+        )
+        + f"\n\nCopied: the share of generated characters (the prefix excluded) inside a span of {min_chars} or "
+        "more characters found verbatim in the training split; in brackets, the same against the validation "
+        "split, which the model never saw (phrases the language itself repeats)."
+    )
 
 
 def overfitting_section(data: ReportData) -> str:
@@ -158,22 +226,44 @@ def overfitting_section(data: ReportData) -> str:
         finite = runs[runs["best_val_loss"].notna()]
         if finite.empty:
             continue
-        rows.append([f"`{experiment}`", seeds_of(finite), per_seed(finite, "best_step"),
-                     per_seed(finite, "best_val_loss"), per_seed(finite, "val_rise"),
-                     per_seed(finite, "final_train_loss"), per_seed(finite, "train_val_gap")])
-    return md_table(["experiment", "seeds", "val bottoms out at step", "best val", "val rise after it",
-                     "final train", "final val - train"], rows)
+        rows.append(
+            [
+                f"`{experiment}`",
+                seeds_of(finite),
+                per_seed(finite, "best_step"),
+                per_seed(finite, "best_val_loss"),
+                per_seed(finite, "val_rise"),
+                per_seed(finite, "final_train_loss"),
+                per_seed(finite, "train_val_gap"),
+            ]
+        )
+    return md_table(
+        [
+            "experiment",
+            "seeds",
+            "val bottoms out at step",
+            "best val",
+            "val rise after it",
+            "final train",
+            "final val - train",
+        ],
+        rows,
+    )
 
 
 def claims_section(data: ReportData) -> str:
-    return md_table(["the chapter says", "chapter's figure", "measured here", "verdict"],
-                    [[c.claim, c.chapter, c.measured, c.verdict] for c in claims(data)])
+    return md_table(
+        ["the chapter says", "chapter's figure", "measured here", "verdict"],
+        [[c.claim, c.chapter, c.measured, c.verdict] for c in claims(data)],
+    )
 
 
 def wall_clock_hours(entries: list[dict[str, Any]]) -> float:
     """From the first job's start to the last job's end (each start is its end minus its length)."""
     ends = [dt.datetime.fromisoformat(entry["finished_utc"].replace("Z", "+00:00")) for entry in entries]
-    starts = [end - dt.timedelta(seconds=entry["job_s"] or entry["train_s"] or 0.0) for end, entry in zip(ends, entries)]
+    starts = [
+        end - dt.timedelta(seconds=entry["job_s"] or entry["train_s"] or 0.0) for end, entry in zip(ends, entries)
+    ]
     return (max(ends) - min(starts)).total_seconds() / 3600
 
 
@@ -190,15 +280,24 @@ def costs_section(data: ReportData) -> str:
         if not jobs:
             rows.append([f"`{target}`", "0", "–", "–", "–"])
             continue
-        rows.append([f"`{target}`", str(len(jobs)), f"{sum(jobs) / len(jobs) / 60:.1f}",
-                     f"{sum(jobs) / 3600:.2f}", f"{wall_clock_hours(mine):.2f}"])
+        rows.append(
+            [
+                f"`{target}`",
+                str(len(jobs)),
+                f"{sum(jobs) / len(jobs) / 60:.1f}",
+                f"{sum(jobs) / 3600:.2f}",
+                f"{wall_clock_hours(mine):.2f}",
+            ]
+        )
     grid = data.provenance.get("grid", {})
-    return (md_table(["target", "runs shipped", "minutes per run", "run-hours in all", "wall-clock hours"], rows)
-            + f"\n\nOn {', '.join(grid.get('machines', [])) or 'an unrecorded machine'} "
-              f"({', '.join(grid.get('devices', []))}, torch {', '.join(grid.get('torch_versions', []))}), "
-              f"runs finished {grid.get('first_finished_utc', '?')[:10]} to {grid.get('last_finished_utc', '?')[:10]}. "
-              "Minutes per run: Snakemake's benchmark of each training job (compile, training, evaluations, "
-              "checkpoints). Wall-clock: from the first of the target's jobs to start to the last to end, so far.")
+    return (
+        md_table(["target", "runs shipped", "minutes per run", "run-hours in all", "wall-clock hours"], rows)
+        + f"\n\nOn {', '.join(grid.get('machines', [])) or 'an unrecorded machine'} "
+        f"({', '.join(grid.get('devices', []))}, torch {', '.join(grid.get('torch_versions', []))}), "
+        f"runs finished {grid.get('first_finished_utc', '?')[:10]} to {grid.get('last_finished_utc', '?')[:10]}. "
+        "Minutes per run: Snakemake's benchmark of each training job (compile, training, evaluations, "
+        "checkpoints). Wall-clock: from the first of the target's jobs to start to the last to end, so far."
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -366,8 +465,11 @@ def gradient_text(data: ReportData) -> str | None:
     for norm_pos in ("post", "pre"):
         cell = depth[(depth["norm_pos"] == norm_pos) & (depth["lr"] == lr)]["cell"].iloc[0]
         ratio = last_ratio(data.exams.grad_norm_spread, f"{DEPTH_FOLDER}/{cell}")
-        said.append(f"{norm_pos}-norm no norms logged" if ratio is None else
-                    f"{norm_pos}-norm {ratio['first_to_last']:.3g}x (step {int(ratio['step'])})")
+        said.append(
+            f"{norm_pos}-norm no norms logged"
+            if ratio is None
+            else f"{norm_pos}-norm {ratio['first_to_last']:.3g}x (step {int(ratio['step'])})"
+        )
     return f"at lr {lr:g}, first / last block's gradient norm at the last logged step: {', '.join(said)}"
 
 
@@ -418,10 +520,15 @@ def run_length(rows: pd.DataFrame) -> dict[str, Any] | None:
     ctx_len = int(window["ctx_len"].max())
     within = window[(window["bucket_end"] < ctx_len) & window["possible"]]
     far = window[window["bucket_start"] == window["bucket_start"].max()].iloc[0]
-    return {"window": int(far["window_len"]), "ctx_len": ctx_len,
-            "within_span": f"0-{int(within['bucket_end'].max())}" if not within.empty else "–",
-            "within": weighted_loss(within), "far_span": f"{int(far['bucket_start'])}-{int(far['bucket_end'])}",
-            "far_start": int(far["bucket_start"]), "far": float(far["loss"]) if far["possible"] else math.nan}
+    return {
+        "window": int(far["window_len"]),
+        "ctx_len": ctx_len,
+        "within_span": f"0-{int(within['bucket_end'].max())}" if not within.empty else "–",
+        "within": weighted_loss(within),
+        "far_span": f"{int(far['bucket_start'])}-{int(far['bucket_end'])}",
+        "far_start": int(far["bucket_start"]),
+        "far": float(far["loss"]) if far["possible"] else math.nan,
+    }
 
 
 def length_by_run(data: ReportData, runs: pd.DataFrame) -> pd.DataFrame:
@@ -442,10 +549,13 @@ def length_pair_text(name: str, measured: pd.DataFrame) -> str:
     if len(measured[["window", "far_span", "within_span"]].drop_duplicates()) > 1:  # seeds read on different windows
         return f"{name}: " + "; ".join(
             f"seed {r.seed}: {fmt(r.far)} at {r.far_span} of {r.window:,} vs {fmt(r.within)} at {r.within_span}"
-            for r in measured.itertuples())
-    return (f"{name}: {per_seed(measured, 'far')} at positions {first['far_span']} of {first['window']:,}-character "
-            f"windows vs {per_seed(measured, 'within')} at {first['within_span']} "
-            f"(seed{'s' if len(measured) > 1 else ''} {seeds_of(measured)})")
+            for r in measured.itertuples()
+        )
+    return (
+        f"{name}: {per_seed(measured, 'far')} at positions {first['far_span']} of {first['window']:,}-character "
+        f"windows vs {per_seed(measured, 'within')} at {first['within_span']} "
+        f"(seed{'s' if len(measured) > 1 else ''} {seeds_of(measured)})"
+    )
 
 
 def rope_runs(data: ReportData) -> pd.DataFrame:
@@ -474,23 +584,30 @@ def learned_text(data: ReportData) -> str:
         return "learned positions: not examined yet"
     # a window with readable positions inside the table and none past it
     readable = set(learned.loc[learned["possible"], "run_id"])
-    stopped = learned[~learned["possible"] & (learned["bucket_start"] >= learned["ctx_len"])
-                      & learned["run_id"].isin(readable)]
+    stopped = learned[
+        ~learned["possible"] & (learned["bucket_start"] >= learned["ctx_len"]) & learned["run_id"].isin(readable)
+    ]
     if stopped.empty:
         return "learned positions: examined only within the training length"
     first = stopped.iloc[0]
     n_experiments = stopped["experiment"].nunique()
-    return (f"learned positions ({n_experiments} experiment{'s' if n_experiments > 1 else ''}): not possible past "
-            f"position "
-            f"{int(first['ctx_len']) - 1} ({first['reason']})")
+    return (
+        f"learned positions ({n_experiments} experiment{'s' if n_experiments > 1 else ''}): not possible past "
+        f"position "
+        f"{int(first['ctx_len']) - 1} ({first['reason']})"
+    )
 
 
 def length_text(data: ReportData) -> str:
     if data.exams.length.empty:
         return not_measured("length RUN_DIR")
     rope = rope_runs(data)
-    said = [length_pair_text(f"RoPE, {run_name(rope)}", length_by_run(data, rope)) if not rope.empty
-            else "RoPE: not examined yet", learned_text(data)]
+    said = [
+        length_pair_text(f"RoPE, {run_name(rope)}", length_by_run(data, rope))
+        if not rope.empty
+        else "RoPE: not examined yet",
+        learned_text(data),
+    ]
     broken = data.runs[data.runs["positions"].str.startswith("RoPE broken")]
     for kind, runs in broken.groupby("positions"):
         measured = length_by_run(data, runs)
@@ -504,8 +621,10 @@ def length_finding(data: ReportData) -> str | None:
     if measured.empty or measured["far_start"].min() < measured["ctx_len"].max() or measured["far"].isna().any():
         return None
     ratio = measured["far"].mean() / measured["within"].mean()
-    sentence = (f"past its training length RoPE ({run_name(rope)}) reads on, at {ratio:.2f}x its loss within it "
-                f"(positions {measured['far_span'].iloc[0]} against {measured['within_span'].iloc[0]}, mean over seeds)")
+    sentence = (
+        f"past its training length RoPE ({run_name(rope)}) reads on, at {ratio:.2f}x its loss within it "
+        f"(positions {measured['far_span'].iloc[0]} against {measured['within_span'].iloc[0]}, mean over seeds)"
+    )
     if learned_text(data).startswith("learned positions ("):
         sentence += ", where a learned position table cannot read at all"
     return sentence
@@ -519,8 +638,10 @@ def bytes_per_token(data: ReportData) -> pd.DataFrame:
     cache = data.exams.kv_cache.merge(data.runs[["run_id", "n_head"]], on="run_id")
     if cache.empty:
         return pd.DataFrame(columns=["attention", "n_kv_head", "measured"])
-    cache = cache.assign(attention=[attention_kind(h, kv) for h, kv in zip(cache["n_head"], cache["n_kv_head"])],
-                         measured=cache["measured_bytes"] / cache["tokens"])
+    cache = cache.assign(
+        attention=[attention_kind(h, kv) for h, kv in zip(cache["n_head"], cache["n_kv_head"])],
+        measured=cache["measured_bytes"] / cache["tokens"],
+    )
     return cache.groupby(["attention", "n_kv_head"], as_index=False)["measured"].median()
 
 
@@ -530,8 +651,9 @@ def cache_speedup(data: ReportData) -> pd.Series | None:
     if timing.empty:
         return None
     timing = timing.assign(attention=[attention_kind(h, kv) for h, kv in zip(timing["n_head"], timing["n_kv_head"])])
-    speeds = timing.pivot_table(index=["attention", "context"], columns="cached", values="chars_per_s",
-                                aggfunc="median").reindex(columns=[True, False])
+    speeds = timing.pivot_table(
+        index=["attention", "context"], columns="cached", values="chars_per_s", aggfunc="median"
+    ).reindex(columns=[True, False])
     speeds = speeds.set_axis(["cached", "recomputed"], axis=1).dropna().reset_index()
     if speeds.empty:
         return None
@@ -563,18 +685,28 @@ def kv_cache_text(data: ReportData) -> str:
     if exams.kv_cache.empty and exams.kv_timing.empty:
         return f"{not_measured('kv_cache RUN_DIR')}; {mqa_text(data)}"
     kinds = bytes_per_token(data).set_index("attention")
-    sizes = [f"{kind} ({kv_heads(int(kinds.loc[kind, 'n_kv_head']))}) {kinds.loc[kind, 'measured']:,.0f}"
-             if kind in kinds.index else f"{kind} not measured yet" for kind in ATTENTION_ORDER]
-    said = ["cache bytes per token, measured: " + ", ".join(sizes) if not kinds.empty
-            else "cache bytes: not measured yet"]
+    sizes = [
+        f"{kind} ({kv_heads(int(kinds.loc[kind, 'n_kv_head']))}) {kinds.loc[kind, 'measured']:,.0f}"
+        if kind in kinds.index
+        else f"{kind} not measured yet"
+        for kind in ATTENTION_ORDER
+    ]
+    said = [
+        "cache bytes per token, measured: " + ", ".join(sizes) if not kinds.empty else "cache bytes: not measured yet"
+    ]
     speed = cache_speedup(data)
-    said.append("generation not timed both ways yet" if speed is None else
-                f"at {int(speed['context']):,} characters of context the cache makes {speed['attention']} generation "
-                f"{speedup_words(speed['cached'], speed['recomputed'])} ({speed['cached']:,.1f} vs {speed['recomputed']:,.1f} characters/s)")
+    said.append(
+        "generation not timed both ways yet"
+        if speed is None
+        else f"at {int(speed['context']):,} characters of context the cache makes {speed['attention']} generation "
+        f"{speedup_words(speed['cached'], speed['recomputed'])} ({speed['cached']:,.1f} vs {speed['recomputed']:,.1f} characters/s)"
+    )
     if not exams.kv_scale.empty:
         scale = exams.kv_scale
-        said.append(f"at LLaMA scale ({int(scale['tokens'].iloc[0]):,} tokens) "
-                    + " vs ".join(f"{gib(row.bytes)} for {row.name}" for row in scale.itertuples()))
+        said.append(
+            f"at LLaMA scale ({int(scale['tokens'].iloc[0]):,} tokens) "
+            + " vs ".join(f"{gib(row.bytes)} for {row.name}" for row in scale.itertuples())
+        )
     return "; ".join(said + [mqa_text(data)])
 
 
@@ -589,20 +721,26 @@ def kv_cache_finding(data: ReportData) -> str | None:
     kinds = bytes_per_token(data).set_index("attention")
     said = []
     if {"MHA", "GQA"} <= set(kinds.index):
-        said.append(f"GQA's cache is {fraction_words(kinds.loc['GQA', 'measured'] / kinds.loc['MHA', 'measured'])} "
-                    "of MHA's per token")
+        said.append(
+            f"GQA's cache is {fraction_words(kinds.loc['GQA', 'measured'] / kinds.loc['MHA', 'measured'])} "
+            "of MHA's per token"
+        )
     speed = cache_speedup(data)
     if speed is not None:
-        said.append(f"the cache it shrinks makes generation {speedup_words(speed['cached'], speed['recomputed'])} at "
-                    f"{int(speed['context']):,} characters of context")
+        said.append(
+            f"the cache it shrinks makes generation {speedup_words(speed['cached'], speed['recomputed'])} at "
+            f"{int(speed['context']):,} characters of context"
+        )
     return " and ".join(said) or None
 
 
 def exam_rows(data: ReportData) -> dict[str, tuple[str, str | None]]:
     """Per part: what its exam shows (the table's cell) and its finding (a clause, None when unmeasured)."""
     return {
-        "rmsnorm": (wall_clock_text(data, "norm", "rmsnorm", "layernorm"),
-                    wall_clock_finding(data, "norm", "rmsnorm", "layernorm")),
+        "rmsnorm": (
+            wall_clock_text(data, "norm", "rmsnorm", "layernorm"),
+            wall_clock_finding(data, "norm", "rmsnorm", "layernorm"),
+        ),
         "prenorm": (depth_text(data), depth_finding(data)),
         "rope": (length_text(data), length_finding(data)),
         "gqa": (kv_cache_text(data), kv_cache_finding(data)),
@@ -613,16 +751,25 @@ def exam_rows(data: ReportData) -> dict[str, tuple[str, str | None]]:
 def exams_section(data: ReportData) -> str:
     """One row per part: the training loss's verdict beside the exam made for it."""
     shown = exam_rows(data)
-    rows = [[PART_NAMES[part], training_loss_text(data, part),
-             f"{PART_EXAMS[part][1]} (`exam {PART_EXAMS[part][0]}`)", shown[part][0]] for part in PARTS]
-    table = md_table(["part", "what the training loss says (Δ best val)", "the exam made for it",
-                      "what the exam shows"], rows)
+    rows = [
+        [
+            PART_NAMES[part],
+            training_loss_text(data, part),
+            f"{PART_EXAMS[part][1]} (`exam {PART_EXAMS[part][0]}`)",
+            shown[part][0],
+        ]
+        for part in PARTS
+    ]
+    table = md_table(
+        ["part", "what the training loss says (Δ best val)", "the exam made for it", "what the exam shows"], rows
+    )
     sentences = []
     for part in PARTS:
         finding = shown[part][1] or f"its exam ({PART_EXAMS[part][0]}) is not measured yet"
         sentences.append(f"**{PART_NAMES[part]}**: {training_loss_verdict(data, part)}; {finding}.")
-    return (f"{table}\n\nΔ best val: the ablation minus its baseline, seed by seed (negative: lower loss). "
-            + " ".join(sentences))
+    return f"{table}\n\nΔ best val: the ablation minus its baseline, seed by seed (negative: lower loss). " + " ".join(
+        sentences
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -638,15 +785,17 @@ def figure_charts(data: ReportData) -> dict[str, Any]:
     headline = data.metrics[data.metrics["run_id"].isin(headline_runs["run_id"])]
     if not headline.empty:
         band = data.band[data.band["experiment"].isin(headline_runs["experiment"])]
-        drawn["headline"] = charts.seed_band_chart(band, analysis.long_curves(headline, splits=("val_loss",)),
-                                                   analysis.best_points(headline_runs)).properties(width=760)
+        drawn["headline"] = charts.seed_band_chart(
+            band, analysis.long_curves(headline, splits=("val_loss",)), analysis.best_points(headline_runs)
+        ).properties(width=760)
     llama = headline_of(data, "llama").sort_values("seed", ascending=False)
     if not llama.empty:
         run = data.metrics[data.metrics["run_id"] == llama["run_id"].iloc[0]].sort_values("step")
         table = analysis.overfitting_table(llama.iloc[:1], data.above_best, margin=MEMORISING_RISE)
         if not table.empty:
             drawn["overfitting"] = charts.overfitting_chart(run, table.iloc[0], MEMORISING_RISE).properties(
-                width=760, title=f"{run['label'].iloc[0]}: the overfitting turn")
+                width=760, title=f"{run['label'].iloc[0]}: the overfitting turn"
+            )
     if not data.ablations.empty:
         drawn["ablations"] = charts.benefit_chart(
             analysis.part_benefit(data.ablations), headline_noise(data)
@@ -671,19 +820,30 @@ def length_curves(data: ReportData) -> pd.DataFrame:
     longest = length[length["window_len"] == length["run_id"].map(readable)]
     longest = longest.assign(featured=(longest["group"] == "headline") | (longest["part"] == "rope"))
     curves = longest.groupby(["experiment", "positions", "bucket_start", "bucket_end"], as_index=False).agg(
-        loss=("loss", "mean"), runs=("run_id", "nunique"), ctx_len=("ctx_len", "max"), featured=("featured", "any"))
+        loss=("loss", "mean"), runs=("run_id", "nunique"), ctx_len=("ctx_len", "max"), featured=("featured", "any")
+    )
     return curves.assign(position=(curves["bucket_start"] + curves["bucket_end"]) / 2)
 
 
 def depth_cells(depth: pd.DataFrame) -> pd.DataFrame:
     """The stability map's cells (dashboard.charts.stability_map): what became of each run, and its label."""
-    state = np.select([depth["status"] == "running", depth["diverged"], depth["trained"]],
-                      ["running", "diverged", "trained"], "did not learn")
-    text = ["running" if s == "running" else
-            f"diverged @ {int(step)}" if s == "diverged" and pd.notna(step) else
-            "diverged" if s == "diverged" else
-            f"best val {best:.3f}" if pd.notna(best) and math.isfinite(best) else "no val"
-            for s, step, best in zip(state, depth["diverged_step"], depth["best_val_loss"])]
+    state = np.select(
+        [depth["status"] == "running", depth["diverged"], depth["trained"]],
+        ["running", "diverged", "trained"],
+        "did not learn",
+    )
+    text = [
+        "running"
+        if s == "running"
+        else f"diverged @ {int(step)}"
+        if s == "diverged" and pd.notna(step)
+        else "diverged"
+        if s == "diverged"
+        else f"best val {best:.3f}"
+        if pd.notna(best) and math.isfinite(best)
+        else "no val"
+        for s, step, best in zip(state, depth["diverged_step"], depth["best_val_loss"])
+    ]
     return depth.assign(state=state, text=text, lr_label=[f"{lr:g}" for lr in depth["lr"]])
 
 
@@ -726,6 +886,7 @@ FIGURE_TITLES = {
 
 def render(data: ReportData, figure_names: list[str], image_prefix: str = "", costs: bool = True) -> str:
     """The report's Markdown body (### sections); figures are linked as image_prefix + name.png."""
+
     def figure(name: str) -> str:
         return f"\n\n![{FIGURE_TITLES[name]}]({image_prefix}{name}.png)" if name in figure_names else ""
 
@@ -734,8 +895,11 @@ def render(data: ReportData, figure_names: list[str], image_prefix: str = "", co
     lines = [
         f"Made by `python -m anatomy report` from {n_done} finished runs "
         f"({', '.join(sorted(data.runs['experiment'].unique()))})"
-        + (f", trained on {', '.join(grid['devices'])} with torch {', '.join(grid['torch_versions'])}."
-           if grid.get("devices") else "."),
+        + (
+            f", trained on {', '.join(grid['devices'])} with torch {', '.join(grid['torch_versions'])}."
+            if grid.get("devices")
+            else "."
+        ),
         "Val loss is in nats per character; lower is better. Seeds are listed as 42 / 7.",
         "",
         "### Headline: the 2017 Transformer vs the mini-LLaMA",
@@ -786,8 +950,10 @@ def splice_readme(readme: str, blocks: dict[str, str], path: Path) -> str:
     for name, body in blocks.items():
         start, end = markers(name)
         if readme.count(start) != 1 or readme.count(end) != 1 or readme.index(start) > readme.index(end):
-            raise AnatomyError(f"{path}: expected one '{start}' line, then one '{end}' line, "
-                               f"around the section `anatomy report` writes")
+            raise AnatomyError(
+                f"{path}: expected one '{start}' line, then one '{end}' line, "
+                f"around the section `anatomy report` writes"
+            )
         head, rest = readme.split(start)
         _, tail = rest.split(end)
         readme = f"{head}{start}\n{body}{end}{tail}"
@@ -803,15 +969,25 @@ def readme_block(readme: str, name: str) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--db", type=Path, help="a results database (default: results/anatomy.duckdb)")
-    source.add_argument("--runs", type=Path,
-                        help="a folder of run folders to collect first, e.g. results/reference/runs "
-                             "(with the benchmarks/ and exams/ folders beside it, if any)")
-    parser.add_argument("--provenance", type=Path, default=None,
-                        help="grid.json of shipped runs, for the costs section "
-                             "(default: the one beside --runs, if any)")
+    source.add_argument(
+        "--runs",
+        type=Path,
+        help="a folder of run folders to collect first, e.g. results/reference/runs "
+        "(with the benchmarks/ and exams/ folders beside it, if any)",
+    )
+    parser.add_argument(
+        "--provenance",
+        type=Path,
+        default=None,
+        help="grid.json of shipped runs, for the costs section (default: the one beside --runs, if any)",
+    )
     parser.add_argument("--out", type=Path, default=Path("results/report"), help="folder for report.md and the PNGs")
-    parser.add_argument("--readme", type=Path, default=None,
-                        help="also rewrite this README's results and costs sections (between their marker lines)")
+    parser.add_argument(
+        "--readme",
+        type=Path,
+        default=None,
+        help="also rewrite this README's results and costs sections (between their marker lines)",
+    )
     parser.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
 
 

@@ -54,8 +54,16 @@ EXAM_QUERIES = {
     "grad_norm_spread": "SELECT * FROM grad_norm_spread ORDER BY run_id, step",
     "wall_clock": "SELECT * FROM exam_wall_clock ORDER BY part, variant, impl",
 }
-EXAM_SOURCES = ("exam_length", "exam_kv_cache", "exam_kv_timing", "exam_kv_scale", "exam_depth", "depth_stability",
-                "grad_norm_spread", "exam_wall_clock")
+EXAM_SOURCES = (
+    "exam_length",
+    "exam_kv_cache",
+    "exam_kv_timing",
+    "exam_kv_scale",
+    "exam_depth",
+    "depth_stability",
+    "grad_norm_spread",
+    "exam_wall_clock",
+)
 
 
 @dataclass
@@ -75,8 +83,13 @@ class ReportData:
 
 def llama_parts(cfg: ModelConfig) -> list[str]:
     """Which of the five parts that make the mini-LLaMA this model has."""
-    has = {"rmsnorm": cfg.norm_type == "rmsnorm", "prenorm": cfg.norm_pos == "pre", "rope": cfg.pos_type == "rope",
-           "gqa": cfg.n_kv_head < cfg.n_head, "swiglu": cfg.ffn_type == "swiglu"}
+    has = {
+        "rmsnorm": cfg.norm_type == "rmsnorm",
+        "prenorm": cfg.norm_pos == "pre",
+        "rope": cfg.pos_type == "rope",
+        "gqa": cfg.n_kv_head < cfg.n_head,
+        "swiglu": cfg.ffn_type == "swiglu",
+    }
     return [part for part, present in has.items() if present]
 
 
@@ -113,9 +126,11 @@ def load(db_path: Path, provenance: dict[str, Any] | None = None) -> ReportData:
         with duckdb.connect(str(db_path), read_only=True) as con:
             found = {row[0] for row in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
             if missing := [name for name in EXAM_SOURCES if name not in found]:
-                raise AnatomyError(f"--db {db_path}: collected before the exams existed (no {', '.join(missing[:3])}"
-                                   f"{', ...' if len(missing) > 3 else ''}): collect it again with "
-                                   "`python -m anatomy collect`")
+                raise AnatomyError(
+                    f"--db {db_path}: collected before the exams existed (no {', '.join(missing[:3])}"
+                    f"{', ...' if len(missing) > 3 else ''}): collect it again with "
+                    "`python -m anatomy collect`"
+                )
             runs = con.execute("""
                 SELECT s.*, r.config, m.train_loss AS train_at_best
                 FROM run_summary s JOIN runs r USING (run_id)
@@ -131,19 +146,22 @@ def load(db_path: Path, provenance: dict[str, Any] | None = None) -> ReportData:
             metrics = con.execute("SELECT * FROM metrics ORDER BY run_id, step").df()
             exams = ExamTables(**{name: con.execute(sql).df() for name, sql in EXAM_QUERIES.items()})
     except duckdb.Error as err:
-        raise AnatomyError(f"--db {db_path}: not a results database of this project ({type(err).__name__}: "
-                           f"{str(err).splitlines()[0]})") from None
+        raise AnatomyError(
+            f"--db {db_path}: not a results database of this project ({type(err).__name__}: {str(err).splitlines()[0]})"
+        ) from None
     # the columns named even with no runs, so a database of none still reads as one
-    settings = pd.DataFrame([_model_settings(c) for c in runs.pop("config")], index=runs.index,
-                            columns=list(_model_settings("{}")))
+    settings = pd.DataFrame(
+        [_model_settings(c) for c in runs.pop("config")], index=runs.index, columns=list(_model_settings("{}"))
+    )
     # every ModelConfig field (run_summary has the ones the pages group by: the same values)
     runs = pd.concat([runs.drop(columns=[name for name in settings if name in runs]), settings], axis=1)
     runs["label"] = [f"{e} · seed {s}" for e, s in zip(runs["experiment"], runs["seed"])]
     runs["positions"] = [position_kind(p, b) for p, b in zip(runs["pos_type"], runs["rope_break"])]
     runs["attention"] = [attention_kind(h, kv) for h, kv in zip(runs["n_head"], runs["n_kv_head"])]
     metrics = metrics.merge(runs[["run_id", "label", "experiment", "seed", "status"]], on="run_id")
-    return ReportData(runs, experiments, ablations, pairs, comparisons, band, above_best, metrics, memorisation,
-                      provenance, exams)
+    return ReportData(
+        runs, experiments, ablations, pairs, comparisons, band, above_best, metrics, memorisation, provenance, exams
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -248,6 +266,12 @@ def load_runs(runs_root: Path, provenance: dict[str, Any] | None) -> ReportData:
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "report.duckdb"
         benchmarks, exams = runs_root.parent / "benchmarks", runs_root.parent / "exams"
-        collect(runs_root, db, None, benchmarks if benchmarks.is_dir() else None, allow_empty=True,
-                exams_root=exams if exams.is_dir() else None)
+        collect(
+            runs_root,
+            db,
+            None,
+            benchmarks if benchmarks.is_dir() else None,
+            allow_empty=True,
+            exams_root=exams if exams.is_dir() else None,
+        )
         return load(db, provenance)

@@ -47,12 +47,25 @@ SCHEMA_PATH = Path(__file__).with_name("schema.sql")
 
 # DuckDB type in schema.sql -> Arrow type of the column handed to DuckDB
 ARROW_BY_SQL_TYPE = {
-    "VARCHAR": pa.string(), "JSON": pa.string(), "BOOLEAN": pa.bool_(),
-    "INTEGER": pa.int64(), "BIGINT": pa.int64(), "DOUBLE": pa.float64(),
+    "VARCHAR": pa.string(),
+    "JSON": pa.string(),
+    "BOOLEAN": pa.bool_(),
+    "INTEGER": pa.int64(),
+    "BIGINT": pa.int64(),
+    "DOUBLE": pa.float64(),
 }
 # the model settings kept as columns of `runs`, so the pages group runs without reading config.json
-MODEL_COLUMNS = ("n_layer", "ctx_len", "n_head", "n_kv_head", "norm_type", "norm_pos", "pos_type", "rope_break",
-                 "ffn_type")
+MODEL_COLUMNS = (
+    "n_layer",
+    "ctx_len",
+    "n_head",
+    "n_kv_head",
+    "norm_type",
+    "norm_pos",
+    "pos_type",
+    "rope_break",
+    "ffn_type",
+)
 # Snakemake's benchmark header -> our column (only "h:m:s" is not a valid SQL name)
 BENCHMARK_HEADER = {"h:m:s": "hms"}
 
@@ -157,8 +170,10 @@ def read_metrics(path: Path, run_id: str, finished: bool) -> list[dict[str, Any]
         rows[step] = {
             "run_id": run_id,
             "step": step,
-            **{name: _number(record.get(name), path, f"{name} (line {number})")
-               for name in ("train_loss", "val_loss", "lr", "elapsed_s")},
+            **{
+                name: _number(record.get(name), path, f"{name} (line {number})")
+                for name in ("train_loss", "val_loss", "lr", "elapsed_s")
+            },
             "tokens_seen": _number(record.get("tokens_seen"), path, f"tokens_seen (line {number})", int),
         }
     return [rows[step] for step in sorted(rows)]
@@ -177,18 +192,20 @@ def read_samples(path: Path, run_id: str) -> list[dict[str, Any]]:
         # text is null when there was nothing to sample from (a diverged run); `note` says why
         if not isinstance(record["text"], (str, type(None))):
             raise AnatomyError(f"{path}: sample {idx}: 'text' must be a string or null, got {record['text']!r}")
-        rows.append({
-            "run_id": run_id,
-            "sample_idx": idx,
-            "checkpoint": None if record.get("checkpoint") is None else str(record["checkpoint"]),
-            "prefix": record.get("prefix"),
-            "temperature": _number(record.get("temperature"), path, f"temperature (sample {idx})"),
-            "seed": _number(record.get("seed"), path, f"seed (sample {idx})", int),
-            "chars": _number(record.get("chars"), path, f"chars (sample {idx})", int),
-            "text": record["text"],
-            "note": None if record.get("note") is None else str(record["note"]),
-            **memorisation_columns(record.get("memorisation"), path, idx),
-        })
+        rows.append(
+            {
+                "run_id": run_id,
+                "sample_idx": idx,
+                "checkpoint": None if record.get("checkpoint") is None else str(record["checkpoint"]),
+                "prefix": record.get("prefix"),
+                "temperature": _number(record.get("temperature"), path, f"temperature (sample {idx})"),
+                "seed": _number(record.get("seed"), path, f"seed (sample {idx})", int),
+                "chars": _number(record.get("chars"), path, f"chars (sample {idx})", int),
+                "text": record["text"],
+                "note": None if record.get("note") is None else str(record["note"]),
+                **memorisation_columns(record.get("memorisation"), path, idx),
+            }
+        )
     return rows
 
 
@@ -249,7 +266,9 @@ def read_run(folder: Path, runs_root: Path) -> tuple[dict[str, Any], list, list]
     run = {
         "run_id": run_id,
         # the folder layout {experiment}/seed{seed} is the fallback when tags are missing
-        "experiment": str(tags.get("experiment") or (folder.parent.name if folder.parent != runs_root else folder.name)),
+        "experiment": str(
+            tags.get("experiment") or (folder.parent.name if folder.parent != runs_root else folder.name)
+        ),
         "seed": _seed_of(folder, config),
         "group": tags.get("group"),
         "part": tags.get("part"),
@@ -302,8 +321,9 @@ def read_baselines(path: Path) -> dict[str, str | None]:
     for name, entry in experiments.items():
         baseline = entry.get("baseline") if isinstance(entry, dict) else None
         if not isinstance(baseline, (str, type(None))):
-            raise AnatomyError(f"--experiments {path}: experiments.{name}.baseline must be an experiment name, "
-                               f"got {baseline!r}")
+            raise AnatomyError(
+                f"--experiments {path}: experiments.{name}.baseline must be an experiment name, got {baseline!r}"
+            )
         baselines[str(name)] = baseline
     return baselines
 
@@ -433,13 +453,19 @@ def read_exams_folder(exams_root: Path, collected: CollectedRuns) -> None:
     collected.add_exam_rows("exam_depth", cells)
     for cell in cells:
         if (path := RunFolder(depth_root / cell["cell"]).grad_norms).is_file():
-            collected.add_exam_rows("grad_norms", grad_norms.read_grad_norms(path, f"{depth.DEPTH_FOLDER}/{cell['cell']}"))
+            collected.add_exam_rows(
+                "grad_norms", grad_norms.read_grad_norms(path, f"{depth.DEPTH_FOLDER}/{cell['cell']}")
+            )
     if (path := exams_root / wall_clock.RESULT_FILE).is_file():
         collected.add_exam_rows("exam_wall_clock", wall_clock.read_rows(path))
 
 
-def collect_runs(runs_root: Path, benchmarks_root: Path | None = None, exams_root: Path | None = None,
-                 experiments_path: Path | None = None) -> CollectedRuns:
+def collect_runs(
+    runs_root: Path,
+    benchmarks_root: Path | None = None,
+    exams_root: Path | None = None,
+    experiments_path: Path | None = None,
+) -> CollectedRuns:
     runs_root = Path(runs_root)
     declared = read_baselines(experiments_path) if experiments_path is not None else {}
     collected = CollectedRuns()
@@ -465,10 +491,9 @@ def collect_runs(runs_root: Path, benchmarks_root: Path | None = None, exams_roo
 
 def _arrow_table(rows: list[dict[str, Any]], columns: list[str]) -> pa.Table:
     # Arrow keeps None (NULL, not evaluated) apart from NaN (a diverged loss), as the schema wants
-    return pa.table({
-        name: pa.array([row.get(name) for row in rows], type=ARROW_TYPES.get(name, pa.string()))
-        for name in columns
-    })
+    return pa.table(
+        {name: pa.array([row.get(name) for row in rows], type=ARROW_TYPES.get(name, pa.string())) for name in columns}
+    )
 
 
 @contextmanager
@@ -554,9 +579,15 @@ def summary_tables(db_path: Path) -> dict[str, list[dict[str, Any]]]:
     return tables
 
 
-def collect(runs_root: Path, db_path: Path, json_path: Path | None = None,
-            benchmarks_root: Path | None = None, allow_empty: bool = False,
-            exams_root: Path | None = None, experiments_path: Path | None = None) -> dict[str, int]:
+def collect(
+    runs_root: Path,
+    db_path: Path,
+    json_path: Path | None = None,
+    benchmarks_root: Path | None = None,
+    allow_empty: bool = False,
+    exams_root: Path | None = None,
+    experiments_path: Path | None = None,
+) -> dict[str, int]:
     """Read every run folder, write the database (and results.json); return the row counts."""
     db_path = Path(db_path)
     check_file_target(db_path, "--db")
@@ -569,8 +600,10 @@ def collect(runs_root: Path, db_path: Path, json_path: Path | None = None,
             f"{db_path} is left as it is. Pass --allow-empty to write a database with no runs."
         )
     counts = {
-        "runs": len(collected.runs), "metrics": len(collected.metrics),
-        "samples": len(collected.samples), "benchmarks": len(collected.benchmarks),
+        "runs": len(collected.runs),
+        "metrics": len(collected.metrics),
+        "samples": len(collected.samples),
+        "benchmarks": len(collected.benchmarks),
         "exam_rows": sum(len(rows) for rows in collected.exams.values()),
     }
     with held_lock(collect_lock_path(db_path)):  # one writer at a time; readers can tell it is at work
@@ -590,20 +623,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=Path, default=Path("results/runs"), help="folder of run folders")
     parser.add_argument("--db", type=Path, default=Path("results/anatomy.duckdb"), help="database to (re)build")
     parser.add_argument("--json", type=Path, default=None, help="also write the summary here (results.json)")
-    parser.add_argument("--allow-empty", action="store_true",
-                        help="write the database even when --runs holds no run folders (default: refuse)")
-    parser.add_argument("--benchmarks", type=Path, default=None,
-                        help="folder of Snakemake benchmark files (results/benchmarks)")
-    parser.add_argument("--exams", type=Path, default=None,
-                        help="folder of the exams not tied to one run: the depth map and the wall clock (results/exams)")
-    parser.add_argument("--experiments", type=Path, default=None,
-                        help="the experiments the runs were trained from, for the baseline each is compared with "
-                             "(results/experiments.json, written by the workflow, or workflow/experiments.yaml)")
+    parser.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="write the database even when --runs holds no run folders (default: refuse)",
+    )
+    parser.add_argument(
+        "--benchmarks", type=Path, default=None, help="folder of Snakemake benchmark files (results/benchmarks)"
+    )
+    parser.add_argument(
+        "--exams",
+        type=Path,
+        default=None,
+        help="folder of the exams not tied to one run: the depth map and the wall clock (results/exams)",
+    )
+    parser.add_argument(
+        "--experiments",
+        type=Path,
+        default=None,
+        help="the experiments the runs were trained from, for the baseline each is compared with "
+        "(results/experiments.json, written by the workflow, or workflow/experiments.yaml)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    counts = collect(args.runs, args.db, args.json, args.benchmarks, allow_empty=args.allow_empty,
-                     exams_root=args.exams, experiments_path=args.experiments)
-    print(f"collected {counts['runs']} runs, {counts['metrics']} metric rows, {counts['samples']} samples, "
-          f"{counts['benchmarks']} benchmark rows, {counts['exam_rows']} exam rows into {args.db}")
+    counts = collect(
+        args.runs,
+        args.db,
+        args.json,
+        args.benchmarks,
+        allow_empty=args.allow_empty,
+        exams_root=args.exams,
+        experiments_path=args.experiments,
+    )
+    print(
+        f"collected {counts['runs']} runs, {counts['metrics']} metric rows, {counts['samples']} samples, "
+        f"{counts['benchmarks']} benchmark rows, {counts['exam_rows']} exam rows into {args.db}"
+    )
     return 0

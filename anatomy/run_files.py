@@ -17,10 +17,23 @@ from anatomy.errors import AnatomyError
 
 # summary.json field -> what it holds (None is allowed where a field has no value yet)
 SUMMARY_FIELDS: dict[str, type] = {
-    "params": int, "best_val_loss": float, "best_step": int, "final_train_loss": float,
-    "final_val_loss": float, "step_time_s": float, "tokens_per_s": float, "steps_done": int,
-    "device": str, "compiled": bool, "torch_version": str, "python_version": str, "diverged": bool,
-    "diverged_step": int, "status": str, "batch_digest": str, "elapsed_s": float,
+    "params": int,
+    "best_val_loss": float,
+    "best_step": int,
+    "final_train_loss": float,
+    "final_val_loss": float,
+    "step_time_s": float,
+    "tokens_per_s": float,
+    "steps_done": int,
+    "device": str,
+    "compiled": bool,
+    "torch_version": str,
+    "python_version": str,
+    "diverged": bool,
+    "diverged_step": int,
+    "status": str,
+    "batch_digest": str,
+    "elapsed_s": float,
 }
 SUMMARY_STATUSES = ("done", "diverged")
 # what `run_settings` needs from config.json

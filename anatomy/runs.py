@@ -79,8 +79,12 @@ class RunFolder:
     def locked(self):
         """Hold this folder's lock: one trainer per run folder. A second one waits for the first
         to stop, then finds the run finished or resumes it; a killed holder releases it at once."""
-        return held_lock(self.root, on_wait=lambda: print(
-            f"{self.root}: another trainer is writing this folder; waiting for it to stop", flush=True))
+        return held_lock(
+            self.root,
+            on_wait=lambda: print(
+                f"{self.root}: another trainer is writing this folder; waiting for it to stop", flush=True
+            ),
+        )
 
     def remove_leftovers(self) -> None:
         """Temporary files of writes that were killed half way (a SIGKILL during torch.save).
@@ -189,8 +193,9 @@ def settle_folder(run: RunFolder, resolved: dict, restart_on_change: bool) -> di
         problem = None
     if problem is not None:
         if not restart_on_change:
-            raise AnatomyError(f"{run.root}: this folder {problem}; "
-                               f"use another --out, delete the folder, or pass --restart-on-change")
+            raise AnatomyError(
+                f"{run.root}: this folder {problem}; use another --out, delete the folder, or pass --restart-on-change"
+            )
         print(f"{run.root}: this folder {problem}; starting over", flush=True)
         run.clear()
         return None

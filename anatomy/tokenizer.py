@@ -127,8 +127,7 @@ def save_array(path: Path, array: np.ndarray) -> None:
         np.save(f, array, allow_pickle=False)
 
 
-def tokenize_corpus(corpus_path: str | os.PathLike, out_dir: str | os.PathLike,
-                    ctx_len: int = DEFAULT_CTX_LEN) -> dict:
+def tokenize_corpus(corpus_path: str | os.PathLike, out_dir: str | os.PathLike, ctx_len: int = DEFAULT_CTX_LEN) -> dict:
     """Build the vocabulary and the two token arrays; return what split.json records."""
     corpus_path, out_dir = Path(corpus_path), Path(out_dir)
     if not corpus_path.is_file():
@@ -178,8 +177,9 @@ def load_tokenized(data_dir: str | os.PathLike) -> tuple[CharTokenizer, np.ndarr
         raise AnatomyError(f"{split_path}: no such file (run `python -m anatomy tokenize ... --out {data_dir}` first)")
     split = read_json(split_path)
     if not isinstance(split, dict):
-        raise AnatomyError(f"{split_path}: expected a JSON object (written by `anatomy tokenize`), "
-                           f"got a {type(split).__name__}")
+        raise AnatomyError(
+            f"{split_path}: expected a JSON object (written by `anatomy tokenize`), got a {type(split).__name__}"
+        )
     tokenizer = CharTokenizer.load(data_dir / VOCAB_FILE)
     train = load_array(data_dir / TRAIN_FILE, tokenizer.vocab_size)
     val = load_array(data_dir / VAL_FILE, tokenizer.vocab_size)
@@ -194,20 +194,26 @@ def load_tokenized(data_dir: str | os.PathLike) -> tuple[CharTokenizer, np.ndarr
 
 def report(split: dict, out_dir: Path) -> str:
     n = split["characters"]
-    return "\n".join([
-        f"tokenize: {split['corpus']} -> {out_dir}",
-        f"  characters   {n:,}",
-        f"  vocabulary   {split['vocab_size']:,} characters ({split['dtype']})",
-        f"  train        {split['train_tokens']:,} tokens ({split['train_tokens'] / n:.1%})",
-        f"  val          {split['val_tokens']:,} tokens ({split['val_tokens'] / n:.1%})",
-    ])
+    return "\n".join(
+        [
+            f"tokenize: {split['corpus']} -> {out_dir}",
+            f"  characters   {n:,}",
+            f"  vocabulary   {split['vocab_size']:,} characters ({split['dtype']})",
+            f"  train        {split['train_tokens']:,} tokens ({split['train_tokens'] / n:.1%})",
+            f"  val          {split['val_tokens']:,} tokens ({split['val_tokens'] / n:.1%})",
+        ]
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("corpus", type=Path, help="the corpus.txt written by `anatomy corpus`")
     parser.add_argument("--out", type=Path, required=True, help="folder for vocab.json, train.npy, val.npy, split.json")
-    parser.add_argument("--ctx-len", type=int, default=DEFAULT_CTX_LEN,
-                        help="context length the splits must hold (plus one target); default %(default)s")
+    parser.add_argument(
+        "--ctx-len",
+        type=int,
+        default=DEFAULT_CTX_LEN,
+        help="context length the splits must hold (plus one target); default %(default)s",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -76,9 +76,7 @@ def resolve_model_config(preset_name: str, overrides: dict[str, Any], vocab_size
     """The preset (fused kernels, ModelConfig's default, unless `impl=manual` is asked), the data's
     vocabulary, and the overrides."""
     if "vocab_size" in overrides and overrides["vocab_size"] != vocab_size:
-        raise AnatomyError(
-            f"vocab_size={overrides['vocab_size']} does not match the data's vocabulary of {vocab_size}"
-        )
+        raise AnatomyError(f"vocab_size={overrides['vocab_size']} does not match the data's vocabulary of {vocab_size}")
     return preset(preset_name, **{**overrides, "vocab_size": vocab_size})
 
 
@@ -141,8 +139,11 @@ class Progress:
         done = row["step"] - self.first
         elapsed = time.perf_counter() - self.start
         eta = elapsed / done * (self.total - row["step"]) if done > 0 else float("nan")
-        print(f"{self.label} step {row['step']}/{self.total} train {row['train_loss']:.4f} {text} "
-              f"lr {row['lr']:.2e} | {elapsed:.0f}s elapsed, ETA {eta:.0f}s", flush=True)
+        print(
+            f"{self.label} step {row['step']}/{self.total} train {row['train_loss']:.4f} {text} "
+            f"lr {row['lr']:.2e} | {elapsed:.0f}s elapsed, ETA {eta:.0f}s",
+            flush=True,
+        )
 
     def close(self) -> None:
         if self.bar is not None:
@@ -156,8 +157,16 @@ class Progress:
 
 def fresh_state() -> dict:
     """Everything besides weights and optimizer that a resumed run needs to continue exactly."""
-    return {"step": 0, "metrics": [], "grad_norms": [], "best_val_loss": None, "best_step": None,
-            "elapsed_s": 0.0, "step_times": [], "batch_digest": ""}
+    return {
+        "step": 0,
+        "metrics": [],
+        "grad_norms": [],
+        "best_val_loss": None,
+        "best_step": None,
+        "elapsed_s": 0.0,
+        "step_times": [],
+        "batch_digest": "",
+    }
 
 
 @dataclasses.dataclass
@@ -183,16 +192,25 @@ class Training:
     clock: float = 0.0  # time.perf_counter() when state["elapsed_s"] was last brought up to date
 
     def checkpoint_state(self) -> dict:
-        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "rng": torch.get_rng_state(), "state": self.state,
-                "config": {"model": self.model_cfg.to_dict(), "train": self.train_cfg.to_dict()},
-                "settings": run_settings(self.resolved),
-                "vocab": self.vocab}
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "rng": torch.get_rng_state(),
+            "state": self.state,
+            "config": {"model": self.model_cfg.to_dict(), "train": self.train_cfg.to_dict()},
+            "settings": run_settings(self.resolved),
+            "vocab": self.vocab,
+        }
 
     def metric_row(self, step: int, lr: float, train_loss: float | None, val_loss: float | None) -> dict:
-        return {"step": step, "train_loss": train_loss, "val_loss": val_loss, "lr": lr,
-                "tokens_seen": step * self.train_cfg.batch_size * self.model_cfg.ctx_len,
-                "elapsed_s": round(self.state["elapsed_s"] + time.perf_counter() - self.clock, 3)}
+        return {
+            "step": step,
+            "train_loss": train_loss,
+            "val_loss": val_loss,
+            "lr": lr,
+            "tokens_seen": step * self.train_cfg.batch_size * self.model_cfg.ctx_len,
+            "elapsed_s": round(self.state["elapsed_s"] + time.perf_counter() - self.clock, 3),
+        }
 
     def add_metric(self, row: dict) -> None:
         self.state["metrics"].append(row)
@@ -233,8 +251,12 @@ def train(
         "model": model_cfg.to_dict(),
         "train": train_cfg.to_dict(),
         "tags": dict(tags or {}),
-        "data": {"dir": Path(data_dir).as_posix(), "vocab_size": tokenizer.vocab_size,
-                 "train_tokens": len(train_ids), "val_tokens": len(val_ids)},
+        "data": {
+            "dir": Path(data_dir).as_posix(),
+            "vocab_size": tokenizer.vocab_size,
+            "train_tokens": len(train_ids),
+            "val_tokens": len(val_ids),
+        },
     }
     run.root.mkdir(parents=True, exist_ok=True)
     with run.locked():
@@ -248,8 +270,9 @@ def train(
         return finish(training, diverged_step)
 
 
-def open_or_resume(run: RunFolder, resolved: dict, data: tuple, model_cfg: ModelConfig, train_cfg: TrainConfig,
-                   device: torch.device) -> Training:
+def open_or_resume(
+    run: RunFolder, resolved: dict, data: tuple, model_cfg: ModelConfig, train_cfg: TrainConfig, device: torch.device
+) -> Training:
     """A fresh model and optimizer, or the ones last.pt saved, with the metrics logs to match.
     Only while holding the folder's lock, once settle_folder has vouched for what it holds."""
     tokenizer, train_ids, val_ids = data
@@ -258,7 +281,13 @@ def open_or_resume(run: RunFolder, resolved: dict, data: tuple, model_cfg: Model
     torch.manual_seed(train_cfg.seed)  # model initialisation only; batches have their own RNG
     model = MiniLM(model_cfg).to(device)
     training = Training(
-        run, resolved, model_cfg, train_cfg, device, tokenizer.chars, model,
+        run,
+        resolved,
+        model_cfg,
+        train_cfg,
+        device,
+        tokenizer.chars,
+        model,
         optimizer=torch.optim.AdamW(model.parameters(), lr=train_cfg.lr, weight_decay=train_cfg.weight_decay),
         train_data=torch.as_tensor(train_ids.astype(np.int64)).to(device),
         val_data=torch.as_tensor(val_ids.astype(np.int64)).to(device),
@@ -294,8 +323,10 @@ def training_loop(t: Training) -> int | None:
         step += 1
         progress.step(loss_value)
         if lifeline_lost():  # the Snakemake that started this run was killed: no orphans
-            raise AnatomyError(f"{t.run.root}: the workflow that started this run has stopped, so this run "
-                               f"stops too, at step {step}; it resumes from its last checkpoint when started again")
+            raise AnatomyError(
+                f"{t.run.root}: the workflow that started this run has stopped, so this run "
+                f"stops too, at step {step}; it resumes from its last checkpoint when started again"
+            )
 
         if not math.isfinite(loss_value):
             diverged_step = step
@@ -306,7 +337,8 @@ def training_loop(t: Training) -> int | None:
 
         if step % cfg.eval_every == 0 or step == cfg.steps:
             row = t.metric_row(
-                step, lr,
+                step,
+                lr,
                 train_loss=evaluate(t.model, t.train_data, t.train_windows, cfg.eval_batch_size),
                 val_loss=finite_or_none(evaluate(t.model, t.val_data, t.val_windows, cfg.eval_batch_size)),
             )
@@ -329,8 +361,9 @@ def train_step(t: Training, step: int, lr: float) -> tuple[float, bool]:
     t.state["batch_digest"] = hashlib.sha256(t.state["batch_digest"].encode() + starts.tobytes()).hexdigest()
     x, y = windows_at(t.train_data, starts, t.model_cfg.ctx_len)
     tick = time.perf_counter()
-    loss, t.forward = run_with_fallback(lambda module: forward_backward(module, t.optimizer, x, y),
-                                        t.forward, t.model, label=f"{t.run.root}: ")
+    loss, t.forward = run_with_fallback(
+        lambda module: forward_backward(module, t.optimizer, x, y), t.forward, t.model, label=f"{t.run.root}: "
+    )
     logged = should_log(step + 1, cfg.eval_every, cfg.steps)
     if logged:  # before clipping: the gradients as backward made them
         t.log_grad_norms(step + 1)

@@ -27,7 +27,10 @@ SUFFIX = ".safetensors"
 def save_weights(saved: dict[str, Any], path: Path) -> None:
     """Write a loaded checkpoint's model weights as float16, with its model config and vocabulary."""
     tensors = {name: tensor.detach().to(torch.float16).contiguous() for name, tensor in saved["model"].items()}
-    metadata = {"model_config": json.dumps(saved["config"]["model"]), "vocab": json.dumps(saved["vocab"], ensure_ascii=False)}
+    metadata = {
+        "model_config": json.dumps(saved["config"]["model"]),
+        "vocab": json.dumps(saved["vocab"], ensure_ascii=False),
+    }
     write_bytes(path, save(tensors, metadata=metadata))
 
 

@@ -31,7 +31,8 @@ def long_curves(metrics: pd.DataFrame, splits=("val_loss", "train_loss"), smooth
     long = long[finite(long["loss"])].sort_values(["run_id", "split", "step"])
     if smoothing > 0:
         long["smoothed"] = long.groupby(["run_id", "split"])["loss"].transform(
-            lambda loss: loss.ewm(alpha=1 - smoothing, adjust=True).mean())
+            lambda loss: loss.ewm(alpha=1 - smoothing, adjust=True).mean()
+        )
     else:
         long["smoothed"] = long["loss"]
     return long.reset_index(drop=True)
@@ -55,19 +56,21 @@ def overfitting_table(runs: pd.DataFrame, above_best: pd.DataFrame, margin: floa
     """Per run with a best point (run_summary): where val bottoms out, when it turns (by `margin`),
     how far it climbs, and the train/val gap at the end."""
     rows = runs[finite(runs["best_val_loss"])]
-    table = pd.DataFrame({
-        "run_id": rows["run_id"],
-        "label": rows["label"],
-        "experiment": rows["experiment"],
-        "min_val": rows["best_val_loss"],
-        "min_step": rows["best_step"],
-        "turn_step": rows["run_id"].map(turn_steps(above_best, margin)),
-        "final_step": rows["final_val_step"],
-        "final_val": rows["final_val_loss"],
-        "val_rise": rows["val_rise"],
-        "final_train": rows["final_train_loss"],
-        "gap": rows["train_val_gap"],
-    })
+    table = pd.DataFrame(
+        {
+            "run_id": rows["run_id"],
+            "label": rows["label"],
+            "experiment": rows["experiment"],
+            "min_val": rows["best_val_loss"],
+            "min_step": rows["best_step"],
+            "turn_step": rows["run_id"].map(turn_steps(above_best, margin)),
+            "final_step": rows["final_val_step"],
+            "final_val": rows["final_val_loss"],
+            "val_rise": rows["val_rise"],
+            "final_train": rows["final_train_loss"],
+            "gap": rows["train_val_gap"],
+        }
+    )
     return table.reset_index(drop=True)
 
 
@@ -75,19 +78,29 @@ def divergence_points(runs: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame
     """For each run that went non-finite: the last finite val point and the step it broke."""
     rows = []
     for run_id, run in metrics.sort_values("step").groupby("run_id", sort=False):
-        bad = ~(finite(run["val_loss"]) & finite(run["train_loss"])) & run[["val_loss", "train_loss"]].notna().any(axis=1)
+        bad = ~(finite(run["val_loss"]) & finite(run["train_loss"])) & run[["val_loss", "train_loss"]].notna().any(
+            axis=1
+        )
         info = runs[runs["run_id"] == run_id].iloc[0]
         if not bad.any() and not bool(info["diverged"]):
             continue
         good = run[finite(run["val_loss"])]
-        broke_at = info["diverged_step"] if pd.notna(info["diverged_step"]) else (
-            run.loc[bad, "step"].iloc[0] if bad.any() else run["step"].iloc[-1])
-        rows.append({
-            "run_id": run_id, "label": info["label"], "experiment": info["experiment"],
-            "seed": info["seed"], "diverged_step": int(broke_at),
-            "step": good["step"].iloc[-1] if not good.empty else 0,
-            "val_loss": good["val_loss"].iloc[-1] if not good.empty else np.nan,
-        })
+        broke_at = (
+            info["diverged_step"]
+            if pd.notna(info["diverged_step"])
+            else (run.loc[bad, "step"].iloc[0] if bad.any() else run["step"].iloc[-1])
+        )
+        rows.append(
+            {
+                "run_id": run_id,
+                "label": info["label"],
+                "experiment": info["experiment"],
+                "seed": info["seed"],
+                "diverged_step": int(broke_at),
+                "step": good["step"].iloc[-1] if not good.empty else 0,
+                "val_loss": good["val_loss"].iloc[-1] if not good.empty else np.nan,
+            }
+        )
     return pd.DataFrame(rows, columns=["run_id", "label", "experiment", "seed", "diverged_step", "step", "val_loss"])
 
 
@@ -110,16 +123,19 @@ def part_benefit(ablations: pd.DataFrame) -> pd.DataFrame:
     sign = np.where(ablations["direction"] == "add", -1.0, 1.0)
     low = sign * ablations["delta_best_val_min"]
     high = sign * ablations["delta_best_val_max"]
-    return pd.DataFrame({
-        "part": ablations["part"],
-        "direction": [direction_words(d, b) for d, b in zip(ablations["direction"], ablations["baseline"])],
-        "baseline": ablations["baseline"],
-        "experiment": ablations["experiment"],
-        "benefit": sign * ablations["delta_best_val_mean"],
-        "benefit_low": np.minimum(low, high),
-        "benefit_high": np.maximum(low, high),
-        "n_seeds": ablations["n_seeds"],
-    }, columns=columns)
+    return pd.DataFrame(
+        {
+            "part": ablations["part"],
+            "direction": [direction_words(d, b) for d, b in zip(ablations["direction"], ablations["baseline"])],
+            "baseline": ablations["baseline"],
+            "experiment": ablations["experiment"],
+            "benefit": sign * ablations["delta_best_val_mean"],
+            "benefit_low": np.minimum(low, high),
+            "benefit_high": np.maximum(low, high),
+            "n_seeds": ablations["n_seeds"],
+        },
+        columns=columns,
+    )
 
 
 def seed_spread(experiments: pd.DataFrame, names) -> float:
@@ -134,7 +150,14 @@ def versus_baseline(comparisons: pd.DataFrame, experiments) -> pd.DataFrame:
     mean, min, max, in the order given."""
     rows = comparisons.set_index("experiment").reindex(list(experiments)).dropna(subset=["baseline"])
     rows = rows[rows["n_seeds"] > 0].reset_index()
-    return pd.DataFrame({
-        "experiment": rows["experiment"], "baseline": rows["baseline"], "delta": rows["delta_best_val_mean"],
-        "delta_low": rows["delta_best_val_min"], "delta_high": rows["delta_best_val_max"], "n_seeds": rows["n_seeds"],
-    }, columns=["experiment", "baseline", "delta", "delta_low", "delta_high", "n_seeds"])
+    return pd.DataFrame(
+        {
+            "experiment": rows["experiment"],
+            "baseline": rows["baseline"],
+            "delta": rows["delta_best_val_mean"],
+            "delta_low": rows["delta_best_val_min"],
+            "delta_high": rows["delta_best_val_max"],
+            "n_seeds": rows["n_seeds"],
+        },
+        columns=["experiment", "baseline", "delta", "delta_low", "delta_high", "n_seeds"],
+    )

@@ -11,8 +11,7 @@ import numpy as np
 import pandas as pd
 
 # colours: the two headline models keep theirs on every page
-PALETTE = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#ff9da6", "#9d755d",
-           "#bab0ac", "#eeca3b"]
+PALETTE = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#ff9da6", "#9d755d", "#bab0ac", "#eeca3b"]
 PINNED = {"vanilla": "#4c78a8", "llama": "#f58518"}
 DIVERGED_RED = "#d62728"
 TURN_RED = "#e45756"
@@ -56,8 +55,9 @@ def text_inside(x: float, x_max: float) -> dict:
 X_TITLES = {"step": "training step", "elapsed_s": "wall-clock (s)"}
 
 
-def loss_curves(long: pd.DataFrame, x: str = "step", log: bool = False, height: int = 420,
-                by: str = "label") -> alt.Chart:
+def loss_curves(
+    long: pd.DataFrame, x: str = "step", log: bool = False, height: int = 420, by: str = "label"
+) -> alt.Chart:
     """Train and val curves, coloured per run (by="label") or per experiment (by="experiment",
     seeds as separate lines); click the legend to highlight."""
     pick = alt.selection_point(fields=[by], bind="legend")
@@ -70,9 +70,14 @@ def loss_curves(long: pd.DataFrame, x: str = "step", log: bool = False, height: 
         x=alt.X(f"{x}:Q", title=X_TITLES.get(x, x)),
         y=y_loss("smoothed", log),
         color=alt.Color(f"{by}:N", title=title, legend=alt.Legend(labelLimit=320), scale=scale),
-        strokeDash=alt.StrokeDash("split:N", title="split", scale=alt.Scale(
-            domain=[split for split in ("val", "train") if split in set(long["split"])],
-            range=[[1, 0], [5, 3]] if "val" in set(long["split"]) else [[5, 3]])),
+        strokeDash=alt.StrokeDash(
+            "split:N",
+            title="split",
+            scale=alt.Scale(
+                domain=[split for split in ("val", "train") if split in set(long["split"])],
+                range=[[1, 0], [5, 3]] if "val" in set(long["split"]) else [[5, 3]],
+            ),
+        ),
         detail=alt.Detail(["label:N", "split:N"]) if by != "label" else "split:N",
         opacity=alt.condition(pick, alt.value(1.0), alt.value(0.12)),
         tooltip=[
@@ -91,8 +96,14 @@ def loss_curves(long: pd.DataFrame, x: str = "step", log: bool = False, height: 
     return lines.properties(height=height)
 
 
-def seed_band_chart(band: pd.DataFrame, runs_long: pd.DataFrame, best: pd.DataFrame,
-                    log: bool = False, height: int = 440, reference: pd.DataFrame | None = None) -> alt.LayerChart:
+def seed_band_chart(
+    band: pd.DataFrame,
+    runs_long: pd.DataFrame,
+    best: pd.DataFrame,
+    log: bool = False,
+    height: int = 440,
+    reference: pd.DataFrame | None = None,
+) -> alt.LayerChart:
     """Val loss per experiment: min-max band over seeds, each seed's line, each run's best point.
 
     `reference`, a seed band of the shipped reference results, is drawn in grey behind, with
@@ -101,49 +112,99 @@ def seed_band_chart(band: pd.DataFrame, runs_long: pd.DataFrame, best: pd.DataFr
     scale = color_scale(band["experiment"])
     pick = alt.selection_point(fields=["experiment"], bind="legend")
     faded = alt.condition(pick, alt.value(1.0), alt.value(0.15))
-    color = alt.Color("experiment:N", title="model (click to highlight)", scale=scale,
-                      legend=alt.Legend(labelLimit=320, symbolType="stroke", symbolOpacity=1, symbolStrokeWidth=3))
+    color = alt.Color(
+        "experiment:N",
+        title="model (click to highlight)",
+        scale=scale,
+        legend=alt.Legend(labelLimit=320, symbolType="stroke", symbolOpacity=1, symbolStrokeWidth=3),
+    )
     x = alt.X("step:Q", title="training step")
     # padding below the curves leaves room for the labels of the best points
-    area = alt.Chart(band).mark_area(opacity=0.22).encode(
-        x=x, y=y_loss("min", log, "val loss (nats / char)", padding=40), y2="max:Q", color=color,
-        tooltip=[alt.Tooltip("experiment:N"), alt.Tooltip("step:Q", format=","),
-                 alt.Tooltip("min:Q", title="min over seeds", format=".4f"),
-                 alt.Tooltip("max:Q", title="max over seeds", format=".4f"),
-                 alt.Tooltip("n_seeds:Q", title="seeds")],
+    area = (
+        alt.Chart(band)
+        .mark_area(opacity=0.22)
+        .encode(
+            x=x,
+            y=y_loss("min", log, "val loss (nats / char)", padding=40),
+            y2="max:Q",
+            color=color,
+            tooltip=[
+                alt.Tooltip("experiment:N"),
+                alt.Tooltip("step:Q", format=","),
+                alt.Tooltip("min:Q", title="min over seeds", format=".4f"),
+                alt.Tooltip("max:Q", title="max over seeds", format=".4f"),
+                alt.Tooltip("n_seeds:Q", title="seeds"),
+            ],
+        )
     )
-    lines = alt.Chart(runs_long).mark_line(strokeWidth=1.6).encode(
-        x=x, y=y_loss("loss", log, "val loss (nats / char)"), color=color, detail="label:N", opacity=faded,
-        tooltip=[alt.Tooltip("label:N", title="run"), alt.Tooltip("step:Q", format=","),
-                 alt.Tooltip("loss:Q", title="val loss", format=".4f")],
-    ).add_params(pick)
-    points = alt.Chart(best).mark_point(size=140, filled=True, shape="diamond", stroke="white", strokeWidth=1.2).encode(
-        x=x, y="val_loss:Q", color=color,
-        tooltip=[alt.Tooltip("label:N", title="best of run"), alt.Tooltip("step:Q", format=","),
-                 alt.Tooltip("val_loss:Q", title="best val", format=".4f")],
+    lines = (
+        alt.Chart(runs_long)
+        .mark_line(strokeWidth=1.6)
+        .encode(
+            x=x,
+            y=y_loss("loss", log, "val loss (nats / char)"),
+            color=color,
+            detail="label:N",
+            opacity=faded,
+            tooltip=[
+                alt.Tooltip("label:N", title="run"),
+                alt.Tooltip("step:Q", format=","),
+                alt.Tooltip("loss:Q", title="val loss", format=".4f"),
+            ],
+        )
+        .add_params(pick)
+    )
+    points = (
+        alt.Chart(best)
+        .mark_point(size=140, filled=True, shape="diamond", stroke="white", strokeWidth=1.2)
+        .encode(
+            x=x,
+            y="val_loss:Q",
+            color=color,
+            tooltip=[
+                alt.Tooltip("label:N", title="best of run"),
+                alt.Tooltip("step:Q", format=","),
+                alt.Tooltip("val_loss:Q", title="best val", format=".4f"),
+            ],
+        )
     )
     best_of_experiment = best.sort_values("val_loss").drop_duplicates("experiment").copy()
-    best_of_experiment["text"] = [f"{e}: best {v:.3f} @ {int(s)}" for e, v, s in zip(
-        best_of_experiment["experiment"], best_of_experiment["val_loss"], best_of_experiment["step"])]
+    best_of_experiment["text"] = [
+        f"{e}: best {v:.3f} @ {int(s)}"
+        for e, v, s in zip(best_of_experiment["experiment"], best_of_experiment["val_loss"], best_of_experiment["step"])
+    ]
     # one label per model, stacked under the lowest point so that they never overlap
     lowest = best_of_experiment["val_loss"].min()
     best_of_experiment["label_y"] = lowest
     best_of_experiment["label_step"] = best_of_experiment["step"]
     last_step = band["step"].max()
-    labels = alt.layer(*[
-        alt.Chart(best_of_experiment.iloc[[i]]).mark_text(
-            dy=16 + 15 * i, fontWeight="bold", fontSize=12, **text_inside(step, last_step)).encode(
-            x="label_step:Q", y="label_y:Q", text="text:N", color=color)
-        for i, step in enumerate(best_of_experiment["step"])
-    ])
+    labels = alt.layer(
+        *[
+            alt.Chart(best_of_experiment.iloc[[i]])
+            .mark_text(dy=16 + 15 * i, fontWeight="bold", fontSize=12, **text_inside(step, last_step))
+            .encode(x="label_step:Q", y="label_y:Q", text="text:N", color=color)
+            for i, step in enumerate(best_of_experiment["step"])
+        ]
+    )
     layers = [area, lines, points, labels]
     if reference is not None and not reference.empty:
         reference = reference.assign(experiment="reference: " + reference["experiment"])
-        behind = alt.Chart(reference).mark_area(opacity=0.25, color="#9e9e9e").encode(
-            x=x, y=y_loss("min", log, "val loss (nats / char)"), y2="max:Q", detail="experiment:N",
-            tooltip=[alt.Tooltip("experiment:N"), alt.Tooltip("step:Q", format=","),
-                     alt.Tooltip("min:Q", title="min over seeds", format=".4f"),
-                     alt.Tooltip("max:Q", title="max over seeds", format=".4f")])
+        behind = (
+            alt.Chart(reference)
+            .mark_area(opacity=0.25, color="#9e9e9e")
+            .encode(
+                x=x,
+                y=y_loss("min", log, "val loss (nats / char)"),
+                y2="max:Q",
+                detail="experiment:N",
+                tooltip=[
+                    alt.Tooltip("experiment:N"),
+                    alt.Tooltip("step:Q", format=","),
+                    alt.Tooltip("min:Q", title="min over seeds", format=".4f"),
+                    alt.Tooltip("max:Q", title="max over seeds", format=".4f"),
+                ],
+            )
+        )
         layers.insert(0, behind)
     return alt.layer(*layers).properties(height=height)
 
@@ -155,45 +216,95 @@ def overfitting_chart(run: pd.DataFrame, row: pd.Series, margin: float, height: 
     after = pd.DataFrame({"start": [row["min_step"]], "end": [last_step]})
     shade = alt.Chart(after).mark_rect(color=TURN_RED, opacity=0.08).encode(x="start:Q", x2="end:Q")
     # right-aligned at the end, so the label stays inside the plot wherever the minimum is
-    shade_text = alt.Chart(after).mark_text(align="right", baseline="top", dx=-4, dy=6, color=TURN_RED).encode(
-        x="end:Q", y=alt.value(0), text=alt.value("after the minimum: overfitting"))
-    gap = alt.Chart(run).mark_area(color="#999999", opacity=0.18).encode(
-        x=x, y=alt.Y("train_loss:Q", title="loss (nats / char)", scale=alt.Scale(zero=False)), y2="val_loss:Q",
-        tooltip=[alt.Tooltip("step:Q", format=","), alt.Tooltip("train_loss:Q", title="train", format=".4f"),
-                 alt.Tooltip("val_loss:Q", title="val", format=".4f"), alt.Tooltip("gap:Q", title="val - train", format=".4f")],
-    ).transform_calculate(gap="datum.val_loss - datum.train_loss")
+    shade_text = (
+        alt.Chart(after)
+        .mark_text(align="right", baseline="top", dx=-4, dy=6, color=TURN_RED)
+        .encode(x="end:Q", y=alt.value(0), text=alt.value("after the minimum: overfitting"))
+    )
+    gap = (
+        alt.Chart(run)
+        .mark_area(color="#999999", opacity=0.18)
+        .encode(
+            x=x,
+            y=alt.Y("train_loss:Q", title="loss (nats / char)", scale=alt.Scale(zero=False)),
+            y2="val_loss:Q",
+            tooltip=[
+                alt.Tooltip("step:Q", format=","),
+                alt.Tooltip("train_loss:Q", title="train", format=".4f"),
+                alt.Tooltip("val_loss:Q", title="val", format=".4f"),
+                alt.Tooltip("gap:Q", title="val - train", format=".4f"),
+            ],
+        )
+        .transform_calculate(gap="datum.val_loss - datum.train_loss")
+    )
     long = run.melt(id_vars=["step"], value_vars=["train_loss", "val_loss"], var_name="split", value_name="loss")
     long["split"] = long["split"].str.replace("_loss", "")
-    lines = alt.Chart(long).mark_line(strokeWidth=2).encode(
-        x=x, y="loss:Q",
-        color=alt.Color("split:N", scale=alt.Scale(domain=["train", "val"], range=["#4c78a8", "#f58518"]), title=None,
-                        legend=alt.Legend(orient="top", direction="horizontal")),
-        tooltip=[alt.Tooltip("split:N"), alt.Tooltip("step:Q", format=","), alt.Tooltip("loss:Q", format=".4f")],
+    lines = (
+        alt.Chart(long)
+        .mark_line(strokeWidth=2)
+        .encode(
+            x=x,
+            y="loss:Q",
+            color=alt.Color(
+                "split:N",
+                scale=alt.Scale(domain=["train", "val"], range=["#4c78a8", "#f58518"]),
+                title=None,
+                legend=alt.Legend(orient="top", direction="horizontal"),
+            ),
+            tooltip=[alt.Tooltip("split:N"), alt.Tooltip("step:Q", format=","), alt.Tooltip("loss:Q", format=".4f")],
+        )
     )
-    minimum = pd.DataFrame({"step": [row["min_step"]], "loss": [row["min_val"]],
-                            "text": [f"min val {row['min_val']:.3f} @ {int(row['min_step'])}"]})
-    min_point = alt.Chart(minimum).mark_point(shape="diamond", size=160, filled=True, color=TURN_RED).encode(
-        x="step:Q", y="loss:Q", tooltip=["text:N"])
-    min_text = alt.Chart(minimum).mark_text(dy=10, baseline="top", fontWeight="bold", color=TURN_RED,
-                                            **text_inside(row["min_step"], last_step)).encode(
-        x="step:Q", y="loss:Q", text="text:N")
+    minimum = pd.DataFrame(
+        {
+            "step": [row["min_step"]],
+            "loss": [row["min_val"]],
+            "text": [f"min val {row['min_val']:.3f} @ {int(row['min_step'])}"],
+        }
+    )
+    min_point = (
+        alt.Chart(minimum)
+        .mark_point(shape="diamond", size=160, filled=True, color=TURN_RED)
+        .encode(x="step:Q", y="loss:Q", tooltip=["text:N"])
+    )
+    min_text = (
+        alt.Chart(minimum)
+        .mark_text(dy=10, baseline="top", fontWeight="bold", color=TURN_RED, **text_inside(row["min_step"], last_step))
+        .encode(x="step:Q", y="loss:Q", text="text:N")
+    )
     # no region to shade while val is still at its minimum on the last evaluation
-    layers = [shade, gap, lines, min_point, min_text, shade_text] if row["min_step"] < last_step else \
-        [gap, lines, min_point, min_text]
+    layers = (
+        [shade, gap, lines, min_point, min_text, shade_text]
+        if row["min_step"] < last_step
+        else [gap, lines, min_point, min_text]
+    )
     if pd.notna(row["turn_step"]):
         # the threshold min + margin, and the first step val crosses it (placed in data
         # coordinates: a mark outside the plot would make Vega shrink the plot to fit it)
         threshold = row["min_val"] + margin
-        turn = pd.DataFrame({"step": [row["turn_step"]], "start": [row["min_step"]], "end": [last_step],
-                             "loss": [threshold],
-                             "text": [f"val > min + {margin:g} from step {int(row['turn_step'])}"]})
-        layers.append(alt.Chart(turn).mark_rule(strokeDash=[2, 2], color=TURN_RED).encode(
-            x="start:Q", x2="end:Q", y="loss:Q", tooltip=["text:N"]))
-        layers.append(alt.Chart(turn).mark_rule(strokeDash=[6, 4], color=TURN_RED, strokeWidth=1.5).encode(
-            x="step:Q", tooltip=["text:N"]))
-        layers.append(alt.Chart(turn).mark_text(dy=-8, baseline="bottom", color=TURN_RED,
-                                                **text_inside(row["turn_step"], last_step)).encode(
-            x="step:Q", y="loss:Q", text="text:N"))
+        turn = pd.DataFrame(
+            {
+                "step": [row["turn_step"]],
+                "start": [row["min_step"]],
+                "end": [last_step],
+                "loss": [threshold],
+                "text": [f"val > min + {margin:g} from step {int(row['turn_step'])}"],
+            }
+        )
+        layers.append(
+            alt.Chart(turn)
+            .mark_rule(strokeDash=[2, 2], color=TURN_RED)
+            .encode(x="start:Q", x2="end:Q", y="loss:Q", tooltip=["text:N"])
+        )
+        layers.append(
+            alt.Chart(turn)
+            .mark_rule(strokeDash=[6, 4], color=TURN_RED, strokeWidth=1.5)
+            .encode(x="step:Q", tooltip=["text:N"])
+        )
+        layers.append(
+            alt.Chart(turn)
+            .mark_text(dy=-8, baseline="bottom", color=TURN_RED, **text_inside(row["turn_step"], last_step))
+            .encode(x="step:Q", y="loss:Q", text="text:N")
+        )
     return alt.layer(*layers).properties(height=height)
 
 
@@ -207,23 +318,47 @@ def benefit_chart(benefit: pd.DataFrame, noise: float, height_per_row: int = 36)
     colour_of = dict(zip(baseline_colors.domain, baseline_colors.range))
     direction_scale = alt.Scale(domain=list(ways["direction"]), range=[colour_of[b] for b in ways["baseline"]])
     y = alt.Y("row:N", title=None, sort=rows, axis=alt.Axis(labelLimit=320))
-    tooltip = [alt.Tooltip("experiment:N"), alt.Tooltip("direction:N"),
-               alt.Tooltip("benefit:Q", title="gain (nats)", format="+.4f"),
-               alt.Tooltip("benefit_low:Q", title="seed min", format="+.4f"),
-               alt.Tooltip("benefit_high:Q", title="seed max", format="+.4f"), alt.Tooltip("n_seeds:Q", title="seeds")]
+    tooltip = [
+        alt.Tooltip("experiment:N"),
+        alt.Tooltip("direction:N"),
+        alt.Tooltip("benefit:Q", title="gain (nats)", format="+.4f"),
+        alt.Tooltip("benefit_low:Q", title="seed min", format="+.4f"),
+        alt.Tooltip("benefit_high:Q", title="seed max", format="+.4f"),
+        alt.Tooltip("n_seeds:Q", title="seeds"),
+    ]
     layers = []
     if pd.notna(noise) and noise > 0:
         band = pd.DataFrame({"low": [-noise], "high": [noise]})
-        layers.append(alt.Chart(band).mark_rect(color="#bbbbbb", opacity=0.3).encode(
-            x=alt.X("low:Q"), x2="high:Q",
-            tooltip=[alt.Tooltip("high:Q", title="± seed spread of the baselines", format=".4f")]))
+        layers.append(
+            alt.Chart(band)
+            .mark_rect(color="#bbbbbb", opacity=0.3)
+            .encode(
+                x=alt.X("low:Q"),
+                x2="high:Q",
+                tooltip=[alt.Tooltip("high:Q", title="± seed spread of the baselines", format=".4f")],
+            )
+        )
     zero = alt.Chart(pd.DataFrame({"x": [0.0]})).mark_rule(color="#555555").encode(x="x:Q")
-    bars = alt.Chart(benefit).mark_bar(height=18, opacity=0.9).encode(
-        x=alt.X("benefit:Q", title="gain in best val loss from having the part (nats; right = it helps)"),
-        y=y, color=alt.Color("direction:N", scale=direction_scale, title=None,
-                             legend=alt.Legend(orient="top", direction="horizontal")), tooltip=tooltip)
-    errors = alt.Chart(benefit).mark_errorbar(ticks=True, color="#222222", thickness=1.5).encode(
-        x=alt.X("benefit_low:Q", title=""), x2="benefit_high:Q", y=y, tooltip=tooltip)
+    bars = (
+        alt.Chart(benefit)
+        .mark_bar(height=18, opacity=0.9)
+        .encode(
+            x=alt.X("benefit:Q", title="gain in best val loss from having the part (nats; right = it helps)"),
+            y=y,
+            color=alt.Color(
+                "direction:N",
+                scale=direction_scale,
+                title=None,
+                legend=alt.Legend(orient="top", direction="horizontal"),
+            ),
+            tooltip=tooltip,
+        )
+    )
+    errors = (
+        alt.Chart(benefit)
+        .mark_errorbar(ticks=True, color="#222222", thickness=1.5)
+        .encode(x=alt.X("benefit_low:Q", title=""), x2="benefit_high:Q", y=y, tooltip=tooltip)
+    )
     layers += [bars, errors, zero]
     return alt.layer(*layers).properties(height=alt.Step(height_per_row))  # a fixed height per row
 
@@ -231,20 +366,33 @@ def benefit_chart(benefit: pd.DataFrame, noise: float, height_per_row: int = 36)
 def divergence_marks(points: pd.DataFrame, x_max: float, log: bool = False) -> alt.LayerChart:
     """Where each diverged run broke: a red dashed rule at that step, a cross at its last finite val."""
     points = points.copy()
-    points["text"] = [f"✕ {label} diverged (NaN/inf) at step {s}" for label, s in zip(points["label"], points["diverged_step"])]
-    tooltip = [alt.Tooltip("label:N", title="run"), alt.Tooltip("diverged_step:Q", title="diverged at step"),
-               alt.Tooltip("val_loss:Q", title="last finite val", format=".4f")]
-    rule = alt.Chart(points).mark_rule(color=DIVERGED_RED, strokeDash=[6, 3], strokeWidth=2).encode(
-        x="diverged_step:Q", tooltip=tooltip)
-    text = alt.layer(*[
-        alt.Chart(points.iloc[[i]]).mark_text(baseline="top", dy=6 + 16 * i, color=DIVERGED_RED, fontWeight="bold",
-                                              **text_inside(step, x_max)).encode(
-            x="diverged_step:Q", y=alt.value(0), text="text:N")
-        for i, step in enumerate(points["diverged_step"])
-    ])
+    points["text"] = [
+        f"✕ {label} diverged (NaN/inf) at step {s}" for label, s in zip(points["label"], points["diverged_step"])
+    ]
+    tooltip = [
+        alt.Tooltip("label:N", title="run"),
+        alt.Tooltip("diverged_step:Q", title="diverged at step"),
+        alt.Tooltip("val_loss:Q", title="last finite val", format=".4f"),
+    ]
+    rule = (
+        alt.Chart(points)
+        .mark_rule(color=DIVERGED_RED, strokeDash=[6, 3], strokeWidth=2)
+        .encode(x="diverged_step:Q", tooltip=tooltip)
+    )
+    text = alt.layer(
+        *[
+            alt.Chart(points.iloc[[i]])
+            .mark_text(baseline="top", dy=6 + 16 * i, color=DIVERGED_RED, fontWeight="bold", **text_inside(step, x_max))
+            .encode(x="diverged_step:Q", y=alt.value(0), text="text:N")
+            for i, step in enumerate(points["diverged_step"])
+        ]
+    )
     reached = points.dropna(subset=["val_loss"])
-    cross = alt.Chart(reached).mark_point(shape="cross", size=260, filled=True, color=DIVERGED_RED, angle=45).encode(
-        x="step:Q", y=y_loss("val_loss", log), tooltip=tooltip)
+    cross = (
+        alt.Chart(reached)
+        .mark_point(shape="cross", size=260, filled=True, color=DIVERGED_RED, angle=45)
+        .encode(x="step:Q", y=y_loss("val_loss", log), tooltip=tooltip)
+    )
     return rule + text + cross
 
 
@@ -255,16 +403,35 @@ def delta_chart(deltas: pd.DataFrame, height_per_row: int = 44) -> alt.LayerChar
     reference = baselines[0] if len(baselines) == 1 else "its baseline"
     order = list(deltas.sort_values("delta")["experiment"])
     y = alt.Y("experiment:N", title=None, sort=order, axis=alt.Axis(labelLimit=320))
-    tooltip = [alt.Tooltip("experiment:N"), alt.Tooltip("baseline:N"),
-               alt.Tooltip("delta:Q", title=f"vs {reference} (nats)", format="+.4f"),
-               alt.Tooltip("delta_low:Q", title="seed min", format="+.4f"),
-               alt.Tooltip("delta_high:Q", title="seed max", format="+.4f"), alt.Tooltip("n_seeds:Q", title="seeds")]
-    points = alt.Chart(deltas).mark_point(filled=True, size=120).encode(
-        x=alt.X("delta:Q", title=f"best val loss minus {reference}'s (nats; right = worse)"), y=y,
-        color=alt.Color("experiment:N", scale=color_scale(deltas["experiment"]), legend=None), tooltip=tooltip)
-    errors = alt.Chart(deltas).mark_errorbar(ticks=True, thickness=2).encode(
-        x=alt.X("delta_low:Q", title=""), x2="delta_high:Q", y=y,
-        color=alt.Color("experiment:N", scale=color_scale(deltas["experiment"]), legend=None), tooltip=tooltip)
+    tooltip = [
+        alt.Tooltip("experiment:N"),
+        alt.Tooltip("baseline:N"),
+        alt.Tooltip("delta:Q", title=f"vs {reference} (nats)", format="+.4f"),
+        alt.Tooltip("delta_low:Q", title="seed min", format="+.4f"),
+        alt.Tooltip("delta_high:Q", title="seed max", format="+.4f"),
+        alt.Tooltip("n_seeds:Q", title="seeds"),
+    ]
+    points = (
+        alt.Chart(deltas)
+        .mark_point(filled=True, size=120)
+        .encode(
+            x=alt.X("delta:Q", title=f"best val loss minus {reference}'s (nats; right = worse)"),
+            y=y,
+            color=alt.Color("experiment:N", scale=color_scale(deltas["experiment"]), legend=None),
+            tooltip=tooltip,
+        )
+    )
+    errors = (
+        alt.Chart(deltas)
+        .mark_errorbar(ticks=True, thickness=2)
+        .encode(
+            x=alt.X("delta_low:Q", title=""),
+            x2="delta_high:Q",
+            y=y,
+            color=alt.Color("experiment:N", scale=color_scale(deltas["experiment"]), legend=None),
+            tooltip=tooltip,
+        )
+    )
     zero = alt.Chart(pd.DataFrame({"x": [0.0]})).mark_rule(color="#555555").encode(x="x:Q")
     # a fixed height per row (Vega squeezes discrete rows to nothing in a short fixed-height chart)
     return (errors + points + zero).properties(height=alt.Step(height_per_row))
@@ -272,27 +439,50 @@ def delta_chart(deltas: pd.DataFrame, height_per_row: int = 44) -> alt.LayerChar
 
 def memorisation_chart(measured: pd.DataFrame, height: int = 320) -> alt.Chart:
     """Copied share of each run's samples against the step of the weights that wrote them."""
-    long = measured.melt(id_vars=["label", "experiment", "step", "checkpoint"],
-                         value_vars=["copied_fraction", "val_copied_fraction"], var_name="against", value_name="share")
-    long["against"] = long["against"].map({"copied_fraction": "training text", "val_copied_fraction": "validation (control)"})
-    return alt.Chart(long).mark_line(point=True, strokeWidth=2).encode(
-        x=alt.X("step:Q", title="training step of the weights"),
-        y=alt.Y("share:Q", title="generated characters copied", axis=alt.Axis(format="%")),
-        color=alt.Color("label:N", title="run", scale=run_colors(long["label"], long["experiment"])),
-        strokeDash=alt.StrokeDash("against:N", title="found in", scale=alt.Scale(
-            domain=["training text", "validation (control)"], range=[[1, 0], [5, 3]])),
-        detail="against:N",
-        tooltip=[alt.Tooltip("label:N", title="run"), alt.Tooltip("checkpoint:N"), alt.Tooltip("step:Q", format=","),
-                 alt.Tooltip("against:N", title="found in"), alt.Tooltip("share:Q", format=".1%")],
-    ).properties(height=height)
+    long = measured.melt(
+        id_vars=["label", "experiment", "step", "checkpoint"],
+        value_vars=["copied_fraction", "val_copied_fraction"],
+        var_name="against",
+        value_name="share",
+    )
+    long["against"] = long["against"].map(
+        {"copied_fraction": "training text", "val_copied_fraction": "validation (control)"}
+    )
+    return (
+        alt.Chart(long)
+        .mark_line(point=True, strokeWidth=2)
+        .encode(
+            x=alt.X("step:Q", title="training step of the weights"),
+            y=alt.Y("share:Q", title="generated characters copied", axis=alt.Axis(format="%")),
+            color=alt.Color("label:N", title="run", scale=run_colors(long["label"], long["experiment"])),
+            strokeDash=alt.StrokeDash(
+                "against:N",
+                title="found in",
+                scale=alt.Scale(domain=["training text", "validation (control)"], range=[[1, 0], [5, 3]]),
+            ),
+            detail="against:N",
+            tooltip=[
+                alt.Tooltip("label:N", title="run"),
+                alt.Tooltip("checkpoint:N"),
+                alt.Tooltip("step:Q", format=","),
+                alt.Tooltip("against:N", title="found in"),
+                alt.Tooltip("share:Q", format=".1%"),
+            ],
+        )
+        .properties(height=height)
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # The exams (the Exams page): each part tested where it is made to pay
 
 # RoPE in llama's orange, the learned table in vanilla's blue, the broken RoPEs in warning colours
-POSITION_COLORS = {"RoPE": PINNED["llama"], "learned positions": PINNED["vanilla"],
-                   "RoPE broken: k unrotated": DIVERGED_RED, "RoPE broken: k adjacent": "#b279a2"}
+POSITION_COLORS = {
+    "RoPE": PINNED["llama"],
+    "learned positions": PINNED["vanilla"],
+    "RoPE broken: k unrotated": DIVERGED_RED,
+    "RoPE broken: k adjacent": "#b279a2",
+}
 ATTENTION_ORDER = ["MHA", "GQA", "MQA"]  # most KV heads first
 IMPL_COLORS = {"manual": "#9d755d", "fused": "#54a24b"}
 DEPTH_STATES = {"trained": "#54a24b", "did not learn": "#eeca3b", "diverged": DIVERGED_RED, "running": "#bab0ac"}
@@ -314,25 +504,38 @@ def length_chart(curves: pd.DataFrame, ctx_len: float | None = None, height: int
     """
     drawn = curves.dropna(subset=["loss"])
     pick = alt.selection_point(fields=["experiment"], bind="legend")
-    tooltip = [alt.Tooltip("experiment:N"), alt.Tooltip("positions:N"),
-               alt.Tooltip("bucket_start:Q", title="from position"), alt.Tooltip("bucket_end:Q", title="to position"),
-               alt.Tooltip("loss:Q", title="loss (nats / char)", format=".4f"), alt.Tooltip("runs:Q", title="runs (seeds)")]
-    lines = alt.Chart(drawn).mark_line(point=alt.OverlayMarkDef(size=24, filled=True)).encode(
-        x=alt.X("position:Q", title="position in the window (characters)"),
-        y=y_loss("loss"),
-        color=alt.Color("positions:N", title="positions", scale=_fixed_scale(drawn["positions"], POSITION_COLORS)),
-        detail="experiment:N",
-        strokeWidth=alt.condition("datum.featured", alt.value(3), alt.value(1)),
-        strokeOpacity=alt.condition("datum.featured", alt.value(1.0), alt.value(0.4)),
-        opacity=alt.condition(pick, alt.value(1.0), alt.value(0.08)),
-        tooltip=tooltip,
-    ).add_params(pick)
+    tooltip = [
+        alt.Tooltip("experiment:N"),
+        alt.Tooltip("positions:N"),
+        alt.Tooltip("bucket_start:Q", title="from position"),
+        alt.Tooltip("bucket_end:Q", title="to position"),
+        alt.Tooltip("loss:Q", title="loss (nats / char)", format=".4f"),
+        alt.Tooltip("runs:Q", title="runs (seeds)"),
+    ]
+    lines = (
+        alt.Chart(drawn)
+        .mark_line(point=alt.OverlayMarkDef(size=24, filled=True))
+        .encode(
+            x=alt.X("position:Q", title="position in the window (characters)"),
+            y=y_loss("loss"),
+            color=alt.Color("positions:N", title="positions", scale=_fixed_scale(drawn["positions"], POSITION_COLORS)),
+            detail="experiment:N",
+            strokeWidth=alt.condition("datum.featured", alt.value(3), alt.value(1)),
+            strokeOpacity=alt.condition("datum.featured", alt.value(1.0), alt.value(0.4)),
+            opacity=alt.condition(pick, alt.value(1.0), alt.value(0.08)),
+            tooltip=tooltip,
+        )
+        .add_params(pick)
+    )
     layers = [lines]
     if ctx_len is not None and pd.notna(ctx_len):
         edge = pd.DataFrame({"position": [float(ctx_len)], "text": [f"training length ({int(ctx_len)})"]})
         layers.append(alt.Chart(edge).mark_rule(strokeDash=[6, 4], color="#555555").encode(x="position:Q"))
-        layers.append(alt.Chart(edge).mark_text(align="left", dx=4, baseline="top", color="#555555").encode(
-            x="position:Q", y=alt.value(4), text="text:N"))
+        layers.append(
+            alt.Chart(edge)
+            .mark_text(align="left", dx=4, baseline="top", color="#555555")
+            .encode(x="position:Q", y=alt.value(4), text="text:N")
+        )
     return alt.layer(*layers).properties(height=height)
 
 
@@ -342,19 +545,36 @@ def kv_cache_chart(cache: pd.DataFrame, height: int = 260) -> alt.Chart:
     `cache`: attention, n_kv_head, tokens, source (measured | formula), bytes.
     """
     kinds = [kind for kind in ATTENTION_ORDER if kind in set(cache["attention"])] + sorted(
-        set(cache["attention"]) - set(ATTENTION_ORDER))
-    return alt.Chart(cache).mark_bar().encode(
-        x=alt.X("attention:N", title=None, sort=kinds, axis=alt.Axis(labelAngle=0)),
-        xOffset=alt.XOffset("source:N", sort=["measured", "formula"]),
-        y=alt.Y("bytes:Q", title="KV cache (bytes)", axis=alt.Axis(format="~s")),
-        color=alt.Color("source:N", title=None, scale=alt.Scale(domain=["measured", "formula"],
-                                                                range=["#4c78a8", "#bab0ac"])),
-        column=alt.Column("tokens:O", title=None, header=alt.Header(
-            labelExpr="datum.value == 1 ? 'per cached position' : datum.value + ' cached positions'")),
-        tooltip=[alt.Tooltip("attention:N"), alt.Tooltip("n_kv_head:Q", title="KV heads"),
-                 alt.Tooltip("tokens:Q", title="cached positions", format=","), alt.Tooltip("source:N"),
-                 alt.Tooltip("bytes:Q", format=",")],
-    ).resolve_scale(y="independent").properties(height=height)
+        set(cache["attention"]) - set(ATTENTION_ORDER)
+    )
+    return (
+        alt.Chart(cache)
+        .mark_bar()
+        .encode(
+            x=alt.X("attention:N", title=None, sort=kinds, axis=alt.Axis(labelAngle=0)),
+            xOffset=alt.XOffset("source:N", sort=["measured", "formula"]),
+            y=alt.Y("bytes:Q", title="KV cache (bytes)", axis=alt.Axis(format="~s")),
+            color=alt.Color(
+                "source:N", title=None, scale=alt.Scale(domain=["measured", "formula"], range=["#4c78a8", "#bab0ac"])
+            ),
+            column=alt.Column(
+                "tokens:O",
+                title=None,
+                header=alt.Header(
+                    labelExpr="datum.value == 1 ? 'per cached position' : datum.value + ' cached positions'"
+                ),
+            ),
+            tooltip=[
+                alt.Tooltip("attention:N"),
+                alt.Tooltip("n_kv_head:Q", title="KV heads"),
+                alt.Tooltip("tokens:Q", title="cached positions", format=","),
+                alt.Tooltip("source:N"),
+                alt.Tooltip("bytes:Q", format=","),
+            ],
+        )
+        .resolve_scale(y="independent")
+        .properties(height=height)
+    )
 
 
 def kv_timing_chart(timing: pd.DataFrame, height: int = 300) -> alt.LayerChart:
@@ -366,13 +586,32 @@ def kv_timing_chart(timing: pd.DataFrame, height: int = 300) -> alt.LayerChart:
     x = alt.X("context:Q", title="characters already in the context", scale=alt.Scale(type="log", base=2))
     y = alt.Y("chars_per_s:Q", title="characters generated per second", scale=alt.Scale(type="log"))
     color = alt.Color("attention:N", title="attention", sort=ATTENTION_ORDER)
-    tooltip = [alt.Tooltip("label:N", title="run"), alt.Tooltip("attention:N"), alt.Tooltip("cache:N"),
-               alt.Tooltip("context:Q", format=","), alt.Tooltip("chars:Q", title="characters timed"),
-               alt.Tooltip("seconds:Q", format=".3f"), alt.Tooltip("chars_per_s:Q", title="characters / s", format=",.0f")]
-    lines = alt.Chart(timing).mark_line(strokeWidth=2).encode(
-        x=x, y=y, color=color, detail="label:N", tooltip=tooltip,
-        strokeDash=alt.StrokeDash("cache:N", title=None, legend=alt.Legend(symbolType="stroke"), scale=alt.Scale(
-            domain=["with cache", "recomputed"], range=[[1, 0], [5, 3]])))
+    tooltip = [
+        alt.Tooltip("label:N", title="run"),
+        alt.Tooltip("attention:N"),
+        alt.Tooltip("cache:N"),
+        alt.Tooltip("context:Q", format=","),
+        alt.Tooltip("chars:Q", title="characters timed"),
+        alt.Tooltip("seconds:Q", format=".3f"),
+        alt.Tooltip("chars_per_s:Q", title="characters / s", format=",.0f"),
+    ]
+    lines = (
+        alt.Chart(timing)
+        .mark_line(strokeWidth=2)
+        .encode(
+            x=x,
+            y=y,
+            color=color,
+            detail="label:N",
+            tooltip=tooltip,
+            strokeDash=alt.StrokeDash(
+                "cache:N",
+                title=None,
+                legend=alt.Legend(symbolType="stroke"),
+                scale=alt.Scale(domain=["with cache", "recomputed"], range=[[1, 0], [5, 3]]),
+            ),
+        )
+    )
     points = alt.Chart(timing).mark_point(filled=True, size=40).encode(x=x, y=y, color=color, tooltip=tooltip)
     return (lines + points).properties(height=height)
 
@@ -384,14 +623,31 @@ def stability_map(cells: pd.DataFrame, height_per_row: int = 70) -> alt.LayerCha
     """
     order = list(dict.fromkeys(cells.sort_values("lr")["lr_label"]))
     x = alt.X("lr_label:O", title="peak learning rate (no warmup)", sort=order, axis=alt.Axis(labelAngle=0))
-    y = alt.Y("norm_pos:N", title=None, sort=["post", "pre"],
-              axis=alt.Axis(labelExpr="datum.value + '-norm'", labelFontWeight="bold"))
-    tooltip = [alt.Tooltip("norm_pos:N", title="wiring"), alt.Tooltip("lr:Q", title="lr", format="g"),
-               alt.Tooltip("state:N"), alt.Tooltip("text:N", title="result")]
-    rects = alt.Chart(cells).mark_rect(stroke="white", strokeWidth=3).encode(
-        x=x, y=y, color=alt.Color("state:N", title=None, scale=_fixed_scale(cells["state"], DEPTH_STATES)),
-        tooltip=tooltip)
-    labels = alt.Chart(cells).mark_text(fontWeight="bold", color="black").encode(x=x, y=y, text="text:N", tooltip=tooltip)
+    y = alt.Y(
+        "norm_pos:N",
+        title=None,
+        sort=["post", "pre"],
+        axis=alt.Axis(labelExpr="datum.value + '-norm'", labelFontWeight="bold"),
+    )
+    tooltip = [
+        alt.Tooltip("norm_pos:N", title="wiring"),
+        alt.Tooltip("lr:Q", title="lr", format="g"),
+        alt.Tooltip("state:N"),
+        alt.Tooltip("text:N", title="result"),
+    ]
+    rects = (
+        alt.Chart(cells)
+        .mark_rect(stroke="white", strokeWidth=3)
+        .encode(
+            x=x,
+            y=y,
+            color=alt.Color("state:N", title=None, scale=_fixed_scale(cells["state"], DEPTH_STATES)),
+            tooltip=tooltip,
+        )
+    )
+    labels = (
+        alt.Chart(cells).mark_text(fontWeight="bold", color="black").encode(x=x, y=y, text="text:N", tooltip=tooltip)
+    )
     return (rects + labels).properties(height=alt.Step(height_per_row))
 
 
@@ -410,17 +666,37 @@ def grad_norm_heatmap(norms: pd.DataFrame, height_per_layer: int = 22, min_heigh
     cells["note"] = np.where(finite_norm, "", np.where(cells["norm"] == 0, "no gradient (0)", "NaN / inf"))
     x = alt.X("step:Q", title="training step", scale=alt.Scale(zero=False, nice=False))
     y = alt.Y("layer:O", title="block (0 = nearest the embedding)", sort="descending")
-    tooltip = [alt.Tooltip("layer:O", title="block"), alt.Tooltip("step:Q", format=","),
-               alt.Tooltip("norm:Q", title="gradient norm", format=".3g")]
-    heat = alt.Chart(cells[finite_norm]).mark_rect().encode(
-        x=x, x2="step_end:Q", y=y,
-        color=alt.Color("norm:Q", title="gradient norm", scale=alt.Scale(type="log", scheme="viridis")),
-        tooltip=tooltip)
-    bad = alt.Chart(cells[~finite_norm]).mark_rect().encode(
-        x=x, x2="step_end:Q", y=y,
-        color=alt.Color("note:N", title=None, scale=alt.Scale(domain=["NaN / inf", "no gradient (0)"],
-                                                              range=[DIVERGED_RED, "#bab0ac"])),
-        tooltip=tooltip + [alt.Tooltip("note:N")])
+    tooltip = [
+        alt.Tooltip("layer:O", title="block"),
+        alt.Tooltip("step:Q", format=","),
+        alt.Tooltip("norm:Q", title="gradient norm", format=".3g"),
+    ]
+    heat = (
+        alt.Chart(cells[finite_norm])
+        .mark_rect()
+        .encode(
+            x=x,
+            x2="step_end:Q",
+            y=y,
+            color=alt.Color("norm:Q", title="gradient norm", scale=alt.Scale(type="log", scheme="viridis")),
+            tooltip=tooltip,
+        )
+    )
+    bad = (
+        alt.Chart(cells[~finite_norm])
+        .mark_rect()
+        .encode(
+            x=x,
+            x2="step_end:Q",
+            y=y,
+            color=alt.Color(
+                "note:N",
+                title=None,
+                scale=alt.Scale(domain=["NaN / inf", "no gradient (0)"], range=[DIVERGED_RED, "#bab0ac"]),
+            ),
+            tooltip=tooltip + [alt.Tooltip("note:N")],
+        )
+    )
     height = max(min_height, height_per_layer * cells["layer"].nunique())  # a 2-layer run still gets room
     return alt.layer(heat, bad).resolve_scale(color="independent").properties(height=height)
 
@@ -433,17 +709,26 @@ def grad_norm_spread_chart(spread: pd.DataFrame, chosen: str | None = None, heig
     ratio = spread["first_to_last"].astype(float)
     drawn = spread[np.isfinite(ratio) & (ratio > 0)].assign(chosen=lambda d: d["label"] == chosen)
     pick = alt.selection_point(fields=["label"], bind="legend")
-    return alt.Chart(drawn).mark_line(strokeWidth=1.5).encode(
-        x=alt.X("step:Q", title="training step"),
-        y=alt.Y("first_to_last:Q", title="first block's gradient norm / last block's", scale=alt.Scale(type="log")),
-        color=alt.Color("label:N", title="run (click to highlight)", legend=alt.Legend(labelLimit=320)),
-        strokeWidth=alt.condition("datum.chosen", alt.value(3.5), alt.value(1.2)),
-        opacity=alt.condition(pick, alt.value(1.0), alt.value(0.12)),
-        tooltip=[alt.Tooltip("label:N", title="run"), alt.Tooltip("step:Q", format=","),
-                 alt.Tooltip("first_layer_norm:Q", title="first block", format=".3g"),
-                 alt.Tooltip("last_layer_norm:Q", title="last block", format=".3g"),
-                 alt.Tooltip("first_to_last:Q", title="first / last", format=".3g")],
-    ).add_params(pick).properties(height=height)
+    return (
+        alt.Chart(drawn)
+        .mark_line(strokeWidth=1.5)
+        .encode(
+            x=alt.X("step:Q", title="training step"),
+            y=alt.Y("first_to_last:Q", title="first block's gradient norm / last block's", scale=alt.Scale(type="log")),
+            color=alt.Color("label:N", title="run (click to highlight)", legend=alt.Legend(labelLimit=320)),
+            strokeWidth=alt.condition("datum.chosen", alt.value(3.5), alt.value(1.2)),
+            opacity=alt.condition(pick, alt.value(1.0), alt.value(0.12)),
+            tooltip=[
+                alt.Tooltip("label:N", title="run"),
+                alt.Tooltip("step:Q", format=","),
+                alt.Tooltip("first_layer_norm:Q", title="first block", format=".3g"),
+                alt.Tooltip("last_layer_norm:Q", title="last block", format=".3g"),
+                alt.Tooltip("first_to_last:Q", title="first / last", format=".3g"),
+            ],
+        )
+        .add_params(pick)
+        .properties(height=height)
+    )
 
 
 def wall_clock_chart(rows: pd.DataFrame, height_per_bar: int = 16) -> alt.LayerChart:
@@ -456,15 +741,36 @@ def wall_clock_chart(rows: pd.DataFrame, height_per_bar: int = 16) -> alt.LayerC
     order = list(dict.fromkeys(rows.sort_values(["part", "variant"])["row"]))
     y = alt.Y("row:N", title=None, sort=order, axis=alt.Axis(labelLimit=320))
     offset = alt.YOffset("impl:N", sort=["manual", "fused"])
-    tooltip = [alt.Tooltip("part:N"), alt.Tooltip("variant:N"), alt.Tooltip("impl:N"), alt.Tooltip("shape:N"),
-               alt.Tooltip("median_ms:Q", title="median (ms)", format=".3f"),
-               alt.Tooltip("min_ms:Q", title="fastest (ms)", format=".3f"),
-               alt.Tooltip("max_ms:Q", title="slowest (ms)", format=".3f"), alt.Tooltip("rounds:Q")]
-    color = alt.Color("impl:N", title=None, scale=_fixed_scale(rows["impl"], IMPL_COLORS),
-                      legend=alt.Legend(orient="top", direction="horizontal"))
-    bars = alt.Chart(rows).mark_bar().encode(
-        x=alt.X("median_ms:Q", title="forward + backward, median (ms)"), y=y, yOffset=offset, color=color,
-        tooltip=tooltip)
-    spread = alt.Chart(rows).mark_rule(color="#222222").encode(
-        x="min_ms:Q", x2="max_ms:Q", y=y, yOffset=offset, tooltip=tooltip)
+    tooltip = [
+        alt.Tooltip("part:N"),
+        alt.Tooltip("variant:N"),
+        alt.Tooltip("impl:N"),
+        alt.Tooltip("shape:N"),
+        alt.Tooltip("median_ms:Q", title="median (ms)", format=".3f"),
+        alt.Tooltip("min_ms:Q", title="fastest (ms)", format=".3f"),
+        alt.Tooltip("max_ms:Q", title="slowest (ms)", format=".3f"),
+        alt.Tooltip("rounds:Q"),
+    ]
+    color = alt.Color(
+        "impl:N",
+        title=None,
+        scale=_fixed_scale(rows["impl"], IMPL_COLORS),
+        legend=alt.Legend(orient="top", direction="horizontal"),
+    )
+    bars = (
+        alt.Chart(rows)
+        .mark_bar()
+        .encode(
+            x=alt.X("median_ms:Q", title="forward + backward, median (ms)"),
+            y=y,
+            yOffset=offset,
+            color=color,
+            tooltip=tooltip,
+        )
+    )
+    spread = (
+        alt.Chart(rows)
+        .mark_rule(color="#222222")
+        .encode(x="min_ms:Q", x2="max_ms:Q", y=y, yOffset=offset, tooltip=tooltip)
+    )
     return (bars + spread).properties(height=alt.Step(height_per_bar))  # the step of the manual/fused offset

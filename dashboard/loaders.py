@@ -68,8 +68,9 @@ def reference_db() -> str | None:
     if not REFERENCE_DB.exists() or REFERENCE_DB.stat().st_mtime_ns < newest or _made_by_older_version(REFERENCE_DB):
         from anatomy.results import collect  # the one writer of databases, as for any collect
 
-        collect(runs, REFERENCE_DB, None, REFERENCE_DIR / "benchmarks", allow_empty=True,
-                exams_root=REFERENCE_DIR / "exams")
+        collect(
+            runs, REFERENCE_DB, None, REFERENCE_DIR / "benchmarks", allow_empty=True, exams_root=REFERENCE_DIR / "exams"
+        )
     return str(REFERENCE_DB)
 
 
@@ -112,12 +113,17 @@ def reference_note() -> str:
     grid = reference_provenance()
     made = ""
     if grid:
-        made = (f" {grid.get('n_runs', '?')} full-size runs, trained on {', '.join(grid.get('devices', []))} "
-                f"({'; '.join(grid.get('machines', []))}) with torch {', '.join(grid.get('torch_versions', []))}, "
-                f"finished {str(grid.get('first_finished_utc'))[:10]} to {str(grid.get('last_finished_utc'))[:10]}.")
-    return ("**Reference results**, shipped with the repository (`results/reference/`):" + made
-            + " Once you run the grid yourself (`snakemake --cores 1`), the dashboard opens your "
-              "`results/anatomy.duckdb` instead and draws these as a grey band behind your curves.")
+        made = (
+            f" {grid.get('n_runs', '?')} full-size runs, trained on {', '.join(grid.get('devices', []))} "
+            f"({'; '.join(grid.get('machines', []))}) with torch {', '.join(grid.get('torch_versions', []))}, "
+            f"finished {str(grid.get('first_finished_utc'))[:10]} to {str(grid.get('last_finished_utc'))[:10]}."
+        )
+    return (
+        "**Reference results**, shipped with the repository (`results/reference/`):"
+        + made
+        + " Once you run the grid yourself (`snakemake --cores 1`), the dashboard opens your "
+        "`results/anatomy.duckdb` instead and draws these as a grey band behind your curves."
+    )
 
 
 def file_version(path: str) -> tuple[int, int, int]:
@@ -149,11 +155,16 @@ def _not_a_database(path: Path) -> DatabaseProblem | None:
     except OSError:
         return None
     if not head:
-        return DatabaseProblem("invalid", f"`{path}` is an empty file, not a DuckDB database. "
-                                          "Choose another file, or delete it and collect again.")
+        return DatabaseProblem(
+            "invalid",
+            f"`{path}` is an empty file, not a DuckDB database. Choose another file, or delete it and collect again.",
+        )
     if head[8:12] != DUCKDB_MAGIC:
-        return DatabaseProblem("invalid", f"`{path}` is not a DuckDB database (it does not start like one). "
-                                          "Choose the file that `python -m anatomy collect` wrote.")
+        return DatabaseProblem(
+            "invalid",
+            f"`{path}` is not a DuckDB database (it does not start like one). "
+            "Choose the file that `python -m anatomy collect` wrote.",
+        )
     return None
 
 
@@ -236,7 +247,8 @@ def load_results(path: str) -> Results:
     metrics = query(path, "SELECT * FROM metrics ORDER BY run_id, step")
     metrics = metrics.merge(runs[["run_id", "label", "experiment", "seed", "status"]], on="run_id")
     samples = query(path, "SELECT * FROM samples ORDER BY run_id, sample_idx").merge(
-        runs[["run_id", "label", "experiment"]], on="run_id")
+        runs[["run_id", "label", "experiment"]], on="run_id"
+    )
     return Results(
         path=path,
         runs=runs,
@@ -248,7 +260,8 @@ def load_results(path: str) -> Results:
         ablations=query(path, "SELECT * FROM ablation_summary ORDER BY part, direction"),
         samples=samples,
         memorisation=query(path, "SELECT * FROM sample_memorisation ORDER BY run_id, step").merge(
-            runs[["run_id", "label"]], on="run_id"),
+            runs[["run_id", "label"]], on="run_id"
+        ),
     )
 
 
@@ -268,8 +281,11 @@ def require_results() -> Results:
             st.error(str(problem), icon=":material/warning:")
         st.stop()
     if results.runs.empty:
-        st.info(f"The database `{path}` holds no runs yet: the grid has not finished its first run. "
-                "Reload once a run folder has been collected.", icon=":material/hourglass_top:")
+        st.info(
+            f"The database `{path}` holds no runs yet: the grid has not finished its first run. "
+            "Reload once a run folder has been collected.",
+            icon=":material/hourglass_top:",
+        )
         st.stop()
     return results
 
@@ -279,15 +295,26 @@ def require_results() -> Results:
 # `load_results`: the depth map and the wall clock are not grid runs, so the Exams page has
 # something to show even while the grid has no runs, and each exam says for itself when it is empty.
 
-EXAM_TABLES = ("exam_length", "exam_kv_cache", "exam_kv_timing", "exam_kv_scale", "exam_depth", "grad_norms",
-               "exam_wall_clock", "depth_stability", "grad_norm_spread")
+EXAM_TABLES = (
+    "exam_length",
+    "exam_kv_cache",
+    "exam_kv_timing",
+    "exam_kv_scale",
+    "exam_depth",
+    "grad_norms",
+    "exam_wall_clock",
+    "depth_stability",
+    "grad_norm_spread",
+)
 DEPTH_CELL_PREFIX = "depth/"  # grad_norms.run_id of a depth-map cell: "depth/" + exam_depth.cell
 
 
 def run_exams_help(exam: str) -> str:
     """The commands that fill one exam's tables."""
-    return (f"`snakemake --cores 1 exams` runs every exam; this one by hand: `python -m anatomy exam {exam} ...` "
-            "(`--help` says what it needs), then collect again.")
+    return (
+        f"`snakemake --cores 1 exams` runs every exam; this one by hand: `python -m anatomy exam {exam} ...` "
+        "(`--help` says what it needs), then collect again."
+    )
 
 
 @dataclass
@@ -302,7 +329,9 @@ class ExamResults:
     kv_scale: pd.DataFrame
     depth: pd.DataFrame  # exam_depth, one row per cell of the stability map
     depth_stability: pd.DataFrame  # the depth_stability view
-    grad_norm_runs: pd.DataFrame  # per run with gradient norms: label, layers, steps, norm_pos (a run's norms: grad_norms_of)
+    grad_norm_runs: (
+        pd.DataFrame
+    )  # per run with gradient norms: label, layers, steps, norm_pos (a run's norms: grad_norms_of)
     grad_norm_spread: pd.DataFrame  # the grad_norm_spread view + label
     wall_clock: pd.DataFrame
 
@@ -333,8 +362,10 @@ def missing_exam_tables(path: str) -> list[str]:
 
 
 def exam_runs(path: str) -> pd.DataFrame:
-    runs = query(path, f'SELECT run_id, experiment, seed, "group", part, status, {", ".join(MODEL_FIELDS)} '
-                       "FROM runs ORDER BY run_id")
+    runs = query(
+        path,
+        f'SELECT run_id, experiment, seed, "group", part, status, {", ".join(MODEL_FIELDS)} FROM runs ORDER BY run_id',
+    )
     runs["label"] = [run_label(e, s) for e, s in zip(runs["experiment"], runs["seed"])]
     runs["positions"] = [position_kind(p, b) for p, b in zip(runs["pos_type"], runs["rope_break"])]
     return runs
@@ -344,8 +375,9 @@ def _with_attention(rows: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     rows = rows.merge(runs[["run_id", "label", "experiment", "n_head"]], on="run_id", how="left")
     # a row whose run is not in the database (cannot happen with the foreign key) still gets a name
     rows["label"] = rows["label"].fillna(rows["run_id"])
-    rows["attention"] = [attention_kind(h, kv) if pd.notna(h) else f"{kv} KV heads"
-                         for h, kv in zip(rows["n_head"], rows["n_kv_head"])]
+    rows["attention"] = [
+        attention_kind(h, kv) if pd.notna(h) else f"{kv} KV heads" for h, kv in zip(rows["n_head"], rows["n_kv_head"])
+    ]
     return rows
 
 
@@ -361,9 +393,12 @@ def grad_norm_label(run_id: str, runs: pd.DataFrame, depth: pd.DataFrame) -> str
 
 
 def _grad_norm_runs(path: str, runs: pd.DataFrame, depth: pd.DataFrame) -> pd.DataFrame:
-    found = query(path, """
+    found = query(
+        path,
+        """
         SELECT run_id, max(layer) + 1 AS layers, count(DISTINCT step) AS steps, max(step) AS last_step
-        FROM grad_norms GROUP BY run_id ORDER BY run_id""")
+        FROM grad_norms GROUP BY run_id ORDER BY run_id""",
+    )
     found["label"] = [grad_norm_label(run_id, runs, depth) for run_id in found["run_id"]]
     norm_pos = dict(zip(runs["run_id"], runs["norm_pos"]))
     norm_pos.update(zip(DEPTH_CELL_PREFIX + depth["cell"], depth["norm_pos"]))
@@ -378,7 +413,9 @@ def _sql_text(value: str) -> str:
 
 def grad_norms_of(path: str, run_id: str) -> pd.DataFrame:
     """One run's gradient norms, every block and logged step."""
-    return query(path, f"SELECT step, layer, norm FROM grad_norms WHERE run_id = {_sql_text(run_id)} ORDER BY step, layer")
+    return query(
+        path, f"SELECT step, layer, norm FROM grad_norms WHERE run_id = {_sql_text(run_id)} ORDER BY step, layer"
+    )
 
 
 def load_exams(path: str) -> ExamResults:
@@ -395,18 +432,23 @@ def load_exams(path: str) -> ExamResults:
     check_schema(path)
     runs = exam_runs(path)
     length = query(path, "SELECT * FROM exam_length ORDER BY run_id, window_len, bucket_start").merge(
-        runs[["run_id", "label", "experiment", "group", "part", "positions"]], on="run_id", how="left")
+        runs[["run_id", "label", "experiment", "group", "part", "positions"]], on="run_id", how="left"
+    )
     depth = query(path, "SELECT * FROM exam_depth ORDER BY norm_pos, lr")
     grad_norm_runs = _grad_norm_runs(path, runs, depth)
     spread = query(path, "SELECT * FROM grad_norm_spread ORDER BY run_id, step").merge(
-        grad_norm_runs[["run_id", "label"]], on="run_id", how="left")
+        grad_norm_runs[["run_id", "label"]], on="run_id", how="left"
+    )
     return ExamResults(
         path=path,
         runs=runs,
         length=length,
-        kv_cache=_with_attention(query(path, "SELECT * FROM exam_kv_cache ORDER BY n_kv_head DESC, run_id, tokens"), runs),
+        kv_cache=_with_attention(
+            query(path, "SELECT * FROM exam_kv_cache ORDER BY n_kv_head DESC, run_id, tokens"), runs
+        ),
         kv_timing=_with_attention(
-            query(path, "SELECT * FROM exam_kv_timing ORDER BY n_kv_head DESC, run_id, context, cached"), runs),
+            query(path, "SELECT * FROM exam_kv_timing ORDER BY n_kv_head DESC, run_id, context, cached"), runs
+        ),
         kv_scale=query(path, "SELECT * FROM exam_kv_scale ORDER BY bytes DESC"),
         depth=depth,
         depth_stability=query(path, "SELECT * FROM depth_stability ORDER BY norm_pos"),

@@ -26,18 +26,23 @@ def highlighted(text: str, spans: list) -> str:
     pieces, at = [], 0
     for start, end, where in merged_spans(spans):
         pieces.append(html.escape(text[at:start]))
-        pieces.append(f'<mark style="background:{COPY_COLOR}" title="{html.escape(where)}">'
-                      f"{html.escape(text[start:end])}</mark>")
+        pieces.append(
+            f'<mark style="background:{COPY_COLOR}" title="{html.escape(where)}">{html.escape(text[start:end])}</mark>'
+        )
         at = end
     pieces.append(html.escape(text[at:]))
     return f'<pre style="white-space:pre-wrap;font-family:inherit;margin:0">{"".join(pieces)}</pre>'
 
 
 def memorisation_caption(sample: pd.Series) -> str:
-    caption = (f"copied from the training text: **{sample['copied_fraction']:.1%}** of the generated characters "
-               f"(spans of {int(sample['copy_min_chars'])}+ characters, highlighted; the validation split, never "
-               f"seen: {sample['val_copied_fraction']:.1%})")
+    caption = (
+        f"copied from the training text: **{sample['copied_fraction']:.1%}** of the generated characters "
+        f"(spans of {int(sample['copy_min_chars'])}+ characters, highlighted; the validation split, never "
+        f"seen: {sample['val_copied_fraction']:.1%})"
+    )
     if sample["longest_copy"]:
-        caption += (f"; longest {int(sample['longest_copy'])} characters, from {sample['longest_copy_post']} "
-                    f"line {int(sample['longest_copy_line'])}")
+        caption += (
+            f"; longest {int(sample['longest_copy'])} characters, from {sample['longest_copy_post']} "
+            f"line {int(sample['longest_copy_line'])}"
+        )
     return caption

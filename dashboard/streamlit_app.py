@@ -36,10 +36,16 @@ page = st.navigation(pages)
 
 with st.sidebar:
     st.text_input(
-        "Results database", value=loaders.default_db_path(), key="db_path",
+        "Results database",
+        value=loaders.default_db_path(),
+        key="db_path",
         help=f"A DuckDB file made by `python -m anatomy collect`. Set ${loaders.DB_ENV_VAR} to change the default.",
     )
-    st.button("Reload data", on_click=st.cache_data.clear, help="Re-read the database (it is re-read on its own when it changes)")
+    st.button(
+        "Reload data",
+        on_click=st.cache_data.clear,
+        help="Re-read the database (it is re-read on its own when it changes)",
+    )
     st.caption("llm-anatomy lab: a 2017 Transformer vs a mini-LLaMA, part by part.")
 
 if loaders.is_reference(st.session_state.get("db_path") or ""):

@@ -86,23 +86,38 @@ def build_posts(package: Path):
         groups.setdefault((poem["chapter"], poem["section"]), []).append(poem)
     for number, ((chapter, section), poems) in enumerate(groups.items(), start=1):
         sections = [(clean(p["title"]), [clean(s) for s in p["content"]]) for p in poems]
-        yield (f"1-shijing-{number:02d}.md", f"诗经·{clean(chapter)}·{clean(section)}",
-               "shijing/shijing.json", ["诗经", clean(chapter)], sections)
+        yield (
+            f"1-shijing-{number:02d}.md",
+            f"诗经·{clean(chapter)}·{clean(section)}",
+            "shijing/shijing.json",
+            ["诗经", clean(chapter)],
+            sections,
+        )
 
     # Great Learning and Doctrine of the Mean: one post each.
     for number, name in ((2, "daxue"), (3, "zhongyong")):
         book = load_json(package, f"sishuwujing/{name}.json")
         title = clean(book["chapter"])
-        yield (f"{number}-{name}.md", title, f"sishuwujing/{name}.json", ["四书", title],
-               [(title, [clean(p) for p in book["paragraphs"]])])
+        yield (
+            f"{number}-{name}.md",
+            title,
+            f"sishuwujing/{name}.json",
+            ["四书", title],
+            [(title, [clean(p) for p in book["paragraphs"]])],
+        )
 
     # Analects and Mencius: one post per chapter.
     for number, book_title, relative in ((4, "论语", "lunyu/lunyu.json"), (5, "孟子", "sishuwujing/mengzi.json")):
         name = Path(relative).stem
         for index, chapter in enumerate(load_json(package, relative), start=1):
             title = clean(chapter["chapter"])
-            yield (f"{number}-{name}-{index:02d}.md", f"{book_title}·{title}", relative, ["四书", book_title],
-                   [(title, [clean(p) for p in chapter["paragraphs"]])])
+            yield (
+                f"{number}-{name}-{index:02d}.md",
+                f"{book_title}·{title}",
+                relative,
+                ["四书", book_title],
+                [(title, [clean(p) for p in chapter["paragraphs"]])],
+            )
 
     missed = [old for old, count in fixes_applied.items() if count != 1]
     if missed:

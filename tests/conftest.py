@@ -37,32 +37,62 @@ def fixture_grid_db(tmp_path_factory) -> Path:
 TINY_GRID = {
     "vanilla": ((42, 7), {"group": "headline"}, {}, {}),
     "llama": ((42, 7), {"group": "headline"}, LLAMA_PARTS, {}),
-    "vanilla_plus_swiglu": ((42, 7), {"group": "ablation", "part": "swiglu", "direction": "add"},
-                            {"ffn_type": "swiglu"}, {}),
-    "llama_minus_swiglu": ((42, 7), {"group": "ablation", "part": "swiglu", "direction": "remove"},
-                           {**LLAMA_PARTS, "ffn_type": "gelu"}, {}),
+    "vanilla_plus_swiglu": (
+        (42, 7),
+        {"group": "ablation", "part": "swiglu", "direction": "add"},
+        {"ffn_type": "swiglu"},
+        {},
+    ),
+    "llama_minus_swiglu": (
+        (42, 7),
+        {"group": "ablation", "part": "swiglu", "direction": "remove"},
+        {**LLAMA_PARTS, "ffn_type": "gelu"},
+        {},
+    ),
     # an absurd learning rate makes the post-norm run really diverge, within two steps
-    "deep_post_nowarmup": ((42,), {"group": "break", "part": "prenorm"},
-                           {**LLAMA_PARTS, "n_layer": 4, "norm_pos": "post"}, {"warmup_steps": 0, "lr": 1e30}),
-    "deep_pre_nowarmup": ((42,), {"group": "break", "part": "prenorm"},
-                          {**LLAMA_PARTS, "n_layer": 4}, {"warmup_steps": 0}),
+    "deep_post_nowarmup": (
+        (42,),
+        {"group": "break", "part": "prenorm"},
+        {**LLAMA_PARTS, "n_layer": 4, "norm_pos": "post"},
+        {"warmup_steps": 0, "lr": 1e30},
+    ),
+    "deep_pre_nowarmup": (
+        (42,),
+        {"group": "break", "part": "prenorm"},
+        {**LLAMA_PARTS, "n_layer": 4},
+        {"warmup_steps": 0},
+    ),
     "mqa": ((42,), {"group": "break", "part": "gqa"}, {**LLAMA_PARTS, "n_kv_head": 1}, {}),
     # trained, then its summary.json removed: how a run still in progress (or killed) looks
     "rope_k_unrotated": ((42,), {"group": "break", "part": "rope"}, {**LLAMA_PARTS, "rope_break": "k_unrotated"}, {}),
     # in no experiments.yaml: an ablation of a break test, compared with that break test; the pages
     # must place it by its baseline alone
-    "mqa_minus_swiglu": ((42,), {"group": "ablation", "part": "swiglu", "direction": "remove"},
-                         {**LLAMA_PARTS, "n_kv_head": 1, "ffn_type": "gelu"}, {}),
+    "mqa_minus_swiglu": (
+        (42,),
+        {"group": "ablation", "part": "swiglu", "direction": "remove"},
+        {**LLAMA_PARTS, "n_kv_head": 1, "ffn_type": "gelu"},
+        {},
+    ),
 }
 # experiment -> its baseline, handed to collect in an experiments file, as the workflow does
-TINY_BASELINES = {"vanilla": None, "llama": "vanilla", "vanilla_plus_swiglu": "vanilla", "llama_minus_swiglu": "llama",
-                  "deep_post_nowarmup": "llama", "deep_pre_nowarmup": "llama", "mqa": "llama",
-                  "rope_k_unrotated": "llama", "mqa_minus_swiglu": "mqa"}
+TINY_BASELINES = {
+    "vanilla": None,
+    "llama": "vanilla",
+    "vanilla_plus_swiglu": "vanilla",
+    "llama_minus_swiglu": "llama",
+    "deep_post_nowarmup": "llama",
+    "deep_pre_nowarmup": "llama",
+    "mqa": "llama",
+    "rope_k_unrotated": "llama",
+    "mqa_minus_swiglu": "mqa",
+}
 TINY_TRAIN = {"steps": 80, "eval_every": 5, "batch_size": 8, "lr": 1e-2, "threads": 1, "compile": False}
 # Validation is the last 10% of the text: the second passage, which training never sees, so the
 # tiny model memorises the first and its val loss turns upward within the 80 steps.
-TINY_TEXT = ("## 学而\n子曰：学而时习之，不亦说乎？有朋自远方来，不亦乐乎？\nThe quick brown fox jumps over the lazy dog.\n" * 22
-             + "## 为政\n子曰：为政以德，譬如北辰。\nA lazy dog sleeps; the brown fox runs far away.\n" * 3)
+TINY_TEXT = (
+    "## 学而\n子曰：学而时习之，不亦说乎？有朋自远方来，不亦乐乎？\nThe quick brown fox jumps over the lazy dog.\n" * 22
+    + "## 为政\n子曰：为政以德，譬如北辰。\nA lazy dog sleeps; the brown fox runs far away.\n" * 3
+)
 
 
 @pytest.fixture(scope="session")
@@ -80,17 +110,26 @@ def dashboard_db(tmp_path_factory) -> Path:
     for name, (seeds, tags, model, train_overrides) in TINY_GRID.items():
         for seed in seeds:
             run = root / "runs" / name / f"seed{seed}"
-            train(root / "data", run, "debug", model, {**TINY_TRAIN, **train_overrides, "seed": seed},
-                  {"experiment": name, "description": f"{name} (tiny test run)", **tags})
+            train(
+                root / "data",
+                run,
+                "debug",
+                model,
+                {**TINY_TRAIN, **train_overrides, "seed": seed},
+                {"experiment": name, "description": f"{name} (tiny test run)", **tags},
+            )
             write_json(run / "samples.json", [generate_samples(run, chars=80)])
     for file_name in ("summary.json", "samples.json"):
         (root / "runs" / "rope_k_unrotated" / "seed42" / file_name).unlink()
     examine(root)
     db = root / "anatomy.duckdb"
-    write_json(root / "experiments.json", {"experiments": {name: {"baseline": baseline}
-                                                           for name, baseline in TINY_BASELINES.items()}})
-    collect(root / "runs", db, root / "results.json", exams_root=root / "exams",
-            experiments_path=root / "experiments.json")
+    write_json(
+        root / "experiments.json",
+        {"experiments": {name: {"baseline": baseline} for name, baseline in TINY_BASELINES.items()}},
+    )
+    collect(
+        root / "runs", db, root / "results.json", exams_root=root / "exams", experiments_path=root / "experiments.json"
+    )
     return db
 
 
@@ -101,16 +140,93 @@ def examine(root: Path) -> None:
     from anatomy.exams import wall_clock
 
     for summary in sorted((root / "runs").glob("*/seed*/summary.json")):
-        assert main(["exam", "length", str(summary.parent), "--data", str(root / "data"), "--windows", "16", "32",
-                     "--threads", "1"]) == 0
+        assert (
+            main(
+                [
+                    "exam",
+                    "length",
+                    str(summary.parent),
+                    "--data",
+                    str(root / "data"),
+                    "--windows",
+                    "16",
+                    "32",
+                    "--threads",
+                    "1",
+                ]
+            )
+            == 0
+        )
     for run in ("llama/seed42", "mqa/seed42"):
-        assert main(["exam", "kv_cache", str(root / "runs" / run), "--contexts", "16", "32", "--chars", "4",
-                     "--rounds", "1", "--threads", "1"]) == 0
-    assert main(["exam", "depth", "--out", str(root / "exams" / "depth"), "--data", str(root / "data"),
-                 "--n-layer", "2", "--steps", "10", "--threads", "1", "d_model=32", "batch_size=4", "eval_every=5",
-                 "compile=false", "--norm-pos", "post", "pre", "--lr", "1e-2"]) == 0
+        assert (
+            main(
+                [
+                    "exam",
+                    "kv_cache",
+                    str(root / "runs" / run),
+                    "--contexts",
+                    "16",
+                    "32",
+                    "--chars",
+                    "4",
+                    "--rounds",
+                    "1",
+                    "--threads",
+                    "1",
+                ]
+            )
+            == 0
+        )
+    assert (
+        main(
+            [
+                "exam",
+                "depth",
+                "--out",
+                str(root / "exams" / "depth"),
+                "--data",
+                str(root / "data"),
+                "--n-layer",
+                "2",
+                "--steps",
+                "10",
+                "--threads",
+                "1",
+                "d_model=32",
+                "batch_size=4",
+                "eval_every=5",
+                "compile=false",
+                "--norm-pos",
+                "post",
+                "pre",
+                "--lr",
+                "1e-2",
+            ]
+        )
+        == 0
+    )
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(wall_clock, "MIN_SAMPLE_S", 0.001)
-        assert main(["exam", "wall_clock", "--out", str(root / "exams" / "wall_clock.json"), "--rounds", "1",
-                     "--batch-size", "2", "--threads", "1", "--device", "cpu", "d_model=32", "ctx_len=16",
-                     "n_layer=1", "vocab_size=40"]) == 0
+        assert (
+            main(
+                [
+                    "exam",
+                    "wall_clock",
+                    "--out",
+                    str(root / "exams" / "wall_clock.json"),
+                    "--rounds",
+                    "1",
+                    "--batch-size",
+                    "2",
+                    "--threads",
+                    "1",
+                    "--device",
+                    "cpu",
+                    "d_model=32",
+                    "ctx_len=16",
+                    "n_layer=1",
+                    "vocab_size=40",
+                ]
+            )
+            == 0
+        )

@@ -68,8 +68,16 @@ def write_run_folder(
         val = floor + seed_offset + 0.0004 * (step - turn_step) ** 2 / (1 + step / 100)
         if status == "diverged" and step >= diverged_step:
             train, val = float("nan"), float("inf")
-        rows.append({"step": step, "train_loss": train, "val_loss": val, "lr": 3e-4,
-                     "tokens_seen": step * 256, "elapsed_s": step * 0.05})
+        rows.append(
+            {
+                "step": step,
+                "train_loss": train,
+                "val_loss": val,
+                "lr": 3e-4,
+                "tokens_seen": step * 256,
+                "elapsed_s": step * 0.05,
+            }
+        )
     (folder / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
 
     if status != "running":
@@ -78,25 +86,54 @@ def write_run_folder(
         best = min(finite, key=lambda row: row["val_loss"]) if finite else {"val_loss": None, "step": None}
         summary = {
             "params": 12_345 + (1_000 if experiment.startswith("vanilla") else 0),
-            "best_val_loss": best["val_loss"], "best_step": best["step"],
-            "final_train_loss": rows[-1]["train_loss"], "final_val_loss": rows[-1]["val_loss"],
-            "step_time_s": 0.05, "tokens_per_s": 5120.0, "device": "cpu", "torch_version": "2.13.0",
-            "diverged": status == "diverged", "diverged_step": diverged_step,
-            "status": status, "steps_done": last_step,
+            "best_val_loss": best["val_loss"],
+            "best_step": best["step"],
+            "final_train_loss": rows[-1]["train_loss"],
+            "final_val_loss": rows[-1]["val_loss"],
+            "step_time_s": 0.05,
+            "tokens_per_s": 5120.0,
+            "device": "cpu",
+            "torch_version": "2.13.0",
+            "diverged": status == "diverged",
+            "diverged_step": diverged_step,
+            "status": status,
+            "steps_done": last_step,
         }
         if experiment == "llama":  # the others stand for summaries written before the compile option
             summary["compiled"] = True
         (folder / "summary.json").write_text(json.dumps(summary))  # NaN written as NaN, like json.dump
     if samples and status == "done":
-        (folder / "samples.json").write_text(json.dumps([
-            {"checkpoint": "last", "prefix": "## ", "temperature": 0.8, "seed": 0, "chars": 40,
-             "text": f"## {experiment} seed {seed} says hello\nsecond line of text", "note": None},
-        ]))
+        (folder / "samples.json").write_text(
+            json.dumps(
+                [
+                    {
+                        "checkpoint": "last",
+                        "prefix": "## ",
+                        "temperature": 0.8,
+                        "seed": 0,
+                        "chars": 40,
+                        "text": f"## {experiment} seed {seed} says hello\nsecond line of text",
+                        "note": None,
+                    },
+                ]
+            )
+        )
     elif samples and status == "diverged":  # as `anatomy generate` records a run with nothing to sample
-        (folder / "samples.json").write_text(json.dumps([
-            {"checkpoint": None, "prefix": "## ", "temperature": 0.8, "seed": 0, "chars": 40, "text": None,
-             "note": f"run diverged at step {diverged_step}; no checkpoint to sample from"},
-        ]))
+        (folder / "samples.json").write_text(
+            json.dumps(
+                [
+                    {
+                        "checkpoint": None,
+                        "prefix": "## ",
+                        "temperature": 0.8,
+                        "seed": 0,
+                        "chars": 40,
+                        "text": None,
+                        "note": f"run diverged at step {diverged_step}; no checkpoint to sample from",
+                    },
+                ]
+            )
+        )
     return folder
 
 
@@ -105,18 +142,63 @@ def write_fixture_grid(runs_root: Path, benchmarks_root: Path | None = None) -> 
     for seed in (42, 7):
         write_run_folder(runs_root, "vanilla", seed, floor=2.3, turn_step=70)
         write_run_folder(runs_root, "llama", seed, floor=2.1, turn_step=40, model=LLAMA_PARTS)
-        write_run_folder(runs_root, "vanilla_plus_swiglu", seed, group="ablation", part="swiglu",
-                         direction="add", floor=2.2, turn_step=60, model={"ffn_type": "swiglu"})
-        write_run_folder(runs_root, "llama_minus_swiglu", seed, group="ablation", part="swiglu",
-                         direction="remove", floor=2.25, turn_step=50, model={**LLAMA_PARTS, "ffn_type": "gelu"})
-        write_run_folder(runs_root, "deep_pre_nowarmup", seed, group="break", part="norm_pos",
-                         n_layer=12, floor=2.05, model=LLAMA_PARTS)
-        write_run_folder(runs_root, "deep_post_nowarmup", seed, group="break", part="norm_pos",
-                         n_layer=12, status="diverged", diverged_step=30, model={**LLAMA_PARTS, "norm_pos": "post"})
-        write_run_folder(runs_root, "mqa", seed, group="break", part="gqa", floor=2.15,
-                         model={**LLAMA_PARTS, "n_kv_head": 1})
-    write_run_folder(runs_root, "llama_minus_rope", 42, group="ablation", part="rope",
-                     direction="remove", status="running", steps=100, model={**LLAMA_PARTS, "pos_type": "learned"})
+        write_run_folder(
+            runs_root,
+            "vanilla_plus_swiglu",
+            seed,
+            group="ablation",
+            part="swiglu",
+            direction="add",
+            floor=2.2,
+            turn_step=60,
+            model={"ffn_type": "swiglu"},
+        )
+        write_run_folder(
+            runs_root,
+            "llama_minus_swiglu",
+            seed,
+            group="ablation",
+            part="swiglu",
+            direction="remove",
+            floor=2.25,
+            turn_step=50,
+            model={**LLAMA_PARTS, "ffn_type": "gelu"},
+        )
+        write_run_folder(
+            runs_root,
+            "deep_pre_nowarmup",
+            seed,
+            group="break",
+            part="norm_pos",
+            n_layer=12,
+            floor=2.05,
+            model=LLAMA_PARTS,
+        )
+        write_run_folder(
+            runs_root,
+            "deep_post_nowarmup",
+            seed,
+            group="break",
+            part="norm_pos",
+            n_layer=12,
+            status="diverged",
+            diverged_step=30,
+            model={**LLAMA_PARTS, "norm_pos": "post"},
+        )
+        write_run_folder(
+            runs_root, "mqa", seed, group="break", part="gqa", floor=2.15, model={**LLAMA_PARTS, "n_kv_head": 1}
+        )
+    write_run_folder(
+        runs_root,
+        "llama_minus_rope",
+        42,
+        group="ablation",
+        part="rope",
+        direction="remove",
+        status="running",
+        steps=100,
+        model={**LLAMA_PARTS, "pos_type": "learned"},
+    )
     if benchmarks_root is not None:
         folder = benchmarks_root / "train_model" / "vanilla"
         folder.mkdir(parents=True)
@@ -124,5 +206,3 @@ def write_fixture_grid(runs_root: Path, benchmarks_root: Path | None = None) -> 
             "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
             "12.5\t0:00:12\t310.2\t900.1\t300.0\t305.5\t0.01\t1.2\t95.0\t11.9\n"
         )
-
-

@@ -40,13 +40,14 @@ def missing_reason() -> str | None:
     """Why a cluster cannot be started here, or None when it can."""
     absent = [name for name in (*DAEMONS, *CLIENTS) if shutil.which(name) is None]
     if absent:
-        return (f"needs Debian's slurm-wlm and munge ({', '.join(absent)} not found): "
-                "apt-get install -y slurm-wlm munge")
+        return f"needs Debian's slurm-wlm and munge ({', '.join(absent)} not found): apt-get install -y slurm-wlm munge"
     if os.geteuid() != 0:
         return "slurmd must run as root to start jobs"
     for path in (SYSTEM_CONFIG, CLIENT_CONFIG):
         if path.exists() or path.is_symlink():
-            return f"{path} exists: this machine has its own SLURM configuration, which the test cluster would clash with"
+            return (
+                f"{path} exists: this machine has its own SLURM configuration, which the test cluster would clash with"
+            )
     return None
 
 
@@ -152,8 +153,9 @@ def wait_for(check, what: str, folder: Path, daemons: list[subprocess.Popen], ti
         time.sleep(0.2)
     else:
         problem = f"timed out after {timeout:.0f}s"
-    logs = "\n".join(f"--- {log.name}\n{log.read_text(errors='replace')[-2000:]}"
-                     for log in sorted((folder / "log").iterdir()))
+    logs = "\n".join(
+        f"--- {log.name}\n{log.read_text(errors='replace')[-2000:]}" for log in sorted((folder / "log").iterdir())
+    )
     raise RuntimeError(f"waiting for {what}: {problem}\n{logs}")
 
 
@@ -185,10 +187,21 @@ def slurm_cluster(folder: Path):
     with ExitStack() as stack:
         # --force: munged refuses a socket whose folders are not open to all, as the test's
         # private temporary folder is not; only root talks to this one.
-        munge = stack.enter_context(daemon(
-            ["munged", "--foreground", "--force", f"--key-file={key}", f"--socket={munge_socket}",
-             f"--pid-file={folder}/munge/munged.pid", f"--seed-file={folder}/munge/seed",
-             f"--log-file={logs}/munged.log"], logs / "munged.out"))
+        munge = stack.enter_context(
+            daemon(
+                [
+                    "munged",
+                    "--foreground",
+                    "--force",
+                    f"--key-file={key}",
+                    f"--socket={munge_socket}",
+                    f"--pid-file={folder}/munge/munged.pid",
+                    f"--seed-file={folder}/munge/seed",
+                    f"--log-file={logs}/munged.log",
+                ],
+                logs / "munged.out",
+            )
+        )
         wait_for(munge_socket.exists, "munged's socket", folder, [munge])
         stack.enter_context(client_config(conf))
         controller = stack.enter_context(daemon(["slurmctld", "-D", "-i", "-f", str(conf)], logs / "slurmctld.out"))
@@ -200,10 +213,15 @@ def slurm_cluster(folder: Path):
 
 def job_states(ids) -> dict[str, tuple[str, str]]:
     """SLURM job id -> (state, comment) as slurmctld reports them, finished jobs included."""
-    result = subprocess.run(["squeue", "--noheader", "--states=all", "--format=%i|%T|%k", "--jobs", ",".join(ids)],
-                            capture_output=True, text=True, check=True)
-    return {job: (state, comment) for job, state, comment in
-            (line.split("|", 2) for line in result.stdout.splitlines())}
+    result = subprocess.run(
+        ["squeue", "--noheader", "--states=all", "--format=%i|%T|%k", "--jobs", ",".join(ids)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return {
+        job: (state, comment) for job, state, comment in (line.split("|", 2) for line in result.stdout.splitlines())
+    }
 
 
 SUBMITTED = re.compile(r"has been submitted with SLURM jobid (\d+) \(log: (\S+)\)\.")

@@ -13,9 +13,29 @@ from anatomy.cli import main
 
 def test_bench_writes_every_variant(tmp_path, capsys):
     out = tmp_path / "bench.json"
-    args = ["bench", "--rounds", "1", "--steps-per-round", "1", "--batch-size", "2", "--gen-chars", "8",
-            "--gen-rounds", "1", "--gen-ctx-lens", "16", "32", "--vocab-size", "64", "--threads", "1", "--out", str(out),
-            "--no-compile"]
+    args = [
+        "bench",
+        "--rounds",
+        "1",
+        "--steps-per-round",
+        "1",
+        "--batch-size",
+        "2",
+        "--gen-chars",
+        "8",
+        "--gen-rounds",
+        "1",
+        "--gen-ctx-lens",
+        "16",
+        "32",
+        "--vocab-size",
+        "64",
+        "--threads",
+        "1",
+        "--out",
+        str(out),
+        "--no-compile",
+    ]
     assert main(args) == 0
     result = json.loads(out.read_text())
     variants = {(r["model"], r["impl"]) for r in result["training"]}
@@ -23,7 +43,8 @@ def test_bench_writes_every_variant(tmp_path, capsys):
     assert all(r["step_ms"] > 0 and r["tokens_per_s"] > 0 for r in result["training"])
     assert set(result["ratios"]["llama_fused / vanilla_fused"]) == {"of_medians", "paired"}
     assert {(r["model"], r["ctx_len"]) for r in result["generation"]} == {
-        (m, c) for m in ("vanilla", "llama") for c in (16, 32)}
+        (m, c) for m in ("vanilla", "llama") for c in (16, 32)
+    }
     assert all(r["cached_s"] > 0 and r["recomputed_s"] > 0 for r in result["generation"])
     assert "speedup" in capsys.readouterr().out
 
@@ -31,15 +52,36 @@ def test_bench_writes_every_variant(tmp_path, capsys):
 def test_step_ratio_of_medians_and_per_round():
     """A slow patch (4x) covers llama's slot in round 2 and all of round 3. The medians then pair a
     slow llama round with a fast vanilla one (3.6); the per-round ratio still finds llama at 0.9x."""
-    rows = [{"model": "vanilla", "impl": "fused", "step_ms": 100.0, "round_ms": [100.0, 100.0, 400.0]},
-            {"model": "llama", "impl": "fused", "step_ms": 360.0, "round_ms": [90.0, 360.0, 360.0]}]
+    rows = [
+        {"model": "vanilla", "impl": "fused", "step_ms": 100.0, "round_ms": [100.0, 100.0, 400.0]},
+        {"model": "llama", "impl": "fused", "step_ms": 360.0, "round_ms": [90.0, 360.0, 360.0]},
+    ]
     ratio = step_ratio(rows, ("llama", "fused"), ("vanilla", "fused"))
     assert ratio == pytest.approx({"of_medians": 3.6, "paired": 0.9})
 
 
 def bench_args(out):
-    return ["bench", "--rounds", "1", "--steps-per-round", "1", "--batch-size", "2", "--gen-chars", "8",
-            "--gen-rounds", "1", "--gen-ctx-lens", "16", "--vocab-size", "64", "--threads", "1", "--out", str(out)]
+    return [
+        "bench",
+        "--rounds",
+        "1",
+        "--steps-per-round",
+        "1",
+        "--batch-size",
+        "2",
+        "--gen-chars",
+        "8",
+        "--gen-rounds",
+        "1",
+        "--gen-ctx-lens",
+        "16",
+        "--vocab-size",
+        "64",
+        "--threads",
+        "1",
+        "--out",
+        str(out),
+    ]
 
 
 def test_bench_times_the_compiled_variants_where_compile_works(tmp_path, monkeypatch):
@@ -50,7 +92,8 @@ def test_bench_times_the_compiled_variants_where_compile_works(tmp_path, monkeyp
     assert main(bench_args(tmp_path / "bench.json")) == 0
     result = json.loads((tmp_path / "bench.json").read_text())
     assert {(r["model"], r["impl"]) for r in result["training"]} == {
-        (m, i) for m in ("vanilla", "llama") for i in ("manual", "fused", "fused+compile")}
+        (m, i) for m in ("vanilla", "llama") for i in ("manual", "fused", "fused+compile")
+    }
     assert all(r["first_step_s"] > 0 for r in result["training"])
     assert "llama_fused+compile / vanilla_fused+compile" in result["ratios"]
     assert "llama_fused+compile / vanilla_fused" in result["ratios"]
@@ -60,6 +103,7 @@ def test_bench_leaves_out_a_variant_whose_compile_fails(tmp_path, monkeypatch, c
     def broken_compile(model):
         def call(*args, **kwargs):
             raise RuntimeError("no working C++ compiler found")
+
         return call
 
     monkeypatch.setattr(bench.torch, "compile", broken_compile)
@@ -80,7 +124,8 @@ def test_bench_parts_prints_and_writes_the_wall_clock_rows(tmp_path, monkeypatch
     assert main(bench_args(out) + ["--no-compile", "--parts"]) == 0
     result = json.loads(out.read_text())
     assert {(r["part"], r["variant"], r["impl"]) for r in result["parts"]} == {
-        (part, variant, impl) for variant, (part, _) in wall_clock.VARIANTS.items() for impl in ("manual", "fused")}
+        (part, variant, impl) for variant, (part, _) in wall_clock.VARIANTS.items() for impl in ("manual", "fused")
+    }
     exam_file = tmp_path / "wall_clock.json"
     exam_file.write_text(json.dumps({"rows": result["parts"]}))
     assert wall_clock.read_rows(exam_file) == result["parts"]

@@ -14,8 +14,9 @@ def test_check_reports_chapter_counts_and_passes(capsys):
 def test_check_fails_when_rope_breaks(monkeypatch, capsys):
     # If the correct RoPE lost its shift invariance, the check must say so and exit 1.
     real = check.llama_rope_shift_error
-    monkeypatch.setattr(check, "llama_rope_shift_error",
-                        lambda rope_break="none": 1.0 if rope_break == "none" else real(rope_break))
+    monkeypatch.setattr(
+        check, "llama_rope_shift_error", lambda rope_break="none": 1.0 if rope_break == "none" else real(rope_break)
+    )
     assert main(["check"]) == 1
     assert "[FAIL] correct RoPE" in capsys.readouterr().out
 

@@ -34,17 +34,79 @@ def examined(tiny_data, tiny_runs, tmp_path_factory):
     exams = root / "exams"
     for name in ("llama", "vanilla"):
         run = runs / name / "seed42"
-        assert main(["exam", "length", str(run), "--data", str(tiny_data), "--windows", "16", "32",
-                     "--threads", "1"]) == 0
-    assert main(["exam", "kv_cache", str(runs / "llama" / "seed42"), "--contexts", "16", "32", "--chars", "4",
-                 "--rounds", "1", "--threads", "1"]) == 0
-    assert main(["exam", "depth", "--out", str(exams / "depth"), "--data", str(tiny_data), "--n-layer", "2",
-                 "--steps", "10", "--threads", "1", "d_model=32", "ctx_len=16", "batch_size=4", "eval_every=5",
-                 "compile=false", "--norm-pos", "post", "pre", "--lr", "3e-3"]) == 0
+        assert (
+            main(["exam", "length", str(run), "--data", str(tiny_data), "--windows", "16", "32", "--threads", "1"]) == 0
+        )
+    assert (
+        main(
+            [
+                "exam",
+                "kv_cache",
+                str(runs / "llama" / "seed42"),
+                "--contexts",
+                "16",
+                "32",
+                "--chars",
+                "4",
+                "--rounds",
+                "1",
+                "--threads",
+                "1",
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "exam",
+                "depth",
+                "--out",
+                str(exams / "depth"),
+                "--data",
+                str(tiny_data),
+                "--n-layer",
+                "2",
+                "--steps",
+                "10",
+                "--threads",
+                "1",
+                "d_model=32",
+                "ctx_len=16",
+                "batch_size=4",
+                "eval_every=5",
+                "compile=false",
+                "--norm-pos",
+                "post",
+                "pre",
+                "--lr",
+                "3e-3",
+            ]
+        )
+        == 0
+    )
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(wall_clock, "MIN_SAMPLE_S", 0.001)
-        assert main(["exam", "wall_clock", "--out", str(exams / "wall_clock.json"), "--rounds", "1",
-                     "--batch-size", "2", "--threads", "1", "--device", "cpu", *TINY_SIZES]) == 0
+        assert (
+            main(
+                [
+                    "exam",
+                    "wall_clock",
+                    "--out",
+                    str(exams / "wall_clock.json"),
+                    "--rounds",
+                    "1",
+                    "--batch-size",
+                    "2",
+                    "--threads",
+                    "1",
+                    "--device",
+                    "cpu",
+                    *TINY_SIZES,
+                ]
+            )
+            == 0
+        )
     db = root / "anatomy.duckdb"
     assert main(["collect", "--runs", str(runs), "--db", str(db), "--exams", str(exams)]) == 0
     return runs, exams, db
@@ -54,8 +116,11 @@ def test_every_exam_file_becomes_its_rows(examined):
     runs, exams, db = examined
     for name in ("llama", "vanilla"):
         expected = length.read_rows(runs / name / "seed42" / "exams" / "length.json", f"{name}/seed42")
-        found = query(db, f"SELECT {', '.join(length.COLUMNS)} FROM exam_length WHERE run_id = '{name}/seed42' "
-                          "ORDER BY window_len, bucket_start")
+        found = query(
+            db,
+            f"SELECT {', '.join(length.COLUMNS)} FROM exam_length WHERE run_id = '{name}/seed42' "
+            "ORDER BY window_len, bucket_start",
+        )
         assert [tuple(row.values()) for row in expected] == found
     sizes, timings = kv_cache.read_rows(runs / "llama" / "seed42" / "exams" / "kv_cache.json", "llama/seed42")
     assert query(db, "SELECT count(*) FROM exam_kv_cache")[0][0] == len(sizes) > 0
@@ -63,14 +128,17 @@ def test_every_exam_file_becomes_its_rows(examined):
     assert query(db, "SELECT bool_and(measured_bytes = formula_bytes) FROM exam_kv_cache")[0][0]
     # the chapter's LLaMA-scale estimate comes with the measured caches
     assert sorted(query(db, "SELECT bytes / 2^30 FROM exam_kv_scale")) == [(16.0,), (64.0,)]
-    assert query(db, "SELECT count(*) FROM exam_wall_clock")[0][0] == len(wall_clock.read_rows(exams / "wall_clock.json"))
+    assert query(db, "SELECT count(*) FROM exam_wall_clock")[0][0] == len(
+        wall_clock.read_rows(exams / "wall_clock.json")
+    )
 
 
 def test_the_depth_map_and_every_runs_gradient_norms_are_collected(examined):
     runs, exams, db = examined
     cells = depth.read_cells(exams / "depth")
     assert sorted(query(db, "SELECT cell, norm_pos FROM exam_depth")) == sorted(
-        (cell["cell"], cell["norm_pos"]) for cell in cells)
+        (cell["cell"], cell["norm_pos"]) for cell in cells
+    )
     assert {row[0] for row in query(db, "SELECT norm_pos FROM depth_stability")} == {"post", "pre"}
     grad_run_ids = {row[0] for row in query(db, "SELECT DISTINCT run_id FROM grad_norms")}
     # the grid's runs (trained with logging) and the map's cells, under their own ids
@@ -78,8 +146,11 @@ def test_the_depth_map_and_every_runs_gradient_norms_are_collected(examined):
     logged = read_grad_norms(runs / "llama" / "seed42" / GRAD_NORMS_FILE, "llama/seed42")
     found = query(db, "SELECT step, layer, norm FROM grad_norms WHERE run_id = 'llama/seed42' ORDER BY step, layer")
     assert [(row["step"], row["layer"], row["norm"]) for row in logged] == found
-    spread = query(db, "SELECT first_layer_norm, last_layer_norm, first_to_last FROM grad_norm_spread "
-                       "WHERE run_id = 'llama/seed42' ORDER BY step LIMIT 1")[0]
+    spread = query(
+        db,
+        "SELECT first_layer_norm, last_layer_norm, first_to_last FROM grad_norm_spread "
+        "WHERE run_id = 'llama/seed42' ORDER BY step LIMIT 1",
+    )[0]
     assert math.isclose(spread[0] / spread[1], spread[2])
 
 

@@ -18,7 +18,12 @@ def test_defaults_are_the_2017_parts():
 def test_llama_preset_swaps_the_five_parts():
     cfg = preset("llama")
     assert (cfg.norm_type, cfg.norm_pos, cfg.pos_type, cfg.ffn_type, cfg.n_kv_head) == (
-        "rmsnorm", "pre", "rope", "swiglu", 2)
+        "rmsnorm",
+        "pre",
+        "rope",
+        "swiglu",
+        2,
+    )
 
 
 def test_preset_with_overrides_and_unknown_preset():

@@ -122,14 +122,17 @@ def test_hidden_and_non_markdown_files_are_skipped_and_counted(tmp_path):
     write(tmp_path / ".git" / "notes.md", "inside hidden folder")
     write(tmp_path / "images" / "cat.png", b"\x89PNG\r\n")
     write(tmp_path / "notes.txt", "not a post")
-    write(tmp_path / "_index.md", "+++\ntitle = \"section\"\n+++\n")  # Hugo section page: no body
+    write(tmp_path / "_index.md", '+++\ntitle = "section"\n+++\n')  # Hugo section page: no body
     text, stats = extract_corpus(tmp_path)
     assert text == "kept"
     assert stats["posts"] == 1
     assert stats["skipped"] == {"empty": 1, "hidden": 2, "not markdown": 2}
     assert {s["path"]: s["reason"] for s in stats["skipped_files"]} == {
-        ".draft.md": "hidden", ".git/": "hidden", "images/cat.png": "not markdown",
-        "notes.txt": "not markdown", "_index.md": "empty",
+        ".draft.md": "hidden",
+        ".git/": "hidden",
+        "images/cat.png": "not markdown",
+        "notes.txt": "not markdown",
+        "_index.md": "empty",
     }
 
 
@@ -175,12 +178,18 @@ BAD_INPUTS = {
     "toml unparsable": ({"p.md": "+++\ntitle = \n+++\nbody"}, "", ["p.md", "not valid TOML", "line 2"]),
     "yaml not a mapping": ({"p.md": "---\njust a sentence\n---\nbody"}, "", ["p.md", "key: value", "str"]),
     "hugo json unparsable": ({"p.md": '{\n  "title": "x",\n}\nbody'}, "", ["p.md", "'{' is not valid JSON", "line 3"]),
-    "hexo json unparsable": ({"p.md": ';;;\n"title": "x"\n"date": "2013/7/13"\n;;;\nbody'}, "",
-                             ["p.md", "not valid JSON", "line 3"]),
+    "hexo json unparsable": (
+        {"p.md": ';;;\n"title": "x"\n"date": "2013/7/13"\n;;;\nbody'},
+        "",
+        ["p.md", "not valid JSON", "line 3"],
+    ),
     "hexo json never closed": ({"p.md": ';;;\n"title": "x"\nbody'}, "", ["p.md", "';;;'", "never closed"]),
     "closing-only yaml unparsable": ({"p.md": "title: [x\n---\nbody"}, "", ["p.md", "not valid YAML", "line 2"]),
-    "front matter never closed nor opened": ({"p.md": "title: 没有分隔线\ndate: 2020-01-01\n\n正文"}, "",
-                                             ["p.md", "unrecognised front matter", "'title'", "no '---' or ';;;'"]),
+    "front matter never closed nor opened": (
+        {"p.md": "title: 没有分隔线\ndate: 2020-01-01\n\n正文"},
+        "",
+        ["p.md", "unrecognised front matter", "'title'", "no '---' or ';;;'"],
+    ),
     "empty folder": ({}, "", ["the folder is empty"]),
     "no markdown": ({"a.txt": "x", ".b.md": "y"}, "", ["no Markdown posts", "1 hidden", "1 not markdown"]),
     "only empty posts": ({"a.md": "---\ntitle: a\n---\n\n"}, "", ["no Markdown posts", "1 empty"]),
@@ -370,7 +379,7 @@ def test_extraction_removes_the_token_files_of_the_corpus_it_replaces(tmp_path, 
 
 BROKEN_POSTS = {
     "2015/unclosed.md": ("---\ntitle: 草稿\ndate: 2015-01-01\n\n正文", "never closed"),
-    "2016/bad-toml.md": ("+++\ntitle = \"引号没关\n+++\n正文", "not valid TOML"),
+    "2016/bad-toml.md": ('+++\ntitle = "引号没关\n+++\n正文', "not valid TOML"),
     "2017/no-day.md": (HEXO_POST_DATED.format(date="2017-02-29 08:00:00"), "not a date that exists"),
 }
 
@@ -530,7 +539,10 @@ def test_drafts_are_left_out_and_counted(tmp_path, capsys):
     assert (tmp_path / "out" / "corpus.txt").read_text(encoding="utf-8") == "已发布的正文。"
     stats = json.loads((tmp_path / "out" / "stats.json").read_text(encoding="utf-8"))
     assert {s["path"] for s in stats["skipped_files"] if s["reason"] == "draft"} == {
-        "source/_posts/unpublished.md", "source/_drafts/idea.md", "content/posts/draft.md"}
+        "source/_posts/unpublished.md",
+        "source/_drafts/idea.md",
+        "content/posts/draft.md",
+    }
 
 
 def test_include_drafts_keeps_them(tmp_path):
@@ -597,8 +609,13 @@ HEXO_BLOG_CORPUS = """用 Hexo 写博客的第一篇。
 theme: next  # {% raw %}不是模板{% endraw %}
 ```"""
 
-HEXO_TEMPLATE_TAGS = ["{% blockquote 孔子 论语·学而 %}", "{% endblockquote %}", "{% asset_img cover.png 封面 %}",
-                      "{% codeblock lang:html %}", "{% endcodeblock %}"]
+HEXO_TEMPLATE_TAGS = [
+    "{% blockquote 孔子 论语·学而 %}",
+    "{% endblockquote %}",
+    "{% asset_img cover.png 封面 %}",
+    "{% codeblock lang:html %}",
+    "{% endcodeblock %}",
+]
 
 HEXO_DRAFT_WITH_MORE = """---
 title: 下一篇
@@ -685,8 +702,10 @@ date: 2009-06-01 12:00:00
 def test_raw_html_becomes_the_text_a_reader_sees(tmp_path):
     write(tmp_path / "post.md", OLD_IMPORT_POST)
     text, stats = extract_corpus(tmp_path)
-    assert text == ("导入自旧博客。\n\u00a0\u00a0那年夏天，我们在河边。\n第一行\n第二行\n"
-                    "AT&T 和 [链接](http://example.com/?a=1&para=2)\n\n## 后记\n\n旧文 重发。")
+    assert text == (
+        "导入自旧博客。\n\u00a0\u00a0那年夏天，我们在河边。\n第一行\n第二行\n"
+        "AT&T 和 [链接](http://example.com/?a=1&para=2)\n\n## 后记\n\n旧文 重发。"
+    )
     tags = stats["markup_removed"]["html_tags"]
     assert tags["count"] == 20  # 5 <p>, 5 </p>, 2 <span>, 2 </span>, <br />, <img />, <script>, </script>, <b>, </b>
     assert tags["characters"] > len(OLD_IMPORT_POST) // 2  # most of this post was markup
@@ -785,11 +804,19 @@ def test_odd_characters_are_counted_and_reported_in_one_line(tmp_path, capsys):
     write(tmp_path / "src" / "post.md", ODD_POST)
     assert main(["corpus", str(tmp_path / "src"), "--out", str(tmp_path / "out")]) == 0
     lines = [line for line in capsys.readouterr().out.splitlines() if "odd characters" in line]
-    assert lines == [("  odd characters       1 control, 1 private use, 2 U+FFFD (U+0008, U+E600, U+FFFD): "
-                      "each enters the vocabulary; stats.json lists them")]
+    assert lines == [
+        (
+            "  odd characters       1 control, 1 private use, 2 U+FFFD (U+0008, U+E600, U+FFFD): "
+            "each enters the vocabulary; stats.json lists them"
+        )
+    ]
     stats = json.loads((tmp_path / "out" / "stats.json").read_text(encoding="utf-8"))
-    assert stats["odd_characters"] == {"control": 1, "private_use": 1, "replacement": 2,
-                                       "found": {"U+0008": 1, "U+E600": 1, "U+FFFD": 2}}
+    assert stats["odd_characters"] == {
+        "control": 1,
+        "private_use": 1,
+        "replacement": 2,
+        "found": {"U+0008": 1, "U+E600": 1, "U+FFFD": 2},
+    }
 
 
 def test_a_corpus_too_small_to_train_is_warned_of_with_the_minimum(tmp_path, capsys):
@@ -804,4 +831,3 @@ def test_a_corpus_too_small_to_train_is_warned_of_with_the_minimum(tmp_path, cap
     assert error.startswith(f"warning: {len(text)} characters are too few to train on")
     assert f"at ctx_len {DEFAULT_CTX_LEN}: tokenizing needs at least {minimum:,}" in error
     assert error.count("\n") == 1
-

@@ -90,7 +90,7 @@ def db_rows(db: Path, sql: str) -> list[tuple]:
 
 
 def labels_of(db: Path, where: str = "TRUE") -> set[str]:
-    return {f"{e} · seed {s}" for e, s in db_rows(db, f'SELECT experiment, seed FROM runs WHERE {where}')}
+    return {f"{e} · seed {s}" for e, s in db_rows(db, f"SELECT experiment, seed FROM runs WHERE {where}")}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -172,7 +172,9 @@ def test_overfitting_view_marks_min_and_turn(dashboard_db, monkeypatch):
     assert len(turned) >= 4  # the tiny runs do overfit
     for _, row in turned.iterrows():
         experiment, seed = row["label"].split(" · seed ")
-        val = dict(db_rows(dashboard_db, f"SELECT step, val_loss FROM metrics WHERE run_id = '{experiment}/seed{seed}'"))
+        val = dict(
+            db_rows(dashboard_db, f"SELECT step, val_loss FROM metrics WHERE run_id = '{experiment}/seed{seed}'")
+        )
         assert val[row["turn_step"]] > row["min_val"] + 0.05
         assert all(v <= row["min_val"] + 0.05 for step, v in val.items() if row["min_step"] <= step < row["turn_step"])
 
@@ -187,7 +189,10 @@ def test_ablations_view_pairs_parts_with_baselines(dashboard_db, monkeypatch):
     bars = chart.dropna(subset=["part"])
     # mqa_minus_swiglu is in no experiments.yaml: its baseline (mqa) places it, no code names it
     assert set(zip(bars["part"], bars["direction"])) == {
-        ("swiglu", "added to vanilla"), ("swiglu", "removed from llama"), ("swiglu", "removed from mqa")}
+        ("swiglu", "added to vanilla"),
+        ("swiglu", "removed from llama"),
+        ("swiglu", "removed from mqa"),
+    }
     best = dict(db_rows(dashboard_db, "SELECT run_id, best_val_loss FROM run_summary"))
     gains = [best[f"vanilla/seed{s}"] - best[f"vanilla_plus_swiglu/seed{s}"] for s in (42, 7)]
     added = bars[bars["direction"] == "added to vanilla"].iloc[0]
@@ -197,7 +202,10 @@ def test_ablations_view_pairs_parts_with_baselines(dashboard_db, monkeypatch):
     assert removed["benefit"] == pytest.approx(best["mqa_minus_swiglu/seed42"] - best["mqa/seed42"])
     table = app.dataframe[0].value
     assert dict(zip(table["experiment"], table["baseline"])) == {
-        "vanilla_plus_swiglu": "vanilla", "llama_minus_swiglu": "llama", "mqa_minus_swiglu": "mqa"}
+        "vanilla_plus_swiglu": "vanilla",
+        "llama_minus_swiglu": "llama",
+        "mqa_minus_swiglu": "mqa",
+    }
 
 
 def test_break_view_flags_the_divergence(dashboard_db, monkeypatch):
@@ -213,8 +221,13 @@ def test_break_view_flags_the_divergence(dashboard_db, monkeypatch):
     assert set(others["experiment"].dropna()) == {"llama", "mqa", "rope_k_unrotated"}  # with their baseline
     # each against the baseline its experiment names, as the baseline_summary view pairs them
     deltas = tables[2].dropna(subset=["experiment"]).set_index("experiment")
-    expected = dict(db_rows(dashboard_db, """SELECT experiment, delta_best_val_mean FROM baseline_summary
-                                              WHERE experiment IN ('mqa', 'rope_k_unrotated')"""))
+    expected = dict(
+        db_rows(
+            dashboard_db,
+            """SELECT experiment, delta_best_val_mean FROM baseline_summary
+                                              WHERE experiment IN ('mqa', 'rope_k_unrotated')""",
+        )
+    )
     assert set(deltas.index) == set(expected) and set(deltas["baseline"]) == {"llama"}
     assert deltas["delta"].to_dict() == pytest.approx(expected)
     assert set(app.dataframe[0].value["label"]) == labels_of(dashboard_db, "\"group\" = 'break'")
@@ -303,10 +316,13 @@ def test_a_temporary_file_left_by_a_killed_collect_is_not_a_rebuild(tmp_path, mo
     assert "no results database" in app.info[0].value
 
 
-@pytest.mark.parametrize("content, words", [
-    (b"", "is an empty file, not a DuckDB database"),
-    (b"this is not a duckdb file" * 100, "is not a DuckDB database"),
-])
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        (b"", "is an empty file, not a DuckDB database"),
+        (b"this is not a duckdb file" * 100, "is not a DuckDB database"),
+    ],
+)
 def test_a_file_that_is_not_a_database_is_named_as_such(tmp_path, monkeypatch, content, words):
     db = tmp_path / "anatomy.duckdb"
     db.write_bytes(content)
@@ -320,7 +336,9 @@ def older_database(tmp_path, monkeypatch) -> Path:
     from anatomy import results
 
     schema = results.SCHEMA_PATH.read_text(encoding="utf-8")
-    schema = schema.replace("    compiled         BOOLEAN,              -- training steps ran through torch.compile\n", "")
+    schema = schema.replace(
+        "    compiled         BOOLEAN,              -- training steps ran through torch.compile\n", ""
+    )
     schema = schema.replace("    r.tokens_per_s,\n    r.compiled\n", "    r.tokens_per_s\n")
     assert "compiled" not in schema
     old_schema = tmp_path / "old_schema.sql"
@@ -376,16 +394,21 @@ def schema_with(runs: list[tuple], metrics: list[tuple]) -> duckdb.DuckDBPyConne
     baseline) and metrics (run_id, step, val_loss): the views compute, the dashboard reshapes."""
     con = duckdb.connect(":memory:")
     con.execute(SCHEMA_PATH.read_text(encoding="utf-8"))
-    con.executemany("INSERT INTO runs (run_id, experiment, seed, baseline, config, status, diverged) "
-                    "VALUES (?, ?, ?, ?, '{}', 'done', false)", runs)
+    con.executemany(
+        "INSERT INTO runs (run_id, experiment, seed, baseline, config, status, diverged) "
+        "VALUES (?, ?, ?, ?, '{}', 'done', false)",
+        runs,
+    )
     con.executemany("INSERT INTO metrics (run_id, step, val_loss) VALUES (?, ?, ?)", metrics)
     return con
 
 
 def test_the_turn_is_the_first_val_past_the_margin_above_the_best():
     steps, val = [10, 20, 30, 40, 50, 60], [3.0, 2.5, 2.4, 2.42, 2.6, np.inf]
-    con = schema_with([("a/seed1", "a", 1, None), ("b/seed1", "b", 1, None)],
-                      [("a/seed1", s, v) for s, v in zip(steps, val)] + [("b/seed1", s, np.nan) for s in steps])
+    con = schema_with(
+        [("a/seed1", "a", 1, None), ("b/seed1", "b", 1, None)],
+        [("a/seed1", s, v) for s, v in zip(steps, val)] + [("b/seed1", s, np.nan) for s in steps],
+    )
     above = con.execute("SELECT * FROM val_above_best").df()
     assert analysis.turn_steps(above, 0.05).to_dict() == {"a/seed1": 50}
     assert analysis.turn_steps(above, 0.01).to_dict() == {"a/seed1": 40}
@@ -393,32 +416,44 @@ def test_the_turn_is_the_first_val_past_the_margin_above_the_best():
 
 
 def test_part_benefit_reads_the_same_way_in_both_directions():
-    ablations = pd.DataFrame({
-        "experiment": ["vanilla_plus_x", "llama_minus_x"], "part": ["x", "x"], "direction": ["add", "remove"],
-        "baseline": ["vanilla", "llama"],
-        "delta_best_val_mean": [-0.10, 0.08], "delta_best_val_min": [-0.12, 0.05],
-        "delta_best_val_max": [-0.07, 0.11], "n_seeds": [2, 2],
-    })
+    ablations = pd.DataFrame(
+        {
+            "experiment": ["vanilla_plus_x", "llama_minus_x"],
+            "part": ["x", "x"],
+            "direction": ["add", "remove"],
+            "baseline": ["vanilla", "llama"],
+            "delta_best_val_mean": [-0.10, 0.08],
+            "delta_best_val_min": [-0.12, 0.05],
+            "delta_best_val_max": [-0.07, 0.11],
+            "n_seeds": [2, 2],
+        }
+    )
     benefit = analysis.part_benefit(ablations).set_index("direction")
     # adding x lowered vanilla's loss by 0.10 and removing it raised llama's by 0.08: both +
     assert benefit.loc["added to vanilla", "benefit"] == pytest.approx(0.10)
     assert benefit.loc["removed from llama", "benefit"] == pytest.approx(0.08)
-    assert (benefit.loc["added to vanilla", "benefit_low"], benefit.loc["added to vanilla", "benefit_high"]) == \
-        pytest.approx((0.07, 0.12))
+    assert (
+        benefit.loc["added to vanilla", "benefit_low"],
+        benefit.loc["added to vanilla", "benefit_high"],
+    ) == pytest.approx((0.07, 0.12))
     # the words name the baseline the ablation names, whatever it is
     other = analysis.part_benefit(ablations.assign(baseline=["mqa", "deep"]))
     assert set(other["direction"]) == {"added to mqa", "removed from deep"}
 
 
 def test_seed_band_and_baseline_comparison_pair_by_seed():
-    con = schema_with([("a/seed1", "a", 1, None), ("a/seed2", "a", 2, None)],
-                      [("a/seed1", 1, 1.0), ("a/seed2", 1, 3.0), ("a/seed1", 2, 2.0), ("a/seed2", 2, np.nan)])
+    con = schema_with(
+        [("a/seed1", "a", 1, None), ("a/seed2", "a", 2, None)],
+        [("a/seed1", 1, 1.0), ("a/seed2", 1, 3.0), ("a/seed1", 2, 2.0), ("a/seed2", 2, np.nan)],
+    )
     band = con.execute("SELECT * FROM seed_band").df().set_index("step")
     assert band.loc[1, ["mean", "min", "max", "n_seeds"]].tolist() == [2.0, 1.0, 3.0, 2]
     assert band.loc[2, "n_seeds"] == 1
     best = {("ref", 1): 2.0, ("ref", 2): 3.0, ("b", 1): 2.5, ("b", 2): 3.1, ("c", 2): 9.0}
-    con = schema_with([(f"{e}/seed{s}", e, s, None if e == "ref" else "ref") for e, s in best],
-                      [(f"{e}/seed{s}", 1, v) for (e, s), v in best.items()])
+    con = schema_with(
+        [(f"{e}/seed{s}", e, s, None if e == "ref" else "ref") for e, s in best],
+        [(f"{e}/seed{s}", 1, v) for (e, s), v in best.items()],
+    )
     comparisons = con.execute("SELECT * FROM baseline_summary").df()
     rows = analysis.versus_baseline(comparisons, ["b", "c", "ref"]).set_index("experiment")
     assert list(rows.index) == ["b", "c"]  # ref has no baseline
@@ -484,9 +519,12 @@ def test_your_own_curves_are_drawn_over_the_reference_band(shipped_reference, da
     behind = chart[chart["experiment"].astype(str).str.startswith("reference: ")]
     assert set(behind["experiment"]) == {"reference: vanilla", "reference: llama"}
     # the band is the reference grid's min and max over seeds at each step
-    reference_metrics = db_rows(loaders.REFERENCE_DB, """
+    reference_metrics = db_rows(
+        loaders.REFERENCE_DB,
+        """
         SELECT min(val_loss), max(val_loss) FROM metrics JOIN runs USING (run_id)
-        WHERE experiment = 'llama' AND step = 40""")
+        WHERE experiment = 'llama' AND step = 40""",
+    )
     row = behind[(behind["experiment"] == "reference: llama") & (behind["step"] == 40)].iloc[0]
     assert (row["min"], row["max"]) == pytest.approx(reference_metrics[0])
     app.toggle(key="overview_reference").set_value(False).run()
@@ -501,21 +539,38 @@ def test_samples_show_what_they_copied_and_the_share_by_step(tmp_path, monkeypat
     text = "## 子曰：学而时习之<b>不亦说乎"
 
     def sample(checkpoint, copied, spans):
-        return {"checkpoint": checkpoint, "prefix": "## ", "temperature": 0.8, "seed": 0, "chars": 17, "text": text,
-                "memorisation": {"min_chars": 12, "copied_fraction": copied, "val_copied_fraction": 0.01,
-                                 "longest_copy": 9 if spans else 0, "longest_copy_text": None,
-                                 "longest_copy_source": {"post": "lunyu.md", "line": 3} if spans else None,
-                                 "copied_spans": spans}}
+        return {
+            "checkpoint": checkpoint,
+            "prefix": "## ",
+            "temperature": 0.8,
+            "seed": 0,
+            "chars": 17,
+            "text": text,
+            "memorisation": {
+                "min_chars": 12,
+                "copied_fraction": copied,
+                "val_copied_fraction": 0.01,
+                "longest_copy": 9 if spans else 0,
+                "longest_copy_text": None,
+                "longest_copy_source": {"post": "lunyu.md", "line": 3} if spans else None,
+                "copied_spans": spans,
+            },
+        }
+
     # two overlapping spans from one post read as one highlighted stretch
-    (run / "samples.json").write_text(json.dumps([
-        sample("last", 0.6, [[3, 6, "lunyu.md", 3], [6, 5, "lunyu.md", 3]]), sample("best", 0.0, [])]))
+    (run / "samples.json").write_text(
+        json.dumps([sample("last", 0.6, [[3, 6, "lunyu.md", 3], [6, 5, "lunyu.md", 3]]), sample("best", 0.0, [])])
+    )
     db = tmp_path / "anatomy.duckdb"
     collect(runs, db)
     app = open_page(db, "samples", monkeypatch)
     app.multiselect(key="samples_runs").set_value(["llama · seed 42"]).run()
     assert not app.exception
     (marked,) = [element for element in app.get("html") if "<mark" in element.proto.body]
-    assert '<mark style="background:#fdd9a0" title="copied from lunyu.md, line 3">子曰：学而时习之</mark>' in marked.proto.body
+    assert (
+        '<mark style="background:#fdd9a0" title="copied from lunyu.md, line 3">子曰：学而时习之</mark>'
+        in marked.proto.body
+    )
     assert "&lt;b&gt;" in marked.proto.body  # the sample's own text is escaped, never markup
     prose = texts(app)
     assert "**60.0%** of the generated characters" in prose and "from lunyu.md line 3" in prose
@@ -524,7 +579,6 @@ def test_samples_show_what_they_copied_and_the_share_by_step(tmp_path, monkeypat
     assert rows[("last", "training text")] == pytest.approx(0.6) and rows[("best", "training text")] == 0.0
     best_step, last_step = db_rows(db, "SELECT best_step, last_step FROM run_summary WHERE run_id = 'llama/seed42'")[0]
     assert set(chart["step"]) == {best_step, last_step}
-
 
 
 # ---------------------------------------------------------------------------------------------

@@ -80,16 +80,37 @@ def streamlit_server(db: Path, log: Path):
     env = {**os.environ, "ANATOMY_DB": str(db)}
     with log.open("w") as log_file:
         server = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "dashboard", "--server.headless", "true",
-             "--server.address", "127.0.0.1", "--server.port", str(port),
-             "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
-             "--client.toolbarMode", "viewer"],
-            cwd=REPO_ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "streamlit",
+                "run",
+                "dashboard",
+                "--server.headless",
+                "true",
+                "--server.address",
+                "127.0.0.1",
+                "--server.port",
+                str(port),
+                "--browser.gatherUsageStats",
+                "false",
+                "--server.fileWatcherType",
+                "none",
+                "--client.toolbarMode",
+                "viewer",
+            ],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
         )
         try:
             url = f"http://127.0.0.1:{port}"
-            wait_for(lambda: server.poll() is None and http_get(f"{url}/_stcore/health") == "ok", 60,
-                     f"streamlit to start (log: {log})")
+            wait_for(
+                lambda: server.poll() is None and http_get(f"{url}/_stcore/health") == "ok",
+                60,
+                f"streamlit to start (log: {log})",
+            )
             yield url
         finally:
             server.terminate()
@@ -120,26 +141,49 @@ class DevTools:
 @contextmanager
 def chromium(profile: Path):
     browser = subprocess.Popen(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-dev-shm-usage", f"--user-data-dir={profile}", f"--window-size={WINDOW[0]},{WINDOW[1]}",
-         "--remote-debugging-port=0", "--remote-allow-origins=*", "about:blank"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-dev-shm-usage",
+            f"--user-data-dir={profile}",
+            f"--window-size={WINDOW[0]},{WINDOW[1]}",
+            "--remote-debugging-port=0",
+            "--remote-allow-origins=*",
+            "about:blank",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         # Chromium writes the port it chose into the profile folder
         active = profile / "DevToolsActivePort"
-        port = wait_for(lambda: active.exists() and active.read_text().split("\n")[0].strip(), 60,
-                        "chromium's DevTools port")
-        targets = wait_for(lambda: [t for t in json.loads(http_get(f"http://127.0.0.1:{port}/json/list"))
-                                    if t["type"] == "page"], 30, "a chromium page")
+        port = wait_for(
+            lambda: active.exists() and active.read_text().split("\n")[0].strip(), 60, "chromium's DevTools port"
+        )
+        targets = wait_for(
+            lambda: [t for t in json.loads(http_get(f"http://127.0.0.1:{port}/json/list")) if t["type"] == "page"],
+            30,
+            "a chromium page",
+        )
         from websockets.sync.client import connect
 
         with connect(targets[0]["webSocketDebuggerUrl"], max_size=64 * 2**20, open_timeout=20) as socket:
             devtools = DevTools(socket)
             devtools.call("Page.enable")
-            devtools.call("Emulation.setDeviceMetricsOverride", width=WINDOW[0], height=WINDOW[1],
-                          deviceScaleFactor=1, mobile=False)
+            devtools.call(
+                "Emulation.setDeviceMetricsOverride",
+                width=WINDOW[0],
+                height=WINDOW[1],
+                deviceScaleFactor=1,
+                mobile=False,
+            )
             yield devtools
     finally:
         browser.terminate()
@@ -185,8 +229,13 @@ def test_every_page_draws_its_charts_in_chromium(browser_db, screenshot_dir, tmp
     assert experiments, "the fixture database has no headline runs"
     # text each page must show (charts and tables draw on canvas, so this is the page's own text)
     # (the Listen page's own heading too: its button is pressed only once that page has replaced the last one)
-    expected = {"": experiments, "listen": ["Listen to it"], "curves": labels, "samples": labels,
-                "exams": ["RoPE: reading past the training length"]}
+    expected = {
+        "": experiments,
+        "listen": ["Listen to it"],
+        "curves": labels,
+        "samples": labels,
+        "exams": ["RoPE: reading past the training length"],
+    }
     # a fresh profile; in tmp_path, since Chromium's helpers may still write there as it exits
     with streamlit_server(db, tmp_path / "streamlit.log") as url, chromium(tmp_path / "profile") as browser:
         for page, n_charts in PAGES.items():
@@ -196,8 +245,12 @@ def test_every_page_draws_its_charts_in_chromium(browser_db, screenshot_dir, tmp
 
             def drawn():
                 last.update(browser.evaluate(PAGE_STATE) or {})
-                done = (last.get("title") and not last["running"] and last["charts"] >= n_charts
-                        and all(name in last["text"] for name in expected.get(page, [])))
+                done = (
+                    last.get("title")
+                    and not last["running"]
+                    and last["charts"] >= n_charts
+                    and all(name in last["text"] for name in expected.get(page, []))
+                )
                 return done or bool(last.get("exceptions"))
 
             poll(drawn, 60)
@@ -206,8 +259,13 @@ def test_every_page_draws_its_charts_in_chromium(browser_db, screenshot_dir, tmp
                 # checked with py-spy): press again if nothing has started after a while.
                 for _ in range(3):
                     browser.evaluate(PRESS_GENERATE)
-                    if poll(lambda: "characters/s" in (browser.evaluate(PAGE_STATE) or {}).get("text", "")
-                            and not browser.evaluate(PAGE_STATE)["running"], 40):
+                    if poll(
+                        lambda: (
+                            "characters/s" in (browser.evaluate(PAGE_STATE) or {}).get("text", "")
+                            and not browser.evaluate(PAGE_STATE)["running"]
+                        ),
+                        40,
+                    ):
                         break
                 last.update(browser.evaluate(PAGE_STATE) or {})
                 assert "characters/s" in last["text"], "/listen wrote no text after Generate"

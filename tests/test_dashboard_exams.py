@@ -56,14 +56,28 @@ def insert(db: Path, table: str, rows: list[dict]) -> None:
             con.execute(f"INSERT INTO {table} ({names}) VALUES ({', '.join('?' * len(row))})", list(row.values()))
 
 
-def run_row(experiment: str, seed: int = 42, group: str = "break", part: str | None = None,
-            model: dict | None = None) -> dict:
-    config = {"model": {"d_model": 128, "n_layer": 4, "ctx_len": 128, **(model or {})},
-              "train": {"seed": seed}, "tags": {"experiment": experiment, "group": group}}
+def run_row(
+    experiment: str, seed: int = 42, group: str = "break", part: str | None = None, model: dict | None = None
+) -> dict:
+    config = {
+        "model": {"d_model": 128, "n_layer": 4, "ctx_len": 128, **(model or {})},
+        "train": {"seed": seed},
+        "tags": {"experiment": experiment, "group": group},
+    }
     # the model settings as collect makes them columns (defaults filled in)
-    return {"run_id": f"{experiment}/seed{seed}", "experiment": experiment, "seed": seed, "group": group,
-            "part": part, "config": json.dumps(config), "status": "done", "diverged": False,
-            "best_val_loss": 2.0, "best_step": 100, **model_columns(config, Path("config.json"))}
+    return {
+        "run_id": f"{experiment}/seed{seed}",
+        "experiment": experiment,
+        "seed": seed,
+        "group": group,
+        "part": part,
+        "config": json.dumps(config),
+        "status": "done",
+        "diverged": False,
+        "best_val_loss": 2.0,
+        "best_step": 100,
+        **model_columns(config, Path("config.json")),
+    }
 
 
 GRID = [
@@ -80,17 +94,28 @@ GRID = [
 BUCKETS = [(0, 31, 32), (32, 127, 96), (128, 511, 384), (512, 1023, 512)]
 
 
-def length_rows(run_id: str, losses: list[float | None], ctx_len: int = 128, window_len: int = 1024,
-                reason: str | None = None) -> list[dict]:
+def length_rows(
+    run_id: str, losses: list[float | None], ctx_len: int = 128, window_len: int = 1024, reason: str | None = None
+) -> list[dict]:
     """A loss per bucket of one window; None: not possible, for `reason` (default: a learned table)."""
     rows = []
     for (start, end, predictions), loss in zip(BUCKETS, losses):
         if end >= window_len:
             break
-        rows.append({"run_id": run_id, "checkpoint": "best", "ctx_len": ctx_len, "window_len": window_len,
-                     "bucket_start": start, "bucket_end": end, "possible": loss is not None,
-                     "reason": None if loss is not None else reason or f"learned positions end at ctx_len {ctx_len}",
-                     "loss": loss, "predictions": predictions if loss is not None else 0})
+        rows.append(
+            {
+                "run_id": run_id,
+                "checkpoint": "best",
+                "ctx_len": ctx_len,
+                "window_len": window_len,
+                "bucket_start": start,
+                "bucket_end": end,
+                "possible": loss is not None,
+                "reason": None if loss is not None else reason or f"learned positions end at ctx_len {ctx_len}",
+                "loss": loss,
+                "predictions": predictions if loss is not None else 0,
+            }
+        )
     return rows
 
 
@@ -99,25 +124,55 @@ TOO_SHORT = "the val split holds 700 tokens, too few for one window of 1024 + th
 
 def cache_rows(run_id: str, n_kv_head: int) -> list[dict]:
     per_token = 2 * 4 * n_kv_head * 32 * 4  # k and v x 4 layers x heads x head_dim 32 x float32
-    return [{"run_id": run_id, "n_kv_head": n_kv_head, "tokens": tokens, "measured_bytes": per_token * tokens,
-             "formula_bytes": per_token * tokens} for tokens in (1, 512, 2048)]
+    return [
+        {
+            "run_id": run_id,
+            "n_kv_head": n_kv_head,
+            "tokens": tokens,
+            "measured_bytes": per_token * tokens,
+            "formula_bytes": per_token * tokens,
+        }
+        for tokens in (1, 512, 2048)
+    ]
 
 
 def timing_rows(run_id: str, n_kv_head: int, cached_speed: float, recomputed_at_2048: float) -> list[dict]:
     rows = []
     for context in (128, 512, 2048):
         for cached, speed in ((True, cached_speed), (False, recomputed_at_2048 * 2048 / context)):
-            rows.append({"run_id": run_id, "n_kv_head": n_kv_head, "context": context, "chars": 100, "cached": cached,
-                         "seconds": 100 / speed, "chars_per_s": speed})
+            rows.append(
+                {
+                    "run_id": run_id,
+                    "n_kv_head": n_kv_head,
+                    "context": context,
+                    "chars": 100,
+                    "cached": cached,
+                    "seconds": 100 / speed,
+                    "chars_per_s": speed,
+                }
+            )
     return rows
 
 
-def depth_row(norm_pos: str, lr: float, *, trained: bool, best: float | None = None,
-              diverged_step: int | None = None) -> dict:
-    return {"cell": f"{norm_pos}_lr{lr:g}", "norm_pos": norm_pos, "lr": lr, "n_layer": 12, "steps": 300, "seed": 42,
-            "status": "diverged" if diverged_step is not None else "done", "diverged": diverged_step is not None,
-            "diverged_step": diverged_step, "trained": trained, "best_val_loss": best, "best_step": 250,
-            "final_train_loss": best, "final_val_loss": best}
+def depth_row(
+    norm_pos: str, lr: float, *, trained: bool, best: float | None = None, diverged_step: int | None = None
+) -> dict:
+    return {
+        "cell": f"{norm_pos}_lr{lr:g}",
+        "norm_pos": norm_pos,
+        "lr": lr,
+        "n_layer": 12,
+        "steps": 300,
+        "seed": 42,
+        "status": "diverged" if diverged_step is not None else "done",
+        "diverged": diverged_step is not None,
+        "diverged_step": diverged_step,
+        "trained": trained,
+        "best_val_loss": best,
+        "best_step": 250,
+        "final_train_loss": best,
+        "final_val_loss": best,
+    }
 
 
 def grad_norm(layer: int, step: int) -> float:
@@ -126,14 +181,29 @@ def grad_norm(layer: int, step: int) -> float:
 
 
 def grad_norm_rows(run_id: str, n_layer: int = 12, steps: int = 5, nan_from: int | None = None) -> list[dict]:
-    return [{"run_id": run_id, "step": step, "layer": layer,
-             "norm": float("nan") if nan_from is not None and step >= nan_from else grad_norm(layer, step)}
-            for step in range(1, steps + 1) for layer in range(n_layer)]
+    return [
+        {
+            "run_id": run_id,
+            "step": step,
+            "layer": layer,
+            "norm": float("nan") if nan_from is not None and step >= nan_from else grad_norm(layer, step),
+        }
+        for step in range(1, steps + 1)
+        for layer in range(n_layer)
+    ]
 
 
 def wall_clock_row(part: str, variant: str, impl: str, median_ms: float) -> dict:
-    return {"part": part, "variant": variant, "impl": impl, "shape": "32x128x128", "median_ms": median_ms,
-            "min_ms": 0.9 * median_ms, "max_ms": 1.2 * median_ms, "rounds": 20}
+    return {
+        "part": part,
+        "variant": variant,
+        "impl": impl,
+        "shape": "32x128x128",
+        "median_ms": median_ms,
+        "min_ms": 0.9 * median_ms,
+        "max_ms": 1.2 * median_ms,
+        "rounds": 20,
+    }
 
 
 @pytest.fixture
@@ -141,39 +211,90 @@ def exam_db(tmp_path) -> Path:
     """Every exam filled, a few runs left out of the length exam."""
     db = new_database(tmp_path / "anatomy.duckdb")
     insert(db, "runs", GRID)
-    insert(db, "exam_length",
-           length_rows("llama/seed42", [3.0, 2.0, 2.4, 2.6]) + length_rows("llama/seed7", [3.2, 2.2, 2.6, 2.8])
-           + length_rows("vanilla/seed42", [3.1, 2.3, None, None])
-           + length_rows("rope_k_unrotated/seed42", [3.3, 2.9, 3.5], window_len=512)
-           # the longest window is too long for the val split: the curve comes from the one before
-           + length_rows("rope_k_unrotated/seed42", [None] * 4, reason=TOO_SHORT)
-           + length_rows("mqa/seed42", [None] * 4, reason=TOO_SHORT))
-    insert(db, "exam_kv_cache", cache_rows("llama_minus_gqa/seed42", 4) + cache_rows("llama/seed42", 2)
-           + cache_rows("mqa/seed42", 1))
-    insert(db, "exam_kv_timing", timing_rows("llama_minus_gqa/seed42", 4, 450.0, 40.0)
-           + timing_rows("llama/seed42", 2, 500.0, 50.0) + timing_rows("mqa/seed42", 1, 520.0, 55.0))
-    insert(db, "exam_kv_scale", [
-        {"name": "7B-class, 32 KV heads (MHA)", "n_layer": 32, "n_kv_head": 32, "head_dim": 128, "tokens": 131072,
-         "element_bytes": 2, "bytes": 64 * GIB},
-        {"name": "7B-class, 8 KV heads (GQA)", "n_layer": 32, "n_kv_head": 8, "head_dim": 128, "tokens": 131072,
-         "element_bytes": 2, "bytes": 16 * GIB},
-    ])
-    insert(db, "exam_depth", [
-        depth_row("post", 3e-4, trained=True, best=2.5), depth_row("post", 1e-3, trained=True, best=2.4),
-        depth_row("post", 3e-3, trained=False, diverged_step=57), depth_row("post", 1e-2, trained=False, diverged_step=12),
-        depth_row("pre", 3e-4, trained=True, best=2.45), depth_row("pre", 1e-3, trained=True, best=2.3),
-        depth_row("pre", 3e-3, trained=True, best=2.2), depth_row("pre", 1e-2, trained=False, best=3.9),
-    ])
-    insert(db, "grad_norms", grad_norm_rows("deep_post_nowarmup/seed42") + grad_norm_rows("depth/pre_lr0.001")
-           + grad_norm_rows("depth/post_lr0.003", nan_from=4) + grad_norm_rows("llama/seed42", n_layer=4))
-    insert(db, "exam_wall_clock", [
-        wall_clock_row("norm", "layernorm", "manual", 2.0), wall_clock_row("norm", "layernorm", "fused", 0.5),
-        wall_clock_row("norm", "rmsnorm", "manual", 1.5), wall_clock_row("norm", "rmsnorm", "fused", 0.6),
-        wall_clock_row("attention", "mha", "manual", 9.0), wall_clock_row("attention", "mha", "fused", 1.5),
-        wall_clock_row("rope", "rope (no fused kernel)", "manual", 1.03),
-        wall_clock_row("rope", "rope (no fused kernel)", "fused", 1.0),
-        wall_clock_row("ffn", "swiglu", "manual", 3.0),
-    ])
+    insert(
+        db,
+        "exam_length",
+        length_rows("llama/seed42", [3.0, 2.0, 2.4, 2.6])
+        + length_rows("llama/seed7", [3.2, 2.2, 2.6, 2.8])
+        + length_rows("vanilla/seed42", [3.1, 2.3, None, None])
+        + length_rows("rope_k_unrotated/seed42", [3.3, 2.9, 3.5], window_len=512)
+        # the longest window is too long for the val split: the curve comes from the one before
+        + length_rows("rope_k_unrotated/seed42", [None] * 4, reason=TOO_SHORT)
+        + length_rows("mqa/seed42", [None] * 4, reason=TOO_SHORT),
+    )
+    insert(
+        db,
+        "exam_kv_cache",
+        cache_rows("llama_minus_gqa/seed42", 4) + cache_rows("llama/seed42", 2) + cache_rows("mqa/seed42", 1),
+    )
+    insert(
+        db,
+        "exam_kv_timing",
+        timing_rows("llama_minus_gqa/seed42", 4, 450.0, 40.0)
+        + timing_rows("llama/seed42", 2, 500.0, 50.0)
+        + timing_rows("mqa/seed42", 1, 520.0, 55.0),
+    )
+    insert(
+        db,
+        "exam_kv_scale",
+        [
+            {
+                "name": "7B-class, 32 KV heads (MHA)",
+                "n_layer": 32,
+                "n_kv_head": 32,
+                "head_dim": 128,
+                "tokens": 131072,
+                "element_bytes": 2,
+                "bytes": 64 * GIB,
+            },
+            {
+                "name": "7B-class, 8 KV heads (GQA)",
+                "n_layer": 32,
+                "n_kv_head": 8,
+                "head_dim": 128,
+                "tokens": 131072,
+                "element_bytes": 2,
+                "bytes": 16 * GIB,
+            },
+        ],
+    )
+    insert(
+        db,
+        "exam_depth",
+        [
+            depth_row("post", 3e-4, trained=True, best=2.5),
+            depth_row("post", 1e-3, trained=True, best=2.4),
+            depth_row("post", 3e-3, trained=False, diverged_step=57),
+            depth_row("post", 1e-2, trained=False, diverged_step=12),
+            depth_row("pre", 3e-4, trained=True, best=2.45),
+            depth_row("pre", 1e-3, trained=True, best=2.3),
+            depth_row("pre", 3e-3, trained=True, best=2.2),
+            depth_row("pre", 1e-2, trained=False, best=3.9),
+        ],
+    )
+    insert(
+        db,
+        "grad_norms",
+        grad_norm_rows("deep_post_nowarmup/seed42")
+        + grad_norm_rows("depth/pre_lr0.001")
+        + grad_norm_rows("depth/post_lr0.003", nan_from=4)
+        + grad_norm_rows("llama/seed42", n_layer=4),
+    )
+    insert(
+        db,
+        "exam_wall_clock",
+        [
+            wall_clock_row("norm", "layernorm", "manual", 2.0),
+            wall_clock_row("norm", "layernorm", "fused", 0.5),
+            wall_clock_row("norm", "rmsnorm", "manual", 1.5),
+            wall_clock_row("norm", "rmsnorm", "fused", 0.6),
+            wall_clock_row("attention", "mha", "manual", 9.0),
+            wall_clock_row("attention", "mha", "fused", 1.5),
+            wall_clock_row("rope", "rope (no fused kernel)", "manual", 1.03),
+            wall_clock_row("rope", "rope (no fused kernel)", "fused", 1.0),
+            wall_clock_row("ffn", "swiglu", "manual", 3.0),
+        ],
+    )
     return db
 
 
@@ -213,13 +334,19 @@ def test_each_exam_says_what_its_rows_show(exam_db, monkeypatch):
     app = open_exams(exam_db, monkeypatch)
     prose = texts(app)
     headers = [h.value for h in app.header]
-    assert headers == ["RoPE: reading past the training length", "GQA: the KV cache",
-                       "Pre-norm: depth without warmup", "The wall clock of each part"]
+    assert headers == [
+        "RoPE: reading past the training length",
+        "GQA: the KV cache",
+        "Pre-norm: depth without warmup",
+        "The wall clock of each part",
+    ]
 
     # RoPE: llama's two seeds averaged per bucket; within the training length the two inside
     # buckets weighted by their predictions: (3.1 x 32 + 2.1 x 96) / 128 = 2.35 (unweighted: 2.6)
-    assert ("At 1,024 characters RoPE (llama) has a loss of **2.700** at positions 512-1023 against **2.350** "
-            "within the training length (positions 0-127)") in prose
+    assert (
+        "At 1,024 characters RoPE (llama) has a loss of **2.700** at positions 512-1023 against **2.350** "
+        "within the training length (positions 0-127)"
+    ) in prose
     assert "a learned position table (vanilla) cannot read past position 127 at all" in prose
     assert "5 of 7 runs examined; not yet: deep_post_nowarmup · seed 42, llama_minus_gqa · seed 42." in prose
     assert f"mqa · seed 42: no window could be read ({TOO_SHORT})." in prose
@@ -231,26 +358,33 @@ def test_each_exam_says_what_its_rows_show(exam_db, monkeypatch):
     assert "**64 GiB** for 7B-class, 32 KV heads (MHA) against **16 GiB** for 7B-class, 8 KV heads (GQA)" in prose
 
     # pre-norm: the largest lr each wiring trains at, and where it starts failing
-    assert ("With 12 layers and no warmup, post-norm still trains up to lr **0.001** (fails from 0.003), "
-            "pre-norm up to lr **0.003** (fails from 0.01).") in prose
+    assert (
+        "With 12 layers and no warmup, post-norm still trains up to lr **0.001** (fails from 0.003), "
+        "pre-norm up to lr **0.003** (fails from 0.01)."
+    ) in prose
     # the default run is the post-norm 12-layer grid run
     assert app.selectbox(key="exams_grad_run").value == "deep_post_nowarmup/seed42"
     first, last = grad_norm(0, 1) / grad_norm(11, 1), grad_norm(0, 5) / grad_norm(11, 5)
-    assert (f"In deep_post_nowarmup · seed 42 the first block's gradient norm is **{first:.3g}x** the last block's "
-            f"at step 1 and **{last:.3g}x** at step 5.") in prose
+    assert (
+        f"In deep_post_nowarmup · seed 42 the first block's gradient norm is **{first:.3g}x** the last block's "
+        f"at step 1 and **{last:.3g}x** at step 5."
+    ) in prose
 
     # wall clock: the largest manual / fused ratio, and the part timed one way only
-    assert ("The hand-written mha (attention) is **6.0x** slower than its fused version: 9.000 ms against 1.500 ms, "
-            "forward and backward on 32x128x128. The control (rope (no fused kernel), one code timed as both) comes "
-            "out at 1.03x: the noise of these timings.") in prose
+    assert (
+        "The hand-written mha (attention) is **6.0x** slower than its fused version: 9.000 ms against 1.500 ms, "
+        "forward and backward on 32x128x128. The control (rope (no fused kernel), one code timed as both) comes "
+        "out at 1.03x: the noise of these timings."
+    ) in prose
     assert "Timed one way only: ffn · swiglu (manual only)" in prose
 
     tables = chart_tables(app)
     assert len(tables) == 7  # length, cache, timing, map, heatmap, spread, wall clock
     length = tables[0].dropna(subset=["loss"])
     assert set(length["experiment"]) == {"llama", "vanilla", "rope_k_unrotated"}
-    assert length[(length["experiment"] == "llama") & (length["bucket_start"] == 512)]["loss"].item() == \
-        pytest.approx(2.7)
+    assert length[(length["experiment"] == "llama") & (length["bucket_start"] == 512)]["loss"].item() == pytest.approx(
+        2.7
+    )
     assert length[length["experiment"] == "vanilla"]["bucket_start"].max() == 32  # its line stops at ctx_len
     assert length[length["experiment"] == "rope_k_unrotated"]["bucket_start"].max() == 128  # the 512 window
     stability = tables[3]
@@ -260,15 +394,22 @@ def test_each_exam_says_what_its_rows_show(exam_db, monkeypatch):
     heat = tables[4]
     assert len(heat) == 12 * 5 and heat["layer"].max() == 11
     # the ratio is compared among the 12-layer runs; the 4-layer grid run is not drawn unless chosen
-    assert set(tables[5]["label"]) == {"deep_post_nowarmup · seed 42", "depth map: post-norm, lr 0.003",
-                                       "depth map: pre-norm, lr 0.001"}
+    assert set(tables[5]["label"]) == {
+        "deep_post_nowarmup · seed 42",
+        "depth map: post-norm, lr 0.003",
+        "depth map: pre-norm, lr 0.001",
+    }
 
 
 def test_choosing_a_depth_map_cell_shows_its_gradients(exam_db, monkeypatch):
     app = open_exams(exam_db, monkeypatch)
     labels = app.selectbox(key="exams_grad_run").options
-    assert labels == ["deep_post_nowarmup · seed 42", "depth map: post-norm, lr 0.003", "depth map: pre-norm, lr 0.001",
-                      "llama · seed 42"]
+    assert labels == [
+        "deep_post_nowarmup · seed 42",
+        "depth map: post-norm, lr 0.003",
+        "depth map: pre-norm, lr 0.001",
+        "llama · seed 42",
+    ]
     app.selectbox(key="exams_grad_run").set_value("depth/post_lr0.003").run()
     assert not app.exception
     prose = texts(app)
@@ -307,8 +448,11 @@ def test_the_reference_results_say_that_they_ship_no_exams(tmp_path, monkeypatch
 
 def test_a_database_with_no_runs_still_shows_the_exams_that_need_none(tmp_path, monkeypatch):
     db = new_database(tmp_path / "anatomy.duckdb")
-    insert(db, "exam_wall_clock", [wall_clock_row("ffn", "swiglu", "manual", 3.0),
-                                   wall_clock_row("ffn", "swiglu", "fused", 1.0)])
+    insert(
+        db,
+        "exam_wall_clock",
+        [wall_clock_row("ffn", "swiglu", "manual", 3.0), wall_clock_row("ffn", "swiglu", "fused", 1.0)],
+    )
     app = open_exams(db, monkeypatch)
     assert "The hand-written swiglu (ffn) is **3.0x** slower than its fused version" in texts(app)
 
@@ -317,11 +461,17 @@ def test_a_grid_examined_in_part(tmp_path, monkeypatch):
     db = new_database(tmp_path / "anatomy.duckdb")
     insert(db, "runs", GRID)
     # the learned-position run read only on windows as long as its training length
-    insert(db, "exam_length", length_rows("vanilla/seed42", [3.1, 2.3], window_len=128)
-           + length_rows("llama/seed42", [3.0, 2.0, 2.4, 2.6]))
+    insert(
+        db,
+        "exam_length",
+        length_rows("vanilla/seed42", [3.1, 2.3], window_len=128) + length_rows("llama/seed42", [3.0, 2.0, 2.4, 2.6]),
+    )
     insert(db, "exam_kv_cache", cache_rows("llama/seed42", 2))
-    insert(db, "exam_depth", [depth_row("post", 3e-4, trained=True, best=2.5),
-                              depth_row("post", 1e-3, trained=False, diverged_step=30)])
+    insert(
+        db,
+        "exam_depth",
+        [depth_row("post", 3e-4, trained=True, best=2.5), depth_row("post", 1e-3, trained=False, diverged_step=30)],
+    )
     insert(db, "exam_wall_clock", [wall_clock_row("norm", "rmsnorm", "manual", 1.5)])
     app = open_exams(db, monkeypatch)
     prose = texts(app)
@@ -340,7 +490,7 @@ def test_a_grid_examined_in_part(tmp_path, monkeypatch):
 
 def test_a_database_from_before_the_exams_says_to_collect_again(tmp_path, monkeypatch):
     schema = SCHEMA.read_text(encoding="utf-8")
-    before_exams = schema[:schema.index("\n-- ------")]
+    before_exams = schema[: schema.index("\n-- ------")]
     assert "exam_" not in before_exams and "CREATE VIEW ablation_summary" in before_exams
     db = new_database(tmp_path / "old.duckdb", before_exams)
     insert(db, "runs", GRID[:2])
@@ -368,29 +518,44 @@ def test_position_and_attention_kinds_have_names():
 
 
 def test_length_chart_colours_by_positions_and_marks_the_training_length():
-    curves = pd.DataFrame({
-        "experiment": ["llama", "llama", "vanilla", "vanilla", "rope_k_adjacent"],
-        "positions": ["RoPE", "RoPE", "learned positions", "learned positions", "RoPE broken: k adjacent"],
-        "featured": [True, True, True, True, False],
-        "bucket_start": [0, 128, 0, 128, 0], "bucket_end": [127, 255, 127, 255, 127],
-        "position": [63.5, 191.5, 63.5, 191.5, 63.5], "loss": [2.0, 2.2, 2.1, None, 3.0], "runs": [2, 2, 1, 1, 1],
-    })
+    curves = pd.DataFrame(
+        {
+            "experiment": ["llama", "llama", "vanilla", "vanilla", "rope_k_adjacent"],
+            "positions": ["RoPE", "RoPE", "learned positions", "learned positions", "RoPE broken: k adjacent"],
+            "featured": [True, True, True, True, False],
+            "bucket_start": [0, 128, 0, 128, 0],
+            "bucket_end": [127, 255, 127, 255, 127],
+            "position": [63.5, 191.5, 63.5, 191.5, 63.5],
+            "loss": [2.0, 2.2, 2.1, None, 3.0],
+            "runs": [2, 2, 1, 1, 1],
+        }
+    )
     spec = charts.length_chart(curves, ctx_len=128).to_dict()
     lines, rule, _ = spec["layer"]
     encoding = lines["encoding"]
     assert encoding["x"]["field"] == "position" and encoding["y"]["field"] == "loss"
     assert encoding["color"]["field"] == "positions" and encoding["detail"]["field"] == "experiment"
     scale = dict(zip(encoding["color"]["scale"]["domain"], encoding["color"]["scale"]["range"]))
-    assert scale == {"RoPE": charts.PINNED["llama"], "learned positions": charts.PINNED["vanilla"],
-                     "RoPE broken: k adjacent": charts.POSITION_COLORS["RoPE broken: k adjacent"]}
+    assert scale == {
+        "RoPE": charts.PINNED["llama"],
+        "learned positions": charts.PINNED["vanilla"],
+        "RoPE broken: k adjacent": charts.POSITION_COLORS["RoPE broken: k adjacent"],
+    }
     assert encoding["strokeWidth"]["condition"]["test"] == "datum.featured"
     assert len(spec["datasets"][lines["data"]["name"]]) == 4  # the impossible bucket is not drawn
     assert spec["datasets"][rule["data"]["name"]][0]["position"] == 128
 
 
 def test_stability_map_and_wall_clock_encodings():
-    cells = pd.DataFrame({"norm_pos": ["post", "pre"], "lr": [1e-2, 1e-2], "lr_label": ["0.01", "0.01"],
-                          "state": ["diverged", "trained"], "text": ["diverged @ 12", "best val 2.200"]})
+    cells = pd.DataFrame(
+        {
+            "norm_pos": ["post", "pre"],
+            "lr": [1e-2, 1e-2],
+            "lr_label": ["0.01", "0.01"],
+            "state": ["diverged", "trained"],
+            "text": ["diverged @ 12", "best val 2.200"],
+        }
+    )
     spec = charts.stability_map(cells).to_dict()
     rects, labels = spec["layer"]
     assert (rects["encoding"]["x"]["field"], rects["encoding"]["y"]["field"]) == ("lr_label", "norm_pos")
@@ -398,15 +563,18 @@ def test_stability_map_and_wall_clock_encodings():
     assert colors == {"trained": charts.DEPTH_STATES["trained"], "diverged": charts.DIVERGED_RED}
     assert labels["encoding"]["text"]["field"] == "text"
 
-    rows = pd.DataFrame([wall_clock_row("norm", "rmsnorm", "manual", 1.5), wall_clock_row("norm", "rmsnorm", "fused", 0.5)])
+    rows = pd.DataFrame(
+        [wall_clock_row("norm", "rmsnorm", "manual", 1.5), wall_clock_row("norm", "rmsnorm", "fused", 0.5)]
+    )
     bars, spread = charts.wall_clock_chart(rows).to_dict()["layer"]
     assert bars["encoding"]["x"]["field"] == "median_ms" and bars["encoding"]["yOffset"]["field"] == "impl"
     assert (spread["encoding"]["x"]["field"], spread["encoding"]["x2"]["field"]) == ("min_ms", "max_ms")
 
 
 def test_grad_norm_heatmap_cells_reach_the_next_logged_step():
-    norms = pd.DataFrame({"step": [1, 2, 10, 1, 2, 10], "layer": [0, 0, 0, 1, 1, 1],
-                          "norm": [1.0, 2.0, float("nan"), 0.5, 0.0, 4.0]})
+    norms = pd.DataFrame(
+        {"step": [1, 2, 10, 1, 2, 10], "layer": [0, 0, 0, 1, 1, 1], "norm": [1.0, 2.0, float("nan"), 0.5, 0.0, 4.0]}
+    )
     spec = charts.grad_norm_heatmap(norms).to_dict()
     heat, bad = spec["layer"]
     assert heat["encoding"]["color"]["scale"]["type"] == "log"

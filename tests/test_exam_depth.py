@@ -33,8 +33,23 @@ TINY_OVERRIDES = ["d_model=32", "ctx_len=16", "batch_size=4", "eval_every=5", "c
 
 
 def exam(out: Path, data: Path, norm_pos: list[str], lrs: list[str], *extra: str) -> int:
-    return main(["exam", "depth", "--out", str(out), "--data", str(data), *TINY, *TINY_OVERRIDES, *extra,
-                 "--norm-pos", *norm_pos, "--lr", *lrs])
+    return main(
+        [
+            "exam",
+            "depth",
+            "--out",
+            str(out),
+            "--data",
+            str(data),
+            *TINY,
+            *TINY_OVERRIDES,
+            *extra,
+            "--norm-pos",
+            *norm_pos,
+            "--lr",
+            *lrs,
+        ]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -59,17 +74,22 @@ def test_one_spelling_of_the_lr_names_one_cell():
 
 def test_unigram_loss_is_the_loss_of_character_frequencies():
     # train counts 2, 1, 0 plus one each: p = 3/6, 2/6, 1/6; val holds characters 0 and 2
-    assert unigram_loss(np.array([0, 0, 1]), np.array([0, 2]), 3) == pytest.approx(-(math.log(0.5) + math.log(1 / 6)) / 2)
+    assert unigram_loss(np.array([0, 0, 1]), np.array([0, 2]), 3) == pytest.approx(
+        -(math.log(0.5) + math.log(1 / 6)) / 2
+    )
 
 
-@pytest.mark.parametrize("status, best, final, expected", [
-    ("done", 3.0, 3.2, True),        # well below the unigram loss 4.0 - 0.5
-    ("done", 3.6, 3.2, False),       # best val too close to the unigram loss: only frequencies learned
-    ("done", 3.0, 3.6, False),       # learned, then blew up to near the frequencies at the end
-    ("diverged", 3.0, None, False),
-    ("running", 3.0, 3.2, False),    # not finished yet
-    ("done", None, None, False),
-])
+@pytest.mark.parametrize(
+    "status, best, final, expected",
+    [
+        ("done", 3.0, 3.2, True),  # well below the unigram loss 4.0 - 0.5
+        ("done", 3.6, 3.2, False),  # best val too close to the unigram loss: only frequencies learned
+        ("done", 3.0, 3.6, False),  # learned, then blew up to near the frequencies at the end
+        ("diverged", 3.0, None, False),
+        ("running", 3.0, 3.2, False),  # not finished yet
+        ("done", None, None, False),
+    ],
+)
 def test_trained_means_finished_learned_and_not_blown_up(status, best, final, expected):
     assert trained(status, best, final, unigram=4.0) is expected
 
@@ -84,10 +104,20 @@ def test_read_cells_gives_the_exam_depth_rows_of_real_cells(tiny_map):
     good, blown = cells
     summary = json.loads((tiny_map / "post_lr0.01" / "summary.json").read_text())
     assert good == {
-        "cell": "post_lr0.01", "norm_pos": "post", "lr": 0.01, "n_layer": 2, "steps": 20, "seed": 42,
-        "status": "done", "diverged": False, "diverged_step": None, "trained": True,
-        "best_val_loss": summary["best_val_loss"], "best_step": summary["best_step"],
-        "final_train_loss": summary["final_train_loss"], "final_val_loss": summary["final_val_loss"],
+        "cell": "post_lr0.01",
+        "norm_pos": "post",
+        "lr": 0.01,
+        "n_layer": 2,
+        "steps": 20,
+        "seed": 42,
+        "status": "done",
+        "diverged": False,
+        "diverged_step": None,
+        "trained": True,
+        "best_val_loss": summary["best_val_loss"],
+        "best_step": summary["best_step"],
+        "final_train_loss": summary["final_train_loss"],
+        "final_val_loss": summary["final_val_loss"],
     }
     assert blown["status"] == "diverged" and blown["diverged"] is True and 1 <= blown["diverged_step"] < 20
     assert blown["trained"] is False
@@ -126,13 +156,16 @@ def test_no_folder_is_an_empty_map_and_a_starting_cell_is_not_a_cell_yet(tmp_pat
     assert read_cells(tmp_path) == []
 
 
-@pytest.mark.parametrize("file_name, change, message", [
-    ("summary.json", "{not json", r"post_lr0\.01/summary\.json: not valid JSON"),
-    ("summary.json", '{"diverged": "false"}', r"summary\.json: field 'diverged' must be true or false"),
-    ("config.json", None, r"post_lr0\.01/config\.json: missing, so this cell's settings are unknown"),
-    ("metrics.jsonl", '{"step": 5, "val_loss": "low"}\n', r"metrics\.jsonl: field 'val_loss \(line 1\)'"),
-    ("metrics.jsonl", "", r"metrics\.jsonl: missing or empty, but summary\.json says the run finished"),
-])
+@pytest.mark.parametrize(
+    "file_name, change, message",
+    [
+        ("summary.json", "{not json", r"post_lr0\.01/summary\.json: not valid JSON"),
+        ("summary.json", '{"diverged": "false"}', r"summary\.json: field 'diverged' must be true or false"),
+        ("config.json", None, r"post_lr0\.01/config\.json: missing, so this cell's settings are unknown"),
+        ("metrics.jsonl", '{"step": 5, "val_loss": "low"}\n', r"metrics\.jsonl: field 'val_loss \(line 1\)'"),
+        ("metrics.jsonl", "", r"metrics\.jsonl: missing or empty, but summary\.json says the run finished"),
+    ],
+)
 def test_a_malformed_cell_is_an_error_naming_the_file(tiny_map, tmp_path, file_name, change, message):
     cell = tmp_path / "post_lr0.01"
     shutil.copytree(tiny_map / "post_lr0.01", cell)
@@ -163,20 +196,41 @@ def depth_stability(cells: list[dict]) -> dict:
     """norm_pos -> max_trained_lr, as the SQL view of anatomy/schema.sql computes it."""
     con = duckdb.connect()
     con.execute(SCHEMA_PATH.read_text(encoding="utf-8"))
-    con.executemany(f"INSERT INTO exam_depth VALUES ({', '.join('?' * len(COLUMNS))})",
-                    [[cell[name] for name in COLUMNS] for cell in cells])
+    con.executemany(
+        f"INSERT INTO exam_depth VALUES ({', '.join('?' * len(COLUMNS))})",
+        [[cell[name] for name in COLUMNS] for cell in cells],
+    )
     return dict(con.execute("SELECT norm_pos, max_trained_lr FROM depth_stability").fetchall())
 
 
 def test_largest_trained_lr_agrees_with_the_depth_stability_view():
     def row(norm_pos, lr, is_trained):
-        return {"cell": cell_name(norm_pos, lr), "norm_pos": norm_pos, "lr": lr, "n_layer": 12, "steps": 300,
-                "seed": 42, "status": "done", "diverged": False, "diverged_step": None, "trained": is_trained,
-                "best_val_loss": 4.0, "best_step": 300, "final_train_loss": 4.0, "final_val_loss": 4.0}
+        return {
+            "cell": cell_name(norm_pos, lr),
+            "norm_pos": norm_pos,
+            "lr": lr,
+            "n_layer": 12,
+            "steps": 300,
+            "seed": 42,
+            "status": "done",
+            "diverged": False,
+            "diverged_step": None,
+            "trained": is_trained,
+            "best_val_loss": 4.0,
+            "best_step": 300,
+            "final_train_loss": 4.0,
+            "final_val_loss": 4.0,
+        }
 
     # post trains up to 1e-3; pre trains at 1e-2 although 3e-3 failed: the largest counts
-    cells = [row("post", 3e-4, True), row("post", 1e-3, True), row("post", 3e-3, False),
-             row("pre", 1e-3, True), row("pre", 3e-3, False), row("pre", 1e-2, True)]
+    cells = [
+        row("post", 3e-4, True),
+        row("post", 1e-3, True),
+        row("post", 3e-3, False),
+        row("pre", 1e-3, True),
+        row("pre", 3e-3, False),
+        row("pre", 1e-2, True),
+    ]
     assert largest_trained_lr(cells) == depth_stability(cells) == {"post": 1e-3, "pre": 1e-2}
     # a wiring of which nothing trained: None, as the view's NULL
     cells = [{**cell, "trained": cell["trained"] and cell["norm_pos"] == "pre"} for cell in cells]
@@ -203,7 +257,8 @@ def test_one_norm_pos_and_one_lr_train_that_cell_only(tiny_map, tiny_data, tmp_p
     assert "pre_lr0.01" in printed and "post_lr0.01 " not in printed
     assert "largest lr that still trains: pre 0.01" in printed
     assert [line["step"] for line in map(json.loads, (out / "pre_lr0.01" / "grad_norms.jsonl").open())] == list(
-        range(1, 21))
+        range(1, 21)
+    )
 
 
 def test_a_finished_cell_is_not_trained_again(tiny_map, tiny_data, tmp_path, capsys):

@@ -55,8 +55,10 @@ def test_the_formula_at_llama_scale_is_64_gib_for_mha_and_16_for_gqa():
     assert rows[32]["bytes"] == 64 * GIB and rows[8]["bytes"] == 16 * GIB
     for row in rows.values():
         assert (row["n_layer"], row["head_dim"], row["tokens"], row["element_bytes"]) == (32, 128, 131072, 2)
-        assert cache_bytes(row["n_layer"], row["n_kv_head"], row["head_dim"], row["tokens"],
-                           row["element_bytes"]) == row["bytes"]
+        assert (
+            cache_bytes(row["n_layer"], row["n_kv_head"], row["head_dim"], row["tokens"], row["element_bytes"])
+            == row["bytes"]
+        )
     assert [list(row) for row in scale_rows()] == [column_names("exam_kv_scale")] * 2
     assert len({row["name"] for row in scale_rows()}) == 2  # the primary key
 
@@ -104,8 +106,32 @@ def test_cached_and_recomputed_generation_write_the_same_characters(runs, name):
 
 def test_cli_writes_both_tables_and_read_rows_gives_them_back(runs, tmp_path, capsys):
     out = tmp_path / "kv_cache.json"
-    assert main(["exam", "kv_cache", str(runs["gqa"]), "--tokens", "1", "32", "--contexts", "8", "32",
-                 "--chars", "4", "--rounds", "2", "--threads", "1", "--device", "cpu", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "exam",
+                "kv_cache",
+                str(runs["gqa"]),
+                "--tokens",
+                "1",
+                "32",
+                "--contexts",
+                "8",
+                "32",
+                "--chars",
+                "4",
+                "--rounds",
+                "2",
+                "--threads",
+                "1",
+                "--device",
+                "cpu",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "7B-class, 32 KV heads (MHA): 64 GiB" in printed and "7B-class, 8 KV heads (GQA): 16 GiB" in printed
 
@@ -113,10 +139,16 @@ def test_cli_writes_both_tables_and_read_rows_gives_them_back(runs, tmp_path, ca
     assert CACHE_COLUMNS == column_names("exam_kv_cache") and TIMING_COLUMNS == column_names("exam_kv_timing")
     assert all(list(row) == CACHE_COLUMNS for row in sizes)
     assert all(list(row) == TIMING_COLUMNS for row in timings)
-    assert [(row["tokens"], row["n_kv_head"], row["run_id"]) for row in sizes] == [(1, 2, "llama/seed42"),
-                                                                                 (32, 2, "llama/seed42")]
-    assert sorted((row["context"], row["cached"]) for row in timings) == [(8, False), (8, True),
-                                                                          (32, False), (32, True)]
+    assert [(row["tokens"], row["n_kv_head"], row["run_id"]) for row in sizes] == [
+        (1, 2, "llama/seed42"),
+        (32, 2, "llama/seed42"),
+    ]
+    assert sorted((row["context"], row["cached"]) for row in timings) == [
+        (8, False),
+        (8, True),
+        (32, False),
+        (32, True),
+    ]
     for row in timings:
         assert row["chars"] == 4 and row["seconds"] > 0
         assert row["chars_per_s"] == pytest.approx(4 / row["seconds"])
@@ -125,26 +157,54 @@ def test_cli_writes_both_tables_and_read_rows_gives_them_back(runs, tmp_path, ca
 
 
 def test_cli_skips_contexts_past_learned_positions_with_a_note(runs, capsys):
-    assert main(["exam", "kv_cache", str(runs["learned"]), "--tokens", "1", "--contexts", "8", "64",
-                 "--chars", "4", "--rounds", "1", "--threads", "1", "--device", "cpu"]) == 0
-    assert ("note: timing after a context of 64: skipped, learned positions end at ctx_len 16"
-            in capsys.readouterr().out)
+    assert (
+        main(
+            [
+                "exam",
+                "kv_cache",
+                str(runs["learned"]),
+                "--tokens",
+                "1",
+                "--contexts",
+                "8",
+                "64",
+                "--chars",
+                "4",
+                "--rounds",
+                "1",
+                "--threads",
+                "1",
+                "--device",
+                "cpu",
+            ]
+        )
+        == 0
+    )
+    assert "note: timing after a context of 64: skipped, learned positions end at ctx_len 16" in capsys.readouterr().out
     _, timings = read_rows(runs["learned"] / "exams" / "kv_cache.json", "vanilla/seed42")  # the default place
     assert sorted((row["context"], row["cached"]) for row in timings) == [(8, False), (8, True)]
 
 
-@pytest.mark.parametrize(("change", "named"), [
-    (lambda data: data["cache"][0].update(measured_bytes=1.5), "field 'cache[0].measured_bytes' must be a whole"),
-    (lambda data: data["timing"][1].update(cached="yes"), "field 'timing[1].cached' must be true or false"),
-    (lambda data: data["timing"][0].pop("seconds"), "field 'timing[0].seconds' is missing"),
-    (lambda data: data.pop("n_kv_head"), "field 'n_kv_head' is missing"),
-    (lambda data: data.update(timing={}), "field 'timing' must be a list"),
-    (lambda data: data["cache"].append(dict(data["cache"][0])), "appears twice"),
-])
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        (lambda data: data["cache"][0].update(measured_bytes=1.5), "field 'cache[0].measured_bytes' must be a whole"),
+        (lambda data: data["timing"][1].update(cached="yes"), "field 'timing[1].cached' must be true or false"),
+        (lambda data: data["timing"][0].pop("seconds"), "field 'timing[0].seconds' is missing"),
+        (lambda data: data.pop("n_kv_head"), "field 'n_kv_head' is missing"),
+        (lambda data: data.update(timing={}), "field 'timing' must be a list"),
+        (lambda data: data["cache"].append(dict(data["cache"][0])), "appears twice"),
+    ],
+)
 def test_read_rows_names_the_file_and_the_bad_field(tmp_path, change, named):
-    data = {"n_kv_head": 2, "cache": [{"tokens": 1, "measured_bytes": 256, "formula_bytes": 256}],
-            "timing": [{"context": 8, "chars": 4, "cached": True, "seconds": 0.01, "chars_per_s": 400.0},
-                       {"context": 8, "chars": 4, "cached": False, "seconds": 0.02, "chars_per_s": 200.0}]}
+    data = {
+        "n_kv_head": 2,
+        "cache": [{"tokens": 1, "measured_bytes": 256, "formula_bytes": 256}],
+        "timing": [
+            {"context": 8, "chars": 4, "cached": True, "seconds": 0.01, "chars_per_s": 400.0},
+            {"context": 8, "chars": 4, "cached": False, "seconds": 0.02, "chars_per_s": 200.0},
+        ],
+    }
     path = tmp_path / "kv_cache.json"
     path.write_text(json.dumps(data), encoding="utf-8")
     sizes, timings = read_rows(path, "r")

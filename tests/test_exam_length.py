@@ -110,8 +110,23 @@ def test_max_windows_caps_the_windows_per_length(runs):
 
 
 def test_cli_writes_length_json_that_read_rows_gives_back_as_table_rows(runs, capsys):
-    assert main(["exam", "length", str(runs["rope"]), "--data", str(runs["data"]),
-                 "--windows", "16", "32", "--threads", "1"]) == 0
+    assert (
+        main(
+            [
+                "exam",
+                "length",
+                str(runs["rope"]),
+                "--data",
+                str(runs["data"]),
+                "--windows",
+                "16",
+                "32",
+                "--threads",
+                "1",
+            ]
+        )
+        == 0
+    )
     path = runs["rope"] / "exams" / "length.json"  # the default place
     assert "written to" in capsys.readouterr().out
     written = json.loads(path.read_text(encoding="utf-8"))
@@ -126,18 +141,36 @@ def test_cli_writes_length_json_that_read_rows_gives_back_as_table_rows(runs, ca
         assert {name: row[name] for name in record} == record
 
 
-@pytest.mark.parametrize(("change", "named"), [
-    (lambda data: data["rows"][0].update(loss="low"), "'rows[0].loss'"),
-    (lambda data: data["rows"][1].pop("possible"), "rows[1] has no field 'possible'"),
-    (lambda data: data["rows"][0].update(possible=False), "rows[0] is not possible"),
-    (lambda data: data.pop("ctx_len"), "no field 'ctx_len'"),
-    (lambda data: data.update(checkpoint="middle"), "'checkpoint' must be 'best' or 'last'"),
-    (lambda data: data["rows"].append(dict(data["rows"][0])), "appears twice"),
-])
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        (lambda data: data["rows"][0].update(loss="low"), "'rows[0].loss'"),
+        (lambda data: data["rows"][1].pop("possible"), "rows[1] has no field 'possible'"),
+        (lambda data: data["rows"][0].update(possible=False), "rows[0] is not possible"),
+        (lambda data: data.pop("ctx_len"), "no field 'ctx_len'"),
+        (lambda data: data.update(checkpoint="middle"), "'checkpoint' must be 'best' or 'last'"),
+        (lambda data: data["rows"].append(dict(data["rows"][0])), "appears twice"),
+    ],
+)
 def test_read_rows_names_the_file_and_the_bad_field(runs, tmp_path, change, named):
     out = tmp_path / "length.json"
-    assert main(["exam", "length", str(runs["learned"]), "--data", str(runs["data"]),
-                 "--windows", "16", "32", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "exam",
+                "length",
+                str(runs["learned"]),
+                "--data",
+                str(runs["data"]),
+                "--windows",
+                "16",
+                "32",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     data = json.loads(out.read_text(encoding="utf-8"))
     change(data)
     out.write_text(json.dumps(data), encoding="utf-8")

@@ -40,8 +40,26 @@ def exam_result(tmp_path_factory):
     printed = io.StringIO()
     with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(printed):
         patch.setattr(wall_clock, "MIN_SAMPLE_S", 0.001)  # tiny parts: no need for long samples
-        assert main(["exam", "wall_clock", "--out", str(out), "--rounds", "2", "--batch-size", "2",
-                     "--threads", "1", "--device", "cpu", *TINY_ARGS]) == 0
+        assert (
+            main(
+                [
+                    "exam",
+                    "wall_clock",
+                    "--out",
+                    str(out),
+                    "--rounds",
+                    "2",
+                    "--batch-size",
+                    "2",
+                    "--threads",
+                    "1",
+                    "--device",
+                    "cpu",
+                    *TINY_ARGS,
+                ]
+            )
+            == 0
+        )
     return out, printed.getvalue()
 
 
@@ -49,7 +67,8 @@ def test_every_part_variant_and_impl_has_a_row_with_the_schema_columns(exam_resu
     out, _ = exam_result
     rows = wall_clock.read_rows(out)
     assert {(r["part"], r["variant"], r["impl"]) for r in rows} == {
-        (part, variant, impl) for part, variant in EXPECTED_PARTS for impl in ("manual", "fused")}
+        (part, variant, impl) for part, variant in EXPECTED_PARTS for impl in ("manual", "fused")
+    }
     assert len(rows) == 2 * len(EXPECTED_PARTS)
     for row in rows:
         assert list(row) == SCHEMA_COLUMNS
@@ -88,8 +107,9 @@ def test_each_part_is_the_models_own_class_with_its_impl(variant):
 @pytest.mark.parametrize("variant", list(wall_clock.VARIANTS))
 def test_manual_and_fused_compute_the_same_outputs_and_gradients(variant):
     """On the same weights and input: same output, same gradient of the input and of every weight."""
-    manual, fused = (wall_clock.build_workload(variant, impl, TINY, 2, torch.device("cpu"))
-                     for impl in ("manual", "fused"))
+    manual, fused = (
+        wall_clock.build_workload(variant, impl, TINY, 2, torch.device("cpu")) for impl in ("manual", "fused")
+    )
     out_manual, out_fused = manual.run(), fused.run()
     tolerance = {"rtol": 1e-4, "atol": 1e-5}
     torch.testing.assert_close(out_manual, out_fused, **tolerance)
@@ -106,8 +126,12 @@ def test_manual_and_fused_compute_the_same_outputs_and_gradients(variant):
 def test_rounds_alternate_which_impl_goes_first():
     """manual, fused in even rounds; fused, manual in odd ones (after the warm-up calls)."""
     calls = []
-    ms = wall_clock.interleaved_ms({"manual": lambda: calls.append("m"), "fused": lambda: calls.append("f")},
-                                   rounds=3, device=torch.device("cpu"), repeats=1)
+    ms = wall_clock.interleaved_ms(
+        {"manual": lambda: calls.append("m"), "fused": lambda: calls.append("f")},
+        rounds=3,
+        device=torch.device("cpu"),
+        repeats=1,
+    )
     warmup = ["m"] * wall_clock.WARMUP_CALLS + ["f"] * wall_clock.WARMUP_CALLS
     assert calls == warmup + ["m", "f", "f", "m", "m", "f"]
     assert [len(ms["manual"]), len(ms["fused"])] == [3, 3]
@@ -115,16 +139,33 @@ def test_rounds_alternate_which_impl_goes_first():
 
 def test_ratio_is_the_median_of_the_per_round_ratios():
     """A slow patch hits manual in round 2 and both in round 3: the per-round ratios are 2, 8, 2."""
-    timing = wall_clock.PartTiming("norm", "layernorm", "2x16x32",
-                                   {"manual": [2.0, 8.0, 8.0], "fused": [1.0, 1.0, 4.0]})
+    timing = wall_clock.PartTiming(
+        "norm", "layernorm", "2x16x32", {"manual": [2.0, 8.0, 8.0], "fused": [1.0, 1.0, 4.0]}
+    )
     assert timing.ratio == pytest.approx(2.0)
-    assert timing.rows()[0] == {"part": "norm", "variant": "layernorm", "impl": "manual", "shape": "2x16x32",
-                                "median_ms": 8.0, "min_ms": 2.0, "max_ms": 8.0, "rounds": 3}
+    assert timing.rows()[0] == {
+        "part": "norm",
+        "variant": "layernorm",
+        "impl": "manual",
+        "shape": "2x16x32",
+        "median_ms": 8.0,
+        "min_ms": 2.0,
+        "max_ms": 8.0,
+        "rounds": 3,
+    }
 
 
 def good_file(tmp_path, rows=None):
-    row = {"part": "norm", "variant": "rmsnorm", "impl": "manual", "shape": "32x128x128",
-           "median_ms": 2.0, "min_ms": 1.5, "max_ms": 3.0, "rounds": 5}
+    row = {
+        "part": "norm",
+        "variant": "rmsnorm",
+        "impl": "manual",
+        "shape": "32x128x128",
+        "median_ms": 2.0,
+        "min_ms": 1.5,
+        "max_ms": 3.0,
+        "rounds": 5,
+    }
     path = tmp_path / "wall_clock.json"
     path.write_text(json.dumps({"device": "cpu", "rows": rows if rows is not None else [row]}))
     return path, row
@@ -135,17 +176,20 @@ def test_read_rows_round_trips_a_written_file(tmp_path):
     assert wall_clock.read_rows(path) == [row]
 
 
-@pytest.mark.parametrize("change, field", [
-    ({"median_ms": -1.0}, "median_ms"),
-    ({"median_ms": "fast"}, "median_ms"),
-    ({"rounds": True}, "rounds"),
-    ({"rounds": 0}, "rounds"),
-    ({"impl": "compiled"}, "impl"),
-    ({"variant": "gelu"}, "part/variant"),  # gelu is an ffn, not a norm
-    ({"min_ms": 2.5}, "min_ms <= median_ms"),
-    ({"note": "extra"}, "note"),
-    ({"shape": None}, "shape"),
-])
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"median_ms": -1.0}, "median_ms"),
+        ({"median_ms": "fast"}, "median_ms"),
+        ({"rounds": True}, "rounds"),
+        ({"rounds": 0}, "rounds"),
+        ({"impl": "compiled"}, "impl"),
+        ({"variant": "gelu"}, "part/variant"),  # gelu is an ffn, not a norm
+        ({"min_ms": 2.5}, "min_ms <= median_ms"),
+        ({"note": "extra"}, "note"),
+        ({"shape": None}, "shape"),
+    ],
+)
 def test_read_rows_names_the_file_and_the_bad_field(tmp_path, change, field):
     path, row = good_file(tmp_path)
     path, _ = good_file(tmp_path, [{**row, **change}])
@@ -169,11 +213,14 @@ def test_read_rows_refuses_a_repeated_row_a_missing_list_and_broken_json(tmp_pat
         wall_clock.read_rows(tmp_path / "missing.json")
 
 
-@pytest.mark.parametrize("argument, expected", [
-    ("n_head=2", "n_head=2"),  # the heads are not a size here: mha and gqa must keep 4 and 2 KV heads
-    ("d_model=30", "d_model"),  # not divisible by the 4 heads
-    ("--rounds=0", "--rounds"),
-])
+@pytest.mark.parametrize(
+    "argument, expected",
+    [
+        ("n_head=2", "n_head=2"),  # the heads are not a size here: mha and gqa must keep 4 and 2 KV heads
+        ("d_model=30", "d_model"),  # not divisible by the 4 heads
+        ("--rounds=0", "--rounds"),
+    ],
+)
 def test_the_command_refuses_bad_arguments_in_one_line(tmp_path, capsys, argument, expected):
     out = tmp_path / "wall_clock.json"
     assert main(["exam", "wall_clock", "--out", str(out), argument]) == 2

@@ -17,8 +17,7 @@ from anatomy.cli import main
 from anatomy.config import preset
 from anatomy.corpus import extract_corpus
 from anatomy.errors import AnatomyError
-from anatomy.export import (UNK_TOKEN, build_tokenizer, export_run, llama_differences,
-                            tokenizer_config)
+from anatomy.export import UNK_TOKEN, build_tokenizer, export_run, llama_differences, tokenizer_config
 from anatomy.generate import load_model, sample
 from anatomy.runs import load_checkpoint
 from anatomy.trainer import train
@@ -77,12 +76,23 @@ def test_config_holds_the_llama_fields_transformers_reads(llama_runs, exports):
     written = json.loads((exports["gqa"] / "config.json").read_text())
     assert written["architectures"] == ["LlamaForCausalLM"]
     expected = {
-        "vocab_size": cfg.vocab_size, "hidden_size": 32, "intermediate_size": 96, "num_hidden_layers": 2,
-        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "max_position_embeddings": CTX_LEN,
-        "rms_norm_eps": 1e-6, "hidden_act": "silu", "tie_word_embeddings": False,
-        "attention_bias": False, "mlp_bias": False,
+        "vocab_size": cfg.vocab_size,
+        "hidden_size": 32,
+        "intermediate_size": 96,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 8,
+        "max_position_embeddings": CTX_LEN,
+        "rms_norm_eps": 1e-6,
+        "hidden_act": "silu",
+        "tie_word_embeddings": False,
+        "attention_bias": False,
+        "mlp_bias": False,
         # no special token ids: LlamaConfig's defaults, 1 and 2, would be characters of the vocabulary
-        "bos_token_id": None, "eos_token_id": None, "pad_token_id": None,
+        "bos_token_id": None,
+        "eos_token_id": None,
+        "pad_token_id": None,
     }
     loaded = AutoConfig.from_pretrained(exports["gqa"])
     assert {key: getattr(loaded, key) for key in expected} == expected
@@ -118,7 +128,7 @@ def test_greedy_generation_gives_our_text(llama_runs, exports, name):
     output = load_hf(exports[name]).generate(**inputs, max_new_tokens=GREEDY_CHARS, do_sample=False)
     theirs = hf_tokenizer.decode(output[0])
     assert theirs == ours and len(ours) == len(PREFIX) + GREEDY_CHARS
-    assert len(set(ours[len(PREFIX):])) > 1  # a text, not one character repeated
+    assert len(set(ours[len(PREFIX) :])) > 1  # a text, not one character repeated
 
 
 def swap_k_halves(folder: Path, head_dim: int) -> None:
@@ -196,8 +206,12 @@ def test_a_vanilla_run_is_refused_with_every_difference(tiny_runs, tmp_path, cap
     assert main(["export", str(tiny_runs["vanilla"]), str(out)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1
-    for difference in ("norm_type 'layernorm' (LLaMA: 'rmsnorm')", "norm_pos 'post' (LLaMA: 'pre')",
-                       "pos_type 'learned' (LLaMA: 'rope')", "ffn_type 'gelu' (LLaMA: 'swiglu')"):
+    for difference in (
+        "norm_type 'layernorm' (LLaMA: 'rmsnorm')",
+        "norm_pos 'post' (LLaMA: 'pre')",
+        "pos_type 'learned' (LLaMA: 'rope')",
+        "ffn_type 'gelu' (LLaMA: 'swiglu')",
+    ):
         assert difference in err
     assert "differs in 4 field(s)" in err
     assert not out.exists()  # refused before anything is written

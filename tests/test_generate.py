@@ -115,7 +115,7 @@ def test_samples_from_the_last_and_the_best_checkpoint(tiny_runs, tmp_path, caps
     for record in (last, best):
         figures = record["memorisation"]
         assert 0.0 <= figures["copied_fraction"] <= 1.0 and figures["min_chars"] == 12
-        assert all(record["text"][start:start + length] in TINY_TEXT for start, length, *_ in figures["copied_spans"])
+        assert all(record["text"][start : start + length] in TINY_TEXT for start, length, *_ in figures["copied_spans"])
     printed = capsys.readouterr().out
     assert printed.index("--- last checkpoint") < printed.index(last["text"]) < printed.index("--- best checkpoint")
 
@@ -124,8 +124,7 @@ def test_a_reader_that_stops_early_is_not_an_error(tiny_runs, tmp_path):
     """`python -m anatomy generate RUN | head -3`: head closes the pipe before the text is printed.
     No traceback, exit 0, and the samples file is whole."""
     out = tmp_path / "samples.json"
-    command = [sys.executable, "-m", "anatomy", "generate", str(tiny_runs["llama"]), "--chars", "40",
-               "--out", str(out)]
+    command = [sys.executable, "-m", "anatomy", "generate", str(tiny_runs["llama"]), "--chars", "40", "--out", str(out)]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     proc.stdout.close()  # the reader is gone before the child writes anything
     stderr = proc.stderr.read().decode()
@@ -153,7 +152,7 @@ def test_diverged_run_is_sampled_from_its_best_checkpoint(tiny_runs, tmp_path):
 
 
 def test_a_diverged_flag_written_as_text_is_an_error(tiny_runs, tmp_path):
-    """"false" is a non-empty string, so it used to read as true and sample from best.pt."""
+    """ "false" is a non-empty string, so it used to read as true and sample from best.pt."""
     import shutil
 
     run = tmp_path / "run"

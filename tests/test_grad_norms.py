@@ -177,24 +177,32 @@ def test_reading_rows_and_a_half_written_last_line(tmp_path):
     path.write_text('{"step": 1, "norms": [0.5, 0.25]}\n{"step": 2, "norms": [null, 2]}\n{"step": 3, "norms": [0.')
     rows = read_grad_norms(path, "depth/post_lr0.001")
     assert [(r["run_id"], r["step"], r["layer"]) for r in rows] == [
-        ("depth/post_lr0.001", 1, 0), ("depth/post_lr0.001", 1, 1), ("depth/post_lr0.001", 2, 0),
-        ("depth/post_lr0.001", 2, 1)]
+        ("depth/post_lr0.001", 1, 0),
+        ("depth/post_lr0.001", 1, 1),
+        ("depth/post_lr0.001", 2, 0),
+        ("depth/post_lr0.001", 2, 1),
+    ]
     assert [r["norm"] for r in rows[:2]] == [0.5, 0.25] and math.isnan(rows[2]["norm"]) and rows[3]["norm"] == 2.0
     assert all(set(r) == {"run_id", "step", "layer", "norm"} for r in rows)
     assert read_grad_norms(tmp_path / "missing.jsonl", "x") == []
 
 
-@pytest.mark.parametrize("text, message", [
-    ('{"step": 1, "norms": [0.5]}\n{"step": 2, "norms": [0.\n{"step": 3, "norms": [1]}\n',
-     r"line 2 is not valid JSON"),
-    ('{"step": 1, "norms": [0.5]}\n{"step": 2, "norms": [0.', None),  # skipped, not an error
-    ('{"step": 1, "norms": [0.5]}\n{"step": 2, "norms": [0.\n', r"line 2 is not valid JSON"),  # ended: complete
-    ('{"step": 0, "norms": [0.5]}\n', r"line 1: 'step' must be a whole number from 1, got 0"),
-    ('{"step": 1, "norms": [0.5, "big"]}\n', r"line 1: 'norms' must hold numbers or null, got 'big'"),
-    ('{"step": 1, "norms": []}\n', r"line 1: 'norms' must be a list of one number per block"),
-    ('{"step": 1, "norms": [1, 2]}\n{"step": 2, "norms": [1]}\n', r"line 2 has 1 norms, the lines before it 2"),
-    ('[1, 2]\n', r"line 1 must be an object with 'step' and 'norms' fields"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            '{"step": 1, "norms": [0.5]}\n{"step": 2, "norms": [0.\n{"step": 3, "norms": [1]}\n',
+            r"line 2 is not valid JSON",
+        ),
+        ('{"step": 1, "norms": [0.5]}\n{"step": 2, "norms": [0.', None),  # skipped, not an error
+        ('{"step": 1, "norms": [0.5]}\n{"step": 2, "norms": [0.\n', r"line 2 is not valid JSON"),  # ended: complete
+        ('{"step": 0, "norms": [0.5]}\n', r"line 1: 'step' must be a whole number from 1, got 0"),
+        ('{"step": 1, "norms": [0.5, "big"]}\n', r"line 1: 'norms' must hold numbers or null, got 'big'"),
+        ('{"step": 1, "norms": []}\n', r"line 1: 'norms' must be a list of one number per block"),
+        ('{"step": 1, "norms": [1, 2]}\n{"step": 2, "norms": [1]}\n', r"line 2 has 1 norms, the lines before it 2"),
+        ("[1, 2]\n", r"line 1 must be an object with 'step' and 'norms' fields"),
+    ],
+)
 def test_a_bad_file_is_an_error_naming_file_and_line(tmp_path, text, message):
     path = tmp_path / GRAD_NORMS_FILE
     path.write_text(text)

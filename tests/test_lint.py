@@ -11,6 +11,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def test_ruff_finds_nothing():
-    result = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", str(REPO)],
-                            capture_output=True, text=True, cwd=REPO)
+    result = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--no-cache", str(REPO)], capture_output=True, text=True, cwd=REPO
+    )
     assert result.returncode == 0, result.stdout + result.stderr

@@ -19,16 +19,20 @@ from run_folders import write_run_folder
 # Two posts of training text, then the validation tail (the last 10% of the corpus).
 POSTS = [
     ("a.md", "## 关雎\n\n关关雎鸠，在河之洲。窈窕淑女，君子好逑。\n参差荇菜，左右流之。窈窕淑女，寤寐求之。"),
-    ("b.md", "## 学而\n\n子曰：学而时习之，不亦说乎？有朋自远方来，不亦乐乎？人不知而不愠，不亦君子乎？\n"
-             "有子曰：其为人也孝弟，而好犯上者，鲜矣。" * 3
-             # said once, at the very end: the validation tail holds text training never saw
-             + "曾子曰：吾日三省吾身：为人谋而不忠乎？与朋友交而不信乎？传不习乎？"),
+    (
+        "b.md",
+        "## 学而\n\n子曰：学而时习之，不亦说乎？有朋自远方来，不亦乐乎？人不知而不愠，不亦君子乎？\n"
+        "有子曰：其为人也孝弟，而好犯上者，鲜矣。"
+        * 3
+        # said once, at the very end: the validation tail holds text training never saw
+        + "曾子曰：吾日三省吾身：为人谋而不忠乎？与朋友交而不信乎？传不习乎？",
+    ),
 ]
 
 
 def brute_force_longest(text: str, query: str, i: int) -> int:
     for length in range(i + 1, 0, -1):
-        if query[i - length + 1:i + 1] in text:
+        if query[i - length + 1 : i + 1] in text:
             return length
     return 0
 
@@ -42,7 +46,7 @@ def test_the_automaton_finds_the_longest_match_ending_at_every_position():
         for i, (length, source_end) in enumerate(matches):
             assert length == brute_force_longest(text, query, i)
             if length:  # and it says where the text has it
-                assert text[source_end - length + 1:source_end + 1] == query[i - length + 1:i + 1]
+                assert text[source_end - length + 1 : source_end + 1] == query[i - length + 1 : i + 1]
 
 
 def test_spans_are_maximal_and_coverage_counts_each_character_once():
@@ -83,7 +87,7 @@ def test_planted_copies_are_measured_and_traced_to_their_post(corpus_dir):
     starts = [3 + 2, 3 + 2 + len(from_a) + 3]
     assert figures["copied_spans"] == [[starts[0], len(from_a), "a.md", 4], [starts[1], len(from_b), "b.md", 3]]
     sample = "## " + generated
-    assert sample[starts[1]:starts[1] + len(from_b)] == from_b
+    assert sample[starts[1] : starts[1] + len(from_b)] == from_b
 
 
 def test_the_validation_split_is_the_control(corpus_dir):
@@ -102,10 +106,29 @@ def test_cli_annotates_samples_and_collect_stores_the_figures(corpus_dir, tmp_pa
     config["data"]["dir"] = str(corpus_dir)
     (run / "config.json").write_text(json.dumps(config))
     copied = "有朋自远方来，不亦乐乎？人不知"
-    (run / "samples.json").write_text(json.dumps([
-        {"checkpoint": "last", "prefix": "## ", "temperature": 0.8, "seed": 0, "chars": 18, "text": "## 甲乙" + copied + "丙"},
-        {"checkpoint": "best", "prefix": "## ", "temperature": 0.8, "seed": 0, "chars": 18, "text": "## 甲乙丙丁戊己庚辛壬癸子丑寅卯辰巳午"},
-    ], ensure_ascii=False))
+    (run / "samples.json").write_text(
+        json.dumps(
+            [
+                {
+                    "checkpoint": "last",
+                    "prefix": "## ",
+                    "temperature": 0.8,
+                    "seed": 0,
+                    "chars": 18,
+                    "text": "## 甲乙" + copied + "丙",
+                },
+                {
+                    "checkpoint": "best",
+                    "prefix": "## ",
+                    "temperature": 0.8,
+                    "seed": 0,
+                    "chars": 18,
+                    "text": "## 甲乙丙丁戊己庚辛壬癸子丑寅卯辰巳午",
+                },
+            ],
+            ensure_ascii=False,
+        )
+    )
     assert main(["memorised", str(run), "--min-chars", "8"]) == 0
     assert "(last): 83.3% copied from train" in capsys.readouterr().out
     db = tmp_path / "anatomy.duckdb"

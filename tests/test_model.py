@@ -150,8 +150,9 @@ def test_mha_is_gqa_with_every_kv_head_repeated():
         torch.testing.assert_close(gqa(idx)[0], mha(idx)[0], atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("rope_break, rotate_k", [
-    ("none", apply_rope), ("k_adjacent", apply_rope_adjacent), ("k_unrotated", None)])
+@pytest.mark.parametrize(
+    "rope_break, rotate_k", [("none", apply_rope), ("k_adjacent", apply_rope_adjacent), ("k_unrotated", None)]
+)
 def test_q_and_k_come_from_their_rows_q_is_always_rotated_and_k_as_rope_break_says(rope_break, rotate_k):
     """qkv_proj's rows are [query heads | key heads | value heads]; RoPE turns q, turns k the way
     rope_break says (the right way, the wrong pairing, or not at all), and never touches v."""
@@ -224,8 +225,9 @@ def test_rope_rotation_keeps_length_and_pairs_half_split():
     torch.testing.assert_close(rotated[..., 0, :], x[..., 0, :])
     pair = rotated[0, 0, 1, [0, 4]]
     a = angles[1, 0]
-    expected = torch.stack([x[0, 0, 1, 0] * a.cos() - x[0, 0, 1, 4] * a.sin(),
-                            x[0, 0, 1, 0] * a.sin() + x[0, 0, 1, 4] * a.cos()])
+    expected = torch.stack(
+        [x[0, 0, 1, 0] * a.cos() - x[0, 0, 1, 4] * a.sin(), x[0, 0, 1, 0] * a.sin() + x[0, 0, 1, 4] * a.cos()]
+    )
     torch.testing.assert_close(pair, expected)
 
 

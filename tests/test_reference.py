@@ -31,7 +31,9 @@ def test_ships_finished_runs_small_files_and_their_benchmark_only(fixture_runs, 
     assert not any(name.endswith(".pt") for name in files)
     assert "runs/vanilla/seed42/metrics.jsonl" in files
     assert {name for name in files if not name.startswith("runs/")} == {
-        "grid.json", "benchmarks/train_model/vanilla/seed42.tsv"}
+        "grid.json",
+        "benchmarks/train_model/vanilla/seed42.tsv",
+    }
     for run_id in report["added"]:
         for name in reference.RESULT_FILES:
             assert (out / "runs" / run_id / name).read_bytes() == (runs_root / run_id / name).read_bytes()
@@ -143,8 +145,12 @@ def test_exam_results_ship_with_their_run_and_come_back_on_restore(fixture_runs,
 
     assert main(["reference", "--runs", str(runs_root), "--benchmarks", str(benchmarks_root), "--out", str(out)]) == 0
     files = shipped_files(out)
-    assert {"runs/llama/seed42/exams/length.json", "runs/llama/seed42/grad_norms.jsonl",
-            "exams/depth/post_lr0.001/summary.json", "exams/wall_clock.json"} <= files
+    assert {
+        "runs/llama/seed42/exams/length.json",
+        "runs/llama/seed42/grad_norms.jsonl",
+        "exams/depth/post_lr0.001/summary.json",
+        "exams/wall_clock.json",
+    } <= files
     assert "exams/depth/post_lr0.001/last.pt" not in files  # checkpoints never ship
     assert not any(name.startswith("exams/depth/pre_lr0.001") for name in files)
 

@@ -40,7 +40,9 @@ def test_headline_table_holds_run_summary_numbers(fixture_grid_db):
         expected = {
             experiment: con.execute(
                 "SELECT best_val_loss, best_step, final_val_loss, final_train_loss FROM run_summary "
-                "WHERE experiment = ? ORDER BY seed DESC", [experiment]).fetchall()
+                "WHERE experiment = ? ORDER BY seed DESC",
+                [experiment],
+            ).fetchall()
             for experiment in ("vanilla", "llama")
         }
     for name, experiment in (("vanilla (2017)", "vanilla"), ("mini-LLaMA", "llama")):
@@ -65,8 +67,10 @@ def test_verdicts_on_a_grid_where_the_chapter_holds(fixture_grid_db):
     # swiglu is measured both ways with both seeds, beyond the noise; the other parts are not complete
     part = [c for c in claims.claims(load(fixture_grid_db)) if c.claim == "Which part earned the gain"][0]
     assert part.verdict == "partly answered"
-    assert part.measured == ("beyond seed noise (0.010) both ways, with two seeds: swiglu; "
-                             "not yet both ways with two seeds: gqa, prenorm, rmsnorm, rope")
+    assert part.measured == (
+        "beyond seed noise (0.010) both ways, with two seeds: swiglu; "
+        "not yet both ways with two seeds: gqa, prenorm, rmsnorm, rope"
+    )
 
 
 def grid_db(tmp_path: Path, **experiments) -> Path:
@@ -86,7 +90,12 @@ def test_verdicts_turn_when_the_data_turn(tmp_path):
         tmp_path,
         vanilla={"floor": 2.0, "turn_step": 40},
         llama={"floor": 2.3, "turn_step": 100, "model": LLAMA_PARTS},
-        deep_post_nowarmup={"group": "break", "n_layer": 12, "floor": 2.05, "model": {**LLAMA_PARTS, "norm_pos": "post"}},
+        deep_post_nowarmup={
+            "group": "break",
+            "n_layer": 12,
+            "floor": 2.05,
+            "model": {**LLAMA_PARTS, "norm_pos": "post"},
+        },
         deep_pre_nowarmup={"group": "break", "n_layer": 12, "floor": 2.05, "model": LLAMA_PARTS},
     )
     found = verdicts(load(db))
@@ -102,7 +111,8 @@ def test_a_gain_inside_seed_noise_is_not_a_finding(tmp_path):
     db = grid_db(tmp_path, vanilla={"floor": 2.105}, llama={"floor": 2.1, "model": LLAMA_PARTS})
     found = verdicts(load(db))
     assert found["The mini-LLaMA reaches a lower best val"] == (
-        "**not reproduced**: lower with every seed, but by less than the seed noise")
+        "**not reproduced**: lower with every seed, but by less than the seed noise"
+    )
 
 
 def test_the_memorised_sample_claim_reads_best_against_last(tmp_path):
@@ -112,10 +122,25 @@ def test_the_memorised_sample_claim_reads_best_against_last(tmp_path):
         run = write_run_folder(runs, "llama", seed, model=LLAMA_PARTS)
 
         def sample(checkpoint, copied, val):
-            figures = {"min_chars": 12, "copied_fraction": copied, "val_copied_fraction": val, "copied_spans": [],
-                       "longest_copy": 0, "longest_copy_text": None, "longest_copy_source": None}
-            return {"checkpoint": checkpoint, "prefix": "## ", "temperature": 0.8, "seed": 0, "chars": 40,
-                    "text": "## text", "memorisation": figures}
+            figures = {
+                "min_chars": 12,
+                "copied_fraction": copied,
+                "val_copied_fraction": val,
+                "copied_spans": [],
+                "longest_copy": 0,
+                "longest_copy_text": None,
+                "longest_copy_source": None,
+            }
+            return {
+                "checkpoint": checkpoint,
+                "prefix": "## ",
+                "temperature": 0.8,
+                "seed": 0,
+                "chars": 40,
+                "text": "## text",
+                "memorisation": figures,
+            }
+
         (run / "samples.json").write_text(json.dumps([sample("last", last_copied, 0.05), sample("best", 0.0, 0.0)]))
     db = tmp_path / "grid.duckdb"
     collect(runs, db)
@@ -140,7 +165,8 @@ def test_ablation_table_pairs_seeds_and_judges_against_seed_noise(fixture_grid_d
 def test_mqa_cache_sizes_are_the_models_own(tmp_path):
     db = grid_db(
         tmp_path,
-        vanilla={}, llama={"model": LLAMA_PARTS},
+        vanilla={},
+        llama={"model": LLAMA_PARTS},
         mqa={"group": "break", "model": {**LLAMA_PARTS, "n_kv_head": 1}, "n_layer": 3},
     )
     claim = [c for c in claims.claims(load(db)) if c.claim.startswith("MQA")][0]
@@ -163,8 +189,10 @@ def test_cli_writes_report_figures_and_readme_section(fixture_runs, tmp_path, ca
     runs_root, _ = fixture_runs
     readme = tmp_path / "README.md"
     (results_start, results_end), (costs_start, costs_end) = report.markers("results"), report.markers("costs")
-    readme.write_text(f"# Title\n\n## Costs\n{costs_start}\nold costs\n{costs_end}\n\n"
-                      f"## Results\n\n{results_start}\nold numbers\n{results_end}\n\n## After\n")
+    readme.write_text(
+        f"# Title\n\n## Costs\n{costs_start}\nold costs\n{costs_end}\n\n"
+        f"## Results\n\n{results_start}\nold numbers\n{results_end}\n\n## After\n"
+    )
     out = tmp_path / "docs" / "results"
     assert main(["report", "--runs", str(runs_root), "--out", str(out), "--readme", str(readme)]) == 0
     assert "5 figures" in capsys.readouterr().out
@@ -191,8 +219,12 @@ def test_cli_errors_are_one_line(fixture_runs, tmp_path, capsys):
     assert "not a results database" in capsys.readouterr().err
     readme = tmp_path / "README.md"
     readme.write_text("# no markers\n")
-    assert main(["report", "--runs", str(runs_root), "--out", str(tmp_path / "o"), "--no-figures",
-                 "--readme", str(readme)]) == 2
+    assert (
+        main(
+            ["report", "--runs", str(runs_root), "--out", str(tmp_path / "o"), "--no-figures", "--readme", str(readme)]
+        )
+        == 2
+    )
     assert "--readme with --no-figures would drop the README's figures" in capsys.readouterr().err
     assert main(["report", "--runs", str(runs_root), "--out", str(tmp_path / "o"), "--readme", str(readme)]) == 2
     assert "<!-- report:results:start -->" in capsys.readouterr().err
@@ -209,6 +241,7 @@ def test_readme_results_come_from_the_shipped_reference_runs():
     for name, block in expected.items():
         assert report.readme_block(readme, name) == block, (
             f"README's {name} section is stale: run `python -m anatomy report --runs results/reference/runs "
-            "--out docs/results --readme README.md`")
+            "--out docs/results --readme README.md`"
+        )
     for name in report.figure_charts(data):
         assert (REPO / "docs" / "results" / f"{name}.png").is_file()

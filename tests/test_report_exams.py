@@ -63,80 +63,184 @@ def write_grid(runs: Path) -> None:
     for seed in (42, 7):
         write_run_folder(runs, "vanilla", seed, floor=2.3)
         write_run_folder(runs, "llama", seed, floor=2.1, model=LLAMA_PARTS)
-        write_run_folder(runs, "vanilla_plus_gqa", seed, group="ablation", part="gqa", direction="add",
-                         floor=2.25, model={"n_kv_head": 2})
-        write_run_folder(runs, "llama_minus_gqa", seed, group="ablation", part="gqa", direction="remove",
-                         floor=2.2, model={**LLAMA_PARTS, "n_kv_head": 4})
+        write_run_folder(
+            runs,
+            "vanilla_plus_gqa",
+            seed,
+            group="ablation",
+            part="gqa",
+            direction="add",
+            floor=2.25,
+            model={"n_kv_head": 2},
+        )
+        write_run_folder(
+            runs,
+            "llama_minus_gqa",
+            seed,
+            group="ablation",
+            part="gqa",
+            direction="remove",
+            floor=2.2,
+            model={**LLAMA_PARTS, "n_kv_head": 4},
+        )
     write_run_folder(runs, "mqa", 42, group="break", part="gqa", floor=2.14, model={**LLAMA_PARTS, "n_kv_head": 1})
-    write_run_folder(runs, "rope_k_unrotated", 42, group="break", part="rope", floor=2.4,
-                     model={**LLAMA_PARTS, "rope_break": "k_unrotated"})
+    write_run_folder(
+        runs,
+        "rope_k_unrotated",
+        42,
+        group="break",
+        part="rope",
+        floor=2.4,
+        model={**LLAMA_PARTS, "rope_break": "k_unrotated"},
+    )
 
 
 def timing(part: str, variant: str, impl: str, median_ms: float) -> dict:
-    return {"part": part, "variant": variant, "impl": impl, "shape": "32x128x128", "median_ms": median_ms,
-            "min_ms": median_ms * 0.9, "max_ms": median_ms * 1.2, "rounds": 10}
+    return {
+        "part": part,
+        "variant": variant,
+        "impl": impl,
+        "shape": "32x128x128",
+        "median_ms": median_ms,
+        "min_ms": median_ms * 0.9,
+        "max_ms": median_ms * 1.2,
+        "rounds": 10,
+    }
 
 
 WALL_CLOCK = [
-    timing("norm", "layernorm", "manual", 0.30), timing("norm", "layernorm", "fused", 0.10),
-    timing("norm", "rmsnorm", "manual", 0.40), timing("norm", "rmsnorm", "fused", 0.08),
-    timing("ffn", "gelu", "manual", 1.00), timing("ffn", "gelu", "fused", 0.80),
-    timing("ffn", "swiglu", "manual", 1.50), timing("ffn", "swiglu", "fused", 1.20),
+    timing("norm", "layernorm", "manual", 0.30),
+    timing("norm", "layernorm", "fused", 0.10),
+    timing("norm", "rmsnorm", "manual", 0.40),
+    timing("norm", "rmsnorm", "fused", 0.08),
+    timing("ffn", "gelu", "manual", 1.00),
+    timing("ffn", "gelu", "fused", 0.80),
+    timing("ffn", "swiglu", "manual", 1.50),
+    timing("ffn", "swiglu", "fused", 1.20),
 ]
 
 
 def depth_row(norm_pos: str, lr: float, trained: bool, diverged_step: int | None = None) -> dict:
-    return {"cell": f"{norm_pos}_lr{lr:g}", "norm_pos": norm_pos, "lr": lr, "n_layer": 12, "steps": 300, "seed": 42,
-            "status": "diverged" if diverged_step is not None else "done", "diverged": diverged_step is not None,
-            "diverged_step": diverged_step, "trained": trained, "best_val_loss": 2.5 if trained else None,
-            "best_step": 250, "final_train_loss": 2.4, "final_val_loss": 2.5}
+    return {
+        "cell": f"{norm_pos}_lr{lr:g}",
+        "norm_pos": norm_pos,
+        "lr": lr,
+        "n_layer": 12,
+        "steps": 300,
+        "seed": 42,
+        "status": "diverged" if diverged_step is not None else "done",
+        "diverged": diverged_step is not None,
+        "diverged_step": diverged_step,
+        "trained": trained,
+        "best_val_loss": 2.5 if trained else None,
+        "best_step": 250,
+        "final_train_loss": 2.4,
+        "final_val_loss": 2.5,
+    }
 
 
 # post-norm trains at 1e-3 only, pre-norm up to 3e-3: the telling lr is 3e-3 (post fails, pre trains)
-DEPTH = [depth_row("post", 1e-3, True), depth_row("post", 3e-3, False, 40), depth_row("post", 1e-2, False, 5),
-         depth_row("pre", 1e-3, True), depth_row("pre", 3e-3, True), depth_row("pre", 1e-2, False)]
+DEPTH = [
+    depth_row("post", 1e-3, True),
+    depth_row("post", 3e-3, False, 40),
+    depth_row("post", 1e-2, False, 5),
+    depth_row("pre", 1e-3, True),
+    depth_row("pre", 3e-3, True),
+    depth_row("pre", 1e-2, False),
+]
 
 
 def norms(run_id: str, by_step: dict[int, tuple[float, float]]) -> list[dict]:
     """Three blocks per step: (first block's norm, last block's norm), the middle one in between."""
-    return [{"run_id": run_id, "step": step, "layer": layer, "norm": norm}
-            for step, (first, last) in by_step.items() for layer, norm in enumerate((first, (first + last) / 2, last))]
+    return [
+        {"run_id": run_id, "step": step, "layer": layer, "norm": norm}
+        for step, (first, last) in by_step.items()
+        for layer, norm in enumerate((first, (first + last) / 2, last))
+    ]
 
 
-GRAD_NORMS = (norms("depth/post_lr0.003", {0: (1.0, 1.0), 20: (8.0, 2.0), 40: (math.nan, math.nan)})
-              + norms("depth/pre_lr0.003", {0: (1.0, 1.0), 300: (1.0, 2.0)}))
+GRAD_NORMS = norms("depth/post_lr0.003", {0: (1.0, 1.0), 20: (8.0, 2.0), 40: (math.nan, math.nan)}) + norms(
+    "depth/pre_lr0.003", {0: (1.0, 1.0), 300: (1.0, 2.0)}
+)
 
 
 def length_rows(run_id: str, losses: list[float | None]) -> list[dict]:
-    return [{"run_id": run_id, "checkpoint": "best", "ctx_len": 128, "window_len": 1024, "bucket_start": start,
-             "bucket_end": end, "possible": loss is not None,
-             "reason": None if loss is not None else "learned positions end at ctx_len 128",
-             "loss": loss, "predictions": predictions if loss is not None else 0}
-            for (start, end, predictions), loss in zip(BUCKETS, losses)]
+    return [
+        {
+            "run_id": run_id,
+            "checkpoint": "best",
+            "ctx_len": 128,
+            "window_len": 1024,
+            "bucket_start": start,
+            "bucket_end": end,
+            "possible": loss is not None,
+            "reason": None if loss is not None else "learned positions end at ctx_len 128",
+            "loss": loss,
+            "predictions": predictions if loss is not None else 0,
+        }
+        for (start, end, predictions), loss in zip(BUCKETS, losses)
+    ]
 
 
-LENGTH = (length_rows("llama/seed42", [2.0, 2.4, 2.6, 2.8]) + length_rows("llama/seed7", [2.2, 2.2, 2.5, 3.0])
-          + length_rows("vanilla/seed42", [2.1, 2.3, None, None])
-          + length_rows("rope_k_unrotated/seed42", [3.0, 3.0, 3.5, 4.0]))
+LENGTH = (
+    length_rows("llama/seed42", [2.0, 2.4, 2.6, 2.8])
+    + length_rows("llama/seed7", [2.2, 2.2, 2.5, 3.0])
+    + length_rows("vanilla/seed42", [2.1, 2.3, None, None])
+    + length_rows("rope_k_unrotated/seed42", [3.0, 3.0, 3.5, 4.0])
+)
 
 
 def cache_rows(run_id: str, n_kv_head: int) -> list[dict]:
     per_token = 2 * 1 * n_kv_head * 4 * 4  # k and v x 1 layer x heads x head_dim 4 x float32
-    return [{"run_id": run_id, "n_kv_head": n_kv_head, "tokens": tokens, "measured_bytes": per_token * tokens,
-             "formula_bytes": per_token * tokens} for tokens in (1, 512)]
+    return [
+        {
+            "run_id": run_id,
+            "n_kv_head": n_kv_head,
+            "tokens": tokens,
+            "measured_bytes": per_token * tokens,
+            "formula_bytes": per_token * tokens,
+        }
+        for tokens in (1, 512)
+    ]
 
 
 def speed_rows(run_id: str, n_kv_head: int, speeds: dict[int, tuple[float, float]]) -> list[dict]:
     """context -> (cached, recomputed) characters per second."""
-    return [{"run_id": run_id, "n_kv_head": n_kv_head, "context": context, "chars": 32, "cached": cached,
-             "seconds": 32 / speed, "chars_per_s": speed}
-            for context, pair in speeds.items() for cached, speed in zip((True, False), pair)]
+    return [
+        {
+            "run_id": run_id,
+            "n_kv_head": n_kv_head,
+            "context": context,
+            "chars": 32,
+            "cached": cached,
+            "seconds": 32 / speed,
+            "chars_per_s": speed,
+        }
+        for context, pair in speeds.items()
+        for cached, speed in zip((True, False), pair)
+    ]
 
 
-KV_SCALE = [{"name": "7B-class, 32 KV heads (MHA)", "n_layer": 32, "n_kv_head": 32, "head_dim": 128,
-             "tokens": 131072, "element_bytes": 2, "bytes": 64 * GIB},
-            {"name": "7B-class, 8 KV heads (GQA)", "n_layer": 32, "n_kv_head": 8, "head_dim": 128,
-             "tokens": 131072, "element_bytes": 2, "bytes": 16 * GIB}]
+KV_SCALE = [
+    {
+        "name": "7B-class, 32 KV heads (MHA)",
+        "n_layer": 32,
+        "n_kv_head": 32,
+        "head_dim": 128,
+        "tokens": 131072,
+        "element_bytes": 2,
+        "bytes": 64 * GIB,
+    },
+    {
+        "name": "7B-class, 8 KV heads (GQA)",
+        "n_layer": 32,
+        "n_kv_head": 8,
+        "head_dim": 128,
+        "tokens": 131072,
+        "element_bytes": 2,
+        "bytes": 16 * GIB,
+    },
+]
 
 
 @pytest.fixture(scope="module")
@@ -150,12 +254,19 @@ def examined_db(tmp_path_factory) -> Path:
     insert(db, "exam_depth", DEPTH)
     insert(db, "grad_norms", GRAD_NORMS)
     insert(db, "exam_length", LENGTH)
-    insert(db, "exam_kv_cache", cache_rows("llama/seed42", 2) + cache_rows("llama/seed7", 2)
-           + cache_rows("llama_minus_gqa/seed42", 4))
+    insert(
+        db,
+        "exam_kv_cache",
+        cache_rows("llama/seed42", 2) + cache_rows("llama/seed7", 2) + cache_rows("llama_minus_gqa/seed42", 4),
+    )
     # GQA timed at two contexts (the longer one is quoted), MHA at one
-    insert(db, "exam_kv_timing", speed_rows("llama/seed42", 2, {128: (300.0, 60.0), 2048: (40.0, 2.0)})
-           + speed_rows("llama/seed7", 2, {128: (300.0, 60.0), 2048: (60.0, 2.0)})
-           + speed_rows("llama_minus_gqa/seed42", 4, {2048: (30.0, 3.0)}))
+    insert(
+        db,
+        "exam_kv_timing",
+        speed_rows("llama/seed42", 2, {128: (300.0, 60.0), 2048: (40.0, 2.0)})
+        + speed_rows("llama/seed7", 2, {128: (300.0, 60.0), 2048: (60.0, 2.0)})
+        + speed_rows("llama_minus_gqa/seed42", 4, {2048: (30.0, 3.0)}),
+    )
     insert(db, "exam_kv_scale", KV_SCALE)
     return db
 
@@ -164,29 +275,36 @@ def test_every_exam_cell_holds_the_numbers_of_its_rows(examined_db):
     text = report.render(load(examined_db), [])
     table = exam_table(text)
     assert list(table) == ["RMSNorm", "pre-norm", "RoPE", "GQA", "SwiGLU"]
-    assert table["RMSNorm"][2] == ("RMSNorm hand-written 0.400 ms vs fused 0.080 ms (5.0x); LayerNorm hand-written "
-                                   "0.300 ms vs fused 0.100 ms (3.0x) (forward + backward on 32x128x128)")
-    assert table["SwiGLU"][2] == ("SwiGLU FFN hand-written 1.500 ms vs fused 1.200 ms (1.2x); GELU FFN hand-written "
-                                  "1.000 ms vs fused 0.800 ms (1.2x) (forward + backward on 32x128x128)")
+    assert table["RMSNorm"][2] == (
+        "RMSNorm hand-written 0.400 ms vs fused 0.080 ms (5.0x); LayerNorm hand-written "
+        "0.300 ms vs fused 0.100 ms (3.0x) (forward + backward on 32x128x128)"
+    )
+    assert table["SwiGLU"][2] == (
+        "SwiGLU FFN hand-written 1.500 ms vs fused 1.200 ms (1.2x); GELU FFN hand-written "
+        "1.000 ms vs fused 0.800 ms (1.2x) (forward + backward on 32x128x128)"
+    )
     # depth_stability of the cells; at lr 3e-3 post-norm's last finite ratio is step 20 (8 / 2), pre-norm's 1 / 2
     assert table["pre-norm"][2] == (
         "12 layers, no warmup: post-norm trains up to lr 0.001 (fails from 0.003), pre-norm trains up to lr 0.003 "
         "(fails from 0.01); at lr 0.003, first / last block's gradient norm at the last logged step: "
-        "post-norm 4x (step 20), pre-norm 0.5x (step 300)")
+        "post-norm 4x (step 20), pre-norm 0.5x (step 300)"
+    )
     # 512-1023 against the two buckets inside 128, weighted by their predictions (32 and 96)
     within_42, within_7 = (2.0 * 32 + 2.4 * 96) / 128, 2.2
     assert table["RoPE"][2] == (
         f"RoPE, mini-LLaMA: 2.800 / 3.000 at positions 512-1023 of 1,024-character windows vs {within_42:.3f} / "
         f"{within_7:.3f} at 0-127 (seeds 42 / 7); learned positions (1 experiment): not possible past position 127 "
         "(learned positions end at ctx_len 128); RoPE broken: k unrotated: 4.000 at positions 512-1023 of "
-        "1,024-character windows vs 3.000 at 0-127 (seed 42)")
+        "1,024-character windows vs 3.000 at 0-127 (seed 42)"
+    )
     # per token: 2 x 1 layer x KV heads x head_dim 4 x 4 bytes; the cache's speedup: GQA at 2048, median over
     # its two runs (50 against 2 characters per second); MQA 2.14 + 0.02 against llama 2.12 with seed 42
     assert table["GQA"][2] == (
         "cache bytes per token, measured: MHA (4 KV heads) 128, GQA (2 KV heads) 64, MQA not measured yet; "
         "at 2,048 characters of context the cache makes GQA generation 25.0x faster (50.0 vs 2.0 characters/s); "
         "at LLaMA scale (131,072 tokens) 64 GiB for 7B-class, 32 KV heads (MHA) vs 16 GiB for 7B-class, 8 KV heads "
-        "(GQA); MQA's best val vs the mini-LLaMA's +0.040 (seed 42)")
+        "(GQA); MQA's best val vs the mini-LLaMA's +0.040 (seed 42)"
+    )
     assert_no_nan(section(text))
 
 
@@ -194,14 +312,21 @@ def test_the_training_loss_column_and_the_sentences_come_from_the_data(examined_
     text = report.render(load(examined_db), [])
     table = exam_table(text)
     # vanilla_plus_gqa 2.25 against vanilla 2.30, llama_minus_gqa 2.20 against llama 2.10, both seeds
-    assert table["GQA"][0] == "added to vanilla -0.050 / -0.050 (seeds 42 / 7); removed from llama +0.100 / +0.100 (seeds 42 / 7)"
+    assert (
+        table["GQA"][0]
+        == "added to vanilla -0.050 / -0.050 (seeds 42 / 7); removed from llama +0.100 / +0.100 (seeds 42 / 7)"
+    )
     assert table["RMSNorm"][0] == "added to vanilla: not trained yet; removed from llama: not trained yet"
     said = paragraph(text)
-    assert ("**GQA**: in the training loss it lowers best val beyond seed noise, added and removed; GQA's cache is "
-            "half of MHA's per token and the cache it shrinks makes generation 25.0x faster at 2,048 characters") in said
-    assert ("**RMSNorm**: the training loss does not tell yet (not measured both ways with two seeds); on the wall "
-            "clock, fused RMSNorm takes 0.80x the LayerNorm's time (hand-written 1.33x), and written by hand 5.0x "
-            "its own fused time.") in said
+    assert (
+        "**GQA**: in the training loss it lowers best val beyond seed noise, added and removed; GQA's cache is "
+        "half of MHA's per token and the cache it shrinks makes generation 25.0x faster at 2,048 characters"
+    ) in said
+    assert (
+        "**RMSNorm**: the training loss does not tell yet (not measured both ways with two seeds); on the wall "
+        "clock, fused RMSNorm takes 0.80x the LayerNorm's time (hand-written 1.33x), and written by hand 5.0x "
+        "its own fused time."
+    ) in said
     assert "pre-norm still trains at 3x the largest lr post-norm survives (0.003 vs 0.001)" in said
     ratio = (2.8 + 3.0) / 2 / (((2.0 * 32 + 2.4 * 96) / 128 + 2.2) / 2)
     assert f"RoPE (mini-LLaMA) reads on, at {ratio:.2f}x its loss within it" in said
@@ -211,14 +336,21 @@ def test_the_training_loss_column_and_the_sentences_come_from_the_data(examined_
 def test_missing_exams_say_which_command_fills_them(fixture_grid_db):
     text = report.render(load(fixture_grid_db), [])
     table = exam_table(text)
-    for part, exam in (("RMSNorm", "wall_clock"), ("pre-norm", "depth"), ("RoPE", "length RUN_DIR"),
-                       ("GQA", "kv_cache RUN_DIR"), ("SwiGLU", "wall_clock")):
+    for part, exam in (
+        ("RMSNorm", "wall_clock"),
+        ("pre-norm", "depth"),
+        ("RoPE", "length RUN_DIR"),
+        ("GQA", "kv_cache RUN_DIR"),
+        ("SwiGLU", "wall_clock"),
+    ):
         assert table[part][2].startswith(
-            f"not measured yet: run `snakemake --cores 1 exams` (or `python -m anatomy exam {exam}`)"), part
+            f"not measured yet: run `snakemake --cores 1 exams` (or `python -m anatomy exam {exam}`)"
+        ), part
     assert "its exam (depth) is not measured yet" in paragraph(text)
     # the fixture's swiglu ablations are in: the training-loss column still has its numbers
-    assert table["SwiGLU"][0] == ("added to vanilla -0.100 / -0.100 (seeds 42 / 7); "
-                                  "removed from llama +0.150 / +0.150 (seeds 42 / 7)")
+    assert table["SwiGLU"][0] == (
+        "added to vanilla -0.100 / -0.100 (seeds 42 / 7); removed from llama +0.150 / +0.150 (seeds 42 / 7)"
+    )
     assert_no_nan(text)
     assert not set(report.figure_charts(load(fixture_grid_db))) & {"length", "stability"}
 
@@ -234,15 +366,19 @@ def test_exams_in_part_say_what_is_missing(tmp_path):
     data = load(db)
     text = report.render(data, [])
     table = exam_table(text)
-    assert table["RMSNorm"][2] == ("RMSNorm 0.400 ms (manual only); LayerNorm not timed yet "
-                                   "(forward + backward on 32x128x128)")
+    assert table["RMSNorm"][2] == (
+        "RMSNorm 0.400 ms (manual only); LayerNorm not timed yet (forward + backward on 32x128x128)"
+    )
     assert table["SwiGLU"][2].startswith("SwiGLU FFN not timed yet; GELU FFN 0.800 ms (fused only)")
-    assert table["pre-norm"][2] == ("12 layers, no warmup: post-norm trains at none of the 2 learning rates tried, "
-                                    "pre-norm: no cell yet")
+    assert table["pre-norm"][2] == (
+        "12 layers, no warmup: post-norm trains at none of the 2 learning rates tried, pre-norm: no cell yet"
+    )
     assert table["RoPE"][2].startswith("RoPE: not examined yet; learned positions (1 experiment): not possible past")
     assert "RoPE broken: k unrotated: not examined yet" in table["RoPE"][2]
-    assert table["GQA"][2].startswith("cache bytes per token, measured: MHA not measured yet, GQA (2 KV heads) 64, "
-                                      "MQA not measured yet; generation not timed both ways yet;")
+    assert table["GQA"][2].startswith(
+        "cache bytes per token, measured: MHA not measured yet, GQA (2 KV heads) 64, "
+        "MQA not measured yet; generation not timed both ways yet;"
+    )
     said = paragraph(text)
     for part in ("pre-norm", "RoPE", "SwiGLU"):
         assert f"**{part}**: " in said
@@ -302,18 +438,82 @@ def examined_runs(tiny_data, tiny_runs, tmp_path_factory):
         config = json.loads((run / "config.json").read_text(encoding="utf-8"))
         config["tags"] = {"experiment": name, "group": "headline"}
         (run / "config.json").write_text(json.dumps(config), encoding="utf-8")
-        assert main(["exam", "length", str(run), "--data", str(tiny_data), "--windows", "16", "32",
-                     "--threads", "1"]) == 0
-    assert main(["exam", "kv_cache", str(runs / "llama" / "seed42"), "--contexts", "16", "32", "--chars", "4",
-                 "--rounds", "1", "--threads", "1"]) == 0
-    assert main(["exam", "depth", "--out", str(exams / "depth"), "--data", str(tiny_data), "--n-layer", "2",
-                 "--steps", "10", "--threads", "1", "d_model=32", "ctx_len=16", "batch_size=4", "eval_every=5",
-                 "compile=false", "--norm-pos", "post", "pre", "--lr", "3e-3"]) == 0
+        assert (
+            main(["exam", "length", str(run), "--data", str(tiny_data), "--windows", "16", "32", "--threads", "1"]) == 0
+        )
+    assert (
+        main(
+            [
+                "exam",
+                "kv_cache",
+                str(runs / "llama" / "seed42"),
+                "--contexts",
+                "16",
+                "32",
+                "--chars",
+                "4",
+                "--rounds",
+                "1",
+                "--threads",
+                "1",
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "exam",
+                "depth",
+                "--out",
+                str(exams / "depth"),
+                "--data",
+                str(tiny_data),
+                "--n-layer",
+                "2",
+                "--steps",
+                "10",
+                "--threads",
+                "1",
+                "d_model=32",
+                "ctx_len=16",
+                "batch_size=4",
+                "eval_every=5",
+                "compile=false",
+                "--norm-pos",
+                "post",
+                "pre",
+                "--lr",
+                "3e-3",
+            ]
+        )
+        == 0
+    )
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(wall_clock, "MIN_SAMPLE_S", 0.001)
-        assert main(["exam", "wall_clock", "--out", str(exams / wall_clock.RESULT_FILE), "--rounds", "1",
-                     "--batch-size", "2", "--threads", "1", "--device", "cpu", "d_model=32", "ctx_len=16",
-                     "n_layer=1", "vocab_size=40"]) == 0
+        assert (
+            main(
+                [
+                    "exam",
+                    "wall_clock",
+                    "--out",
+                    str(exams / wall_clock.RESULT_FILE),
+                    "--rounds",
+                    "1",
+                    "--batch-size",
+                    "2",
+                    "--threads",
+                    "1",
+                    "--device",
+                    "cpu",
+                    "d_model=32",
+                    "ctx_len=16",
+                    "n_layer=1",
+                    "vocab_size=40",
+                ]
+            )
+            == 0
+        )
     return runs
 
 
@@ -324,18 +524,23 @@ def test_report_on_real_exam_files(examined_runs, tmp_path):
     wall = data.exams.wall_clock.set_index(["variant", "impl"])["median_ms"]
     assert table["RMSNorm"][2].startswith(
         f"RMSNorm hand-written {wall['rmsnorm', 'manual']:.3f} ms vs fused {wall['rmsnorm', 'fused']:.3f} ms "
-        f"({wall['rmsnorm', 'manual'] / wall['rmsnorm', 'fused']:.1f}x)")
+        f"({wall['rmsnorm', 'manual'] / wall['rmsnorm', 'fused']:.1f}x)"
+    )
     assert table["pre-norm"][2].startswith("2 layers, no warmup: post-norm ")
     for cell in data.exams.depth_stability.itertuples():  # one cell per wiring, at one lr
-        said = f"trains up to lr {cell.max_trained_lr:g}" if pd.notna(cell.max_trained_lr) else "trains at none of the 1"
+        said = (
+            f"trains up to lr {cell.max_trained_lr:g}" if pd.notna(cell.max_trained_lr) else "trains at none of the 1"
+        )
         assert f"{cell.norm_pos}-norm {said}" in table["pre-norm"][2]
     # the RoPE model read 32 characters, twice its training length; the learned table stops at 15
     llama = data.exams.length[(data.exams.length["run_id"] == "llama/seed42") & (data.exams.length["window_len"] == 32)]
     far = llama[llama["bucket_start"] == 16]["loss"].iloc[0]
     within = llama[llama["bucket_end"] < 16]["loss"].iloc[0]
-    assert table["RoPE"][2].startswith(f"RoPE, mini-LLaMA: {far:.3f} at positions 16-31 of 32-character windows vs "
-                                       f"{within:.3f} at 0-15 (seed 42); learned positions (1 experiment): not "
-                                       "possible past position 15")
+    assert table["RoPE"][2].startswith(
+        f"RoPE, mini-LLaMA: {far:.3f} at positions 16-31 of 32-character windows vs "
+        f"{within:.3f} at 0-15 (seed 42); learned positions (1 experiment): not "
+        "possible past position 15"
+    )
     assert table["GQA"][2].startswith("cache bytes per token, measured: MHA not measured yet, GQA (2 KV heads) ")
     assert_no_nan(text)
     out = tmp_path / "report"

@@ -51,24 +51,33 @@ def test_collect_holds_every_run_metric_sample_and_benchmark(collected):
     for table, count in expected.items():
         assert query(db, f"SELECT count(*) FROM {table}")[0][0] == count
     assert query(db, "SELECT rule, job, run_id, s, max_rss FROM benchmarks") == [
-        ("train_model", "vanilla/seed42", "vanilla/seed42", 12.5, 310.2)]
+        ("train_model", "vanilla/seed42", "vanilla/seed42", 12.5, 310.2)
+    ]
     # tags become columns; the whole config is kept as JSON
-    row = query(db, """SELECT experiment, seed, "group", part, direction, config->>'$.train.seed'
-                       FROM runs WHERE run_id = 'vanilla_plus_swiglu/seed7'""")
+    row = query(
+        db,
+        """SELECT experiment, seed, "group", part, direction, config->>'$.train.seed'
+                       FROM runs WHERE run_id = 'vanilla_plus_swiglu/seed7'""",
+    )
     assert row == [("vanilla_plus_swiglu", 7, "ablation", "swiglu", "add", "7")]
 
 
 def test_running_and_diverged_runs_keep_their_state(collected):
     _, db, _, _ = collected
     assert query(db, "SELECT status, diverged, params FROM runs WHERE run_id = 'llama_minus_rope/seed42'") == [
-        ("running", False, None)]
+        ("running", False, None)
+    ]
     assert query(db, "SELECT status, diverged, diverged_step FROM runs WHERE run_id = 'deep_post_nowarmup/seed42'") == [
-        ("diverged", True, 30)]
+        ("diverged", True, 30)
+    ]
     # the non-finite losses are stored as NaN/inf (what happened), not NULL (not evaluated)
-    train, val = query(db, "SELECT train_loss, val_loss FROM metrics WHERE run_id = 'deep_post_nowarmup/seed42' AND step = 30")[0]
+    train, val = query(
+        db, "SELECT train_loss, val_loss FROM metrics WHERE run_id = 'deep_post_nowarmup/seed42' AND step = 30"
+    )[0]
     assert math.isnan(train) and val == math.inf
     assert query(db, "SELECT text, note FROM samples WHERE run_id = 'deep_post_nowarmup/seed42'") == [
-        (None, "run diverged at step 30; no checkpoint to sample from")]
+        (None, "run diverged at step 30; no checkpoint to sample from")
+    ]
 
 
 def test_runs_record_whether_training_was_compiled(collected):
@@ -81,9 +90,12 @@ def test_runs_record_whether_training_was_compiled(collected):
 
 def test_run_summary_finds_the_overfitting_turn(collected):
     runs_root, db, _, _ = collected
-    for run_id, best_val, best_step, final_val, final_train, rise, gap, last_step in query(db, """
+    for run_id, best_val, best_step, final_val, final_train, rise, gap, last_step in query(
+        db,
+        """
             SELECT run_id, best_val_loss, best_step, final_val_loss, final_train_loss, val_rise,
-                   train_val_gap, last_step FROM run_summary WHERE NOT diverged"""):
+                   train_val_gap, last_step FROM run_summary WHERE NOT diverged""",
+    ):
         rows = metrics_of(runs_root / run_id)
         best = min(rows, key=lambda row: (row["val_loss"], row["step"]))
         assert (best_val, best_step) == pytest.approx((best["val_loss"], best["step"]))
@@ -101,20 +113,27 @@ def test_experiment_summary_is_mean_min_max_over_seeds(collected):
     _, db, _, _ = collected
     per_run = dict(query(db, "SELECT seed, best_val_loss FROM run_summary WHERE experiment = 'llama'"))
     assert set(per_run) == {7, 42} and per_run[7] != per_run[42]
-    n_runs, seeds, mean, low, high = query(db, """
+    n_runs, seeds, mean, low, high = query(
+        db,
+        """
         SELECT n_runs, seeds, best_val_mean, best_val_min, best_val_max
-        FROM experiment_summary WHERE experiment = 'llama'""")[0]
+        FROM experiment_summary WHERE experiment = 'llama'""",
+    )[0]
     assert (n_runs, seeds) == (2, [7, 42])
-    assert (mean, low, high) == pytest.approx(
-        (sum(per_run.values()) / 2, min(per_run.values()), max(per_run.values())))
-    assert query(db, "SELECT n_diverged, n_running FROM experiment_summary WHERE experiment = 'deep_post_nowarmup'") == [(2, 0)]
+    assert (mean, low, high) == pytest.approx((sum(per_run.values()) / 2, min(per_run.values()), max(per_run.values())))
+    assert query(
+        db, "SELECT n_diverged, n_running FROM experiment_summary WHERE experiment = 'deep_post_nowarmup'"
+    ) == [(2, 0)]
 
 
 def test_ablation_summary_pairs_each_run_with_its_baseline_by_seed(collected):
     _, db, _, _ = collected
     best = dict(query(db, "SELECT run_id, best_val_loss FROM run_summary"))
-    row = query(db, """SELECT baseline, n_seeds, delta_best_val_mean, delta_best_val_min, delta_best_val_max
-                       FROM ablation_summary WHERE experiment = 'llama_minus_swiglu'""")[0]
+    row = query(
+        db,
+        """SELECT baseline, n_seeds, delta_best_val_mean, delta_best_val_min, delta_best_val_max
+                       FROM ablation_summary WHERE experiment = 'llama_minus_swiglu'""",
+    )[0]
     deltas = [best[f"llama_minus_swiglu/seed{s}"] - best[f"llama/seed{s}"] for s in (7, 42)]
     assert row[:2] == ("llama", 2)
     assert row[2:] == pytest.approx((sum(deltas) / 2, min(deltas), max(deltas)))
@@ -126,11 +145,14 @@ def test_runs_keep_the_model_settings_the_pages_group_by(collected):
     columns = "n_layer, ctx_len, n_head, n_kv_head, norm_type, norm_pos, pos_type, rope_break, ffn_type"
     # from config.json; what it leaves out is ModelConfig's default (n_head 4, ctx_len 128, no break)
     assert query(db, f"SELECT {columns} FROM run_summary WHERE run_id = 'mqa/seed7'") == [
-        (1, 128, 4, 1, "rmsnorm", "pre", "rope", "none", "swiglu")]
+        (1, 128, 4, 1, "rmsnorm", "pre", "rope", "none", "swiglu")
+    ]
     assert query(db, f"SELECT {columns} FROM runs WHERE run_id = 'deep_post_nowarmup/seed42'") == [
-        (12, 128, 4, 2, "rmsnorm", "post", "rope", "none", "swiglu")]
+        (12, 128, 4, 2, "rmsnorm", "post", "rope", "none", "swiglu")
+    ]
     assert query(db, f"SELECT {columns} FROM runs WHERE run_id = 'vanilla/seed42'") == [
-        (1, 128, 4, 4, "layernorm", "post", "learned", "none", "gelu")]
+        (1, 128, 4, 4, "layernorm", "post", "learned", "none", "gelu")
+    ]
 
 
 def baselines_of(db: Path) -> dict[str, str | None]:
@@ -142,19 +164,37 @@ def test_runs_written_before_baselines_get_the_ones_the_grid_used(collected):
     experiment against the headline experiment of its preset."""
     _, db, _, _ = collected
     assert baselines_of(db) == {
-        "vanilla": None, "llama": "vanilla", "vanilla_plus_swiglu": "vanilla", "llama_minus_swiglu": "llama",
-        "llama_minus_rope": "llama", "deep_pre_nowarmup": "llama", "deep_post_nowarmup": "llama", "mqa": "llama"}
+        "vanilla": None,
+        "llama": "vanilla",
+        "vanilla_plus_swiglu": "vanilla",
+        "llama_minus_swiglu": "llama",
+        "llama_minus_rope": "llama",
+        "deep_pre_nowarmup": "llama",
+        "deep_post_nowarmup": "llama",
+        "mqa": "llama",
+    }
 
 
 def test_a_baseline_comes_from_the_runs_tag_then_the_experiments_file(fixture_runs, tmp_path):
     runs_root, _ = fixture_runs
     # trained by hand with --tag baseline=mqa; and an experiment that exists only in this test's file
-    write_run_folder(runs_root, "mqa_minus_swiglu", 42, group="ablation", part="swiglu", direction="remove",
-                     baseline="mqa", model={"n_kv_head": 1})
+    write_run_folder(
+        runs_root,
+        "mqa_minus_swiglu",
+        42,
+        group="ablation",
+        part="swiglu",
+        direction="remove",
+        baseline="mqa",
+        model={"n_kv_head": 1},
+    )
     write_run_folder(runs_root, "wider", 42, group="extra", preset="llama")
     experiments = tmp_path / "experiments.yaml"
-    experiments.write_text("experiments:\n  wider: {baseline: deep_pre_nowarmup}\n  mqa_minus_swiglu: {baseline: llama}\n"
-                           "  llama: {baseline: null}\n", encoding="utf-8")
+    experiments.write_text(
+        "experiments:\n  wider: {baseline: deep_pre_nowarmup}\n  mqa_minus_swiglu: {baseline: llama}\n"
+        "  llama: {baseline: null}\n",
+        encoding="utf-8",
+    )
     db = tmp_path / "anatomy.duckdb"
     results.collect(runs_root, db, experiments_path=experiments)
     found = baselines_of(db)
@@ -162,18 +202,23 @@ def test_a_baseline_comes_from_the_runs_tag_then_the_experiments_file(fixture_ru
     assert found["vanilla_plus_swiglu"] == "vanilla"  # in no file: the fallback
     # and the views pair by it: the new ablation against mqa, the extra run against the deep run
     best = dict(query(db, "SELECT run_id, best_val_loss FROM run_summary"))
-    assert query(db, "SELECT baseline, delta_best_val_mean FROM ablation_summary WHERE experiment = 'mqa_minus_swiglu'") \
-        == [("mqa", pytest.approx(best["mqa_minus_swiglu/seed42"] - best["mqa/seed42"]))]
+    assert query(
+        db, "SELECT baseline, delta_best_val_mean FROM ablation_summary WHERE experiment = 'mqa_minus_swiglu'"
+    ) == [("mqa", pytest.approx(best["mqa_minus_swiglu/seed42"] - best["mqa/seed42"]))]
     assert query(db, "SELECT baseline_run_id, delta_best_val FROM baseline_pairs WHERE experiment = 'wider'") == [
-        ("deep_pre_nowarmup/seed42", pytest.approx(best["wider/seed42"] - best["deep_pre_nowarmup/seed42"]))]
+        ("deep_pre_nowarmup/seed42", pytest.approx(best["wider/seed42"] - best["deep_pre_nowarmup/seed42"]))
+    ]
     assert "llama" not in {row[0] for row in query(db, "SELECT experiment FROM baseline_summary")}
 
 
-@pytest.mark.parametrize("content, message", [
-    ("experiments: [a, b]\n", "expected an 'experiments' mapping"),
-    ("experiments:\n  a: {baseline: 3}\n", "experiments.a.baseline must be an experiment name, got 3"),
-    ("experiments: {a: [\n", "not YAML or JSON"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("experiments: [a, b]\n", "expected an 'experiments' mapping"),
+        ("experiments:\n  a: {baseline: 3}\n", "experiments.a.baseline must be an experiment name, got 3"),
+        ("experiments: {a: [\n", "not YAML or JSON"),
+    ],
+)
 def test_a_bad_experiments_file_is_one_line(fixture_runs, tmp_path, content, message):
     experiments = tmp_path / "experiments.yaml"
     experiments.write_text(content, encoding="utf-8")
@@ -190,11 +235,13 @@ def test_results_json_mirrors_the_views(collected):
     assert data["counts"] == counts
     assert len(data["run_summary"]) == counts["runs"]
     by_id = {row["run_id"]: row for row in data["run_summary"]}
-    assert by_id["llama/seed42"]["best_val_loss"] == pytest.approx(query(
-        db, "SELECT best_val_loss FROM run_summary WHERE run_id = 'llama/seed42'")[0][0])
+    assert by_id["llama/seed42"]["best_val_loss"] == pytest.approx(
+        query(db, "SELECT best_val_loss FROM run_summary WHERE run_id = 'llama/seed42'")[0][0]
+    )
     assert by_id["deep_post_nowarmup/seed42"]["final_val_loss"] is None  # inf -> null
     assert {row["experiment"] for row in data["experiment_summary"]} == {
-        row[0] for row in query(db, "SELECT DISTINCT experiment FROM runs")}
+        row[0] for row in query(db, "SELECT DISTINCT experiment FROM runs")
+    }
 
 
 def test_collect_is_idempotent(collected):
@@ -265,20 +312,34 @@ def test_a_half_written_last_line_is_skipped_only_while_running(tmp_path):
         results.collect(runs_root, tmp_path / "b.duckdb")
 
 
-@pytest.mark.parametrize("file_name, content, message", [
-    ("config.json", "{not json", r"config\.json: not valid JSON"),
-    ("config.json", '{"tags": ["experiment"]}', r"config\.json: 'tags' must be an object"),
-    ("metrics.jsonl", '{"step": 0, "val_loss": "low"}\n', r"metrics\.jsonl: field 'val_loss \(line 1\)' must be a number"),
-    ("metrics.jsonl", '{"val_loss": 1.0}\n', r"line 1 must be an object with a 'step' field"),
-    ("samples.json", '{"text": "hi"}', r"samples\.json: expected a list of samples"),
-    ("samples.json", '[{"prefix": "## "}]', r"sample 0 must be an object with a 'text' field"),
-    ("samples.json", '[{"text": 5}]', r"sample 0: 'text' must be a string or null, got 5"),
-    # a non-empty string reads as true: "false" must not mark a run as diverged
-    ("summary.json", '{"status": "done", "diverged": "false"}', r"field 'diverged' must be true or false, got 'false'"),
-    ("summary.json", '{"status": "done", "diverged": false, "compiled": "false"}',
-     r"field 'compiled' must be true or false, got 'false'"),
-    ("summary.json", '{"status": "finished", "diverged": false}', r"field 'status' must be 'done' or 'diverged'"),
-])
+@pytest.mark.parametrize(
+    "file_name, content, message",
+    [
+        ("config.json", "{not json", r"config\.json: not valid JSON"),
+        ("config.json", '{"tags": ["experiment"]}', r"config\.json: 'tags' must be an object"),
+        (
+            "metrics.jsonl",
+            '{"step": 0, "val_loss": "low"}\n',
+            r"metrics\.jsonl: field 'val_loss \(line 1\)' must be a number",
+        ),
+        ("metrics.jsonl", '{"val_loss": 1.0}\n', r"line 1 must be an object with a 'step' field"),
+        ("samples.json", '{"text": "hi"}', r"samples\.json: expected a list of samples"),
+        ("samples.json", '[{"prefix": "## "}]', r"sample 0 must be an object with a 'text' field"),
+        ("samples.json", '[{"text": 5}]', r"sample 0: 'text' must be a string or null, got 5"),
+        # a non-empty string reads as true: "false" must not mark a run as diverged
+        (
+            "summary.json",
+            '{"status": "done", "diverged": "false"}',
+            r"field 'diverged' must be true or false, got 'false'",
+        ),
+        (
+            "summary.json",
+            '{"status": "done", "diverged": false, "compiled": "false"}',
+            r"field 'compiled' must be true or false, got 'false'",
+        ),
+        ("summary.json", '{"status": "finished", "diverged": false}', r"field 'status' must be 'done' or 'diverged'"),
+    ],
+)
 def test_bad_run_files_name_the_file_and_field(tmp_path, file_name, content, message):
     runs_root = tmp_path / "runs"
     folder = write_run_folder(runs_root, "llama", 42)
@@ -300,15 +361,23 @@ def test_bad_benchmark_file_is_named(tmp_path):
 def test_cli_collect(fixture_runs, tmp_path, capsys):
     runs_root, benchmarks_root = fixture_runs
     db, json_path = tmp_path / "db" / "anatomy.duckdb", tmp_path / "db" / "results.json"
-    argv = ["collect", "--runs", str(runs_root), "--db", str(db), "--json", str(json_path),
-            "--benchmarks", str(benchmarks_root)]
+    argv = [
+        "collect",
+        "--runs",
+        str(runs_root),
+        "--db",
+        str(db),
+        "--json",
+        str(json_path),
+        "--benchmarks",
+        str(benchmarks_root),
+    ]
     assert main(argv) == 0
     assert "collected 15 runs" in capsys.readouterr().out
     assert json.loads(json_path.read_text())["counts"]["runs"] == 15
     # a missing runs folder is a clear error, not a traceback
     assert main(["collect", "--runs", str(tmp_path / "nowhere"), "--db", str(db)]) == 2
     assert "nowhere: no such folder" in capsys.readouterr().err
-
 
 
 def test_a_finished_run_without_its_config_is_named_not_left_out(tmp_path):
@@ -379,4 +448,6 @@ def test_run_folders_reached_through_symlinks_are_collected(tmp_path):
     (runs_root / "loop").symlink_to(runs_root, target_is_directory=True)  # a cycle is followed once
     results.collect(runs_root, tmp_path / "a.duckdb")
     assert query(tmp_path / "a.duckdb", "SELECT run_id FROM runs ORDER BY run_id") == [
-        ("llama/seed42",), ("vanilla/seed42",)]
+        ("llama/seed42",),
+        ("vanilla/seed42",),
+    ]

@@ -22,8 +22,10 @@ REPO = Path(__file__).resolve().parent.parent
 def named_files(folder: Path) -> dict[str, Path]:
     """Every file RunFolder names for `folder` (the exams' results under their own folder)."""
     run = RunFolder(folder)
-    return {path.name: path for path in (run.config, run.metrics, run.grad_norms, run.summary, run.samples,
-                                         run.last, run.best)}
+    return {
+        path.name: path
+        for path in (run.config, run.metrics, run.grad_norms, run.summary, run.samples, run.last, run.best)
+    }
 
 
 def test_every_file_of_a_generated_run_is_one_runfolder_names(tiny_runs):

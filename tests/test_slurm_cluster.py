@@ -85,8 +85,9 @@ def results_without_wall_clock(path: Path) -> dict[str, list[tuple]]:
     with duckdb.connect(str(path), read_only=True) as db:
         found = {}
         for table in ("runs", "metrics", "samples"):
-            columns = [name for name, *_ in db.sql(f"DESCRIBE {table}").fetchall()
-                       if name not in WALL_CLOCK.get(table, set())]
+            columns = [
+                name for name, *_ in db.sql(f"DESCRIBE {table}").fetchall() if name not in WALL_CLOCK.get(table, set())
+            ]
             found[table] = table_rows(db, table, columns)
         found["benchmarks"] = table_rows(db, "benchmarks", list(BENCHMARK_KEYS))
     return found
@@ -129,8 +130,9 @@ def test_a_job_failing_on_the_cluster_is_reported_with_its_slurm_log(cluster, tm
     # cluster may well have GPUs), and the job fails on the node, where `anatomy train` finds none.
     workdir = project(tmp_path / "project")
     target = "results/runs/vanilla/seed42/summary.json"
-    result = snakemake(workdir, target, "--profile", str(adapted_profile(tmp_path, retries=0)),
-                       *QUICK, "--config", "device=cuda")
+    result = snakemake(
+        workdir, target, "--profile", str(adapted_profile(tmp_path, retries=0)), *QUICK, "--config", "device=cuda"
+    )
     output = result.stdout + result.stderr
     assert result.returncode != 0
 
@@ -143,7 +145,9 @@ def test_a_job_failing_on_the_cluster_is_reported_with_its_slurm_log(cluster, tm
     assert f"log: results/logs/train_model/vanilla/seed42.log, {slurm_log} " in error
     assert slurm_log.startswith(str(workdir / ".snakemake" / "slurm_logs" / "rule_train_model"))
     assert "rule train_model:" in Path(slurm_log).read_text(encoding="utf-8")
-    assert "CUDA is not available here" in (workdir / "results/logs/train_model/vanilla/seed42.log").read_text(encoding="utf-8")
+    assert "CUDA is not available here" in (workdir / "results/logs/train_model/vanilla/seed42.log").read_text(
+        encoding="utf-8"
+    )
 
 
 LONGER_RUN = """train_overrides:
@@ -163,8 +167,9 @@ def freeze_when_checkpointed(run: Path, process: subprocess.Popen, timeout: floa
     while not (run / "last.pt").exists():
         assert process.poll() is None and time.monotonic() < deadline, "no checkpoint written"
         time.sleep(0.1)
-    [job_id] = subprocess.run(["squeue", "--noheader", "--states=running", "--format=%i"],
-                              capture_output=True, text=True, check=True).stdout.split()
+    [job_id] = subprocess.run(
+        ["squeue", "--noheader", "--states=running", "--format=%i"], capture_output=True, text=True, check=True
+    ).stdout.split()
     subprocess.run(["scancel", "--signal=STOP", "--full", job_id], check=True)
     return job_id
 
@@ -179,8 +184,9 @@ def test_a_run_killed_at_its_time_limit_resumes_when_the_grid_starts_again(clust
     run = workdir / "results" / "runs" / "vanilla" / "seed42"
 
     with (tmp_path / "first.log").open("w") as log:
-        first = subprocess.Popen(snakemake_command(workdir, *command), env=snakemake_env(),
-                                 stdout=log, stderr=subprocess.STDOUT)
+        first = subprocess.Popen(
+            snakemake_command(workdir, *command), env=snakemake_env(), stdout=log, stderr=subprocess.STDOUT
+        )
         try:
             job_id = freeze_when_checkpointed(run, first)
             assert first.wait(timeout=600) != 0

@@ -120,9 +120,13 @@ def test_tokenize_writes_vocab_arrays_and_split(tmp_path):
     split = tokenize_corpus(corpus, tmp_path / "data", ctx_len=8)
     n_train = int(0.9 * len(text))
     assert split == {
-        "corpus": corpus.as_posix(), "characters": len(text), "train_tokens": n_train,
-        "val_tokens": len(text) - n_train, "train_fraction": 0.9,
-        "vocab_size": len(set(text)), "dtype": "uint16",
+        "corpus": corpus.as_posix(),
+        "characters": len(text),
+        "train_tokens": n_train,
+        "val_tokens": len(text) - n_train,
+        "train_fraction": 0.9,
+        "vocab_size": len(set(text)),
+        "dtype": "uint16",
     }
     assert json.loads((tmp_path / "data" / "split.json").read_text(encoding="utf-8")) == split
 
@@ -203,7 +207,7 @@ def test_default_corpus_tokenizes_into_the_protocol_split(tmp_path, capsys):
     assert 110_000 <= n <= 125_000
     assert (len(train), len(val)) == (int(0.9 * n), n - int(0.9 * n))
     assert tokenizer.vocab_size == len(set(text)) and train.dtype == np.uint16
-    assert tokenizer.decode(val[:4]) == text[len(train):len(train) + 4]
+    assert tokenizer.decode(val[:4]) == text[len(train) : len(train) + 4]
     assert "## " in tokenizer.decode(train[:10])  # the sampling prefix exists in the vocabulary
 
 

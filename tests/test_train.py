@@ -53,9 +53,13 @@ def test_batches_depend_only_on_seed_and_step():
 
 def test_runs_with_different_parts_see_identical_batches(tiny_data, tmp_path):
     vanilla = train(tiny_data, tmp_path / "vanilla", "debug", {}, FAST)
-    llama = train(tiny_data, tmp_path / "llama", "debug",
-                  {"norm_type": "rmsnorm", "norm_pos": "pre", "pos_type": "rope", "ffn_type": "swiglu",
-                   "n_kv_head": 2}, FAST)
+    llama = train(
+        tiny_data,
+        tmp_path / "llama",
+        "debug",
+        {"norm_type": "rmsnorm", "norm_pos": "pre", "pos_type": "rope", "ffn_type": "swiglu", "n_kv_head": 2},
+        FAST,
+    )
     other_seed = train(tiny_data, tmp_path / "seed7", "debug", {}, {**FAST, "seed": 7})
     assert vanilla["batch_digest"] == llama["batch_digest"]
     assert vanilla["batch_digest"] != other_seed["batch_digest"]
@@ -125,8 +129,16 @@ def test_divergence_is_recorded_not_raised(tiny_data, tmp_path, monkeypatch):
 
     monkeypatch.setattr(trainer_module, "MiniLM", BlowsUpAtStep13)
     run_dir = tmp_path / "blowup"
-    args = ["train", "--data", str(tiny_data), "--out", str(run_dir), "--preset", "debug",
-            *[f"{k}={v}" for k, v in FAST.items()]]
+    args = [
+        "train",
+        "--data",
+        str(tiny_data),
+        "--out",
+        str(run_dir),
+        "--preset",
+        "debug",
+        *[f"{k}={v}" for k, v in FAST.items()],
+    ]
     assert main(args) == 0
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["diverged"] is True and summary["diverged_step"] == 13 and summary["status"] == "diverged"
@@ -175,8 +187,19 @@ def test_resume_after_sigkill_matches_an_uninterrupted_run(tiny_data, tmp_path):
     train(tiny_data, reference, "debug", {}, settings)
 
     killed = tmp_path / "killed"
-    command = [sys.executable, "-m", "anatomy", "train", "--data", str(tiny_data), "--out", str(killed),
-               "--preset", "debug", *[f"{k}={v}" for k, v in settings.items()]]
+    command = [
+        sys.executable,
+        "-m",
+        "anatomy",
+        "train",
+        "--data",
+        str(tiny_data),
+        "--out",
+        str(killed),
+        "--preset",
+        "debug",
+        *[f"{k}={v}" for k, v in settings.items()],
+    ]
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     # Kill it once a few checkpoints exist, mid-way through a stretch of steps.
@@ -225,6 +248,7 @@ def test_a_failing_compile_falls_back_to_eager(tiny_data, tmp_path, monkeypatch,
     def broken_compile(model):
         def call(*args, **kwargs):
             raise RuntimeError("no working C++ compiler found")
+
         return call
 
     monkeypatch.setattr(compiling.torch, "compile", broken_compile)
@@ -259,9 +283,15 @@ def test_compile_auto_turns_on_only_where_a_backend_is_installed(monkeypatch):
 
 @pytest.mark.parametrize(
     "overrides, wanted",
-    [({}, False), ({"impl": "manual", "norm_type": "rmsnorm"}, False), ({"norm_type": "rmsnorm"}, True),
-     ({"pos_type": "rope"}, True), ({"ffn_type": "swiglu"}, True), ({"qk_norm": True}, True),
-     ({"n_kv_head": 2, "norm_pos": "pre"}, False)],
+    [
+        ({}, False),
+        ({"impl": "manual", "norm_type": "rmsnorm"}, False),
+        ({"norm_type": "rmsnorm"}, True),
+        ({"pos_type": "rope"}, True),
+        ({"ffn_type": "swiglu"}, True),
+        ({"qk_norm": True}, True),
+        ({"n_kv_head": 2, "norm_pos": "pre"}, False),
+    ],
 )
 def test_compile_auto_only_for_models_with_parts_to_fuse(monkeypatch, overrides, wanted):
     """The 2017 parts (and GQA, pre-norm) already run as fused kernels: compiling them only costs
@@ -363,11 +393,14 @@ def test_a_settings_clash_says_what_differs(tiny_data, tmp_path):
         train(tiny_data, run_dir, "debug", {"n_layer": 3}, FAST)
 
 
-@pytest.mark.parametrize("field, value, message", [
-    ("diverged", "false", r"field 'diverged' must be true or false, got 'false'"),
-    ("compiled", "no", r"field 'compiled' must be true or false, got 'no'"),
-    ("best_val_loss", "low", r"field 'best_val_loss' must be a number or null, got 'low'"),
-])
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("diverged", "false", r"field 'diverged' must be true or false, got 'false'"),
+        ("compiled", "no", r"field 'compiled' must be true or false, got 'no'"),
+        ("best_val_loss", "low", r"field 'best_val_loss' must be a number or null, got 'low'"),
+    ],
+)
 def test_a_finished_run_with_a_mistyped_summary_is_an_error(tiny_data, tmp_path, field, value, message):
     run_dir = tmp_path / "done"
     train(tiny_data, run_dir, "debug", {}, FAST)
@@ -386,18 +419,29 @@ def copy_of_finished_run(tiny_data, tmp_path) -> Path:
     return run_dir
 
 
-@pytest.mark.parametrize("file_name, content, message", [
-    ("summary.json", "{not json", r"summary\.json: not valid JSON"),
-    ("summary.json", "[1, 2]", r"summary\.json: expected a JSON object .*, got a list"),
-    ("config.json", "{not json", r"config\.json: not valid JSON"),
-    ("config.json", "[]", r"config\.json: expected a JSON object .*, got a list"),
-    ("config.json", '{"preset": "debug"}', r"config\.json: field 'model' must be an object"),
-])
+@pytest.mark.parametrize(
+    "file_name, content, message",
+    [
+        ("summary.json", "{not json", r"summary\.json: not valid JSON"),
+        ("summary.json", "[1, 2]", r"summary\.json: expected a JSON object .*, got a list"),
+        ("config.json", "{not json", r"config\.json: not valid JSON"),
+        ("config.json", "[]", r"config\.json: expected a JSON object .*, got a list"),
+        ("config.json", '{"preset": "debug"}', r"config\.json: field 'model' must be an object"),
+    ],
+)
 def test_broken_run_files_are_one_line(tiny_data, tmp_path, capsys, file_name, content, message):
     run_dir = copy_of_finished_run(tiny_data, tmp_path)
     (run_dir / file_name).write_text(content)
-    args = ["train", "--data", str(tiny_data), "--out", str(run_dir), "--preset", "debug",
-            *[f"{k}={v}" for k, v in FAST.items()]]
+    args = [
+        "train",
+        "--data",
+        str(tiny_data),
+        "--out",
+        str(run_dir),
+        "--preset",
+        "debug",
+        *[f"{k}={v}" for k, v in FAST.items()],
+    ]
     assert main(args) == 2
     assert re.search(message, capsys.readouterr().err)
 
@@ -421,12 +465,15 @@ def test_a_checkpoint_that_is_not_ours_is_named(tiny_data, tmp_path, capsys, con
     assert "last.pt: not a checkpoint written by `anatomy train` (missing" in err
 
 
-@pytest.mark.parametrize("override, message", [
-    ("lr=nan", "lr = nan is not valid: expected a finite number"),
-    ("weight_decay=nan", "weight_decay = nan is not valid: expected a finite number"),
-    ("lr=inf", "lr = inf is not valid: expected a finite number"),
-    ("seed=-1", "seed = -1 is not valid: expected >= 0"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("lr=nan", "lr = nan is not valid: expected a finite number"),
+        ("weight_decay=nan", "weight_decay = nan is not valid: expected a finite number"),
+        ("lr=inf", "lr = inf is not valid: expected a finite number"),
+        ("seed=-1", "seed = -1 is not valid: expected >= 0"),
+    ],
+)
 def test_impossible_numbers_are_refused_before_anything_is_written(tiny_data, tmp_path, capsys, override, message):
     out = tmp_path / "run"
     assert main(["train", "--data", str(tiny_data), "--out", str(out), "--preset", "debug", override]) == 2
@@ -456,8 +503,23 @@ def test_out_on_or_under_a_file_is_named(tiny_data, tmp_path, capsys, where):
 def test_overrides_may_come_before_options(tiny_data, tmp_path):
     """`train n_layer=1 --out X seed=3`: key=value pairs mixed in with the options, in any order."""
     out = tmp_path / "mixed"
-    args = ["train", "n_layer=1", "--data", str(tiny_data), "steps=10", "--out", str(out), "--preset", "debug",
-            "eval_every=5", "--tag", "experiment=mixed", "batch_size=2", "threads=1", "compile=false"]
+    args = [
+        "train",
+        "n_layer=1",
+        "--data",
+        str(tiny_data),
+        "steps=10",
+        "--out",
+        str(out),
+        "--preset",
+        "debug",
+        "eval_every=5",
+        "--tag",
+        "experiment=mixed",
+        "batch_size=2",
+        "threads=1",
+        "compile=false",
+    ]
     assert main(args) == 0
     config = json.loads((out / "config.json").read_text())
     assert config["model"]["n_layer"] == 1 and config["train"]["steps"] == 10 and config["train"]["batch_size"] == 2
@@ -472,7 +534,13 @@ def test_a_checkpoint_write_killed_half_way_is_cleaned_up(tiny_data, tmp_path):
     (run_dir / ".last.pt.k2j4.tmp").write_bytes(b"half a checkpoint")
     train(tiny_data, run_dir, "debug", {}, {**FAST, "steps": 10})
     assert sorted(path.name for path in run_dir.iterdir()) == [
-        "best.pt", "config.json", "grad_norms.jsonl", "last.pt", "metrics.jsonl", "summary.json"]
+        "best.pt",
+        "config.json",
+        "grad_norms.jsonl",
+        "last.pt",
+        "metrics.jsonl",
+        "summary.json",
+    ]
 
 
 # --- no orphans, one trainer per folder ----------------------------------------------------------
@@ -497,12 +565,30 @@ def test_a_trainer_stops_when_the_workflow_that_started_it_is_killed(tiny_data, 
     assert workflow.stdout.readline() == "holding\n"
     run_dir = tmp_path / "run"
     endless = {**FAST, "steps": 10**7}  # it cannot finish on its own before the kill
-    command = [sys.executable, "-m", "anatomy", "train", "--data", str(tiny_data), "--out", str(run_dir),
-               "--preset", "debug", *[f"{k}={v}" for k, v in endless.items()]]
-    trainer = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, LIFELINE_ENV: lifeline_value(lock)})
+    command = [
+        sys.executable,
+        "-m",
+        "anatomy",
+        "train",
+        "--data",
+        str(tiny_data),
+        "--out",
+        str(run_dir),
+        "--preset",
+        "debug",
+        *[f"{k}={v}" for k, v in endless.items()],
+    ]
+    trainer = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, LIFELINE_ENV: lifeline_value(lock)},
+    )
     try:
-        while trainer.poll() is None and not ((run_dir / "metrics.jsonl").is_file() and len(read_metrics(run_dir)) >= 2):
+        while trainer.poll() is None and not (
+            (run_dir / "metrics.jsonl").is_file() and len(read_metrics(run_dir)) >= 2
+        ):
             time.sleep(0.02)
         assert trainer.poll() is None, trainer.communicate()[1]
 
@@ -525,8 +611,19 @@ def test_a_second_trainer_on_the_same_folder_waits_for_the_first(tiny_data, tmp_
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    command = [sys.executable, "-m", "anatomy", "train", "--data", str(tiny_data), "--out", str(run_dir),
-               "--preset", "debug", *[f"{k}={v}" for k, v in FAST.items()]]
+    command = [
+        sys.executable,
+        "-m",
+        "anatomy",
+        "train",
+        "--data",
+        str(tiny_data),
+        "--out",
+        str(run_dir),
+        "--preset",
+        "debug",
+        *[f"{k}={v}" for k, v in FAST.items()],
+    ]
     with held_lock(run_dir):
         second = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert "another trainer is writing this folder; waiting for it to stop" in second.stdout.readline()

@@ -90,9 +90,17 @@ SHIPPED = sorted((REPO / "results" / "reference" / "runs").glob("*/*/*.safetenso
 def test_a_shipped_voice_starts_its_stored_sample(weights):
     """The reference weights (float16) begin the text their float32 checkpoint wrote at the same seed."""
     run, checkpoint = weights.parent, weights.name.removesuffix(".safetensors")
-    stored = [s for s in json.loads((run / "samples.json").read_text(encoding="utf-8")) if s["checkpoint"] == checkpoint]
+    stored = [
+        s for s in json.loads((run / "samples.json").read_text(encoding="utf-8")) if s["checkpoint"] == checkpoint
+    ]
     assert stored, f"{run}/samples.json has no sample from the {checkpoint} checkpoint"
     sample = stored[0]
-    text = generate_samples(run, checkpoint, chars=SAME_FIRST_CHARS, temperature=sample["temperature"],
-                            prefix=sample["prefix"], seed=sample["seed"])["text"]
+    text = generate_samples(
+        run,
+        checkpoint,
+        chars=SAME_FIRST_CHARS,
+        temperature=sample["temperature"],
+        prefix=sample["prefix"],
+        seed=sample["seed"],
+    )["text"]
     assert text[:SAME_FIRST_CHARS] == sample["text"][:SAME_FIRST_CHARS]

@@ -70,12 +70,22 @@ def snakemake_env(path_first: Path | None = None, pythonpath_first: Path | None 
     return env
 
 
-def snakemake(workdir: Path, *args: str, snakefile: Path = WORKFLOW / "Snakefile",
-              path_first: Path | None = None, pythonpath_first: Path | None = None,
-              timeout: int = 600) -> subprocess.CompletedProcess:
+def snakemake(
+    workdir: Path,
+    *args: str,
+    snakefile: Path = WORKFLOW / "Snakefile",
+    path_first: Path | None = None,
+    pythonpath_first: Path | None = None,
+    timeout: int = 600,
+) -> subprocess.CompletedProcess:
     """Run Snakemake on `snakefile` in `workdir` to the end."""
-    return subprocess.run(snakemake_command(workdir, *args, snakefile=snakefile), capture_output=True, text=True,
-                          env=snakemake_env(path_first, pythonpath_first), timeout=timeout)
+    return subprocess.run(
+        snakemake_command(workdir, *args, snakefile=snakefile),
+        capture_output=True,
+        text=True,
+        env=snakemake_env(path_first, pythonpath_first),
+        timeout=timeout,
+    )
 
 
 def job_counts(output: str) -> dict[str, int]:
@@ -133,9 +143,16 @@ def test_default_grid_plans_every_run_once(workdir):
     assert result.returncode == 0, result.stderr + result.stdout
     output = result.stdout + result.stderr
     runs = len(DEFAULT_GRID) * len(SEEDS)
-    assert job_counts(output) == {"extract_corpus": 1, "tokenize_corpus": 1, "train_model": runs,
-                                  "generate_samples": runs, "write_experiment_baselines": 1, "collect_results": 1,
-                                  "all": 1, **EXAM_JOBS}
+    assert job_counts(output) == {
+        "extract_corpus": 1,
+        "tokenize_corpus": 1,
+        "train_model": runs,
+        "generate_samples": runs,
+        "write_experiment_baselines": 1,
+        "collect_results": 1,
+        "all": 1,
+        **EXAM_JOBS,
+    }
     assert set(train_commands(output)) == expected_runs(DEFAULT_GRID)
     # every training job is benchmarked where the collecting step looks for it
     benchmarks = set(re.findall(r"benchmark: results/benchmarks/train_model/(\w+)/seed(\d+)\.tsv", output))
@@ -143,8 +160,12 @@ def test_default_grid_plans_every_run_once(workdir):
 
 
 # every run's length exam; the cache of MHA, GQA and MQA for each seed; 2 wirings x 4 lr; one wall clock
-EXAM_JOBS = {"exam_length": len(DEFAULT_GRID) * len(SEEDS), "exam_kv_cache": 3 * len(SEEDS), "exam_depth_cell": 8,
-             "exam_wall_clock": 1}
+EXAM_JOBS = {
+    "exam_length": len(DEFAULT_GRID) * len(SEEDS),
+    "exam_kv_cache": 3 * len(SEEDS),
+    "exam_depth_cell": 8,
+    "exam_wall_clock": 1,
+}
 
 
 def test_the_exams_target_plans_every_exam_with_the_configs_settings(workdir):
@@ -152,9 +173,13 @@ def test_the_exams_target_plans_every_exam_with_the_configs_settings(workdir):
     counts = job_counts(output)
     assert {name: counts[name] for name in EXAM_JOBS} == EXAM_JOBS
     depth = re.findall(r"python -m anatomy exam depth .*--norm-pos (\w+) --lr (\S+) --steps 300 --seed 42", output)
-    assert sorted(depth) == sorted((wiring, lr) for wiring in ("post", "pre")
-                                   for lr in ("0.0003", "0.001", "0.003", "0.01"))
-    assert "exam length results/runs/vanilla/seed7 --checkpoint best --data results/corpus --windows 128 256 512 1024" in output
+    assert sorted(depth) == sorted(
+        (wiring, lr) for wiring in ("post", "pre") for lr in ("0.0003", "0.001", "0.003", "0.01")
+    )
+    assert (
+        "exam length results/runs/vanilla/seed7 --checkpoint best --data results/corpus --windows 128 256 512 1024"
+        in output
+    )
     kv = set(re.findall(r"exam kv_cache results/runs/(\w+)/seed(\d+) --contexts 128 512 2048", output))
     assert kv == {(name, seed) for name in ("llama_minus_gqa", "llama", "mqa") for seed in ("42", "7")}
     assert "--exams results/exams" in output  # collect reads the exams of no one run
@@ -167,9 +192,15 @@ def test_named_target_plans_only_its_runs_and_collects_them(workdir, target):
     output = result.stdout + result.stderr
     names = [name for name, group in DEFAULT_GRID.items() if group == TARGET_GROUPS[target]]
     runs = len(names) * len(SEEDS)
-    assert job_counts(output) == {"extract_corpus": 1, "tokenize_corpus": 1, "train_model": runs,
-                                  "generate_samples": runs, "write_experiment_baselines": 1, f"collect_{target}": 1,
-                                  target: 1}
+    assert job_counts(output) == {
+        "extract_corpus": 1,
+        "tokenize_corpus": 1,
+        "train_model": runs,
+        "generate_samples": runs,
+        "write_experiment_baselines": 1,
+        f"collect_{target}": 1,
+        target: 1,
+    }
     assert set(train_commands(output)) == expected_runs(names)
     assert "--db results/anatomy.duckdb" in output  # the one database, whichever target
     assert "--experiments results/experiments.json" in output  # and the baseline of each experiment
@@ -178,9 +209,17 @@ def test_named_target_plans_only_its_runs_and_collects_them(workdir, target):
 def test_train_commands_carry_labels_seed_and_overrides(workdir):
     commands = train_commands(snakemake(workdir, "-n", "-p").stdout)
     command = commands[("llama_minus_gqa", 7)]
-    for piece in ("--preset llama", "--tag experiment=llama_minus_gqa", "--tag group=ablation",
-                  "--tag part=gqa", "--tag direction=remove", "model.n_kv_head=4", "train.seed=7",
-                  "train.device=auto", "--out results/runs/llama_minus_gqa/seed7 "):
+    for piece in (
+        "--preset llama",
+        "--tag experiment=llama_minus_gqa",
+        "--tag group=ablation",
+        "--tag part=gqa",
+        "--tag direction=remove",
+        "model.n_kv_head=4",
+        "train.seed=7",
+        "train.device=auto",
+        "--out results/runs/llama_minus_gqa/seed7 ",
+    ):
         assert piece in command, (piece, command)
     assert "--tag 'description=Mini-LLaMA with plain multi-head attention (4 KV heads).'" in command
     assert "model.qk_norm=true" in commands[("llama_qk_norm", 42)]  # booleans as the CLI reads them
@@ -206,8 +245,21 @@ def test_quick_config_shrinks_every_run_but_keeps_what_defines_an_experiment(wor
 
 def test_runtime_settings_on_the_command_line(workdir):
     """`--config seeds=[3]` (read as text by Snakemake), device, threads and GPUs reach the jobs."""
-    result = snakemake(workdir, "headline", "-n", "-p", "--cores", "8", "--resources", "gpu=1",
-                       "--config", "seeds=[3]", "device=cpu", "train_threads=3", "gpus_per_run=1")
+    result = snakemake(
+        workdir,
+        "headline",
+        "-n",
+        "-p",
+        "--cores",
+        "8",
+        "--resources",
+        "gpu=1",
+        "--config",
+        "seeds=[3]",
+        "device=cpu",
+        "train_threads=3",
+        "gpus_per_run=1",
+    )
     assert result.returncode == 0, result.stderr + result.stdout
     commands = train_commands(result.stdout)
     assert set(commands) == {("vanilla", 3), ("llama", 3)}
@@ -313,8 +365,10 @@ def test_invalid_experiment_is_a_clear_error(workdir, case):
 def test_unknown_settings_key_is_a_clear_error(workdir):
     result = snakemake(workdir, "-n", "--config", "corpsu=elsewhere")
     assert result.returncode != 0
-    assert "invalid config at the top level: Additional properties are not allowed ('corpsu' was unexpected)" \
+    assert (
+        "invalid config at the top level: Additional properties are not allowed ('corpsu' was unexpected)"
         in result.stdout + result.stderr
+    )
 
 
 NO_POSTS = {
@@ -425,7 +479,8 @@ def test_slurm_profile_dry_run_asks_a_gpu_for_training_only(workdir):
 
     class Job:
         resources = type("Resources", (dict,), {"__getattr__": dict.__getitem__})(
-            settings["set-resources"]["train_model"])
+            settings["set-resources"]["train_model"]
+        )
 
     assert set_gres_string(Job()).strip() == "--gpus=1"
 
@@ -504,8 +559,10 @@ def test_settings_the_package_rejects_stop_the_plan_before_any_job(workdir):
     """A schema-valid experiment the model refuses once the quick config shrinks it (d_model 32
     cannot be split into 3 heads): `snakemake -n` says so, instead of a job failing later."""
     extra = workdir / "extra.yaml"
-    extra.write_text("experiments:\n  bad_heads:\n    preset: llama\n    group: extra\n"
-                     "    description: d\n    model: {n_head: 3}\n", encoding="utf-8")
+    extra.write_text(
+        "experiments:\n  bad_heads:\n    preset: llama\n    group: extra\n    description: d\n    model: {n_head: 3}\n",
+        encoding="utf-8",
+    )
     result = snakemake(workdir, "-n", "--configfile", str(WORKFLOW / "quick.yaml"), str(extra))
     assert result.returncode != 0
     output = result.stdout + result.stderr
@@ -555,10 +612,13 @@ def runs_in_database(path: Path) -> dict:
 
     with duckdb.connect(str(path), read_only=True) as db:
         return {
-            "runs": db.sql("SELECT run_id, status, diverged, steps_done, params, best_val_loss, best_step, "
-                           "final_train_loss, final_val_loss FROM runs ORDER BY run_id").fetchall(),
-            "metrics": db.sql("SELECT run_id, step, train_loss, val_loss, lr, tokens_seen FROM metrics "
-                              "ORDER BY run_id, step").fetchall(),
+            "runs": db.sql(
+                "SELECT run_id, status, diverged, steps_done, params, best_val_loss, best_step, "
+                "final_train_loss, final_val_loss FROM runs ORDER BY run_id"
+            ).fetchall(),
+            "metrics": db.sql(
+                "SELECT run_id, step, train_loss, val_loss, lr, tokens_seen FROM metrics ORDER BY run_id, step"
+            ).fetchall(),
             "samples": db.sql("SELECT run_id, text FROM samples ORDER BY run_id").fetchall(),
         }
 
@@ -616,8 +676,16 @@ def test_an_interrupted_grid_restarts_with_the_plain_command(tmp_path):
     finishes with the same command and gives the database of an uninterrupted run."""
     settings = tmp_path / "longer.yaml"  # long enough to be interrupted mid-run
     settings.write_text("train_overrides: {steps: 200, eval_every: 10, batch_size: 8, warmup_steps: 5}\n")
-    args = ("headline", "--cores", "2", "--configfile", str(WORKFLOW / "quick.yaml"), str(settings),
-            "--config", "seeds=[42]")
+    args = (
+        "headline",
+        "--cores",
+        "2",
+        "--configfile",
+        str(WORKFLOW / "quick.yaml"),
+        str(settings),
+        "--config",
+        "seeds=[42]",
+    )
     reference, grid = tmp_path / "reference", tmp_path / "grid"
     for workdir in (reference, grid):
         shutil.copytree(REPO / "data" / "posts", workdir / "data" / "posts")
@@ -638,12 +706,21 @@ def test_an_interrupted_grid_restarts_with_the_plain_command(tmp_path):
     interrupted, process = 0, None
     try:
         for signal_name, moment in moments:
-            now = {"summaries": files(grid, runs + "summary.json"), "samples": files(grid, runs + "samples.json"),
-                   "evaluations": evaluations(grid)}
+            now = {
+                "summaries": files(grid, runs + "summary.json"),
+                "samples": files(grid, runs + "samples.json"),
+                "evaluations": evaluations(grid),
+            }
             # Its own process group, like a job in a terminal; and Ctrl-C must reach it even where this
             # test runs in the background (a shell's `&` makes its children ignore SIGINT).
-            process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                       start_new_session=True, preexec_fn=restore_ctrl_c)
+            process = subprocess.Popen(
+                command,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=restore_ctrl_c,
+            )
             if not wait_for(lambda: moment(now), process):
                 break  # the grid finished before this moment came
             if signal_name == "SIGINT":
@@ -666,7 +743,9 @@ def test_an_interrupted_grid_restarts_with_the_plain_command(tmp_path):
     assert interrupted >= 4  # the training moments at least: the grid cannot have finished before them
     result = snakemake(grid, *args)  # the plain command: no --unlock, no --rerun-incomplete
     assert result.returncode == 0, result.stderr[-5000:]
-    assert runs_in_database(grid / "results" / "anatomy.duckdb") == runs_in_database(reference / "results" / "anatomy.duckdb")
+    assert runs_in_database(grid / "results" / "anatomy.duckdb") == runs_in_database(
+        reference / "results" / "anatomy.duckdb"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -679,7 +758,7 @@ def read_database(path: Path) -> dict:
 
     with duckdb.connect(str(path), read_only=True) as db:
         return {
-            "runs": db.sql("SELECT experiment, seed, \"group\", status, description FROM runs").fetchall(),
+            "runs": db.sql('SELECT experiment, seed, "group", status, description FROM runs').fetchall(),
             "metrics": db.sql("SELECT run_id, count(*) FROM metrics GROUP BY run_id").fetchall(),
             "samples": db.sql("SELECT run_id, prefix, temperature, checkpoint, chars FROM samples").fetchall(),
             "benchmarks": db.sql("SELECT run_id FROM benchmarks WHERE rule = 'train_model'").fetchall(),
@@ -693,8 +772,15 @@ def read_database(path: Path) -> dict:
         }
 
 
-EXAM_TABLES = ("exam_length", "exam_kv_cache", "exam_kv_timing", "exam_kv_scale", "exam_depth", "grad_norms",
-               "exam_wall_clock")
+EXAM_TABLES = (
+    "exam_length",
+    "exam_kv_cache",
+    "exam_kv_timing",
+    "exam_kv_scale",
+    "exam_depth",
+    "grad_norms",
+    "exam_wall_clock",
+)
 
 
 @pytest.mark.slow
@@ -719,9 +805,11 @@ def test_quick_grid_end_to_end(tmp_path):
     # Every experiment for seed 42, plus one whose learning rate makes it diverge: a diverged
     # run is a result, so the grid goes on and the database records it, against its own baseline.
     diverging = tmp_path / "diverging.yaml"
-    diverging.write_text("experiments:\n  blow_up:\n    preset: vanilla\n    group: extra\n    baseline: vanilla\n"
-                         "    description: lr far too high\n    train: {lr: 1.0e+4, warmup_steps: 0}\n",
-                         encoding="utf-8")
+    diverging.write_text(
+        "experiments:\n  blow_up:\n    preset: vanilla\n    group: extra\n    baseline: vanilla\n"
+        "    description: lr far too high\n    train: {lr: 1.0e+4, warmup_steps: 0}\n",
+        encoding="utf-8",
+    )
     grid = ("--configfile", str(WORKFLOW / "quick.yaml"), str(diverging), "--config", "seeds=[42]")
     result = snakemake(tmp_path, "--cores", "2", *grid)
     assert result.returncode == 0, result.stderr[-5000:]
@@ -760,7 +848,8 @@ def test_quick_grid_end_to_end(tmp_path):
     baselines = {name: entry.get("baseline") for name, entry in declared.items()} | {"blow_up": "vanilla"}
     assert dict(found["baselines"]) == baselines
     assert {(name, baseline) for name, baseline, _ in found["compared"]} == {
-        (name, baseline) for name, baseline in baselines.items() if baseline}
+        (name, baseline) for name, baseline in baselines.items() if baseline
+    }
     assert ("blow_up", "vanilla", 1) in found["compared"]
 
     plan = snakemake(tmp_path, "-n", *grid)
@@ -769,15 +858,38 @@ def test_quick_grid_end_to_end(tmp_path):
     assert "Nothing to be done" in plan.stdout + plan.stderr
     changed = tmp_path / "changed.yaml"
     changed.write_text("experiments:\n  mqa:\n    train: {lr: 1.0e-3}\n", encoding="utf-8")
-    plan = snakemake(tmp_path, "-n", "-p", "--configfile", str(WORKFLOW / "quick.yaml"), str(diverging),
-                     str(changed), "--config", "seeds=[42]")
+    plan = snakemake(
+        tmp_path,
+        "-n",
+        "-p",
+        "--configfile",
+        str(WORKFLOW / "quick.yaml"),
+        str(diverging),
+        str(changed),
+        "--config",
+        "seeds=[42]",
+    )
     # its run, and the exams that read the run
-    assert job_counts(plan.stdout) == {"train_model": 1, "generate_samples": 1, "exam_length": 1, "exam_kv_cache": 1,
-                                       "collect_results": 1, "all": 1}
+    assert job_counts(plan.stdout) == {
+        "train_model": 1,
+        "generate_samples": 1,
+        "exam_length": 1,
+        "exam_kv_cache": 1,
+        "collect_results": 1,
+        "all": 1,
+    }
     assert set(train_commands(plan.stdout)) == {("mqa", 42)}
     # a changed baseline changes what a run is compared with, not the run: it only collects again
     rebased = tmp_path / "rebased.yaml"
     rebased.write_text("experiments:\n  mqa:\n    baseline: vanilla\n", encoding="utf-8")
-    plan = snakemake(tmp_path, "-n", "--configfile", str(WORKFLOW / "quick.yaml"), str(diverging), str(rebased),
-                     "--config", "seeds=[42]")
+    plan = snakemake(
+        tmp_path,
+        "-n",
+        "--configfile",
+        str(WORKFLOW / "quick.yaml"),
+        str(diverging),
+        str(rebased),
+        "--config",
+        "seeds=[42]",
+    )
     assert job_counts(plan.stdout) == {"write_experiment_baselines": 1, "collect_results": 1, "all": 1}

@@ -29,8 +29,7 @@ def tiny_data(tmp_path_factory):
 def tiny_runs(tiny_data, tmp_path_factory):
     """Two trained runs on the tiny corpus: learned positions (vanilla parts) and RoPE (llama parts)."""
     root = tmp_path_factory.mktemp("tiny_runs")
-    llama_parts = {"norm_type": "rmsnorm", "norm_pos": "pre", "pos_type": "rope", "ffn_type": "swiglu",
-                   "n_kv_head": 2}
+    llama_parts = {"norm_type": "rmsnorm", "norm_pos": "pre", "pos_type": "rope", "ffn_type": "swiglu", "n_kv_head": 2}
     train(tiny_data, root / "vanilla", "debug", {}, {**FAST, "steps": 60, "lr": 3e-3})
     train(tiny_data, root / "llama", "debug", llama_parts, {**FAST, "steps": 60, "lr": 3e-3})
     return {"vanilla": root / "vanilla", "llama": root / "llama"}

@@ -38,8 +38,11 @@ def exam_result_path(run_dir: str | Path, name: str) -> Path:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("exam", choices=sorted(EXAMS), help="which exam: " + "; ".join(
-        f"{name}: {text}" for name, text in EXAMS.items()))
+    parser.add_argument(
+        "exam",
+        choices=sorted(EXAMS),
+        help="which exam: " + "; ".join(f"{name}: {text}" for name, text in EXAMS.items()),
+    )
 
 
 def speedup_words(cached_per_s: float, recomputed_per_s: float) -> str:

@@ -48,8 +48,20 @@ LEARNED_MARGIN = 0.5
 UNIGRAM_TAG = "unigram_loss"  # config.json tags: the corpus's unigram loss, stored with each cell
 
 COLUMNS = [
-    "cell", "norm_pos", "lr", "n_layer", "steps", "seed", "status", "diverged", "diverged_step",
-    "trained", "best_val_loss", "best_step", "final_train_loss", "final_val_loss",
+    "cell",
+    "norm_pos",
+    "lr",
+    "n_layer",
+    "steps",
+    "seed",
+    "status",
+    "diverged",
+    "diverged_step",
+    "trained",
+    "best_val_loss",
+    "best_step",
+    "final_train_loss",
+    "final_val_loss",
 ]
 
 
@@ -92,8 +104,13 @@ def trained(status: str, best_val_loss: float | None, final_train_loss: float | 
       climbs back up without anything having broken.
     """
     line = unigram - LEARNED_MARGIN
-    return (status == "done" and best_val_loss is not None and final_train_loss is not None
-            and best_val_loss < line and final_train_loss < line)
+    return (
+        status == "done"
+        and best_val_loss is not None
+        and final_train_loss is not None
+        and best_val_loss < line
+        and final_train_loss < line
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -128,15 +145,20 @@ def read_cell(folder: Path) -> dict[str, Any]:
     model, train = config["model"], config["train"]
     norm_pos, lr = model.get("norm_pos"), _setting(train, "lr", float, config_path)
     if norm_pos not in NORM_POSITIONS:
-        raise AnatomyError(f"{config_path}: field 'norm_pos' must be one of {', '.join(NORM_POSITIONS)}, "
-                           f"got {norm_pos!r}")
+        raise AnatomyError(
+            f"{config_path}: field 'norm_pos' must be one of {', '.join(NORM_POSITIONS)}, got {norm_pos!r}"
+        )
     tags = config.get("tags") or {}
     if not isinstance(tags, dict) or not isinstance(tags.get(UNIGRAM_TAG), (int, float)):
-        raise AnatomyError(f"{config_path}: tags.{UNIGRAM_TAG} must be a number (the corpus's unigram loss); "
-                           f"train the cell with `anatomy exam depth`")
+        raise AnatomyError(
+            f"{config_path}: tags.{UNIGRAM_TAG} must be a number (the corpus's unigram loss); "
+            f"train the cell with `anatomy exam depth`"
+        )
     if folder.name != cell_name(norm_pos, lr):
-        raise AnatomyError(f"{config_path}: a cell with norm_pos {norm_pos} and lr {lr!r} belongs in a folder "
-                           f"named {cell_name(norm_pos, lr)}, not {folder.name}")
+        raise AnatomyError(
+            f"{config_path}: a cell with norm_pos {norm_pos} and lr {lr!r} belongs in a folder "
+            f"named {cell_name(norm_pos, lr)}, not {folder.name}"
+        )
 
     summary = read_summary(summary_path) if summary_path.is_file() else None
     metrics = read_metrics(folder / "metrics.jsonl", folder.name, finished=summary is not None)
@@ -153,14 +175,20 @@ def read_cell(folder: Path) -> dict[str, Any]:
     # the losses at the last step recorded: none for a diverged cell, whose last step was NaN
     last = metrics[-1] if metrics else {"train_loss": None, "val_loss": None}
     return {
-        "cell": folder.name, "norm_pos": norm_pos, "lr": float(lr),
+        "cell": folder.name,
+        "norm_pos": norm_pos,
+        "lr": float(lr),
         "n_layer": _setting(model, "n_layer", int, config_path),
         "steps": _setting(train, "steps", int, config_path),
         "seed": _setting(train, "seed", int, config_path),
-        "status": status, "diverged": diverged, "diverged_step": diverged_step,
+        "status": status,
+        "diverged": diverged,
+        "diverged_step": diverged_step,
         "trained": trained(status, best_val_loss, last["train_loss"], float(tags[UNIGRAM_TAG])),
-        "best_val_loss": best_val_loss, "best_step": best_step,
-        "final_train_loss": last["train_loss"], "final_val_loss": last["val_loss"],
+        "best_val_loss": best_val_loss,
+        "best_step": best_step,
+        "final_train_loss": last["train_loss"],
+        "final_val_loss": last["val_loss"],
     }
 
 
@@ -175,8 +203,10 @@ def read_cells(depth_root: Path) -> list[dict[str, Any]]:
         if (folder / "config.json").is_file():
             rows.append(read_cell(folder))
         elif (folder / "summary.json").is_file() or (folder / "metrics.jsonl").is_file():
-            raise AnatomyError(f"{folder / 'config.json'}: missing, so this cell's settings are unknown; "
-                               f"run the exam again (it is written back) or delete the folder")
+            raise AnatomyError(
+                f"{folder / 'config.json'}: missing, so this cell's settings are unknown; "
+                f"run the exam again (it is written back) or delete the folder"
+            )
     return rows
 
 
@@ -193,6 +223,7 @@ def largest_trained_lr(cells: list[dict[str, Any]]) -> dict[str, float | None]:
 
 def format_map(cells: list[dict[str, Any]]) -> str:
     """The map as a table, then the finding."""
+
     def number(value: float | None) -> str:
         return "-" if value is None else f"{value:.3f}"
 
@@ -200,8 +231,10 @@ def format_map(cells: list[dict[str, Any]]) -> str:
     for cell in cells:
         diverged_at = str(cell["diverged_step"]) if cell["diverged"] else "-"
         trained_text = "yes" if cell["trained"] else ("running" if cell["status"] == "running" else "no")
-        lines.append(f"{cell['cell']:<16} {diverged_at:>11} {number(cell['best_val_loss']):>10} "
-                     f"{number(cell['final_train_loss']):>10}  {trained_text}")
+        lines.append(
+            f"{cell['cell']:<16} {diverged_at:>11} {number(cell['best_val_loss']):>10} "
+            f"{number(cell['final_train_loss']):>10}  {trained_text}"
+        )
     largest = largest_trained_lr(cells)
     finding = ", ".join(f"{norm_pos} {'none' if lr is None else repr(lr)}" for norm_pos, lr in sorted(largest.items()))
     lines.append(f"largest lr that still trains: {finding}")
@@ -213,12 +246,17 @@ def format_map(cells: list[dict[str, Any]]) -> str:
 # ---------------------------------------------------------------------------------------------
 
 # what defines a cell -> the option that sets it; a key=value override of these is set aside
-EXAM_SETTINGS = {"n_layer": "--n-layer", "norm_pos": "--norm-pos", "lr": "--lr",
-                 "warmup_steps": "none: no warmup is what is tested"}
+EXAM_SETTINGS = {
+    "n_layer": "--n-layer",
+    "norm_pos": "--norm-pos",
+    "lr": "--lr",
+    "warmup_steps": "none: no warmup is what is tested",
+}
 
 
-def cell_settings(args: argparse.Namespace, norm_pos: str, lr: float, model_overrides: dict,
-                  train_overrides: dict) -> tuple[dict, dict]:
+def cell_settings(
+    args: argparse.Namespace, norm_pos: str, lr: float, model_overrides: dict, train_overrides: dict
+) -> tuple[dict, dict]:
     """(model, train) overrides of one cell: the key=value overrides on top of the exam's
     defaults (steps, seed), under what defines the cell (as the workflow's experiments keep
     their defining settings over the config-wide overrides: 12 layers stay 12, only narrower)."""
@@ -234,10 +272,16 @@ def cell_settings(args: argparse.Namespace, norm_pos: str, lr: float, model_over
 
 def set_aside(args: argparse.Namespace, model_overrides: dict, train_overrides: dict) -> list[str]:
     """The key=value overrides the exam's own settings replace, each in words."""
-    notes = [f"{name}={value} set aside: the exam sets it ({EXAM_SETTINGS[name]})"
-             for name, value in {**model_overrides, **train_overrides}.items() if name in EXAM_SETTINGS]
-    notes += [f"{name}={train_overrides[name]} set aside: --{name} {getattr(args, name)} was given"
-              for name in ("steps", "seed") if name in train_overrides and getattr(args, name) is not None]
+    notes = [
+        f"{name}={value} set aside: the exam sets it ({EXAM_SETTINGS[name]})"
+        for name, value in {**model_overrides, **train_overrides}.items()
+        if name in EXAM_SETTINGS
+    ]
+    notes += [
+        f"{name}={train_overrides[name]} set aside: --{name} {getattr(args, name)} was given"
+        for name in ("steps", "seed")
+        if name in train_overrides and getattr(args, name) is not None
+    ]
     return notes
 
 
@@ -252,21 +296,39 @@ def positive_float(text: str) -> float:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", default=str(DEFAULT_OUT), help=f"the map's folder, one subfolder per cell "
-                        f"(default {DEFAULT_OUT.as_posix()})")
-    parser.add_argument("--data", default="results/corpus", help="folder written by `anatomy tokenize` "
-                        "(default results/corpus)")
-    parser.add_argument("--norm-pos", nargs="+", choices=NORM_POSITIONS, default=list(NORM_POSITIONS),
-                        help="the wirings to train (default: post pre)")
-    parser.add_argument("--lr", nargs="+", type=positive_float, default=list(DEFAULT_LRS),
-                        help="the learning rates to train (default: 3e-4 1e-3 3e-3 1e-2)")
+    parser.add_argument(
+        "--out",
+        default=str(DEFAULT_OUT),
+        help=f"the map's folder, one subfolder per cell (default {DEFAULT_OUT.as_posix()})",
+    )
+    parser.add_argument(
+        "--data", default="results/corpus", help="folder written by `anatomy tokenize` (default results/corpus)"
+    )
+    parser.add_argument(
+        "--norm-pos",
+        nargs="+",
+        choices=NORM_POSITIONS,
+        default=list(NORM_POSITIONS),
+        help="the wirings to train (default: post pre)",
+    )
+    parser.add_argument(
+        "--lr",
+        nargs="+",
+        type=positive_float,
+        default=list(DEFAULT_LRS),
+        help="the learning rates to train (default: 3e-4 1e-3 3e-3 1e-2)",
+    )
     parser.add_argument("--steps", type=int, default=None, help=f"steps of every cell (default {DEFAULT_STEPS})")
     parser.add_argument("--seed", type=int, default=None, help=f"seed of every cell (default {DEFAULT_SEED})")
     parser.add_argument("--n-layer", type=int, default=N_LAYER, help=f"depth of every cell (default {N_LAYER})")
     parser.add_argument("--threads", type=int, default=0, help="torch threads of each training (default: torch's)")
-    parser.add_argument("overrides", nargs="*", metavar="key=value",
-                        help="ModelConfig/TrainConfig fields for every cell, e.g. d_model=32 train.device=cpu "
-                             "(put them before --norm-pos/--lr, whose lists would take them in)")
+    parser.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="key=value",
+        help="ModelConfig/TrainConfig fields for every cell, e.g. d_model=32 train.device=cpu "
+        "(put them before --norm-pos/--lr, whose lists would take them in)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -287,6 +349,8 @@ def run(args: argparse.Namespace) -> int:
         train(args.data, out / name, PRESET, model, train_settings, {**tags, "cell": name})
     cells = [read_cell(out / name) for name in cells_asked]  # this call's cells only: others may be training
     print(format_map(cells))
-    print(f"trained: finished without diverging, best val and last train loss below {LEARNED_MARGIN} nats "
-          f"under the unigram loss ({tags[UNIGRAM_TAG]:.3f})")
+    print(
+        f"trained: finished without diverging, best val and last train loss below {LEARNED_MARGIN} nats "
+        f"under the unigram loss ({tags[UNIGRAM_TAG]:.3f})"
+    )
     return 0

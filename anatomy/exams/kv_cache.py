@@ -54,8 +54,7 @@ LLAMA_7B_KV_HEADS = {"7B-class, 32 KV heads (MHA)": 32, "7B-class, 8 KV heads (G
 
 # column -> kind of the rows as kv_cache.json holds them (run_id and n_kv_head come from the file)
 CACHE_FIELDS: dict[str, type] = {"tokens": int, "measured_bytes": int, "formula_bytes": int}
-TIMING_FIELDS: dict[str, type] = {"context": int, "chars": int, "cached": bool, "seconds": float,
-                                  "chars_per_s": float}
+TIMING_FIELDS: dict[str, type] = {"context": int, "chars": int, "cached": bool, "seconds": float, "chars_per_s": float}
 CACHE_COLUMNS = ["run_id", "n_kv_head", *CACHE_FIELDS]
 TIMING_COLUMNS = ["run_id", "n_kv_head", *TIMING_FIELDS]
 
@@ -72,10 +71,18 @@ def cache_bytes(n_layer: int, n_kv_head: int, head_dim: int, tokens: int, elemen
 
 def scale_rows() -> list[dict[str, Any]]:
     """The exam_kv_scale rows: a 7B-class model's cache at 128k tokens, MHA against GQA."""
-    return [{"name": name, "n_layer": LLAMA_7B["n_layer"], "n_kv_head": n_kv_head,
-             "head_dim": LLAMA_7B["head_dim"], "tokens": LLAMA_7B["tokens"],
-             "element_bytes": LLAMA_7B["element_bytes"], "bytes": cache_bytes(n_kv_head=n_kv_head, **LLAMA_7B)}
-            for name, n_kv_head in LLAMA_7B_KV_HEADS.items()]
+    return [
+        {
+            "name": name,
+            "n_layer": LLAMA_7B["n_layer"],
+            "n_kv_head": n_kv_head,
+            "head_dim": LLAMA_7B["head_dim"],
+            "tokens": LLAMA_7B["tokens"],
+            "element_bytes": LLAMA_7B["element_bytes"],
+            "bytes": cache_bytes(n_kv_head=n_kv_head, **LLAMA_7B),
+        }
+        for name, n_kv_head in LLAMA_7B_KV_HEADS.items()
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -119,8 +126,9 @@ def cache_rows(model: MiniLM, token_counts: list[int]) -> tuple[list[dict[str, A
         measured = measured_bytes(model, tokens)
         formula = cache_bytes(cfg.n_layer, cfg.n_kv_head, cfg.head_dim, tokens, element_bytes(model))
         if measured != formula:  # not bad input: the model holds more (or less) than it should
-            raise RuntimeError(f"the KV cache after {tokens} positions holds {measured} bytes, "
-                               f"but the formula says {formula}")
+            raise RuntimeError(
+                f"the KV cache after {tokens} positions holds {measured} bytes, but the formula says {formula}"
+            )
         rows.append({"tokens": tokens, "measured_bytes": measured, "formula_bytes": formula})
     return rows, notes
 
@@ -150,7 +158,7 @@ def generate_ids(model: MiniLM, context: list[int], chars: int, use_cache: bool,
         else:  # only the newest character goes through the model
             logits, cache = model.forward_cached(torch.tensor([ids[-1:]], device=device), cache)
         ids.append(pick_next(logits[0, -1], DEFAULT_TEMPERATURE, generator))
-    return ids[len(context):]
+    return ids[len(context) :]
 
 
 def synchronize(device: torch.device) -> None:
@@ -179,8 +187,15 @@ def time_context(model: MiniLM, context: int, chars: int, rounds: int) -> list[d
     rows = []
     for use_cache, samples in times.items():
         seconds = statistics.median(samples)
-        rows.append({"context": context, "chars": chars, "cached": use_cache, "seconds": seconds,
-                     "chars_per_s": chars / seconds})
+        rows.append(
+            {
+                "context": context,
+                "chars": chars,
+                "cached": use_cache,
+                "seconds": seconds,
+                "chars_per_s": chars / seconds,
+            }
+        )
     return rows
 
 
@@ -208,8 +223,10 @@ def read_rows(path: Path, run_id: str) -> tuple[list[dict[str, Any]], list[dict[
     n_kv_head = required(data, "n_kv_head", int, path)
     cache = checked_rows(data, "cache", CACHE_FIELDS, ("tokens",), path)
     timing = checked_rows(data, "timing", TIMING_FIELDS, ("context", "cached"), path)
-    return ([{"run_id": run_id, "n_kv_head": n_kv_head, **row} for row in cache],
-            [{"run_id": run_id, "n_kv_head": n_kv_head, **row} for row in timing])
+    return (
+        [{"run_id": run_id, "n_kv_head": n_kv_head, **row} for row in cache],
+        [{"run_id": run_id, "n_kv_head": n_kv_head, **row} for row in timing],
+    )
 
 
 def required(record: dict[str, Any], name: str, kind: type, path: Path, where: str = "") -> Any:
@@ -222,8 +239,9 @@ def required(record: dict[str, Any], name: str, kind: type, path: Path, where: s
     return float(record[name]) if kind is float else record[name]
 
 
-def checked_rows(data: dict[str, Any], key: str, fields: dict[str, type], unique: tuple[str, ...],
-                 path: Path) -> list[dict[str, Any]]:
+def checked_rows(
+    data: dict[str, Any], key: str, fields: dict[str, type], unique: tuple[str, ...], path: Path
+) -> list[dict[str, Any]]:
     records = data.get(key)
     if not isinstance(records, list):
         raise AnatomyError(f"{path}: field '{key}' must be a list of rows, got {records!r}")
@@ -248,28 +266,50 @@ def checked_rows(data: dict[str, Any], key: str, fields: dict[str, type], unique
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dir", type=Path, help="a run folder written by `anatomy train`")
     parser.add_argument("--checkpoint", default="best", choices=["best", "last"], help="default %(default)s")
-    parser.add_argument("--tokens", type=int, nargs="+", default=DEFAULT_TOKENS, metavar="N",
-                        help="measure the cache after this many positions (default 1 512 2048)")
-    parser.add_argument("--contexts", type=int, nargs="+", default=DEFAULT_CONTEXTS, metavar="N",
-                        help="time generation after contexts of this many characters (default 128 512 2048)")
-    parser.add_argument("--chars", type=int, default=DEFAULT_CHARS, help="characters generated per timing (default %(default)s)")
-    parser.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help="timings per variant, median kept (default %(default)s)")
+    parser.add_argument(
+        "--tokens",
+        type=int,
+        nargs="+",
+        default=DEFAULT_TOKENS,
+        metavar="N",
+        help="measure the cache after this many positions (default 1 512 2048)",
+    )
+    parser.add_argument(
+        "--contexts",
+        type=int,
+        nargs="+",
+        default=DEFAULT_CONTEXTS,
+        metavar="N",
+        help="time generation after contexts of this many characters (default 128 512 2048)",
+    )
+    parser.add_argument(
+        "--chars", type=int, default=DEFAULT_CHARS, help="characters generated per timing (default %(default)s)"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=DEFAULT_ROUNDS, help="timings per variant, median kept (default %(default)s)"
+    )
     parser.add_argument("--device", default="auto", help="auto (cuda > mps > cpu, the default), cpu, cuda, mps")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--out", type=Path, help="where to write the JSON (default RUN_DIR/exams/kv_cache.json)")
 
 
 def check_arguments(args: argparse.Namespace) -> None:
-    counts = [*(("--tokens", n) for n in args.tokens), *(("--contexts", n) for n in args.contexts),
-              ("--chars", args.chars), ("--rounds", args.rounds)]
+    counts = [
+        *(("--tokens", n) for n in args.tokens),
+        *(("--contexts", n) for n in args.contexts),
+        ("--chars", args.chars),
+        ("--rounds", args.rounds),
+    ]
     for option, value in counts:
         if value < 1:
             raise AnatomyError(f"{option} {value} is not valid: expected at least 1")
 
 
 def print_tables(result: dict[str, Any]) -> None:
-    print(f"KV cache of {result['n_kv_head']} kv heads x {result['n_layer']} layers x head_dim {result['head_dim']}, "
-          f"{result['element_bytes']} bytes per value")
+    print(
+        f"KV cache of {result['n_kv_head']} kv heads x {result['n_layer']} layers x head_dim {result['head_dim']}, "
+        f"{result['element_bytes']} bytes per value"
+    )
     print(f"{'tokens':>8}{'measured bytes':>16}{'formula bytes':>15}")
     for row in result["cache"]:
         print(f"{row['tokens']:>8}{row['measured_bytes']:>16,}{row['formula_bytes']:>15,}")
@@ -280,8 +320,10 @@ def print_tables(result: dict[str, Any]) -> None:
         by_context.setdefault(row["context"], {})[row["cached"]] = row
     for context, pair in by_context.items():
         cached, recomputed = pair[True], pair[False]
-        print(f"{context:>8}{cached['seconds']:>10.3f}{recomputed['seconds']:>14.3f}"
-              f"{cached['chars_per_s']:>16,.0f}{recomputed['chars_per_s']:>20,.0f}")
+        print(
+            f"{context:>8}{cached['seconds']:>10.3f}{recomputed['seconds']:>14.3f}"
+            f"{cached['chars_per_s']:>16,.0f}{recomputed['chars_per_s']:>20,.0f}"
+        )
     for note in result["skipped"]:
         print(f"note: {note}")
     print("\nat LLaMA scale (the same formula)")
@@ -302,11 +344,23 @@ def run(args: argparse.Namespace) -> int:
     cache, cache_notes = cache_rows(model, list(dict.fromkeys(args.tokens)))
     timing, timing_notes = timing_rows(model, list(dict.fromkeys(args.contexts)), args.chars, args.rounds)
     result = {
-        "checkpoint": args.checkpoint, "n_layer": cfg.n_layer, "n_head": cfg.n_head, "n_kv_head": cfg.n_kv_head,
-        "head_dim": cfg.head_dim, "ctx_len": cfg.ctx_len, "pos_type": cfg.pos_type,
-        "element_bytes": element_bytes(model), "device": str(device), "threads": torch.get_num_threads(),
-        "chars": args.chars, "rounds": args.rounds, "temperature": DEFAULT_TEMPERATURE,
-        "cache": cache, "timing": timing, "skipped": cache_notes + timing_notes, "scale": scale_rows(),
+        "checkpoint": args.checkpoint,
+        "n_layer": cfg.n_layer,
+        "n_head": cfg.n_head,
+        "n_kv_head": cfg.n_kv_head,
+        "head_dim": cfg.head_dim,
+        "ctx_len": cfg.ctx_len,
+        "pos_type": cfg.pos_type,
+        "element_bytes": element_bytes(model),
+        "device": str(device),
+        "threads": torch.get_num_threads(),
+        "chars": args.chars,
+        "rounds": args.rounds,
+        "temperature": DEFAULT_TEMPERATURE,
+        "cache": cache,
+        "timing": timing,
+        "skipped": cache_notes + timing_notes,
+        "scale": scale_rows(),
     }
     write_json(out, result)
     print_tables(result)

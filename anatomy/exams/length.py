@@ -45,8 +45,13 @@ TOKENS_PER_BATCH = 8192
 
 # column -> kind of the exam_length rows as length.json holds them (run_id comes from the caller)
 ROW_FIELDS: dict[str, type] = {
-    "window_len": int, "bucket_start": int, "bucket_end": int, "possible": bool,
-    "reason": str, "loss": float, "predictions": int,
+    "window_len": int,
+    "bucket_start": int,
+    "bucket_end": int,
+    "possible": bool,
+    "reason": str,
+    "loss": float,
+    "predictions": int,
 }
 COLUMNS = ["run_id", "checkpoint", "ctx_len", *ROW_FIELDS]
 
@@ -97,8 +102,18 @@ def position_losses(model: MiniLM, data: torch.Tensor, starts: np.ndarray, lengt
 
 
 def impossible_rows(window_len: int, buckets: list[tuple[int, int]], reason: str) -> list[dict[str, Any]]:
-    return [{"window_len": window_len, "bucket_start": first, "bucket_end": last, "possible": False,
-             "reason": reason, "loss": None, "predictions": 0} for first, last in buckets]
+    return [
+        {
+            "window_len": window_len,
+            "bucket_start": first,
+            "bucket_end": last,
+            "possible": False,
+            "reason": reason,
+            "loss": None,
+            "predictions": 0,
+        }
+        for first, last in buckets
+    ]
 
 
 def window_rows(model: MiniLM, val: torch.Tensor, window_len: int, max_windows: int) -> list[dict[str, Any]]:
@@ -107,8 +122,11 @@ def window_rows(model: MiniLM, val: torch.Tensor, window_len: int, max_windows: 
     buckets = position_buckets(ctx_len, window_len)
     starts = eval_starts(len(val), window_len, max_windows)  # non-overlapping, spread over the split
     if len(starts) == 0:
-        return impossible_rows(window_len, buckets, f"the val split holds {len(val)} tokens, too few for "
-                                                    f"one window of {window_len} + the character after it")
+        return impossible_rows(
+            window_len,
+            buckets,
+            f"the val split holds {len(val)} tokens, too few for one window of {window_len} + the character after it",
+        )
     readable = readable_length(model, window_len)
     means = position_losses(model, val, starts, readable)
     rows = []
@@ -116,9 +134,17 @@ def window_rows(model: MiniLM, val: torch.Tensor, window_len: int, max_windows: 
         if last >= readable:
             rows += impossible_rows(window_len, [(first, last)], f"learned positions end at ctx_len {ctx_len}")
             continue
-        rows.append({"window_len": window_len, "bucket_start": first, "bucket_end": last, "possible": True,
-                     "reason": None, "loss": float(means[first : last + 1].mean()),
-                     "predictions": len(starts) * (last - first + 1)})
+        rows.append(
+            {
+                "window_len": window_len,
+                "bucket_start": first,
+                "bucket_end": last,
+                "possible": True,
+                "reason": None,
+                "loss": float(means[first : last + 1].mean()),
+                "predictions": len(starts) * (last - first + 1),
+            }
+        )
     return rows
 
 
@@ -131,8 +157,10 @@ def length_exam(model: MiniLM, val_ids: np.ndarray, windows: list[int], max_wind
 def check_vocabulary(model_tokenizer: CharTokenizer, data_tokenizer: CharTokenizer, data_dir: Path) -> None:
     """The corpus must be tokenized with the checkpoint's vocabulary, or the ids mean other characters."""
     if model_tokenizer.chars != data_tokenizer.chars:
-        raise AnatomyError(f"{data_dir}: its vocabulary ({data_tokenizer.vocab_size} characters) is not the "
-                           f"checkpoint's ({model_tokenizer.vocab_size}); give the corpus the run trained on (--data)")
+        raise AnatomyError(
+            f"{data_dir}: its vocabulary ({data_tokenizer.vocab_size} characters) is not the "
+            f"checkpoint's ({model_tokenizer.vocab_size}); give the corpus the run trained on (--data)"
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -187,12 +215,26 @@ def checked_row(record: Any, path: Path, i: int) -> dict[str, Any]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dir", type=Path, help="a run folder written by `anatomy train`")
     parser.add_argument("--checkpoint", default="best", choices=["best", "last"], help="default %(default)s")
-    parser.add_argument("--data", type=Path, default=Path("results/corpus"),
-                        help="the tokenized corpus whose val split is read (default %(default)s)")
-    parser.add_argument("--windows", type=int, nargs="+", default=DEFAULT_WINDOWS, metavar="N",
-                        help="window lengths in characters (default 128 256 512 1024)")
-    parser.add_argument("--max-windows", type=int, default=DEFAULT_MAX_WINDOWS,
-                        help="at most this many windows per length, spread over the split (default %(default)s)")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=Path("results/corpus"),
+        help="the tokenized corpus whose val split is read (default %(default)s)",
+    )
+    parser.add_argument(
+        "--windows",
+        type=int,
+        nargs="+",
+        default=DEFAULT_WINDOWS,
+        metavar="N",
+        help="window lengths in characters (default 128 256 512 1024)",
+    )
+    parser.add_argument(
+        "--max-windows",
+        type=int,
+        default=DEFAULT_MAX_WINDOWS,
+        help="at most this many windows per length, spread over the split (default %(default)s)",
+    )
     parser.add_argument("--device", default="auto", help="auto (cuda > mps > cpu, the default), cpu, cuda, mps")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--out", type=Path, help="where to write the JSON (default RUN_DIR/exams/length.json)")
@@ -218,8 +260,10 @@ def diverged_without_weights(run_dir: Path, checkpoint: str) -> dict[str, Any] |
     summary = read_summary(summary_path)
     if not summary.get("diverged"):
         return None
-    return {"step": summary.get("diverged_step"),
-            "ctx_len": read_run_config(run_dir / "config.json")["model"]["ctx_len"]}
+    return {
+        "step": summary.get("diverged_step"),
+        "ctx_len": read_run_config(run_dir / "config.json")["model"]["ctx_len"],
+    }
 
 
 def run(args: argparse.Namespace) -> int:
@@ -232,8 +276,11 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     if (diverged := diverged_without_weights(args.run_dir, args.checkpoint)) is not None:
         reason = f"the run diverged at step {diverged['step']}, before any {args.checkpoint} weights were saved"
-        rows = [row for window_len in dict.fromkeys(args.windows)
-                for row in impossible_rows(window_len, position_buckets(diverged["ctx_len"], window_len), reason)]
+        rows = [
+            row
+            for window_len in dict.fromkeys(args.windows)
+            for row in impossible_rows(window_len, position_buckets(diverged["ctx_len"], window_len), reason)
+        ]
         result = {"checkpoint": args.checkpoint, "ctx_len": diverged["ctx_len"], "rows": rows}
         write_json(out, result)
         print_table(result)
@@ -243,9 +290,14 @@ def run(args: argparse.Namespace) -> int:
     check_vocabulary(model_tokenizer, data_tokenizer, args.data)
     model.to(pick_device(args.device))
     windows = list(dict.fromkeys(args.windows))
-    result = {"checkpoint": args.checkpoint, "ctx_len": model.cfg.ctx_len, "pos_type": model.cfg.pos_type,
-              "max_windows": args.max_windows, "val_tokens": len(val_ids),
-              "rows": length_exam(model, val_ids, windows, args.max_windows)}
+    result = {
+        "checkpoint": args.checkpoint,
+        "ctx_len": model.cfg.ctx_len,
+        "pos_type": model.cfg.pos_type,
+        "max_windows": args.max_windows,
+        "val_tokens": len(val_ids),
+        "rows": length_exam(model, val_ids, windows, args.max_windows),
+    }
     write_json(out, result)
     print_table(result)
     print(f"written to {out}")

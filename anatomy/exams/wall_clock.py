@@ -75,8 +75,14 @@ VARIANTS: dict[str, tuple[str, str]] = {
 SIZE_KEYS = ("d_model", "n_layer", "ctx_len", "vocab_size")
 # The exam_wall_clock columns of anatomy/schema.sql, with what each holds
 ROW_FIELDS: dict[str, type] = {
-    "part": str, "variant": str, "impl": str, "shape": str,
-    "median_ms": float, "min_ms": float, "max_ms": float, "rounds": int,
+    "part": str,
+    "variant": str,
+    "impl": str,
+    "shape": str,
+    "median_ms": float,
+    "min_ms": float,
+    "max_ms": float,
+    "rounds": int,
 }
 
 
@@ -101,8 +107,7 @@ class Workload:
     run: Callable[[], torch.Tensor]
 
 
-def build_workload(variant: str, impl: str, sizes: dict[str, int], batch_size: int,
-                   device: torch.device) -> Workload:
+def build_workload(variant: str, impl: str, sizes: dict[str, int], batch_size: int, device: torch.device) -> Workload:
     """The part of `variant` for `impl`. Weights and inputs come from fixed seeds, so manual and
     fused get the same ones (the tests check that both then compute the same)."""
     part = VARIANTS[variant][0]
@@ -131,9 +136,11 @@ def build_workload(variant: str, impl: str, sizes: dict[str, int], batch_size: i
 def _rope_forward(rope: RotaryEmbedding) -> Callable[[torch.Tensor], torch.Tensor]:
     """The rotation CausalSelfAttention applies to q and then to k, timed on both heads' worth at
     once, (B, T, n_head + n_kv_head, head_dim): the same work, the same angle for every head."""
+
     def rotate(qk: torch.Tensor) -> torch.Tensor:
         cos, sin = rope(0, qk.shape[1])
         return apply_rope(qk, cos[:, None], sin[:, None])
+
     return rotate
 
 
@@ -141,8 +148,9 @@ def _first_output(attention: CausalSelfAttention) -> Callable[[torch.Tensor], to
     return lambda x: attention(x)[0]  # (output, KV cache): the cache is not trained
 
 
-def part_workload(module: nn.Module, forward: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor,
-                  generator: torch.Generator) -> Workload:
+def part_workload(
+    module: nn.Module, forward: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, generator: torch.Generator
+) -> Workload:
     x.requires_grad_()
     with torch.no_grad():
         out_shape = forward(x).shape
@@ -188,8 +196,9 @@ def time_ms(call: Callable[[], Any], repeats: int, device: torch.device) -> floa
     return (time.perf_counter() - start) * 1000 / repeats
 
 
-def interleaved_ms(calls: dict[str, Callable[[], Any]], rounds: int, device: torch.device,
-                   repeats: int | None = None) -> dict[str, list[float]]:
+def interleaved_ms(
+    calls: dict[str, Callable[[], Any]], rounds: int, device: torch.device, repeats: int | None = None
+) -> dict[str, list[float]]:
     """Milliseconds per call of each of `calls`, one sample per round. Within a round the calls
     run back to back, their order alternating from round to round, so a machine that slows down
     or speeds up moves them alike. A sample repeats its call `repeats` times (default: as many
@@ -223,9 +232,19 @@ class PartTiming:
 
     def rows(self) -> list[dict[str, Any]]:
         """Its exam_wall_clock rows, one per impl."""
-        return [{"part": self.part, "variant": self.variant, "impl": impl, "shape": self.shape,
-                 "median_ms": statistics.median(samples), "min_ms": min(samples), "max_ms": max(samples),
-                 "rounds": len(samples)} for impl, samples in self.ms.items()]
+        return [
+            {
+                "part": self.part,
+                "variant": self.variant,
+                "impl": impl,
+                "shape": self.shape,
+                "median_ms": statistics.median(samples),
+                "min_ms": min(samples),
+                "max_ms": max(samples),
+                "rounds": len(samples),
+            }
+            for impl, samples in self.ms.items()
+        ]
 
     @property
     def ratio(self) -> float:
@@ -233,8 +252,13 @@ class PartTiming:
         return paired_ratio(self.ms["manual"], self.ms["fused"])
 
 
-def time_parts(device: torch.device, batch_size: int = DEFAULT_BATCH_SIZE, rounds: int = DEFAULT_ROUNDS,
-               sizes: dict[str, int] | None = None, variants: tuple[str, ...] = tuple(VARIANTS)) -> list[PartTiming]:
+def time_parts(
+    device: torch.device,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    rounds: int = DEFAULT_ROUNDS,
+    sizes: dict[str, int] | None = None,
+    variants: tuple[str, ...] = tuple(VARIANTS),
+) -> list[PartTiming]:
     """Each part's forward + backward, manual against fused, one part at a time."""
     timings = []
     for variant in variants:
@@ -254,8 +278,10 @@ def print_table(timings: list[PartTiming]) -> None:
         manual, fused = (statistics.median(t.ms[impl]) for impl in IMPLS)
         print(f"{t.part:<10}{t.variant:<24}{t.shape:<15}{manual:>11.2f}{fused:>10.2f}{t.ratio:>14.2f}")
     rounds = len(timings[0].ms["manual"]) if timings else 0
-    print(f"(medians over {rounds} rounds; the ratio is the median of the per-round ratios. RoPE runs the "
-          "same code in both impls, so its ratio is the noise between two timings of one thing.)")
+    print(
+        f"(medians over {rounds} rounds; the ratio is the median of the per-round ratios. RoPE runs the "
+        "same code in both impls, so its ratio is the noise between two timings of one thing.)"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -263,16 +289,23 @@ def print_table(timings: list[PartTiming]) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def write_result(path: Path, timings: list[PartTiming], device: torch.device, batch_size: int,
-                 sizes: dict[str, int]) -> None:
+def write_result(
+    path: Path, timings: list[PartTiming], device: torch.device, batch_size: int, sizes: dict[str, int]
+) -> None:
     cfg = part_config("llama", "fused", sizes)
-    write_json(path, {
-        "device": str(device), "torch_version": torch.__version__, "threads": torch.get_num_threads(),
-        "machine": platform.machine(), "batch_size": batch_size,
-        "sizes": {key: getattr(cfg, key) for key in SIZE_KEYS},
-        "rows": rows_of(timings),
-        "ratios": {f"{t.part}/{t.variant}": t.ratio for t in timings},  # manual / fused, per round
-    })
+    write_json(
+        path,
+        {
+            "device": str(device),
+            "torch_version": torch.__version__,
+            "threads": torch.get_num_threads(),
+            "machine": platform.machine(),
+            "batch_size": batch_size,
+            "sizes": {key: getattr(cfg, key) for key in SIZE_KEYS},
+            "rows": rows_of(timings),
+            "ratios": {f"{t.part}/{t.variant}": t.ratio for t in timings},  # manual / fused, per round
+        },
+    )
 
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
@@ -300,8 +333,9 @@ def checked_row(record: Any, path: Path, i: int) -> dict[str, Any]:
         raise AnatomyError(f"{path}: rows[{i}] must be an object, got {record!r:.80}")
     extra = sorted(set(record) - set(ROW_FIELDS))
     if extra:
-        raise AnatomyError(f"{path}: rows[{i}] has unknown field(s) {', '.join(extra)}; "
-                           f"expected {', '.join(ROW_FIELDS)}")
+        raise AnatomyError(
+            f"{path}: rows[{i}] has unknown field(s) {', '.join(extra)}; expected {', '.join(ROW_FIELDS)}"
+        )
     for name, kind in ROW_FIELDS.items():
         if record.get(name) is None:
             raise AnatomyError(f"{path}: rows[{i}] has no field '{name}'")
@@ -317,8 +351,10 @@ def checked_row(record: Any, path: Path, i: int) -> dict[str, Any]:
             raise AnatomyError(f"{path}: rows[{i}].{name} must be a positive finite number, got {row[name]!r}")
         row[name] = float(row[name])
     if not row["min_ms"] <= row["median_ms"] <= row["max_ms"]:
-        raise AnatomyError(f"{path}: rows[{i}]: expected min_ms <= median_ms <= max_ms, got "
-                           f"{row['min_ms']}, {row['median_ms']}, {row['max_ms']}")
+        raise AnatomyError(
+            f"{path}: rows[{i}]: expected min_ms <= median_ms <= max_ms, got "
+            f"{row['min_ms']}, {row['median_ms']}, {row['max_ms']}"
+        )
     if row["rounds"] < 1:
         raise AnatomyError(f"{path}: rows[{i}].rounds must be at least 1, got {row['rounds']}")
     return row
@@ -335,8 +371,10 @@ def parse_sizes(pairs: list[str]) -> dict[str, int]:
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         if not sep or key not in SIZE_KEYS:
-            raise AnatomyError(f"override {pair!r}: expected key=value with key one of {', '.join(SIZE_KEYS)} "
-                               "(the heads stay the presets', so that mha and gqa keep their meaning)")
+            raise AnatomyError(
+                f"override {pair!r}: expected key=value with key one of {', '.join(SIZE_KEYS)} "
+                "(the heads stay the presets', so that mha and gqa keep their meaning)"
+            )
         sizes[key] = parse_value(ModelConfig, key, raw)
     for variant in VARIANTS:
         part_config(variant, "manual", sizes)  # a bad value fails here, before anything is timed
@@ -344,11 +382,13 @@ def parse_sizes(pairs: list[str]) -> dict[str, int]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("sizes", nargs="*", metavar="key=value",
-                        help=f"model size overrides for a quick run: {', '.join(SIZE_KEYS)}")
+    parser.add_argument(
+        "sizes", nargs="*", metavar="key=value", help=f"model size overrides for a quick run: {', '.join(SIZE_KEYS)}"
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"result file (default {DEFAULT_OUT})")
-    parser.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS,
-                        help=f"interleaved rounds per part (default {DEFAULT_ROUNDS})")
+    parser.add_argument(
+        "--rounds", type=int, default=DEFAULT_ROUNDS, help=f"interleaved rounds per part (default {DEFAULT_ROUNDS})"
+    )
     parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, mps")
@@ -356,8 +396,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     sizes = parse_sizes(args.sizes)
-    for option, value, least in (("--rounds", args.rounds, 1), ("--batch-size", args.batch_size, 1),
-                                 ("--threads", args.threads, 0)):
+    for option, value, least in (
+        ("--rounds", args.rounds, 1),
+        ("--batch-size", args.batch_size, 1),
+        ("--threads", args.threads, 0),
+    ):
         if value < least:
             raise AnatomyError(f"{option} {value}: expected a whole number of at least {least}")
     if not DEVICE_PATTERN.match(args.device):
@@ -366,8 +409,10 @@ def run(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     device = pick_device(args.device)
-    print(f"wall clock on {device} (torch {torch.__version__}, {torch.get_num_threads()} threads), "
-          f"batch {args.batch_size}, forward + backward, {args.rounds} interleaved rounds\n")
+    print(
+        f"wall clock on {device} (torch {torch.__version__}, {torch.get_num_threads()} threads), "
+        f"batch {args.batch_size}, forward + backward, {args.rounds} interleaved rounds\n"
+    )
     timings = time_parts(device, args.batch_size, args.rounds, sizes)
     print_table(timings)
     write_result(args.out, timings, device, args.batch_size, sizes)

@@ -10,14 +10,18 @@ from dashboard import analysis, charts, loaders
 results = loaders.require_results()
 
 st.title("Which part earned the gain?")
-st.caption("Each bar is one part's worth in best val loss, measured two ways: added alone to a baseline (the 2017 "
-           "model), and removed alone from one (the mini-LLaMA). Each seed is compared with the baseline run of the same seed (same "
-           "batches); the black line spans the seeds. The grey band is the headline models' own seed spread: a bar "
-           "inside it is not bigger than seed noise.")
+st.caption(
+    "Each bar is one part's worth in best val loss, measured two ways: added alone to a baseline (the 2017 "
+    "model), and removed alone from one (the mini-LLaMA). Each seed is compared with the baseline run of the same seed (same "
+    "batches); the black line spans the seeds. The grey band is the headline models' own seed spread: a bar "
+    "inside it is not bigger than seed noise."
+)
 
 if results.ablations.empty:
-    st.info("No ablation runs in this database yet (runs tagged with a `part`, a `direction: add|remove` and the "
-            "`baseline` they are compared with, and that baseline's runs). `snakemake --cores 1 ablations` trains them.")
+    st.info(
+        "No ablation runs in this database yet (runs tagged with a `part`, a `direction: add|remove` and the "
+        "`baseline` they are compared with, and that baseline's runs). `snakemake --cores 1 ablations` trains them."
+    )
     st.stop()
 
 benefit = analysis.part_benefit(results.ablations)
@@ -26,24 +30,43 @@ noise = analysis.seed_spread(results.experiments, results.headline["experiment"]
 st.altair_chart(charts.benefit_chart(benefit, noise), width="stretch")
 
 best = benefit.sort_values("benefit", ascending=False).iloc[0]
-st.markdown(f"Largest single gain: **{best['part']}** ({best['direction']}), "
-            f"{best['benefit']:+.3f} nats (seeds {best['benefit_low']:+.3f} to {best['benefit_high']:+.3f}); "
-            f"seed spread of the headline models: {noise:.3f} nats.")
+st.markdown(
+    f"Largest single gain: **{best['part']}** ({best['direction']}), "
+    f"{best['benefit']:+.3f} nats (seeds {best['benefit_low']:+.3f} to {best['benefit_high']:+.3f}); "
+    f"seed spread of the headline models: {noise:.3f} nats."
+)
 
 statuses = results.runs.groupby("experiment")["status"].agg(lambda s: ", ".join(sorted(set(s))))
 table = results.ablations.assign(status=results.ablations["experiment"].map(statuses))
 st.dataframe(
-    table[["part", "direction", "experiment", "baseline", "n_seeds", "delta_best_val_mean", "delta_best_val_min",
-           "delta_best_val_max", "delta_final_val_mean", "status"]],
-    hide_index=True, width="stretch",
+    table[
+        [
+            "part",
+            "direction",
+            "experiment",
+            "baseline",
+            "n_seeds",
+            "delta_best_val_mean",
+            "delta_best_val_min",
+            "delta_best_val_max",
+            "delta_final_val_mean",
+            "status",
+        ]
+    ],
+    hide_index=True,
+    width="stretch",
     column_config={
         "n_seeds": st.column_config.NumberColumn("seeds"),
-        "delta_best_val_mean": st.column_config.NumberColumn("Δ best val (mean)", format="%+.4f",
-                                                             help="this experiment minus its baseline; negative = lower loss"),
+        "delta_best_val_mean": st.column_config.NumberColumn(
+            "Δ best val (mean)", format="%+.4f", help="this experiment minus its baseline; negative = lower loss"
+        ),
         "delta_best_val_min": st.column_config.NumberColumn("Δ min", format="%+.4f"),
         "delta_best_val_max": st.column_config.NumberColumn("Δ max", format="%+.4f"),
         "delta_final_val_mean": st.column_config.NumberColumn("Δ final val", format="%+.4f"),
     },
 )
 if (table["status"] != "done").any():
-    st.info("Some ablation runs have not finished (see status); their numbers are from the evaluations so far.", icon=":material/hourglass_top:")
+    st.info(
+        "Some ablation runs have not finished (see status); their numbers are from the evaluations so far.",
+        icon=":material/hourglass_top:",
+    )

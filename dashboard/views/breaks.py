@@ -24,10 +24,16 @@ if breaks.empty:
 diverged = analysis.divergence_points(runs, results.metrics)
 diverged = diverged[diverged["run_id"].isin(breaks["run_id"])]
 for _, point in diverged.iterrows():
-    before = (f"last finite val {point['val_loss']:.3f} at step {int(point['step'])}" if pd.notna(point["val_loss"])
-              else "before its first evaluation")
-    st.error(f"**{point['label']} diverged**: the loss became NaN/inf at step {point['diverged_step']} "
-             f"({before}); training stopped there.", icon=":material/error:")
+    before = (
+        f"last finite val {point['val_loss']:.3f} at step {int(point['step'])}"
+        if pd.notna(point["val_loss"])
+        else "before its first evaluation"
+    )
+    st.error(
+        f"**{point['label']} diverged**: the loss became NaN/inf at step {point['diverged_step']} "
+        f"({before}); training stopped there.",
+        icon=":material/error:",
+    )
 
 # deeper than the headline models (with no headline runs yet, the median is NaN: none is deep)
 is_deep = breaks["n_layer"] > results.headline["n_layer"].median()
@@ -36,8 +42,10 @@ log = st.toggle("log y", key="breaks_log")
 
 if not deep.empty:
     st.subheader(f"At depth: {int(deep['n_layer'].max())} layers")
-    st.caption("Post-norm puts the norm after the residual sum, so at depth the gradient must pass through every "
-               "norm; pre-norm keeps a clean residual path. ✕ marks where a run broke.")
+    st.caption(
+        "Post-norm puts the norm after the residual sum, so at depth the gradient must pass through every "
+        "norm; pre-norm keeps a clean residual path. ✕ marks where a run broke."
+    )
     metrics = results.metrics[results.metrics["run_id"].isin(deep["run_id"])]
     chart = charts.loss_curves(analysis.long_curves(metrics), log=log)
     marks = diverged[diverged["run_id"].isin(deep["run_id"])]
@@ -49,8 +57,10 @@ if not others.empty:
     names = list(dict.fromkeys(others["experiment"]))
     baselines = list(dict.fromkeys(others["baseline"].dropna()))
     st.subheader(f"Broken or changed parts against {', '.join(baselines) or 'their baselines'}")
-    st.caption("RoPE with k left unrotated or paired differently from q loses relative position; "
-               "MQA shares one key/value head among all query heads.")
+    st.caption(
+        "RoPE with k left unrotated or paired differently from q loses relative position; "
+        "MQA shares one key/value head among all query heads."
+    )
     shown = baselines + names
     metrics = results.metrics[results.metrics["experiment"].isin(shown)]
     val = analysis.long_curves(metrics, splits=("val_loss",))
@@ -67,5 +77,19 @@ if not others.empty:
         st.info(f"No runs of {', '.join(f'`{name}`' for name in missing) or 'a baseline'} to compare with yet.")
 
 st.subheader("Break-test runs")
-tables.run_table(breaks, ["label", "description", "part", "baseline", "n_layer", "status", "diverged_step", "best_val_loss",
-                          "best_step", "final_val_loss", "last_step"])
+tables.run_table(
+    breaks,
+    [
+        "label",
+        "description",
+        "part",
+        "baseline",
+        "n_layer",
+        "status",
+        "diverged_step",
+        "best_val_loss",
+        "best_step",
+        "final_val_loss",
+        "last_step",
+    ],
+)

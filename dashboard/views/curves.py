@@ -22,15 +22,22 @@ def select_all_runs() -> None:
     st.session_state["curves_runs"] = list(runs.loc[runs["experiment"].isin(chosen), "label"])
 
 
-chosen = st.multiselect("Experiments", experiments, default=default, key="curves_experiments",
-                        on_change=select_all_runs)
+chosen = st.multiselect(
+    "Experiments", experiments, default=default, key="curves_experiments", on_change=select_all_runs
+)
 candidates = runs[runs["experiment"].isin(chosen)]
-labels = st.multiselect("Runs", list(candidates["label"]), default=list(candidates["label"]), key="curves_runs",
-                        help="Every seed of the chosen experiments; remove any you do not want.")
+labels = st.multiselect(
+    "Runs",
+    list(candidates["label"]),
+    default=list(candidates["label"]),
+    key="curves_runs",
+    help="Every seed of the chosen experiments; remove any you do not want.",
+)
 
 cols = st.columns([2, 2, 3, 1])
-splits = cols[0].segmented_control("Split", ["val", "train"], selection_mode="multi", default=["val", "train"],
-                                   key="curves_splits")
+splits = cols[0].segmented_control(
+    "Split", ["val", "train"], selection_mode="multi", default=["val", "train"], key="curves_splits"
+)
 x_axis = cols[1].segmented_control("x axis", ["step", "wall-clock"], default="step", key="curves_x")
 smoothing = cols[2].slider("Smoothing (EMA weight of the past)", 0.0, 0.95, 0.0, 0.05, key="curves_smoothing")
 log = cols[3].toggle("log y", key="curves_log")
@@ -47,19 +54,37 @@ if long.empty:
     st.stop()
 x = "elapsed_s" if x_axis == "wall-clock" else "step"
 st.altair_chart(charts.loss_curves(long, x=x, log=log), width="stretch")
-st.caption("Solid: val; dashed: train. Hover a point for the run's details; click a run in the legend to highlight it "
-           "(shift-click for several).")
+st.caption(
+    "Solid: val; dashed: train. Hover a point for the run's details; click a run in the legend to highlight it "
+    "(shift-click for several)."
+)
 
 chosen_runs = runs[runs["label"].isin(labels)]
 not_done = chosen_runs[chosen_runs["status"] != "done"]
 for _, run in not_done.iterrows():
     if run["status"] == "running":
-        progress = ("no evaluation yet" if pd.isna(run["last_step"])
-                    else f"last evaluation at step {int(run['last_step'])}")
+        progress = (
+            "no evaluation yet" if pd.isna(run["last_step"]) else f"last evaluation at step {int(run['last_step'])}"
+        )
         st.info(f"{run['label']} is still running ({progress}).", icon=":material/hourglass_top:")
     else:
-        st.warning(f"{run['label']} diverged at step {run['diverged_step']}; its line stops there.", icon=":material/error:")
+        st.warning(
+            f"{run['label']} diverged at step {run['diverged_step']}; its line stops there.", icon=":material/error:"
+        )
 
 with st.expander("Run details"):
-    tables.run_table(chosen_runs, ["label", "description", "group", "part", "direction", "params", "status",
-                                   "best_val_loss", "best_step", "elapsed_s"])
+    tables.run_table(
+        chosen_runs,
+        [
+            "label",
+            "description",
+            "group",
+            "part",
+            "direction",
+            "params",
+            "status",
+            "best_val_loss",
+            "best_step",
+            "elapsed_s",
+        ],
+    )

@@ -53,21 +53,31 @@ results = loaders.require_results()
 runs = results.runs[results.runs["status"] != "running"]
 
 st.title("Listen to it")
-st.caption("Before any number, the text. Pick a run (or two, to hear them side by side), a checkpoint and how to "
-           "sample; the text is written as it is generated. Highlighted: spans of 12+ characters copied verbatim "
-           "from the training text (hover one for its post).")
+st.caption(
+    "Before any number, the text. Pick a run (or two, to hear them side by side), a checkpoint and how to "
+    "sample; the text is written as it is generated. Highlighted: spans of 12+ characters copied verbatim "
+    "from the training text (hover one for its post)."
+)
 
-root = Path(st.text_input("Run folders", value=str(loaders.runs_root(results.path)), key="listen_root",
-                          help="The folder that holds the runs of this database, e.g. results/runs"))
+root = Path(
+    st.text_input(
+        "Run folders",
+        value=str(loaders.runs_root(results.path)),
+        key="listen_root",
+        help="The folder that holds the runs of this database, e.g. results/runs",
+    )
+)
 labels = list(runs["label"])
 headline = runs[(runs["group"] == "headline") & (runs["seed"] == runs["seed"].max())]["label"].tolist()
-chosen = st.multiselect("Runs (one or two)", labels, default=(headline or labels)[:2], max_selections=2,
-                        key="listen_runs")
+chosen = st.multiselect(
+    "Runs (one or two)", labels, default=(headline or labels)[:2], max_selections=2, key="listen_runs"
+)
 cols = st.columns(5)
 checkpoint = cols[0].segmented_control("Checkpoint", ["best", "last"], default="last", key="listen_checkpoint")
 prefix = cols[1].text_input("Prefix", value="## ", key="listen_prefix")
-temperature = cols[2].number_input("Temperature", 0.0, 2.0, 0.8, 0.1, key="listen_temperature",
-                                   help="0: always the most likely character")
+temperature = cols[2].number_input(
+    "Temperature", 0.0, 2.0, 0.8, 0.1, key="listen_temperature", help="0: always the most likely character"
+)
 chars = cols[3].number_input("Characters", 1, 2000, 300, 50, key="listen_chars")
 seed = cols[4].number_input("Seed", 0, 2**31 - 1, 0, 1, key="listen_seed")
 if not chosen or not checkpoint:
@@ -83,11 +93,16 @@ for pane, (label, run) in zip(panes, chosen_runs.iterrows()):
         st.markdown(f"**{label}** · `{checkpoint}`")
         weights = weights_file(run_dir, checkpoint)
         if weights is None:
-            st.info(f"No `{checkpoint}` weights on disk for this run (looked in `{run_dir}`): checkpoints are not "
-                    "committed, and the reference results ship weights only for the seed-42 headline runs. "
-                    "Train it to listen to it; its stored sample is below.", icon=":material/volume_off:")
+            st.info(
+                f"No `{checkpoint}` weights on disk for this run (looked in `{run_dir}`): checkpoints are not "
+                "committed, and the reference results ship weights only for the seed-42 headline runs. "
+                "Train it to listen to it; its stored sample is below.",
+                icon=":material/volume_off:",
+            )
             stored = results.samples[(results.samples["run_id"] == run["run_id"]) & results.samples["text"].notna()]
-            stored = stored[stored["checkpoint"] == checkpoint] if (stored["checkpoint"] == checkpoint).any() else stored
+            stored = (
+                stored[stored["checkpoint"] == checkpoint] if (stored["checkpoint"] == checkpoint).any() else stored
+            )
             if not stored.empty:
                 st.text(stored["text"].iloc[0])
             continue
@@ -112,11 +127,16 @@ if ready and st.button("Generate", type="primary", key="listen_go"):
             for label, (_, _, text_slot, stats_slot) in ready.items():
                 figures = measure[label](texts[label], prefix) if measure[label] else None
                 text_slot.html(highlighted(texts[label], figures["copied_spans"] if figures else []))
-                copied = (f" · copied {figures['copied_fraction']:.1%}" if figures else
-                          " · copies not measured: the run's corpus folder is not here (make it with "
-                          "`snakemake --cores 1 results/corpus/split.json`)")
-                stats_slot.caption(f"{step} characters · {speed:,.0f} characters/s · "
-                                   f"KV cache {cache_bytes[label] / 1024:,.1f} KiB{copied}")
+                copied = (
+                    f" · copied {figures['copied_fraction']:.1%}"
+                    if figures
+                    else " · copies not measured: the run's corpus folder is not here (make it with "
+                    "`snakemake --cores 1 results/corpus/split.json`)"
+                )
+                stats_slot.caption(
+                    f"{step} characters · {speed:,.0f} characters/s · "
+                    f"KV cache {cache_bytes[label] / 1024:,.1f} KiB{copied}"
+                )
     except AnatomyError as err:
         st.error(str(err), icon=":material/error:")
     st.session_state["listen_texts"] = texts

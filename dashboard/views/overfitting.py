@@ -9,11 +9,20 @@ from dashboard import analysis, charts, loaders
 results = loaders.require_results()
 
 st.title("The overfitting turn")
-st.caption("Train loss keeps falling, but past some step the model memorises the training text and val loss "
-           "turns upward. The shaded region is everything after val's minimum; the grey band is the train/val gap.")
+st.caption(
+    "Train loss keeps falling, but past some step the model memorises the training text and val loss "
+    "turns upward. The shaded region is everything after val's minimum; the grey band is the train/val gap."
+)
 
-margin = st.number_input("Margin (nats): the turn is the first step where val is this far above its minimum",
-                         min_value=0.0, max_value=5.0, value=0.05, step=0.01, format="%.2f", key="turn_margin")
+margin = st.number_input(
+    "Margin (nats): the turn is the first step where val is this far above its minimum",
+    min_value=0.0,
+    max_value=5.0,
+    value=0.05,
+    step=0.01,
+    format="%.2f",
+    key="turn_margin",
+)
 table = analysis.overfitting_table(results.runs, results.above_best, margin)
 if table.empty:
     st.info("No run has a finite val loss yet.")
@@ -21,7 +30,8 @@ if table.empty:
 
 st.dataframe(
     table.drop(columns=["run_id", "experiment"]).sort_values("val_rise", ascending=False),
-    hide_index=True, width="stretch",
+    hide_index=True,
+    width="stretch",
     column_config={
         "label": st.column_config.TextColumn("run"),
         "min_val": st.column_config.NumberColumn("min val", format="%.4f"),
@@ -47,9 +57,13 @@ for i, label in enumerate(chosen):
     run = run[analysis.finite(run["val_loss"]) & analysis.finite(run["train_loss"])]
     with columns[i % 2]:
         if row["min_step"] < row["final_step"]:
-            st.markdown(f"**{label}**: min val {row['min_val']:.3f} at step {int(row['min_step'])}, "
-                        f"then +{row['val_rise']:.3f} by step {int(row['final_step'])}")
+            st.markdown(
+                f"**{label}**: min val {row['min_val']:.3f} at step {int(row['min_step'])}, "
+                f"then +{row['val_rise']:.3f} by step {int(row['final_step'])}"
+            )
         else:
-            st.markdown(f"**{label}**: val is still falling at its last evaluation "
-                        f"({row['min_val']:.3f} at step {int(row['min_step'])}): no turn yet")
+            st.markdown(
+                f"**{label}**: val is still falling at its last evaluation "
+                f"({row['min_val']:.3f} at step {int(row['min_step'])}): no turn yet"
+            )
         st.altair_chart(charts.overfitting_chart(run, row, margin), width="stretch")

@@ -25,7 +25,9 @@ results = loaders.require_results()
 runs = results.runs
 
 st.title("Vanilla Transformer vs mini-LLaMA")
-st.caption("Same text, same batches, same budget; only the parts differ. Val loss in nats per character, lower is better.")
+st.caption(
+    "Same text, same batches, same budget; only the parts differ. Val loss in nats per character, lower is better."
+)
 
 # ---- how far the grid got
 counts = runs["status"].value_counts()
@@ -36,16 +38,21 @@ cols[1].metric("experiments", runs["experiment"].nunique())
 cols[2].metric("still running", n_running)
 cols[3].metric("diverged", n_diverged)
 if n_running:
-    st.info(f"The grid is still running: {n_running} run(s) have no summary yet. Their curves show the "
-            "evaluations so far; collect again to update.", icon=":material/hourglass_top:")
+    st.info(
+        f"The grid is still running: {n_running} run(s) have no summary yet. Their curves show the "
+        "evaluations so far; collect again to update.",
+        icon=":material/hourglass_top:",
+    )
 if n_diverged:
     names = ", ".join(runs.loc[runs["diverged"], "label"])
     st.warning(f"Diverged (loss became NaN/inf): {names}. See **Break tests**.", icon=":material/error:")
 
 headline = results.headline
 if headline.empty:
-    st.info("No headline runs (tag `group: headline`) in this database yet. "
-            "`snakemake --cores 1 headline` trains vanilla and llama over both seeds. All runs so far:")
+    st.info(
+        "No headline runs (tag `group: headline`) in this database yet. "
+        "`snakemake --cores 1 headline` trains vanilla and llama over both seeds. All runs so far:"
+    )
     shown = runs
 else:
     shown = headline
@@ -61,28 +68,58 @@ else:
         if experiment in compared.index:
             versus = compared.loc[experiment]
             delta = f"{versus['delta_best_val_mean']:+.3f} vs {versus['baseline']}"
-        col.metric(f"{experiment}: best val (mean of {int(row['n_runs'])} seeds)", f"{row['best_val_mean']:.3f}",
-                   delta=delta, delta_color="inverse",
-                   help=f"seed range {row['best_val_min']:.3f} to {row['best_val_max']:.3f}")
+        col.metric(
+            f"{experiment}: best val (mean of {int(row['n_runs'])} seeds)",
+            f"{row['best_val_mean']:.3f}",
+            delta=delta,
+            delta_color="inverse",
+            help=f"seed range {row['best_val_min']:.3f} to {row['best_val_max']:.3f}",
+        )
 
     # ---- the curves: min-max band over seeds, each seed, each run's best point
     metrics = results.metrics[results.metrics["experiment"].isin(experiments)]
     cols = st.columns(2)
     log = cols[0].toggle("log scale", value=False, key="overview_log")
-    reference = reference_band(results.path, experiments) if cols[1].toggle(
-        "reference results behind", value=True, key="overview_reference",
-        help="The shipped full-size reference grid's min-max band over seeds, in grey") else None
+    reference = (
+        reference_band(results.path, experiments)
+        if cols[1].toggle(
+            "reference results behind",
+            value=True,
+            key="overview_reference",
+            help="The shipped full-size reference grid's min-max band over seeds, in grey",
+        )
+        else None
+    )
     band = results.band[results.band["experiment"].isin(experiments)]
     seeds = analysis.long_curves(metrics, splits=("val_loss",))
     best = analysis.best_points(headline)
-    st.altair_chart(charts.seed_band_chart(band, seeds, best, log=log, reference=reference),
-                    width="stretch")
-    st.caption("Shaded: min to max over seeds at each evaluation. Lines: each seed. ◆: each run's best val. "
-               + ("Grey: the same experiments in the shipped reference results (min to max over seeds). "
-                  if reference is not None and not reference.empty else "")
-               + "Click a model in the legend to highlight it.")
+    st.altair_chart(charts.seed_band_chart(band, seeds, best, log=log, reference=reference), width="stretch")
+    st.caption(
+        "Shaded: min to max over seeds at each evaluation. Lines: each seed. ◆: each run's best val. "
+        + (
+            "Grey: the same experiments in the shipped reference results (min to max over seeds). "
+            if reference is not None and not reference.empty
+            else ""
+        )
+        + "Click a model in the legend to highlight it."
+    )
 
 # ---- the table, as in the chapter
 st.subheader("Runs")
-tables.run_table(shown, ["label", "status", "params", "best_val_loss", "best_step", "final_val_loss",
-                        "final_train_loss", "step_time_ms", "tokens_per_s", "compiled", "last_step", "device"])
+tables.run_table(
+    shown,
+    [
+        "label",
+        "status",
+        "params",
+        "best_val_loss",
+        "best_step",
+        "final_val_loss",
+        "final_train_loss",
+        "step_time_ms",
+        "tokens_per_s",
+        "compiled",
+        "last_step",
+        "device",
+    ],
+)

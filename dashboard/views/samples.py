@@ -15,8 +15,10 @@ samples = results.samples
 
 st.title("Generated text")
 if samples.empty:
-    st.info("No samples in this database yet. The workflow's `generate_samples` step writes them; by hand: "
-            "`python -m anatomy generate results/runs/llama/seed42`, then collect again.")
+    st.info(
+        "No samples in this database yet. The workflow's `generate_samples` step writes them; by hand: "
+        "`python -m anatomy generate results/runs/llama/seed42`, then collect again."
+    )
     st.stop()
 
 labels = list(dict.fromkeys(samples["label"]))
@@ -44,8 +46,10 @@ for i, (label, group) in enumerate(shown.groupby("label", sort=False)):
     with columns[i % per_row].container(border=True):
         st.markdown(f"**{label}**")
         for _, sample in group.iterrows():
-            st.caption(f"checkpoint `{sample['checkpoint']}` · temperature {sample['temperature']} · "
-                       f"seed {sample['seed']} · prefix {sample['prefix']!r}")
+            st.caption(
+                f"checkpoint `{sample['checkpoint']}` · temperature {sample['temperature']} · "
+                f"seed {sample['seed']} · prefix {sample['prefix']!r}"
+            )
             if pd.notna(sample["note"]):
                 st.warning(sample["note"], icon=":material/warning:")
             if pd.notna(sample["text"]) and pd.notna(sample.get("copied_fraction")):
@@ -60,6 +64,8 @@ several = measured.groupby("run_id")["step"].transform("nunique") > 1
 if several.any():
     st.subheader("Memorised share against training step")
     st.altair_chart(charts.memorisation_chart(measured[several]), width="stretch")
-    st.caption("Each run's samples from its best-val weights and its last weights: the share of generated characters "
-               "copied verbatim from the training text (solid) and, as a control, found in the validation text the "
-               "model never saw (dashed).")
+    st.caption(
+        "Each run's samples from its best-val weights and its last weights: the share of generated characters "
+        "copied verbatim from the training text (solid) and, as a control, found in the validation text the "
+        "model never saw (dashed)."
+    )
