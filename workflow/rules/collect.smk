@@ -11,10 +11,10 @@ rule write_experiment_baselines:
     rewrites this file and collects again; it retrains nothing)."""
     output:
         "results/experiments.json",
-    params:
-        text=experiment_baselines(),
     log:
         "results/logs/write_experiment_baselines.log",
+    params:
+        text=experiment_baselines(),
     shell:
         "python -c 'import sys; from anatomy.atomic import write_text; write_text(*sys.argv[1:])'"
         " {output:q} {params.text:q} > {log} 2>&1"

@@ -108,8 +108,9 @@ def claim_working_directory():
     for path in stale:
         path.unlink()
     if stale:
-        print("Removed the locks of a Snakemake that was stopped by force (it is not running any more).",
-              file=sys.stderr)
+        print(
+            "Removed the locks of a Snakemake that was stopped by force (it is not running any more).", file=sys.stderr
+        )
     os.environ[LIFELINE_ENV] = lifeline_value(lock)
 
 

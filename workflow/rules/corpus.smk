@@ -7,11 +7,11 @@ rule extract_corpus:
     output:
         text="results/corpus/corpus.txt",
         stats="results/corpus/stats.json",
+    log:
+        "results/logs/extract_corpus.log",
     params:
         # The source itself, so pointing `corpus` elsewhere reruns even if file names match.
         source=config["corpus"],
-    log:
-        "results/logs/extract_corpus.log",
     shell:
         "python -m anatomy corpus {params.source:q} --out results/corpus > {log} 2>&1"
 

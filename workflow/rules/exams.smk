@@ -20,12 +20,12 @@ rule exam_length:
         corpus=rules.tokenize_corpus.output,
     output:
         "results/runs/{experiment}/seed{seed}/exams/length.json",
+    log:
+        "results/logs/exam_length/{experiment}/seed{seed}.log",
     params:
         run_dir=lambda wildcards, input: str(Path(input.summary).parent),
         checkpoint=EXAMS["length"]["checkpoint"],
         windows=words(EXAMS["length"]["windows"]),
-    log:
-        "results/logs/exam_length/{experiment}/seed{seed}.log",
     shell:
         "python -m anatomy exam length {params.run_dir} --checkpoint {params.checkpoint}"
         " --data results/corpus --windows {params.windows} --out {output:q} > {log} 2>&1"
@@ -36,14 +36,14 @@ rule exam_kv_cache:
         summary=rules.train_model.output.summary,
     output:
         "results/runs/{experiment}/seed{seed}/exams/kv_cache.json",
+    log:
+        "results/logs/exam_kv_cache/{experiment}/seed{seed}.log",
+    threads: config["train_threads"]
     params:
         run_dir=lambda wildcards, input: str(Path(input.summary).parent),
         contexts=words(EXAMS["kv_cache"]["contexts"]),
         chars=EXAMS["kv_cache"]["chars"],
         rounds=EXAMS["kv_cache"]["rounds"],
-    threads: config["train_threads"]
-    log:
-        "results/logs/exam_kv_cache/{experiment}/seed{seed}.log",
     shell:
         "python -m anatomy exam kv_cache {params.run_dir} --contexts {params.contexts} --chars {params.chars}"
         " --rounds {params.rounds} --threads {threads} --out {output:q} > {log} 2>&1"
@@ -55,6 +55,13 @@ rule exam_depth_cell:
         rules.tokenize_corpus.output,
     output:
         "results/exams/depth/{cell}/summary.json",
+    log:
+        "results/logs/exam_depth/{cell}.log",
+    benchmark:
+        "results/benchmarks/exam_depth/{cell}.tsv"
+    threads: config["train_threads"]
+    resources:
+        gpu=config["gpus_per_run"],
     params:
         norm_pos=lambda wildcards: DEPTH_CELLS[wildcards.cell][0],
         lr=lambda wildcards: command_value(DEPTH_CELLS[wildcards.cell][1]),
@@ -63,13 +70,6 @@ rule exam_depth_cell:
         sizes=model_size_arguments(),
         device=config["device"],
         compile=config["compile"],
-    threads: config["train_threads"]
-    resources:
-        gpu=config["gpus_per_run"],
-    log:
-        "results/logs/exam_depth/{cell}.log",
-    benchmark:
-        "results/benchmarks/exam_depth/{cell}.tsv"
     shell:
         "python -m anatomy exam depth --out results/exams/depth --data results/corpus"
         " --norm-pos {params.norm_pos} --lr {params.lr} --steps {params.steps} --seed {params.seed}"
@@ -80,14 +80,14 @@ rule exam_depth_cell:
 rule exam_wall_clock:
     output:
         "results/exams/wall_clock.json",
+    log:
+        "results/logs/exam_wall_clock.log",
+    threads: config["train_threads"]
     params:
         rounds=EXAMS["wall_clock"]["rounds"],
         batch_size=EXAMS["wall_clock"]["batch_size"],
         sizes=model_size_arguments(),
         device=config["device"],
-    threads: config["train_threads"]
-    log:
-        "results/logs/exam_wall_clock.log",
     shell:
         "python -m anatomy exam wall_clock --out {output:q} --rounds {params.rounds}"
         " --batch-size {params.batch_size} --threads {threads} --device {params.device} {params.sizes} > {log} 2>&1"

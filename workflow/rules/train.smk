@@ -11,19 +11,19 @@ rule train_model:
         # the rerun resumes from it. A changed experiment does not resume: --restart-on-change
         # makes `anatomy train` discard a run made with other settings.
         summary="results/runs/{experiment}/seed{seed}/summary.json",
+    log:
+        "results/logs/train_model/{experiment}/seed{seed}.log",
+    benchmark:
+        "results/benchmarks/train_model/{experiment}/seed{seed}.tsv"
+    threads: config["train_threads"]
+    resources:
+        gpu=config["gpus_per_run"],
     params:
         run_dir=run_folder,
         # Params are tracked: changing an experiment's settings reruns exactly its runs.
         arguments=train_arguments,
         device=config["device"],
         compile=config["compile"],
-    threads: config["train_threads"]
-    resources:
-        gpu=config["gpus_per_run"],
-    log:
-        "results/logs/train_model/{experiment}/seed{seed}.log",
-    benchmark:
-        "results/benchmarks/train_model/{experiment}/seed{seed}.tsv"
     shell:
         "python -m anatomy train --data results/corpus --out {params.run_dir} --restart-on-change"
         " {params.arguments}"
@@ -37,14 +37,14 @@ rule generate_samples:
         rules.train_model.output.summary,
     output:
         "results/runs/{experiment}/seed{seed}/samples.json",
+    log:
+        "results/logs/generate_samples/{experiment}/seed{seed}.log",
     params:
         run_dir=run_folder,
         checkpoints=sample_checkpoints,
         temperature=config["samples"]["temperature"],
         prefix=config["samples"]["prefix"],
         chars=config["samples"]["chars"],
-    log:
-        "results/logs/generate_samples/{experiment}/seed{seed}.log",
     shell:
         "python -m anatomy generate {params.run_dir} --checkpoint {params.checkpoints}"
         " --temperature {params.temperature} --prefix {params.prefix:q} --chars {params.chars}"
