@@ -354,7 +354,7 @@ def test_each_exam_says_what_its_rows_show(exam_db, monkeypatch):
     # GQA: bytes per token = 2 x 4 layers x KV heads x 32 x 4 bytes
     assert "MQA's cache is a quarter of MHA's: **1,024** vs **4,096** bytes per token; GQA (2 KV heads) 2,048." in prose
     assert "the bytes equal the formula in all 9 rows" in prose
-    assert "At 2,048 characters of context the cache makes GQA generation **10.0x faster**: 500 against 50" in prose
+    assert "At 2,048 characters of context the cache makes GQA generation **10.0x faster**: 500 against 50.0" in prose
     assert "**64 GiB** for 7B-class, 32 KV heads (MHA) against **16 GiB** for 7B-class, 8 KV heads (GQA)" in prose
 
     # pre-norm: the largest lr each wiring trains at, and where it starts failing

@@ -243,6 +243,11 @@ def cache_finding(kinds: pd.DataFrame) -> str:
     return sentence + (f"; {', '.join(between)}" if between else "") + "."
 
 
+def rate(chars_per_s: float) -> str:
+    """Characters per second, with a decimal where there are few (1.6, not 2)."""
+    return f"{chars_per_s:,.0f}" if chars_per_s >= 100 else f"{chars_per_s:.1f}"
+
+
 def timing_finding(timing: pd.DataFrame) -> str | None:
     """At the longest context timed both ways: how much faster the cache makes generation."""
     speeds = timing.pivot_table(
@@ -258,7 +263,7 @@ def timing_finding(timing: pd.DataFrame) -> str | None:
     row = speeds[speeds["attention"] == kind].sort_values("context").iloc[-1]
     return (
         f"At {row['context']:,} characters of context the cache makes {kind} generation "
-        f"**{speedup_words(row[True], row[False])}**: {row[True]:,.0f} against {row[False]:,.0f} characters per second."
+        f"**{speedup_words(row[True], row[False])}**: {rate(row[True])} against {rate(row[False])} characters per second."
     )
 
 
