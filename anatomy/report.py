@@ -496,7 +496,7 @@ def depth_finding(data: ReportData) -> str | None:
         return "without warmup post-norm trains at a larger learning rate than pre-norm"
     if post == pre:
         return f"without warmup both wirings train up to the same lr, {pre:g}"
-    return f"without warmup pre-norm still trains at {pre / post:g}x the largest lr post-norm survives ({pre:g} vs {post:g})"
+    return f"without warmup pre-norm still trains at {pre / post:.3g}x the largest lr post-norm survives ({pre:g} vs {post:g})"
 
 
 # The length exam (RoPE)
