@@ -38,7 +38,7 @@ def tokens(batch=2, length=12, seed=1):
     return torch.randint(0, VOCAB, (batch, length), generator=torch.Generator().manual_seed(seed))
 
 
-# --- parameter counts (PROTOCOL.md, vocab 1719) ------------------------------------------------
+# --- parameter counts (the chapter's table, vocab 1719) -----------------------------------------------
 
 
 def test_parameter_counts_match_the_chapter():
