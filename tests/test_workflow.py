@@ -198,12 +198,23 @@ def test_named_target_plans_only_its_runs_and_collects_them(workdir, target):
         "train_model": runs,
         "generate_samples": runs,
         "write_experiment_baselines": 1,
-        f"collect_{target}": 1,
+        "collect_results": 1,
         target: 1,
     }
     assert set(train_commands(output)) == expected_runs(names)
     assert "--db results/anatomy.duckdb" in output  # the one database, whichever target
     assert "--experiments results/experiments.json" in output  # and the baseline of each experiment
+
+
+def test_several_named_targets_plan_their_runs_and_one_collection(workdir):
+    result = snakemake(workdir, "-n", "-p", "headline", "break_tests")
+    assert result.returncode == 0, result.stderr + result.stdout
+    output = result.stdout + result.stderr
+    names = [name for name, group in DEFAULT_GRID.items() if group in ("headline", "break")]
+    counts = job_counts(output)
+    assert counts["collect_results"] == 1 and counts["headline"] == counts["break_tests"] == 1
+    assert counts["train_model"] == len(names) * len(SEEDS)
+    assert set(train_commands(output)) == expected_runs(names)
 
 
 def test_train_commands_carry_labels_seed_and_overrides(workdir):

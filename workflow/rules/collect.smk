@@ -1,8 +1,9 @@
 """Collect every finished run into the database: the only step that writes it.
 
-`collect_results` needs the whole grid and every exam. Each named target has its own copy of the rule that
-needs only that target's runs, so `snakemake headline` also leaves a database (holding every
-run finished so far). A plain request for the database means the whole grid (ruleorder).
+One rule, whichever targets were asked for: `snakemake headline` collects the headline runs,
+`snakemake headline ablations` both groups, and anything else (the default target, `exams`, the
+database itself) the whole grid and every exam (collected_outputs). The database always holds
+every run finished so far, not only the ones the target needed.
 """
 
 
@@ -22,8 +23,7 @@ rule write_experiment_baselines:
 
 rule collect_results:
     input:
-        run_outputs(EXPERIMENTS),
-        exam_outputs(EXPERIMENTS),
+        collected_outputs,
         experiments=rules.write_experiment_baselines.output[0],
     output:
         db="results/anatomy.duckdb",
@@ -33,30 +33,3 @@ rule collect_results:
     shell:
         "python -m anatomy collect --runs results/runs --db {output.db} --json {output.json}"
         " --benchmarks results/benchmarks --exams results/exams --experiments {input.experiments} > {log} 2>&1"
-
-
-use rule collect_results as collect_headline with:
-    input:
-        run_outputs(experiments_of_target("headline")),
-        experiments=rules.write_experiment_baselines.output[0],
-    log:
-        "results/logs/collect_headline.log",
-
-
-use rule collect_results as collect_ablations with:
-    input:
-        run_outputs(experiments_of_target("ablations")),
-        experiments=rules.write_experiment_baselines.output[0],
-    log:
-        "results/logs/collect_ablations.log",
-
-
-use rule collect_results as collect_break_tests with:
-    input:
-        run_outputs(experiments_of_target("break_tests")),
-        experiments=rules.write_experiment_baselines.output[0],
-    log:
-        "results/logs/collect_break_tests.log",
-
-
-ruleorder: collect_results > collect_headline > collect_ablations > collect_break_tests

@@ -142,6 +142,28 @@ def run_outputs(experiment_names):
     )
 
 
+def collected_outputs(wildcards):
+    """What the collecting step waits for, from the targets on the command line.
+
+    Only named group targets (`headline ablations`): their runs. Anything else (no target, `all`,
+    `exams`, results/anatomy.duckdb): every run and every exam. One collecting rule serves every
+    target, so asking for several at once plans one collection, not rival ones. An input
+    function: the targets are known once Snakemake plans, not while it reads the workflow.
+    """
+    targets = set(workflow.dag_settings.targets) if workflow.dag_settings else set()
+    named = [target for target in TARGET_GROUPS if target in targets]
+    wants_everything = not named or targets & {
+        "all",
+        "exams",
+        "collect_results",
+        "results/anatomy.duckdb",
+        "results/results.json",
+    }
+    if wants_everything:
+        return run_outputs(EXPERIMENTS) + exam_outputs(EXPERIMENTS)
+    return run_outputs([name for target in named for name in experiments_of_target(target)])
+
+
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 
 
@@ -278,6 +300,3 @@ localrules:
     write_experiment_baselines,
     generate_samples,
     collect_results,
-    collect_headline,
-    collect_ablations,
-    collect_break_tests,
