@@ -140,6 +140,43 @@ def _memorised_sample(data: ReportData) -> Claim:
     return Claim(claim, chapter, f"copied spans of {min_chars}+ characters: " + "; ".join(parts), verdict)
 
 
+# What having a part does to best val in one direction, when every seed agrees beyond the noise
+HELPS, HURTS, WITHIN_NOISE = "helps", "hurts", "within noise"
+
+# (added to vanilla, removed from llama) -> what the two together say about the part
+EFFECT_SUMMARY = {
+    (HELPS, HELPS): "earned its gain both ways",
+    (HELPS, WITHIN_NOISE): "helps vanilla, llama does not miss it",
+    (HELPS, HURTS): "helps vanilla, llama does better without it",
+    (WITHIN_NOISE, HELPS): "llama misses it, vanilla gains nothing from it",
+    (WITHIN_NOISE, WITHIN_NOISE): "within seed noise both ways",
+    (WITHIN_NOISE, HURTS): "vanilla gains nothing from it, llama does better without it",
+    (HURTS, HELPS): "hurts vanilla, llama misses it",
+    (HURTS, WITHIN_NOISE): "hurts vanilla, llama does not miss it",
+    (HURTS, HURTS): "hurts both ways",
+}
+
+
+def part_effects(data: ReportData, part: str) -> tuple[str, str] | None:
+    """What having the part does to best val, (added to vanilla, removed from llama): HELPS when
+    every seed's loss is lower with it by more than the seed noise, HURTS when higher, else
+    WITHIN_NOISE. None until both directions have two seeds: one seed cannot tell noise apart."""
+    noise = headline_noise(data)
+    effects = {}
+    for entry in data.ablations[data.ablations["part"] == part].itertuples():
+        if entry.n_seeds < 2 or math.isnan(noise):
+            return None
+        # how much lower the loss is with the part than without it, over the seeds: least, most
+        if entry.direction == "add":
+            least, most = -entry.delta_best_val_max, -entry.delta_best_val_min
+        else:
+            least, most = entry.delta_best_val_min, entry.delta_best_val_max
+        effects[entry.direction] = HELPS if least > noise else HURTS if most < -noise else WITHIN_NOISE
+    if set(effects) != {"add", "remove"}:
+        return None
+    return effects["add"], effects["remove"]
+
+
 def _which_part(data: ReportData) -> Claim:
     claim, chapter = (
         "Which part earned the gain",
@@ -147,25 +184,18 @@ def _which_part(data: ReportData) -> Claim:
     )
     if data.ablations.empty:
         return Claim(claim, chapter, "ablations not run", "not yet run")
-    noise = headline_noise(data)
-    helped, complete = [], []
-    for part, rows in data.ablations.groupby("part"):
-        verdicts, seeds = [], []
-        for entry in rows.itertuples():
-            # the part helps: adding it lowers the loss, removing it raises the loss; with every
-            # seed beyond the noise, so the smallest help (from the view's min or max) is
-            least_help = -entry.delta_best_val_max if entry.direction == "add" else entry.delta_best_val_min
-            verdicts.append(entry.n_seeds >= 2 and bool(least_help > noise))
-            seeds.append(entry.n_seeds)
-        if len(verdicts) == 2 and all(verdicts):
-            helped.append(part)
-        if len(seeds) == 2 and min(seeds) >= 2:  # both directions, two seeds each
-            complete.append(part)
-    pending = sorted(set(PARTS) - set(complete))
-    measured = f"beyond seed noise ({fmt(noise)}) both ways, with two seeds: {', '.join(helped) or 'none'}"
+    effects = {part: part_effects(data, part) for part in PARTS}
+    earned = [part for part in PARTS if effects[part] == (HELPS, HELPS)]
+    said = [
+        f"seed noise {fmt(headline_noise(data))}, two seeds each way; earned the gain both ways: {', '.join(earned) or 'none'}"
+    ]
+    said += [
+        f"{part}: {EFFECT_SUMMARY[effects[part]]}" for part in PARTS if effects[part] not in (None, (HELPS, HELPS))
+    ]
+    pending = [part for part in PARTS if effects[part] is None]
     if pending:
-        measured += f"; not yet both ways with two seeds: {', '.join(pending)}"
-    return Claim(claim, chapter, measured, "partly answered" if pending else "**answered here**")
+        said.append(f"not yet both ways with two seeds: {', '.join(pending)}")
+    return Claim(claim, chapter, "; ".join(said), "partly answered" if pending else "**answered here**")
 
 
 def _deep_claim(data: ReportData) -> Claim:

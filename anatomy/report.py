@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from anatomy.atomic import atomic_path, write_text
-from anatomy.claims import MEMORISING_RISE, PARTS, claims
+from anatomy.claims import EFFECT_SUMMARY, HELPS, HURTS, MEMORISING_RISE, PARTS, claims, part_effects
 from anatomy.errors import AnatomyError
 from anatomy.exams import speedup_words
 from anatomy.exams.depth import DEPTH_FOLDER
@@ -353,19 +353,19 @@ def training_loss_text(data: ReportData, part: str) -> str:
 
 
 def training_loss_verdict(data: ReportData, part: str) -> str:
-    """Whether the part moves best val beyond the seed noise, added and removed, with two seeds each."""
-    noise = headline_noise(data)
-    helps = []
-    for direction in ("add", "remove"):
-        deltas = ablation_deltas(data, part, direction)
-        if deltas is None or len(deltas) < 2 or math.isnan(noise):
-            return "the training loss does not tell yet (not measured both ways with two seeds)"
-        helps.append(-deltas if direction == "add" else deltas)  # positive: the part lowers the loss
-    if all((gain > noise).all() for gain in helps):
-        return "in the training loss it lowers best val beyond seed noise, added and removed"
-    if all((gain < -noise).all() for gain in helps):
-        return "in the training loss it raises best val beyond seed noise, added and removed"
-    return "in the training loss it does not move best val beyond seed noise both ways"
+    """What the ablations say about the part, added to vanilla and removed from llama (claims.part_effects)."""
+    effects = part_effects(data, part)
+    if effects is None:
+        return "the training loss does not tell yet (not measured both ways with two seeds)"
+    added, removed = effects
+    moved = {HELPS: "lowers best val beyond seed noise", HURTS: "raises best val beyond seed noise"}
+    lost = {HELPS: "raises best val beyond seed noise", HURTS: "lowers best val beyond seed noise"}
+    adding = moved.get(added, "moves best val within seed noise")
+    removing = lost.get(removed, "moves it within seed noise")
+    return (
+        f"in the training loss, adding it to vanilla {adding} and removing it from llama {removing} "
+        f"({EFFECT_SUMMARY[effects]})"
+    )
 
 
 # The wall clock (RMSNorm, SwiGLU)

@@ -68,8 +68,8 @@ def test_verdicts_on_a_grid_where_the_chapter_holds(fixture_grid_db):
     part = [c for c in claims.claims(load(fixture_grid_db)) if c.claim == "Which part earned the gain"][0]
     assert part.verdict == "partly answered"
     assert part.measured == (
-        "beyond seed noise (0.010) both ways, with two seeds: swiglu; "
-        "not yet both ways with two seeds: gqa, prenorm, rmsnorm, rope"
+        "seed noise 0.010, two seeds each way; earned the gain both ways: swiglu; "
+        "not yet both ways with two seeds: rmsnorm, prenorm, rope, gqa"
     )
 
 
@@ -112,6 +112,42 @@ def test_a_gain_inside_seed_noise_is_not_a_finding(tmp_path):
     found = verdicts(load(db))
     assert found["The mini-LLaMA reaches a lower best val"] == (
         "**not reproduced**: lower with every seed, but by less than the seed noise"
+    )
+
+
+def test_each_part_is_judged_both_ways_and_a_part_can_help_one_model_and_not_the_other(tmp_path):
+    # vanilla 2.3 and llama 2.1, seed noise 0.01. SwiGLU: added, 0.1 lower; removed, 0.1 lower too (llama
+    # does better without it). GQA: added, within noise; removed, 0.2 higher. RoPE: added, 0.1 higher;
+    # removed, within noise. RMSNorm: only added, one direction. Pre-norm: not trained.
+    def ablation(part, direction, floor):
+        return {"group": "ablation", "part": part, "direction": direction, "floor": floor}
+
+    db = grid_db(
+        tmp_path,
+        vanilla={"floor": 2.3},
+        llama={"floor": 2.1, "model": LLAMA_PARTS},
+        vanilla_plus_swiglu=ablation("swiglu", "add", 2.2),
+        llama_minus_swiglu=ablation("swiglu", "remove", 2.0),
+        vanilla_plus_gqa=ablation("gqa", "add", 2.303),
+        llama_minus_gqa=ablation("gqa", "remove", 2.3),
+        vanilla_plus_rope=ablation("rope", "add", 2.4),
+        llama_minus_rope=ablation("rope", "remove", 2.102),
+        vanilla_plus_rmsnorm=ablation("rmsnorm", "add", 2.0),
+    )
+    data = load(db)
+    assert claims.part_effects(data, "swiglu") == (claims.HELPS, claims.HURTS)
+    assert claims.part_effects(data, "gqa") == (claims.WITHIN_NOISE, claims.HELPS)
+    assert claims.part_effects(data, "rope") == (claims.HURTS, claims.WITHIN_NOISE)
+    assert claims.part_effects(data, "rmsnorm") is None
+    part = [c for c in claims.claims(data) if c.claim == "Which part earned the gain"][0]
+    assert part.measured == (
+        "seed noise 0.010, two seeds each way; earned the gain both ways: none; "
+        "rope: hurts vanilla, llama does not miss it; gqa: llama misses it, vanilla gains nothing from it; "
+        "swiglu: helps vanilla, llama does better without it; not yet both ways with two seeds: rmsnorm, prenorm"
+    )
+    assert report.training_loss_verdict(data, "swiglu") == (
+        "in the training loss, adding it to vanilla lowers best val beyond seed noise and removing it from llama "
+        "lowers best val beyond seed noise (helps vanilla, llama does better without it)"
     )
 
 
