@@ -24,6 +24,7 @@ from anatomy.report_data import (
     paired_deltas,
     per_seed,
     seed_noise,
+    stability_text,
 )
 
 PARTS = ("rmsnorm", "prenorm", "rope", "gqa", "swiglu")  # the five swaps, as experiments.yaml names them
@@ -202,8 +203,13 @@ def _deep_claim(data: ReportData) -> Claim:
     claim = "A 12-layer post-norm model without warmup struggles or diverges; pre-norm keeps it stable"
     chapter = "left to the reader"
     post, pre = deep_runs(data, "post"), deep_runs(data, "pre")
+    # the depth exam asks the same question over the learning rate
+    depth_map = ""
+    if not data.exams.depth_stability.empty:
+        layers = "/".join(str(n) for n in sorted(data.exams.depth["n_layer"].unique()))
+        depth_map = f"; the depth map, {layers} layers over lr: {stability_text(data.exams.depth_stability)}"
     if post.empty or pre.empty:
-        return Claim(claim, chapter, "deep pair not run", "not yet run")
+        return Claim(claim, chapter, "deep pair not run" + depth_map, "not yet run")
     post_broke, pre_broke = post["diverged"].any(), pre["diverged"].any()
     deltas = paired_deltas(post, pre)
     measured = (
@@ -211,13 +217,20 @@ def _deep_claim(data: ReportData) -> Claim:
         f"pre-norm: diverged {'yes' if pre_broke else 'no'}, best val {per_seed(pre, 'best_val_loss')}; "
         f"post minus pre {delta_text(deltas)}"
     )
+    peak_lr = data.metrics.loc[data.metrics["run_id"].isin(post["run_id"]), "lr"].max()
+    if pd.notna(peak_lr):
+        measured += f", at peak lr {peak_lr:g}"
+    measured += depth_map
     noise = seed_noise(data, set(post["experiment"]) | set(pre["experiment"]))
+    noise = max(noise, 0) if not math.isnan(noise) else 0
     if post_broke and not pre_broke:
         verdict = "**reproduced**: post-norm diverged, pre-norm did not"
-    elif not deltas.empty and (deltas > max(noise, 0) if not math.isnan(noise) else deltas > 0).all():
+    elif not deltas.empty and (deltas > noise).all():
         verdict = "**partly reproduced**: post-norm trains, but worse with every seed"
+    elif not deltas.empty and (deltas < -noise).all():
+        verdict = "**not reproduced** at this lr: post-norm trains, and lower than pre-norm with every seed"
     else:
-        verdict = "**not reproduced** at this width: post-norm trains as well as pre-norm"
+        verdict = "**not reproduced** at this lr: post-norm trains as well as pre-norm"
     return Claim(claim, chapter, measured, verdict)
 
 

@@ -42,6 +42,7 @@ from anatomy.report_data import (
     per_seed,
     read_provenance,
     seeds_of,
+    stability_text,
 )
 
 # The README sections this report writes, each between `<!-- report:NAME:start -->` and
@@ -420,23 +421,6 @@ def wall_clock_finding(data: ReportData, part: str, mine: str, other: str) -> st
 
 
 # The depth map (pre-norm)
-
-
-def stability_text(stability: pd.DataFrame) -> str:
-    """Post-norm still trains up to lr A (fails from B), pre-norm up to lr C."""
-    clauses = []
-    for norm_pos in ("post", "pre"):
-        row = stability[stability["norm_pos"] == norm_pos]
-        if row.empty:
-            clauses.append(f"{norm_pos}-norm: no cell yet")
-            continue
-        row = row.iloc[0]
-        if pd.isna(row["max_trained_lr"]):
-            clauses.append(f"{norm_pos}-norm trains at none of the {int(row['cells'])} learning rates tried")
-            continue
-        failed = f" (fails from {row['min_failed_lr']:g})" if pd.notna(row["min_failed_lr"]) else ""
-        clauses.append(f"{norm_pos}-norm trains up to lr {row['max_trained_lr']:g}{failed}")
-    return ", ".join(clauses)
 
 
 def telling_lr(depth: pd.DataFrame) -> float | None:

@@ -188,6 +188,23 @@ def deep_runs(data: ReportData, norm_pos: str) -> pd.DataFrame:
 # Formatting
 
 
+def stability_text(stability: pd.DataFrame) -> str:
+    """Post-norm still trains up to lr A (fails from B), pre-norm up to lr C."""
+    clauses = []
+    for norm_pos in ("post", "pre"):
+        row = stability[stability["norm_pos"] == norm_pos]
+        if row.empty:
+            clauses.append(f"{norm_pos}-norm: no cell yet")
+            continue
+        row = row.iloc[0]
+        if pd.isna(row["max_trained_lr"]):
+            clauses.append(f"{norm_pos}-norm trains at none of the {int(row['cells'])} learning rates tried")
+            continue
+        failed = f" (fails from {row['min_failed_lr']:g})" if pd.notna(row["min_failed_lr"]) else ""
+        clauses.append(f"{norm_pos}-norm trains up to lr {row['max_trained_lr']:g}{failed}")
+    return ", ".join(clauses)
+
+
 def fmt(value: Any, digits: int = 3, sign: bool = False) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"

@@ -106,6 +106,28 @@ def test_verdicts_turn_when_the_data_turn(tmp_path):
     assert deep.startswith("**not reproduced**")
 
 
+def test_a_deep_post_norm_model_lower_than_pre_norm_is_said_so(tmp_path):
+    # both train; post-norm bottoms out 0.15 lower with both seeds (noise 0.01)
+    db = grid_db(
+        tmp_path,
+        vanilla={},
+        llama={"model": LLAMA_PARTS},
+        deep_post_nowarmup={
+            "group": "break",
+            "n_layer": 12,
+            "floor": 1.9,
+            "model": {**LLAMA_PARTS, "norm_pos": "post"},
+        },
+        deep_pre_nowarmup={"group": "break", "n_layer": 12, "floor": 2.05, "model": LLAMA_PARTS},
+    )
+    deep = [c for c in claims.claims(load(db)) if c.claim.startswith("A 12-layer post-norm")][0]
+    assert deep.verdict == ("**not reproduced** at this lr: post-norm trains, and lower than pre-norm with every seed")
+    assert deep.measured == (
+        "post-norm: diverged no, best val 1.920 / 1.930; pre-norm: diverged no, best val 2.070 / 2.080; "
+        "post minus pre -0.150 (-0.150 to -0.150), at peak lr 0.0003"
+    )
+
+
 def test_a_gain_inside_seed_noise_is_not_a_finding(tmp_path):
     # llama lower with both seeds, but by 0.005 against a seed spread of 0.01
     db = grid_db(tmp_path, vanilla={"floor": 2.105}, llama={"floor": 2.1, "model": LLAMA_PARTS})

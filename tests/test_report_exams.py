@@ -18,7 +18,7 @@ import duckdb
 import pandas as pd
 import pytest
 
-from anatomy import report
+from anatomy import claims, report
 from anatomy.cli import main
 from anatomy.errors import AnatomyError
 from anatomy.exams import wall_clock
@@ -306,6 +306,14 @@ def test_every_exam_cell_holds_the_numbers_of_its_rows(examined_db):
         "(GQA); MQA's best val vs the mini-LLaMA's +0.040 (seed 42)"
     )
     assert_no_nan(section(text))
+
+
+def test_the_deep_claim_points_to_the_depth_map(examined_db):
+    deep = [c for c in claims.claims(load(examined_db)) if c.claim.startswith("A 12-layer post-norm")][0]
+    assert deep.measured.endswith(
+        "; the depth map, 12 layers over lr: post-norm trains up to lr 0.001 (fails from 0.003), "
+        "pre-norm trains up to lr 0.003 (fails from 0.01)"
+    )
 
 
 def test_the_training_loss_column_and_the_sentences_come_from_the_data(examined_db):
