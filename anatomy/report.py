@@ -24,7 +24,7 @@ import pandas as pd
 from anatomy.atomic import atomic_path, write_text
 from anatomy.claims import EFFECT_SUMMARY, HELPS, HURTS, MEMORISING_RISE, PARTS, claims, part_effects
 from anatomy.errors import AnatomyError
-from anatomy.exams import speedup_words
+from anatomy.exams import fraction_words, speedup_words
 from anatomy.exams.depth import DEPTH_FOLDER
 from anatomy.report_data import (
     ReportData,
@@ -44,6 +44,7 @@ from anatomy.report_data import (
     seeds_of,
     stability_text,
 )
+from dashboard import analysis
 
 # The README sections this report writes, each between `<!-- report:NAME:start -->` and
 # `<!-- report:NAME:end -->` lines: the results, and the wall time of each target.
@@ -316,7 +317,6 @@ PART_EXAMS = {
 }
 # wall_clock variants by the names the text gives them
 VARIANT_NAMES = {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm", "gelu": "GELU FFN", "swiglu": "SwiGLU FFN"}
-FRACTIONS = {1 / 2: "half", 1 / 4: "a quarter", 1 / 8: "an eighth"}
 ATTENTION_ORDER = ("MHA", "GQA", "MQA")  # most KV heads first
 
 
@@ -486,15 +486,6 @@ def depth_finding(data: ReportData) -> str | None:
 # The length exam (RoPE)
 
 
-def weighted_loss(buckets: pd.DataFrame) -> float:
-    """The mean loss over these buckets' predictions (each bucket weighted by how many it has)."""
-    buckets = buckets[buckets["loss"].notna()]
-    weights = buckets["predictions"].astype(float)
-    if buckets.empty or not (weights > 0).all():
-        return float(buckets["loss"].mean()) if not buckets.empty else math.nan
-    return float((buckets["loss"] * weights).sum() / weights.sum())
-
-
 def run_length(rows: pd.DataFrame) -> dict[str, Any] | None:
     """One run on its longest readable window: loss within the training length and at the farthest bucket."""
     readable = rows[rows["possible"]]
@@ -508,7 +499,7 @@ def run_length(rows: pd.DataFrame) -> dict[str, Any] | None:
         "window": int(far["window_len"]),
         "ctx_len": ctx_len,
         "within_span": f"0-{int(within['bucket_end'].max())}" if not within.empty else "–",
-        "within": weighted_loss(within),
+        "within": analysis.weighted_loss(within),
         "far_span": f"{int(far['bucket_start'])}-{int(far['bucket_end'])}",
         "far_start": int(far["bucket_start"]),
         "far": float(far["loss"]) if far["possible"] else math.nan,
@@ -694,20 +685,13 @@ def kv_cache_text(data: ReportData) -> str:
     return "; ".join(said + [mqa_text(data)])
 
 
-def fraction_words(ratio: float) -> str:
-    for fraction, words in FRACTIONS.items():
-        if math.isclose(ratio, fraction, rel_tol=1e-6):
-            return words
-    return f"{ratio:.2f}x"
-
-
 def kv_cache_finding(data: ReportData) -> str | None:
     kinds = bytes_per_token(data).set_index("attention")
     said = []
     if {"MHA", "GQA"} <= set(kinds.index):
         said.append(
             f"GQA's cache is {fraction_words(kinds.loc['GQA', 'measured'] / kinds.loc['MHA', 'measured'])} "
-            "of MHA's per token"
+            "MHA's per token"
         )
     speed = cache_speedup(data)
     if speed is not None:
@@ -762,7 +746,7 @@ def exams_section(data: ReportData) -> str:
 
 def figure_charts(data: ReportData) -> dict[str, Any]:
     """The figures the data allow, as Altair charts by name."""
-    from dashboard import analysis, charts  # Altair, only when figures are wanted
+    from dashboard import charts  # Altair, only when figures are wanted
 
     drawn: dict[str, Any] = {}
     headline_runs = data.runs[data.runs["group"] == "headline"]
@@ -795,53 +779,18 @@ def figure_charts(data: ReportData) -> dict[str, Any]:
     return {**drawn, **exam_charts(data)}
 
 
-def length_curves(data: ReportData) -> pd.DataFrame:
-    """The length chart's lines (dashboard.charts.length_chart): per experiment and position bucket
-    of each run's longest readable window, the loss, mean over seeds. Featured (bold): the headline
-    models and the RoPE experiments."""
-    length = data.exams.length.merge(data.runs[["run_id", "experiment", "group", "part", "positions"]], on="run_id")
-    readable = length[length["possible"]].groupby("run_id")["window_len"].max()
-    longest = length[length["window_len"] == length["run_id"].map(readable)]
-    longest = longest.assign(featured=(longest["group"] == "headline") | (longest["part"] == "rope"))
-    curves = longest.groupby(["experiment", "positions", "bucket_start", "bucket_end"], as_index=False).agg(
-        loss=("loss", "mean"), runs=("run_id", "nunique"), ctx_len=("ctx_len", "max"), featured=("featured", "any")
-    )
-    return curves.assign(position=(curves["bucket_start"] + curves["bucket_end"]) / 2)
-
-
-def depth_cells(depth: pd.DataFrame) -> pd.DataFrame:
-    """The stability map's cells (dashboard.charts.stability_map): what became of each run, and its label."""
-    state = np.select(
-        [depth["status"] == "running", depth["diverged"], depth["trained"]],
-        ["running", "diverged", "trained"],
-        "did not learn",
-    )
-    text = [
-        "running"
-        if s == "running"
-        else f"diverged @ {int(step)}"
-        if s == "diverged" and pd.notna(step)
-        else "diverged"
-        if s == "diverged"
-        else f"best val {best:.3f}"
-        if pd.notna(best) and math.isfinite(best)
-        else "no val"
-        for s, step, best in zip(state, depth["diverged_step"], depth["best_val_loss"])
-    ]
-    return depth.assign(state=state, text=text, lr_label=[f"{lr:g}" for lr in depth["lr"]])
-
-
 def exam_charts(data: ReportData) -> dict[str, Any]:
     """The exams' figures whose data exist: RoPE's loss by position and pre-norm's stability map."""
     from dashboard import charts
 
     drawn: dict[str, Any] = {}
-    curves = length_curves(data)
+    length = data.exams.length.merge(data.runs[["run_id", "experiment", "group", "part", "positions"]], on="run_id")
+    curves = analysis.length_curves(length)
     if not curves.empty:
         ctx_lens = curves["ctx_len"].unique()
         drawn["length"] = charts.length_chart(curves, ctx_lens[0] if len(ctx_lens) == 1 else None).properties(width=760)
     if not data.exams.depth.empty:
-        drawn["stability"] = charts.stability_map(depth_cells(data.exams.depth)).properties(width=680)
+        drawn["stability"] = charts.stability_map(analysis.depth_cells(data.exams.depth)).properties(width=680)
     return drawn
 
 

@@ -9,6 +9,8 @@ the turn's margin). Kept apart from Streamlit and Altair so each can be checked 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
@@ -161,3 +163,61 @@ def versus_baseline(comparisons: pd.DataFrame, experiments) -> pd.DataFrame:
         },
         columns=["experiment", "baseline", "delta", "delta_low", "delta_high", "n_seeds"],
     )
+
+
+# The exams
+
+
+def length_curves(length: pd.DataFrame) -> pd.DataFrame:
+    """Per experiment and position bucket of each run's longest readable window: the loss, mean over seeds.
+
+    Featured (drawn bold): the headline models and every experiment about RoPE (its ablations and
+    the two broken RoPEs)."""
+    # a window where nothing could be read (a val split too short for it) has no curve to give
+    readable = length[length["possible"]].groupby("run_id")["window_len"].max()
+    longest = length[length["window_len"] == length["run_id"].map(readable)]
+    longest = longest.assign(featured=(longest["group"] == "headline") | (longest["part"] == "rope"))
+    curves = longest.groupby(["experiment", "positions", "bucket_start", "bucket_end"], as_index=False).agg(
+        loss=("loss", "mean"),
+        predictions=("predictions", "sum"),
+        runs=("run_id", "nunique"),
+        ctx_len=("ctx_len", "max"),
+        window_len=("window_len", "max"),
+        possible=("possible", "all"),
+        featured=("featured", "any"),
+    )
+    curves["position"] = (curves["bucket_start"] + curves["bucket_end"]) / 2
+    return curves
+
+
+def weighted_loss(buckets: pd.DataFrame) -> float:
+    """The mean loss over these buckets' predictions (each bucket weighted by how many it has)."""
+    buckets = buckets[finite(buckets["loss"])]
+    if buckets.empty:
+        return math.nan
+    weights = buckets["predictions"].astype(float)
+    if not (weights > 0).all():
+        return float(buckets["loss"].mean())
+    return float((buckets["loss"] * weights).sum() / weights.sum())
+
+
+def depth_cells(depth: pd.DataFrame) -> pd.DataFrame:
+    """The stability map's cells (charts.stability_map): what became of each run, and its label."""
+    state = np.select(
+        [depth["status"] == "running", depth["diverged"], depth["trained"]],
+        ["running", "diverged", "trained"],
+        "did not learn",
+    )
+    text = [
+        "running"
+        if s == "running"
+        else f"diverged @ {int(step)}"
+        if s == "diverged" and pd.notna(step)
+        else "diverged"
+        if s == "diverged"
+        else f"best val {best:.3f}"
+        if pd.notna(best) and math.isfinite(best)
+        else "no val"
+        for s, step, best in zip(state, depth["diverged_step"], depth["best_val_loss"])
+    ]
+    return depth.assign(state=state, text=text, lr_label=[f"{lr:g}" for lr in depth["lr"]])

@@ -51,3 +51,16 @@ def speedup_words(cached_per_s: float, recomputed_per_s: float) -> str:
     dashboard, so both say it the same way."""
     ratio = cached_per_s / recomputed_per_s
     return f"{ratio:.1f}x faster" if ratio >= 1 else f"{1 / ratio:.1f}x slower"
+
+
+# How a cache compares with another's, in words where the ratio is a plain fraction
+FRACTIONS = {1 / 2: "half of", 1 / 4: "a quarter of", 1 / 8: "an eighth of"}
+
+
+def fraction_words(ratio: float) -> str:
+    """One size against another: "half of", "a quarter of", else "0.37x". Shared by the report and
+    the dashboard, so both say it the same way."""
+    for fraction, words in FRACTIONS.items():
+        if abs(ratio - fraction) <= 1e-6 * fraction:
+            return words
+    return f"{ratio:.2f}x"

@@ -14,11 +14,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from anatomy.exams import speedup_words
+from anatomy.exams import fraction_words, speedup_words
 from dashboard import charts, loaders
-from dashboard.analysis import finite
+from dashboard.analysis import depth_cells, finite, length_curves, weighted_loss
 
-FRACTIONS = {1 / 2: "half of", 1 / 4: "a quarter of", 1 / 8: "an eighth of"}
 # anatomy/exams/wall_clock.py names so the variant whose manual and fused run the same code: a
 # control whose ratio is the timings' own noise, not a part that fusing speeds up
 CONTROL_MARK = "no fused kernel"
@@ -48,39 +47,6 @@ def say_not_examined(runs: pd.DataFrame, examined: pd.Series, exam: str) -> None
 
 # ---------------------------------------------------------------------------------------------
 # RoPE: loss by position
-
-
-def length_curves(length: pd.DataFrame) -> pd.DataFrame:
-    """Per experiment and position bucket of each run's longest readable window: the loss, mean over seeds.
-
-    Featured (drawn bold): the headline models and every experiment about RoPE (its ablations and
-    the two broken RoPEs)."""
-    # a window where nothing could be read (a val split too short for it) has no curve to give
-    readable = length[length["possible"]].groupby("run_id")["window_len"].max()
-    longest = length[length["window_len"] == length["run_id"].map(readable)]
-    longest = longest.assign(featured=(longest["group"] == "headline") | (longest["part"] == "rope"))
-    curves = longest.groupby(["experiment", "positions", "bucket_start", "bucket_end"], as_index=False).agg(
-        loss=("loss", "mean"),
-        predictions=("predictions", "sum"),
-        runs=("run_id", "nunique"),
-        ctx_len=("ctx_len", "max"),
-        window_len=("window_len", "max"),
-        possible=("possible", "all"),
-        featured=("featured", "any"),
-    )
-    curves["position"] = (curves["bucket_start"] + curves["bucket_end"]) / 2
-    return curves
-
-
-def weighted_loss(buckets: pd.DataFrame) -> float:
-    """The mean loss over these buckets' predictions (each bucket weighted by how many it has)."""
-    buckets = buckets[finite(buckets["loss"])]
-    if buckets.empty:
-        return math.nan
-    weights = buckets["predictions"].astype(float)
-    if not (weights > 0).all():
-        return float(buckets["loss"].mean())
-    return float((buckets["loss"] * weights).sum() / weights.sum())
 
 
 def length_summary(curves: pd.DataFrame) -> pd.DataFrame:
@@ -202,13 +168,6 @@ def length_section(exams: loaders.ExamResults) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # GQA: the KV cache
-
-
-def fraction_words(ratio: float) -> str:
-    for fraction, words in FRACTIONS.items():
-        if math.isclose(ratio, fraction, rel_tol=1e-6):
-            return words
-    return f"{ratio:.2f} times"
 
 
 def bytes_per_token(cache: pd.DataFrame) -> pd.DataFrame:
@@ -357,28 +316,6 @@ def kv_cache_section(exams: loaders.ExamResults) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # Pre-norm: depth without warmup
-
-
-def depth_cells(depth: pd.DataFrame) -> pd.DataFrame:
-    """The map's cells with what became of each run and the label it is drawn with."""
-    state = np.select(
-        [depth["status"] == "running", depth["diverged"], depth["trained"]],
-        ["running", "diverged", "trained"],
-        "did not learn",
-    )
-    text = [
-        "running"
-        if s == "running"
-        else f"diverged @ {int(step)}"
-        if s == "diverged" and pd.notna(step)
-        else "diverged"
-        if s == "diverged"
-        else f"best val {best:.3f}"
-        if pd.notna(best) and math.isfinite(best)
-        else "no val"
-        for s, step, best in zip(state, depth["diverged_step"], depth["best_val_loss"])
-    ]
-    return depth.assign(state=state, text=text, lr_label=[f"{lr:g}" for lr in depth["lr"]])
 
 
 def stability_finding(stability: pd.DataFrame, depth: pd.DataFrame) -> str:
