@@ -103,6 +103,7 @@ def dashboard_db(tmp_path_factory) -> Path:
     from anatomy.results import collect
     from anatomy.tokenizer import tokenize_corpus
     from anatomy.trainer import train
+    from tiny_runs import examine  # a plugin of this conftest: imported once pytest has loaded it
 
     root = tmp_path_factory.mktemp("tiny_grid")
     (root / "corpus.txt").write_text(TINY_TEXT, encoding="utf-8")
@@ -121,7 +122,7 @@ def dashboard_db(tmp_path_factory) -> Path:
             write_json(run / "samples.json", [generate_samples(run, chars=80)])
     for file_name in ("summary.json", "samples.json"):
         (root / "runs" / "rope_k_unrotated" / "seed42" / file_name).unlink()
-    examine(root)
+    examine(root / "runs", root / "data", root / "exams", ["llama/seed42", "mqa/seed42"], depth_lr="1e-2")
     db = root / "anatomy.duckdb"
     write_json(
         root / "experiments.json",
@@ -131,102 +132,3 @@ def dashboard_db(tmp_path_factory) -> Path:
         root / "runs", db, root / "results.json", exams_root=root / "exams", experiments_path=root / "experiments.json"
     )
     return db
-
-
-def examine(root: Path) -> None:
-    """Every exam, as the workflow runs them, at tiny sizes: each finished run's length exam, the
-    KV cache of the GQA and MQA runs, a two-cell depth map, the wall clock."""
-    from anatomy.cli import main
-    from anatomy.exams import wall_clock
-
-    for summary in sorted((root / "runs").glob("*/seed*/summary.json")):
-        assert (
-            main(
-                [
-                    "exam",
-                    "length",
-                    str(summary.parent),
-                    "--data",
-                    str(root / "data"),
-                    "--windows",
-                    "16",
-                    "32",
-                    "--threads",
-                    "1",
-                ]
-            )
-            == 0
-        )
-    for run in ("llama/seed42", "mqa/seed42"):
-        assert (
-            main(
-                [
-                    "exam",
-                    "kv_cache",
-                    str(root / "runs" / run),
-                    "--contexts",
-                    "16",
-                    "32",
-                    "--chars",
-                    "4",
-                    "--rounds",
-                    "1",
-                    "--threads",
-                    "1",
-                ]
-            )
-            == 0
-        )
-    assert (
-        main(
-            [
-                "exam",
-                "depth",
-                "--out",
-                str(root / "exams" / "depth"),
-                "--data",
-                str(root / "data"),
-                "--n-layer",
-                "2",
-                "--steps",
-                "10",
-                "--threads",
-                "1",
-                "d_model=32",
-                "batch_size=4",
-                "eval_every=5",
-                "compile=false",
-                "--norm-pos",
-                "post",
-                "pre",
-                "--lr",
-                "1e-2",
-            ]
-        )
-        == 0
-    )
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(wall_clock, "MIN_SAMPLE_S", 0.001)
-        assert (
-            main(
-                [
-                    "exam",
-                    "wall_clock",
-                    "--out",
-                    str(root / "exams" / "wall_clock.json"),
-                    "--rounds",
-                    "1",
-                    "--batch-size",
-                    "2",
-                    "--threads",
-                    "1",
-                    "--device",
-                    "cpu",
-                    "d_model=32",
-                    "ctx_len=16",
-                    "n_layer=1",
-                    "vocab_size=40",
-                ]
-            )
-            == 0
-        )

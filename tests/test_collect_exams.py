@@ -15,6 +15,7 @@ from anatomy.cli import main
 from anatomy.errors import AnatomyError
 from anatomy.exams import depth, kv_cache, length, wall_clock
 from anatomy.grad_norms import GRAD_NORMS_FILE, read_grad_norms
+from tiny_runs import examine
 
 TINY_SIZES = ["d_model=32", "ctx_len=16", "n_layer=1", "vocab_size=40"]
 
@@ -32,81 +33,7 @@ def examined(tiny_data, tiny_runs, tmp_path_factory):
     for name, folder in tiny_runs.items():
         shutil.copytree(folder, runs / name / "seed42")
     exams = root / "exams"
-    for name in ("llama", "vanilla"):
-        run = runs / name / "seed42"
-        assert (
-            main(["exam", "length", str(run), "--data", str(tiny_data), "--windows", "16", "32", "--threads", "1"]) == 0
-        )
-    assert (
-        main(
-            [
-                "exam",
-                "kv_cache",
-                str(runs / "llama" / "seed42"),
-                "--contexts",
-                "16",
-                "32",
-                "--chars",
-                "4",
-                "--rounds",
-                "1",
-                "--threads",
-                "1",
-            ]
-        )
-        == 0
-    )
-    assert (
-        main(
-            [
-                "exam",
-                "depth",
-                "--out",
-                str(exams / "depth"),
-                "--data",
-                str(tiny_data),
-                "--n-layer",
-                "2",
-                "--steps",
-                "10",
-                "--threads",
-                "1",
-                "d_model=32",
-                "ctx_len=16",
-                "batch_size=4",
-                "eval_every=5",
-                "compile=false",
-                "--norm-pos",
-                "post",
-                "pre",
-                "--lr",
-                "3e-3",
-            ]
-        )
-        == 0
-    )
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(wall_clock, "MIN_SAMPLE_S", 0.001)
-        assert (
-            main(
-                [
-                    "exam",
-                    "wall_clock",
-                    "--out",
-                    str(exams / "wall_clock.json"),
-                    "--rounds",
-                    "1",
-                    "--batch-size",
-                    "2",
-                    "--threads",
-                    "1",
-                    "--device",
-                    "cpu",
-                    *TINY_SIZES,
-                ]
-            )
-            == 0
-        )
+    examine(runs, tiny_data, exams, ["llama/seed42"])
     db = root / "anatomy.duckdb"
     assert main(["collect", "--runs", str(runs), "--db", str(db), "--exams", str(exams)]) == 0
     return runs, exams, db

@@ -25,6 +25,7 @@ from anatomy.exams import wall_clock
 from anatomy.report_data import load, load_runs
 from anatomy.results import collect
 from run_folders import LLAMA_PARTS, write_run_folder
+from tiny_runs import examine
 
 HEADING = "Which part wins where"
 GIB = 2**30
@@ -447,82 +448,7 @@ def examined_runs(tiny_data, tiny_runs, tmp_path_factory):
         config = json.loads((run / "config.json").read_text(encoding="utf-8"))
         config["tags"] = {"experiment": name, "group": "headline"}
         (run / "config.json").write_text(json.dumps(config), encoding="utf-8")
-        assert (
-            main(["exam", "length", str(run), "--data", str(tiny_data), "--windows", "16", "32", "--threads", "1"]) == 0
-        )
-    assert (
-        main(
-            [
-                "exam",
-                "kv_cache",
-                str(runs / "llama" / "seed42"),
-                "--contexts",
-                "16",
-                "32",
-                "--chars",
-                "4",
-                "--rounds",
-                "1",
-                "--threads",
-                "1",
-            ]
-        )
-        == 0
-    )
-    assert (
-        main(
-            [
-                "exam",
-                "depth",
-                "--out",
-                str(exams / "depth"),
-                "--data",
-                str(tiny_data),
-                "--n-layer",
-                "2",
-                "--steps",
-                "10",
-                "--threads",
-                "1",
-                "d_model=32",
-                "ctx_len=16",
-                "batch_size=4",
-                "eval_every=5",
-                "compile=false",
-                "--norm-pos",
-                "post",
-                "pre",
-                "--lr",
-                "3e-3",
-            ]
-        )
-        == 0
-    )
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(wall_clock, "MIN_SAMPLE_S", 0.001)
-        assert (
-            main(
-                [
-                    "exam",
-                    "wall_clock",
-                    "--out",
-                    str(exams / wall_clock.RESULT_FILE),
-                    "--rounds",
-                    "1",
-                    "--batch-size",
-                    "2",
-                    "--threads",
-                    "1",
-                    "--device",
-                    "cpu",
-                    "d_model=32",
-                    "ctx_len=16",
-                    "n_layer=1",
-                    "vocab_size=40",
-                ]
-            )
-            == 0
-        )
+    examine(runs, tiny_data, exams, ["llama/seed42"])
     return runs
 
 

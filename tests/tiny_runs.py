@@ -3,6 +3,8 @@ short training run on it (seconds, not minutes). Import the fixtures into a test
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from anatomy.tokenizer import tokenize_corpus
@@ -33,3 +35,31 @@ def tiny_runs(tiny_data, tmp_path_factory):
     train(tiny_data, root / "vanilla", "debug", {}, {**FAST, "steps": 60, "lr": 3e-3})
     train(tiny_data, root / "llama", "debug", llama_parts, {**FAST, "steps": 60, "lr": 3e-3})
     return {"vanilla": root / "vanilla", "llama": root / "llama"}
+
+
+# The tiny sizes every exam is run at in the tests: seconds each
+TINY_EXAM_MODEL = ["d_model=32", "ctx_len=16"]
+
+
+def examine(runs: Path, data: Path, exams: Path, kv_cache_runs: list[str], depth_lr: str = "3e-3") -> None:
+    """Every exam by its command, as the workflow runs them, at tiny sizes: the length exam of each
+    finished run under `runs`, the KV cache of `kv_cache_runs` (e.g. "llama/seed42"), a two-cell
+    depth map (post- and pre-norm at `depth_lr`) and the wall clock, both into `exams`."""
+    from anatomy.cli import main
+    from anatomy.exams import wall_clock
+
+    for summary in sorted(runs.glob("*/seed*/summary.json")):
+        length = ["exam", "length", str(summary.parent), "--data", str(data), "--windows", "16", "32"]
+        assert main([*length, "--threads", "1"]) == 0
+    for run in kv_cache_runs:
+        kv_cache = ["exam", "kv_cache", str(runs / run), "--contexts", "16", "32", "--chars", "4", "--rounds", "1"]
+        assert main([*kv_cache, "--threads", "1"]) == 0
+    depth = ["exam", "depth", "--out", str(exams / "depth"), "--data", str(data), "--n-layer", "2", "--steps", "10"]
+    settings = [*TINY_EXAM_MODEL, "batch_size=4", "eval_every=5", "compile=false"]
+    assert main([*depth, "--threads", "1", *settings, "--norm-pos", "post", "pre", "--lr", depth_lr]) == 0
+    # one quick sample per timing: the numbers are not what these tests check
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(wall_clock, "MIN_SAMPLE_S", 0.001)
+        timing = ["exam", "wall_clock", "--out", str(exams / wall_clock.RESULT_FILE), "--rounds", "1"]
+        sizes = [*TINY_EXAM_MODEL, "n_layer=1", "vocab_size=40"]
+        assert main([*timing, "--batch-size", "2", "--threads", "1", "--device", "cpu", *sizes]) == 0
