@@ -18,6 +18,9 @@ from __future__ import annotations
 import argparse
 import importlib
 from pathlib import Path
+from typing import Any, Callable
+
+from anatomy.atomic import check_file_target, write_json
 
 # exam -> one-line help; each is a module here with add_arguments(parser) and run(args)
 EXAMS = {
@@ -35,6 +38,21 @@ def exam_module(name: str):
 def exam_result_path(run_dir: str | Path, name: str) -> Path:
     """Where a run's result of exam `name` lives: RUN/exams/NAME.json, beside its metrics."""
     return Path(run_dir) / "exams" / f"{name}.json"
+
+
+def run_exam_output(args: argparse.Namespace, name: str) -> Path:
+    """Where a run's exam writes (--out, else exam_result_path), checked before the minutes of
+    work, so an --out that cannot be written stops the exam first."""
+    out = Path(args.out) if args.out else exam_result_path(args.run_dir, name)
+    check_file_target(out, "--out")
+    return out
+
+
+def write_result(out: Path, result: dict[str, Any], show: Callable[[dict[str, Any]], None]) -> None:
+    """Write an exam's result atomically, then show its table."""
+    write_json(out, result)
+    show(result)
+    print(f"\nwritten to {out}")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -33,10 +33,9 @@ from typing import Any
 
 import torch
 
-from anatomy.atomic import check_file_target, write_json
 from anatomy.devices import pick_device
 from anatomy.errors import AnatomyError
-from anatomy.exams import exam_result_path
+from anatomy.exams import run_exam_output, write_result
 from anatomy.generate import DEFAULT_TEMPERATURE, load_model, pick_next, window_start
 from anatomy.model import KVCache, MiniLM
 from anatomy.run_files import check_value, read_json_object
@@ -333,8 +332,7 @@ def print_tables(result: dict[str, Any]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     check_arguments(args)
-    out = args.out or exam_result_path(args.run_dir, "kv_cache")
-    check_file_target(out, "--out")  # before minutes of timing
+    out = run_exam_output(args, "kv_cache")
     if args.threads:
         torch.set_num_threads(args.threads)
     model, _ = load_model(args.run_dir, args.checkpoint)
@@ -362,7 +360,5 @@ def run(args: argparse.Namespace) -> int:
         "skipped": cache_notes + timing_notes,
         "scale": scale_rows(),
     }
-    write_json(out, result)
-    print_tables(result)
-    print(f"\nwritten to {out}")
+    write_result(out, result, print_tables)
     return 0

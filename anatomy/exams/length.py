@@ -26,11 +26,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from anatomy.atomic import check_file_target, write_json
 from anatomy.batches import eval_starts, windows_at
 from anatomy.devices import pick_device
 from anatomy.errors import AnatomyError
-from anatomy.exams import exam_result_path
+from anatomy.exams import run_exam_output, write_result
 from anatomy.generate import load_model
 from anatomy.model import MiniLM
 from anatomy.run_files import check_value, read_json_object, read_run_config, read_summary
@@ -270,8 +269,7 @@ def run(args: argparse.Namespace) -> int:
     for option, value in [*(("--windows", n) for n in args.windows), ("--max-windows", args.max_windows)]:
         if value < 1:
             raise AnatomyError(f"{option} {value} is not valid: expected at least 1")
-    out = args.out or exam_result_path(args.run_dir, "length")
-    check_file_target(out, "--out")  # before minutes of evaluation
+    out = run_exam_output(args, "length")
     if args.threads:
         torch.set_num_threads(args.threads)
     if (diverged := diverged_without_weights(args.run_dir, args.checkpoint)) is not None:
@@ -281,9 +279,7 @@ def run(args: argparse.Namespace) -> int:
             for window_len in dict.fromkeys(args.windows)
             for row in impossible_rows(window_len, position_buckets(diverged["ctx_len"], window_len), reason)
         ]
-        result = {"checkpoint": args.checkpoint, "ctx_len": diverged["ctx_len"], "rows": rows}
-        write_json(out, result)
-        print_table(result)
+        write_result(out, {"checkpoint": args.checkpoint, "ctx_len": diverged["ctx_len"], "rows": rows}, print_table)
         return 0
     model, model_tokenizer = load_model(args.run_dir, args.checkpoint)
     data_tokenizer, _, val_ids = load_tokenized(args.data)
@@ -298,7 +294,5 @@ def run(args: argparse.Namespace) -> int:
         "val_tokens": len(val_ids),
         "rows": length_exam(model, val_ids, windows, args.max_windows),
     }
-    write_json(out, result)
-    print_table(result)
-    print(f"written to {out}")
+    write_result(out, result, print_table)
     return 0
