@@ -348,6 +348,9 @@ def test_each_exam_says_what_its_rows_show(exam_db, monkeypatch):
         "within the training length (positions 0-127)"
     ) in prose
     assert "a learned position table (vanilla) cannot read past position 127 at all" in prose
+    table = app.dataframe[0].value.set_index("experiment")
+    assert table.loc["vanilla", "far_loss"] == "cannot read" and table.loc["vanilla", "far_over_within"] == "–"
+    assert table.loc["llama", "far_loss"] == "2.7000"
     assert "5 of 7 runs examined; not yet: deep_post_nowarmup · seed 42, llama_minus_gqa · seed 42." in prose
     assert f"mqa · seed 42: no window could be read ({TOO_SHORT})." in prose
 

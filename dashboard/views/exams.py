@@ -136,8 +136,13 @@ def length_section(exams: loaders.ExamResults) -> None:
             f"its windows were at most {row['window_len']} characters. Run the exam again with longer windows.",
             icon=":material/straighten:",
         )
+    # past a learned table's last row there is no loss: say so in the cell instead of "None"
+    shown = summary.assign(
+        far_loss=[f"{v:.4f}" if pd.notna(v) else "cannot read" for v in summary["far_loss"]],
+        far_over_within=[f"{v:.2f}" if pd.notna(v) else "–" for v in summary["far_over_within"]],
+    )
     st.dataframe(
-        summary[
+        shown[
             [
                 "experiment",
                 "positions",
@@ -157,10 +162,8 @@ def length_section(exams: loaders.ExamResults) -> None:
             "window_len": st.column_config.NumberColumn("window", format="%d"),
             "within": st.column_config.NumberColumn("loss within training length", format="%.4f"),
             "far_bucket": st.column_config.TextColumn("farthest positions"),
-            "far_loss": st.column_config.NumberColumn(
-                "loss there", format="%.4f", help="empty: the model cannot read that far"
-            ),
-            "far_over_within": st.column_config.NumberColumn("far / within", format="%.2f"),
+            "far_loss": st.column_config.TextColumn("loss there"),
+            "far_over_within": st.column_config.TextColumn("far / within"),
         },
     )
     say_not_examined(exams.runs, length["run_id"], "length")
