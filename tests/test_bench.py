@@ -13,29 +13,7 @@ from anatomy.cli import main
 
 def test_bench_writes_every_variant(tmp_path, capsys):
     out = tmp_path / "bench.json"
-    args = [
-        "bench",
-        "--rounds",
-        "1",
-        "--steps-per-round",
-        "1",
-        "--batch-size",
-        "2",
-        "--gen-chars",
-        "8",
-        "--gen-rounds",
-        "1",
-        "--gen-ctx-lens",
-        "16",
-        "32",
-        "--vocab-size",
-        "64",
-        "--threads",
-        "1",
-        "--out",
-        str(out),
-        "--no-compile",
-    ]
+    args = [*bench_args(out), "--gen-ctx-lens", "16", "32", "--no-compile"]
     assert main(args) == 0
     result = json.loads(out.read_text())
     variants = {(r["model"], r["impl"]) for r in result["training"]}

@@ -34,6 +34,24 @@ def read_metrics(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
+def train_command(data: Path, run_dir: Path, settings: dict) -> list[str]:
+    """`python -m anatomy train` on the debug preset with these training settings, for a subprocess."""
+    overrides = [f"{key}={value}" for key, value in settings.items()]
+    return [
+        sys.executable,
+        "-m",
+        "anatomy",
+        "train",
+        "--data",
+        str(data),
+        "--out",
+        str(run_dir),
+        "--preset",
+        "debug",
+        *overrides,
+    ]
+
+
 def losses(rows: list[dict]) -> list[tuple]:
     return [(r["step"], r["train_loss"], r["val_loss"]) for r in rows]
 
@@ -187,19 +205,7 @@ def test_resume_after_sigkill_matches_an_uninterrupted_run(tiny_data, tmp_path):
     train(tiny_data, reference, "debug", {}, settings)
 
     killed = tmp_path / "killed"
-    command = [
-        sys.executable,
-        "-m",
-        "anatomy",
-        "train",
-        "--data",
-        str(tiny_data),
-        "--out",
-        str(killed),
-        "--preset",
-        "debug",
-        *[f"{k}={v}" for k, v in settings.items()],
-    ]
+    command = train_command(tiny_data, killed, settings)
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     # Kill it once a few checkpoints exist, mid-way through a stretch of steps.
@@ -565,19 +571,7 @@ def test_a_trainer_stops_when_the_workflow_that_started_it_is_killed(tiny_data, 
     assert workflow.stdout.readline() == "holding\n"
     run_dir = tmp_path / "run"
     endless = {**FAST, "steps": 10**7}  # it cannot finish on its own before the kill
-    command = [
-        sys.executable,
-        "-m",
-        "anatomy",
-        "train",
-        "--data",
-        str(tiny_data),
-        "--out",
-        str(run_dir),
-        "--preset",
-        "debug",
-        *[f"{k}={v}" for k, v in endless.items()],
-    ]
+    command = train_command(tiny_data, run_dir, endless)
     trainer = subprocess.Popen(
         command,
         stdout=subprocess.PIPE,
@@ -611,19 +605,7 @@ def test_a_second_trainer_on_the_same_folder_waits_for_the_first(tiny_data, tmp_
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    command = [
-        sys.executable,
-        "-m",
-        "anatomy",
-        "train",
-        "--data",
-        str(tiny_data),
-        "--out",
-        str(run_dir),
-        "--preset",
-        "debug",
-        *[f"{k}={v}" for k, v in FAST.items()],
-    ]
+    command = train_command(tiny_data, run_dir, FAST)
     with held_lock(run_dir):
         second = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert "another trainer is writing this folder; waiting for it to stop" in second.stdout.readline()
