@@ -152,8 +152,10 @@ def break_section(data: ReportData) -> str:
     breaks = data.runs[data.runs["group"] == "break"]
     if breaks.empty:
         return "No break-test runs yet: `snakemake --cores 1 break_tests` trains them."
+    noise = headline_noise(data)
     rows = []
     for experiment, runs in breaks.groupby("experiment", sort=False):
+        deltas = baseline_deltas(data, experiment)
         diverged = runs[runs["diverged"]].sort_values("seed", ascending=False)
         broke = (
             "no"
@@ -174,11 +176,27 @@ def break_section(data: ReportData) -> str:
                 per_seed(runs, "best_val_loss"),
                 per_seed(runs, "best_step"),
                 f"`{runs['baseline'].iloc[0]}`" if pd.notna(runs["baseline"].iloc[0]) else "–",
-                delta_text(baseline_deltas(data, experiment)),
+                delta_text(deltas),
+                beyond_noise(deltas, noise),
             ]
         )
-    return md_table(
-        ["experiment", "what it does", "seeds", "diverged", "best val", "at step", "baseline", "Δ vs baseline"], rows
+    table = md_table(
+        [
+            "experiment",
+            "what it does",
+            "seeds",
+            "diverged",
+            "best val",
+            "at step",
+            "baseline",
+            "Δ best val vs baseline",
+            "beyond seed noise?",
+        ],
+        rows,
+    )
+    return (
+        f"{table}\n\nΔ is the experiment's best val minus its baseline's, seed by seed (mean, then the range over "
+        f"seeds); seed noise is {fmt(noise)} nats, as for the ablations."
     )
 
 

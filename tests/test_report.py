@@ -19,14 +19,10 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 def table_rows(markdown: str, heading: str) -> list[list[str]]:
     """The body rows of the first table after `### heading`, as lists of cells."""
-    section = markdown.split(f"### {heading}", 1)[1]
-    rows = [line for line in section.splitlines() if line.startswith("|")]
-    table = []
-    for line in rows[2:]:
-        table.append([cell.strip() for cell in line.strip("|").split("|")])
-        if line is rows[-1]:
-            break
-    return table
+    lines = markdown.split(f"### {heading}", 1)[1].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
+    return [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[start + 2 : end]]
 
 
 def verdicts(data) -> dict[str, str]:
@@ -218,6 +214,43 @@ def test_ablation_table_pairs_seeds_and_judges_against_seed_noise(fixture_grid_d
     assert rows["swiglu"][1:] == ["-0.100 (-0.100 to -0.100)", "**yes**", "+0.150 (+0.150 to +0.150)", "**yes**"]
     # the llama_minus_rope run is still going: one seed, so no verdict
     assert rows["rope"][1:] == ["not run yet", "", "-0.100 (1 seed)", "needs 2 seeds"]
+
+
+def test_break_table_says_when_each_diverged_and_how_far_from_its_baseline(tmp_path):
+    db = grid_db(
+        tmp_path,
+        vanilla={"floor": 2.3},
+        llama={"floor": 2.1, "model": LLAMA_PARTS},
+        mqa={"group": "break", "floor": 2.3, "model": {**LLAMA_PARTS, "n_kv_head": 1}},
+        llama_qk_norm={"group": "break", "floor": 2.105, "model": LLAMA_PARTS},
+        deep_post_nowarmup={
+            "group": "break",
+            "n_layer": 12,
+            "status": "diverged",
+            "diverged_step": 30,
+            "model": {**LLAMA_PARTS, "norm_pos": "post"},
+        },
+    )
+    rows = {row[0]: row for row in table_rows(report.render(load(db), []), "Break tests")}
+    # seeds 42 / 7 sit 0.02 / 0.03 above each floor; seed noise 0.01; every baseline is llama (their preset)
+    assert rows["`mqa`"][2:] == [
+        "42 / 7",
+        "no",
+        "2.320 / 2.330",
+        "50 / 50",
+        "`llama`",
+        "+0.200 (+0.200 to +0.200)",
+        "**yes**",
+    ]
+    assert rows["`llama_qk_norm`"][3:] == [
+        "no",
+        "2.125 / 2.135",
+        "50 / 50",
+        "`llama`",
+        "+0.005 (+0.005 to +0.005)",
+        "no",
+    ]
+    assert rows["`deep_post_nowarmup`"][3] == "seed 42 at step 30, seed 7 at step 30"
 
 
 def test_mqa_cache_sizes_are_the_models_own(tmp_path):
