@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from anatomy import claims, report
 from anatomy.cli import main
@@ -262,8 +263,29 @@ def test_mqa_cache_sizes_are_the_models_own(tmp_path):
     )
     claim = [c for c in claims.claims(load(db)) if c.claim.startswith("MQA")][0]
     # d_model 16, 4 heads -> head_dim 4; llama has 1 layer: 2 (k, v) x layers x KV heads x 4 x 4 bytes
-    assert "MHA (4 KV heads) 128 bytes, GQA (2 KV heads) 64 bytes, MQA (1 KV heads) 32 bytes" in claim.measured
+    assert "MHA (4 KV heads) 128 bytes, GQA (2 KV heads) 64 bytes, MQA (1 KV head) 32 bytes" in claim.measured
     assert claim.verdict.startswith("partly answered: cache 0.25 of MHA's")
+
+
+@pytest.mark.parametrize(
+    ("mqa_floor", "verdict"),
+    [
+        (2.105, "**reproduced**: cache 0.25 of MHA's, at no cost in best val beyond seed noise"),
+        (2.3, "**partly reproduced**: cache 0.25 of MHA's, but its best val is higher beyond seed noise"),
+    ],
+)
+def test_mqa_val_cost_is_judged_against_mha_with_the_seed_noise(tmp_path, mqa_floor, verdict):
+    # MHA: the mini-LLaMA without GQA, at 2.1 like the mini-LLaMA; seed noise 0.01
+    mha = {"group": "ablation", "part": "gqa", "direction": "remove", "floor": 2.1}
+    db = grid_db(
+        tmp_path,
+        vanilla={"floor": 2.3},
+        llama={"floor": 2.1, "model": LLAMA_PARTS},
+        llama_minus_gqa={**mha, "model": {**LLAMA_PARTS, "n_kv_head": 4}},
+        mqa={"group": "break", "floor": mqa_floor, "model": {**LLAMA_PARTS, "n_kv_head": 1}},
+    )
+    claim = [c for c in claims.claims(load(db)) if c.claim.startswith("MQA")][0]
+    assert claim.verdict == verdict
 
 
 def test_report_on_real_tiny_runs(dashboard_db):
