@@ -248,13 +248,31 @@ def _rope_claim(data: ReportData) -> Claim:
         f"{delta_text(delta)} vs mini-LLaMA"
         for name, delta in deltas.items()
     ]
-    worst = max(deltas, key=lambda name: deltas[name].mean() if len(deltas[name]) else -math.inf)
     collapsed = (broken["best_val_loss"] >= chance - 0.05).any()
     measured = "; ".join(parts) + f"; chance is ln(vocabulary) = {chance:.3f}"
-    verdict = f"**answered**: {worst} hurts more; " + (
-        "one collapses to chance" if collapsed else "neither collapses to chance"
-    )
+    collapse = "one collapses to chance" if collapsed else "neither collapses to chance"
+    which, complete = which_break_hurts_more(deltas, headline_noise(data))
+    verdict = f"**answered**: {which}; {collapse}" if complete else f"partly answered: {which}; {collapse}"
     return Claim(claim, chapter, measured, verdict)
+
+
+def which_break_hurts_more(deltas: dict[str, pd.Series], noise: float) -> tuple[str, bool]:
+    """Of two RoPE breaks (their best val minus llama's, by seed): which one hurts more, said only
+    when every seed agrees beyond the seed noise; and whether two seeds of both were there to say it."""
+    if len(deltas) != 2:
+        return f"only {', '.join(deltas)} trained so far", False
+    (first, first_deltas), (second, second_deltas) = deltas.items()
+    gap = (first_deltas - second_deltas).dropna()  # seed by seed: positive, the first hurts more
+    if gap.empty:
+        return "no seed of both breaks yet", False
+    if len(gap) < 2 or math.isnan(noise):
+        worse = first if gap.iloc[0] > 0 else second
+        return f"{worse} hurts more with seed {int(gap.index[0])} (one seed cannot tell it from noise)", False
+    if (gap > noise).all():
+        return f"{first} hurts more, by {fmt(gap.mean())} beyond seed noise", True
+    if (gap < -noise).all():
+        return f"{second} hurts more, by {fmt(-gap.mean())} beyond seed noise", True
+    return "neither hurts more beyond seed noise", True
 
 
 def _mqa_claim(data: ReportData) -> Claim:

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import duckdb
+import pandas as pd
 import pytest
 
 from anatomy import claims, report
@@ -286,6 +287,31 @@ def test_mqa_val_cost_is_judged_against_mha_with_the_seed_noise(tmp_path, mqa_fl
     )
     claim = [c for c in claims.claims(load(db)) if c.claim.startswith("MQA")][0]
     assert claim.verdict == verdict
+
+
+def test_which_rope_break_hurts_more_needs_every_seed_beyond_the_noise(tmp_path):
+    # llama 2.1; k unrotated 0.3 above it, k adjacent 0.1 above it, with both seeds; vocabulary 50
+    broken = {"group": "break", "model": {**LLAMA_PARTS, "rope_break": "k_unrotated"}, "floor": 2.4}
+    db = grid_db(
+        tmp_path,
+        vanilla={"floor": 2.3},
+        llama={"floor": 2.1, "model": LLAMA_PARTS},
+        rope_k_unrotated=broken,
+        rope_k_adjacent={**broken, "model": {**LLAMA_PARTS, "rope_break": "k_adjacent"}, "floor": 2.2},
+    )
+    claim = [c for c in claims.claims(load(db)) if c.claim.startswith("Breaking RoPE")][0]
+    assert claim.verdict == (
+        "**answered**: k_unrotated hurts more, by 0.200 beyond seed noise; neither collapses to chance"
+    )
+    assert claim.measured.endswith("; chance is ln(vocabulary) = 3.912")
+    # one seed, or seeds that disagree, say so rather than name a winner
+    one_seed = {"k_adjacent": pd.Series({42: 0.1}), "k_unrotated": pd.Series({42: 0.3})}
+    assert claims.which_break_hurts_more(one_seed, 0.01) == (
+        "k_unrotated hurts more with seed 42 (one seed cannot tell it from noise)",
+        False,
+    )
+    disagree = {"k_adjacent": pd.Series({42: 0.1, 7: 0.3}), "k_unrotated": pd.Series({42: 0.3, 7: 0.1})}
+    assert claims.which_break_hurts_more(disagree, 0.01) == ("neither hurts more beyond seed noise", True)
 
 
 def test_report_on_real_tiny_runs(dashboard_db):
