@@ -221,16 +221,21 @@ def _deep_claim(data: ReportData) -> Claim:
     if pd.notna(peak_lr):
         measured += f", at peak lr {peak_lr:g}"
     measured += depth_map
-    noise = seed_noise(data, set(post["experiment"]) | set(pre["experiment"]))
-    noise = max(noise, 0) if not math.isnan(noise) else 0
+    # the wider of the headline models' seed spread and the deep pair's own: deep models may vary more
+    own = seed_noise(data, set(post["experiment"]) | set(pre["experiment"]))
+    noise = max(headline_noise(data), own if not math.isnan(own) else 0)
     if post_broke and not pre_broke:
         verdict = "**reproduced**: post-norm diverged, pre-norm did not"
-    elif not deltas.empty and (deltas > noise).all():
-        verdict = "**partly reproduced**: post-norm trains, but worse with every seed"
-    elif not deltas.empty and (deltas < -noise).all():
-        verdict = "**not reproduced** at this lr: post-norm trains, and lower than pre-norm with every seed"
+    elif pre_broke:
+        verdict = f"**not reproduced**: pre-norm diverged{', and so did post-norm' if post_broke else ''}"
+    elif len(deltas) < 2 or math.isnan(noise):
+        verdict = "partly answered: neither diverged; how far apart they train needs 2 seeds"
+    elif (deltas > noise).all():
+        verdict = "**partly reproduced**: post-norm trains, but worse beyond seed noise"
+    elif (deltas < -noise).all():
+        verdict = "**not reproduced** at this lr: post-norm trains, and lower than pre-norm beyond seed noise"
     else:
-        verdict = "**not reproduced** at this lr: post-norm trains as well as pre-norm"
+        verdict = "**not reproduced** at this lr: post-norm trains as well as pre-norm, within seed noise"
     return Claim(claim, chapter, measured, verdict)
 
 
