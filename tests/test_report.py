@@ -128,6 +128,26 @@ def test_a_deep_post_norm_model_lower_than_pre_norm_is_said_so(tmp_path):
     )
 
 
+@pytest.mark.parametrize(
+    ("post", "pre", "verdict"),
+    [
+        ({"floor": 2.3}, {"floor": 2.05}, "**partly reproduced**: post-norm trains, but worse beyond seed noise"),
+        ({}, {"status": "diverged", "diverged_step": 30}, "**not reproduced**: pre-norm diverged"),
+    ],
+)
+def test_the_deep_pair_verdict_follows_divergence_then_the_val_gap(tmp_path, post, pre, verdict):
+    deep = {"group": "break", "n_layer": 12, "model": LLAMA_PARTS}
+    db = grid_db(
+        tmp_path,
+        vanilla={},
+        llama={"model": LLAMA_PARTS},
+        deep_post_nowarmup={**deep, **post, "model": {**LLAMA_PARTS, "norm_pos": "post"}},
+        deep_pre_nowarmup={**deep, **pre},
+    )
+    found = verdicts(load(db))
+    assert [v for c, v in found.items() if c.startswith("A 12-layer post-norm")] == [verdict]
+
+
 def test_a_gain_inside_seed_noise_is_not_a_finding(tmp_path):
     # llama lower with both seeds, but by 0.005 against a seed spread of 0.01
     db = grid_db(tmp_path, vanilla={"floor": 2.105}, llama={"floor": 2.1, "model": LLAMA_PARTS})
