@@ -16,6 +16,7 @@ from anatomy.config import ModelConfig
 from anatomy.report_data import (
     MODEL_FIELDS,
     ReportData,
+    ablation_deltas,
     deep_runs,
     delta_text,
     fmt,
@@ -141,41 +142,38 @@ def _memorised_sample(data: ReportData) -> Claim:
     return Claim(claim, chapter, f"copied spans of {min_chars}+ characters: " + "; ".join(parts), verdict)
 
 
-# What having a part does to best val in one direction, when every seed agrees beyond the noise
-HELPS, HURTS, WITHIN_NOISE = "helps", "hurts", "within noise"
+# What having a part does to best val in one direction: every seed's loss lower with it by more
+# than the seed noise, every seed's higher, or neither (seeds that disagree, or too close to call)
+HELPS, HURTS, NOT_BEYOND_NOISE = "helps", "hurts", "not beyond noise"
 
 # (added to vanilla, removed from llama) -> what the two together say about the part
 EFFECT_SUMMARY = {
     (HELPS, HELPS): "earned its gain both ways",
-    (HELPS, WITHIN_NOISE): "helps vanilla, llama does not miss it",
+    (HELPS, NOT_BEYOND_NOISE): "helps vanilla, llama does not clearly miss it",
     (HELPS, HURTS): "helps vanilla, llama does better without it",
-    (WITHIN_NOISE, HELPS): "llama misses it, vanilla gains nothing from it",
-    (WITHIN_NOISE, WITHIN_NOISE): "within seed noise both ways",
-    (WITHIN_NOISE, HURTS): "vanilla gains nothing from it, llama does better without it",
+    (NOT_BEYOND_NOISE, HELPS): "llama misses it, vanilla does not clearly gain from it",
+    (NOT_BEYOND_NOISE, NOT_BEYOND_NOISE): "not beyond seed noise either way",
+    (NOT_BEYOND_NOISE, HURTS): "vanilla does not clearly gain from it, llama does better without it",
     (HURTS, HELPS): "hurts vanilla, llama misses it",
-    (HURTS, WITHIN_NOISE): "hurts vanilla, llama does not miss it",
+    (HURTS, NOT_BEYOND_NOISE): "hurts vanilla, llama does not clearly miss it",
     (HURTS, HURTS): "hurts both ways",
 }
 
 
 def part_effects(data: ReportData, part: str) -> tuple[str, str] | None:
-    """What having the part does to best val, (added to vanilla, removed from llama): HELPS when
-    every seed's loss is lower with it by more than the seed noise, HURTS when higher, else
-    WITHIN_NOISE. None until both directions have two seeds: one seed cannot tell noise apart."""
+    """What having the part does to best val, (added to vanilla, removed from llama), each HELPS,
+    HURTS or NOT_BEYOND_NOISE. None until both directions have two seeds with a best val on both
+    sides: one seed cannot tell a change from the seed noise."""
     noise = headline_noise(data)
-    effects = {}
-    for entry in data.ablations[data.ablations["part"] == part].itertuples():
-        if entry.n_seeds < 2 or math.isnan(noise):
+    effects = []
+    for direction in ("add", "remove"):
+        deltas = ablation_deltas(data, part, direction)
+        if deltas is None or len(deltas) < 2 or math.isnan(noise):
             return None
-        # how much lower the loss is with the part than without it, over the seeds: least, most
-        if entry.direction == "add":
-            least, most = -entry.delta_best_val_max, -entry.delta_best_val_min
-        else:
-            least, most = entry.delta_best_val_min, entry.delta_best_val_max
-        effects[entry.direction] = HELPS if least > noise else HURTS if most < -noise else WITHIN_NOISE
-    if set(effects) != {"add", "remove"}:
-        return None
-    return effects["add"], effects["remove"]
+        # how much lower the loss is with the part than without it, seed by seed
+        gain = -deltas if direction == "add" else deltas
+        effects.append(HELPS if (gain > noise).all() else HURTS if (gain < -noise).all() else NOT_BEYOND_NOISE)
+    return effects[0], effects[1]
 
 
 def _which_part(data: ReportData) -> Claim:

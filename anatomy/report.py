@@ -28,6 +28,7 @@ from anatomy.exams import fraction_words, speedup_words
 from anatomy.exams.depth import DEPTH_FOLDER
 from anatomy.report_data import (
     ReportData,
+    ablation_deltas,
     attention_kind,
     deep_runs,
     delta_text,
@@ -349,14 +350,6 @@ def seed_list(deltas: pd.Series) -> str:
     return f"{' / '.join(fmt(v, sign=True) for v in ordered)} (seed{'s' if len(ordered) > 1 else ''} {seeds})"
 
 
-def ablation_deltas(data: ReportData, part: str, direction: str) -> pd.Series | None:
-    """The ablation's best val minus its baseline's, seed by seed; None if it was not trained."""
-    match = data.ablations[(data.ablations["part"] == part) & (data.ablations["direction"] == direction)]
-    if match.empty:
-        return None
-    return baseline_deltas(data, match.iloc[0]["experiment"])
-
-
 def training_loss_text(data: ReportData, part: str) -> str:
     """What the ablations say: the change in best val, the part added to vanilla and removed from llama."""
     said = []
@@ -377,10 +370,13 @@ def training_loss_verdict(data: ReportData, part: str) -> str:
     if effects is None:
         return "the training loss does not tell yet (not measured both ways with two seeds)"
     added, removed = effects
-    moved = {HELPS: "lowers best val beyond seed noise", HURTS: "raises best val beyond seed noise"}
-    lost = {HELPS: "raises best val beyond seed noise", HURTS: "lowers best val beyond seed noise"}
-    adding = moved.get(added, "moves best val within seed noise")
-    removing = lost.get(removed, "moves it within seed noise")
+    unclear = "does not move best val beyond seed noise with every seed"
+    adding = {HELPS: "lowers best val beyond seed noise", HURTS: "raises best val beyond seed noise"}.get(
+        added, unclear
+    )
+    removing = {HELPS: "raises best val beyond seed noise", HURTS: "lowers best val beyond seed noise"}.get(
+        removed, unclear
+    )
     return (
         f"in the training loss, adding it to vanilla {adding} and removing it from llama {removing} "
         f"({EFFECT_SUMMARY[effects]})"

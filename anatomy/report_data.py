@@ -244,6 +244,14 @@ def baseline_deltas(data: ReportData, experiment: str, column: str = "delta_best
     return rows.set_index("seed")[column].dropna()
 
 
+def ablation_deltas(data: ReportData, part: str, direction: str) -> pd.Series | None:
+    """The ablation's best val minus its baseline's, seed by seed; None if it was not trained."""
+    match = data.ablations[(data.ablations["part"] == part) & (data.ablations["direction"] == direction)]
+    if match.empty:
+        return None
+    return baseline_deltas(data, match.iloc[0]["experiment"])
+
+
 def delta_text(deltas: pd.Series) -> str:
     if deltas.empty:
         return "–"

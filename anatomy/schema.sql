@@ -227,10 +227,12 @@ FROM run_summary a
 JOIN run_summary base ON base.experiment = a.baseline AND base.seed = a.seed;
 
 -- Each experiment against its baseline, over the seeds both have: mean, min and max difference.
+-- n_seeds counts the seeds with a best val on both sides (a run that diverged before its first
+-- evaluation has none), the seeds that min, max and mean are over.
 CREATE VIEW baseline_summary AS
 SELECT
     experiment, any_value("group") AS "group", part, direction, baseline,
-    count(*) AS n_seeds,
+    count(delta_best_val) AS n_seeds,
     list(seed ORDER BY seed) AS seeds,
     avg(delta_best_val) AS delta_best_val_mean,
     min(delta_best_val) AS delta_best_val_min,
