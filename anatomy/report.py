@@ -24,7 +24,7 @@ import pandas as pd
 from anatomy.atomic import atomic_path, write_text
 from anatomy.claims import EFFECT_SUMMARY, HELPS, HURTS, MEMORISING_RISE, PARTS, claims, part_effects
 from anatomy.errors import AnatomyError
-from anatomy.exams import fraction_words, speedup_words
+from anatomy.exams import fraction_words, speedup_words, weighted_loss
 from anatomy.exams.depth import DEPTH_FOLDER
 from anatomy.report_data import (
     ReportData,
@@ -45,7 +45,6 @@ from anatomy.report_data import (
     seeds_of,
     stability_text,
 )
-from dashboard import analysis
 
 # The README sections this report writes, each between `<!-- report:NAME:start -->` and
 # `<!-- report:NAME:end -->` lines: the results, and the wall time of each target.
@@ -513,7 +512,7 @@ def run_length(rows: pd.DataFrame) -> dict[str, Any] | None:
         "window": int(far["window_len"]),
         "ctx_len": ctx_len,
         "within_span": f"0-{int(within['bucket_end'].max())}" if not within.empty else "–",
-        "within": analysis.weighted_loss(within),
+        "within": weighted_loss(within),
         "far_span": f"{int(far['bucket_start'])}-{int(far['bucket_end'])}",
         "far_start": int(far["bucket_start"]),
         "far": float(far["loss"]) if far["possible"] else math.nan,
@@ -760,7 +759,7 @@ def exams_section(data: ReportData) -> str:
 
 def figure_charts(data: ReportData) -> dict[str, Any]:
     """The figures the data allow, as Altair charts by name."""
-    from dashboard import charts  # Altair, only when figures are wanted
+    from dashboard import analysis, charts  # Altair, only when figures are wanted
 
     drawn: dict[str, Any] = {}
     headline_runs = data.runs[data.runs["group"] == "headline"]
@@ -795,7 +794,7 @@ def figure_charts(data: ReportData) -> dict[str, Any]:
 
 def exam_charts(data: ReportData) -> dict[str, Any]:
     """The exams' figures whose data exist: RoPE's loss by position and pre-norm's stability map."""
-    from dashboard import charts
+    from dashboard import analysis, charts
 
     drawn: dict[str, Any] = {}
     length = data.exams.length.merge(data.runs[["run_id", "experiment", "group", "part", "positions"]], on="run_id")

@@ -190,17 +190,6 @@ def length_curves(length: pd.DataFrame) -> pd.DataFrame:
     return curves
 
 
-def weighted_loss(buckets: pd.DataFrame) -> float:
-    """The mean loss over these buckets' predictions (each bucket weighted by how many it has)."""
-    buckets = buckets[finite(buckets["loss"])]
-    if buckets.empty:
-        return math.nan
-    weights = buckets["predictions"].astype(float)
-    if not (weights > 0).all():
-        return float(buckets["loss"].mean())
-    return float((buckets["loss"] * weights).sum() / weights.sum())
-
-
 def depth_cells(depth: pd.DataFrame) -> pd.DataFrame:
     """The stability map's cells (charts.stability_map): what became of each run, and its label."""
     state = np.select(

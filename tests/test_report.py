@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sys
+import subprocess
 from pathlib import Path
 
 import duckdb
@@ -438,3 +440,12 @@ def test_readme_results_come_from_the_shipped_reference_runs():
         )
     for name in report.figure_charts(data):
         assert (REPO / "docs" / "results" / f"{name}.png").is_file()
+
+
+def test_the_report_text_needs_neither_the_dashboard_nor_torch(tmp_path):
+    """`anatomy report --no-figures` works wherever the package is installed: only the figures
+    draw with the dashboard's charts (Altair), and only one claim loads the model (torch)."""
+    code = "import sys, anatomy.report; print(sorted(m for m in ('dashboard', 'torch', 'altair') if m in sys.modules))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
 from pathlib import Path
 from typing import Any, Callable
+
+import numpy as np
 
 from anatomy.atomic import check_file_target, write_json
 
@@ -82,3 +85,15 @@ def fraction_words(ratio: float) -> str:
         if abs(ratio - fraction) <= 1e-6 * fraction:
             return words
     return f"{ratio:.2f}x"
+
+
+def weighted_loss(buckets) -> float:
+    """The mean loss over these loss-by-position buckets' predictions (each bucket weighted by how
+    many it has; non-finite losses left out). Shared by the report and the dashboard."""
+    buckets = buckets[np.isfinite(buckets["loss"].astype(float))]
+    if buckets.empty:
+        return math.nan
+    weights = buckets["predictions"].astype(float)
+    if not (weights > 0).all():
+        return float(buckets["loss"].mean())
+    return float((buckets["loss"] * weights).sum() / weights.sum())

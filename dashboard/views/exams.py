@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from anatomy.exams import fraction_words, speedup_words
+from anatomy.exams import fraction_words, speedup_words, weighted_loss
 from dashboard import charts, loaders
-from dashboard.analysis import depth_cells, finite, length_curves, weighted_loss
+from dashboard.analysis import depth_cells, finite, length_curves
 
 # anatomy/exams/wall_clock.py names so the variant whose manual and fused run the same code: a
 # control whose ratio is the timings' own noise, not a part that fusing speeds up
