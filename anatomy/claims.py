@@ -220,8 +220,8 @@ def _deep_claim(data: ReportData) -> Claim:
         measured += f", at peak lr {peak_lr:g}"
     measured += depth_map
     # the wider of the headline models' seed spread and the deep pair's own: deep models may vary more
-    own = seed_noise(data, set(post["experiment"]) | set(pre["experiment"]))
-    noise = max(headline_noise(data), own if not math.isnan(own) else 0)
+    spreads = [headline_noise(data), seed_noise(data, set(post["experiment"]) | set(pre["experiment"]))]
+    noise = max((spread for spread in spreads if not math.isnan(spread)), default=math.nan)
     if post_broke and not pre_broke:
         verdict = "**reproduced**: post-norm diverged, pre-norm did not"
     elif pre_broke:
@@ -305,8 +305,9 @@ def _mqa_claim(data: ReportData) -> Claim:
     # the same noise as every other comparison with a baseline, and two seeds to tell it apart
     noise = headline_noise(data)
     if len(mqa_vs_mha) < 2 or math.isnan(noise):
+        needs = "2 seeds" if len(mqa_vs_mha) < 2 else "the headline models' seed noise (2 seeds each)"
         return Claim(
-            claim, chapter, measured, f"partly answered: cache {ratio:.2f} of MHA's; the val cost needs 2 seeds"
+            claim, chapter, measured, f"partly answered: cache {ratio:.2f} of MHA's; the val cost needs {needs}"
         )
     if (mqa_vs_mha > noise).all():
         verdict = f"**partly reproduced**: cache {ratio:.2f} of MHA's, but its best val is higher beyond seed noise"
