@@ -217,6 +217,15 @@ def test_several_named_targets_plan_their_runs_and_one_collection(workdir):
     assert set(train_commands(output)) == expected_runs(names)
 
 
+@pytest.mark.parametrize("other", ["exams", "./results/anatomy.duckdb"])
+def test_a_named_target_beside_one_that_needs_everything_plans_everything(workdir, other):
+    result = snakemake(workdir, "-n", "-p", "headline", other)
+    assert result.returncode == 0, result.stderr + result.stdout
+    output = result.stdout + result.stderr
+    assert job_counts(output)["collect_results"] == 1
+    assert set(train_commands(output)) == expected_runs(DEFAULT_GRID)
+
+
 def test_train_commands_carry_labels_seed_and_overrides(workdir):
     commands = train_commands(snakemake(workdir, "-n", "-p").stdout)
     command = commands[("llama_minus_gqa", 7)]

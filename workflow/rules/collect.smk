@@ -3,7 +3,8 @@
 One rule, whichever targets were asked for: `snakemake headline` collects the headline runs,
 `snakemake headline ablations` both groups, and anything else (the default target, `exams`, the
 database itself) the whole grid and every exam (collected_outputs). The database always holds
-every run finished so far, not only the ones the target needed.
+every run finished so far, not only the ones the target needed. Another target than last time
+changes what collecting waits for, so it collects again: seconds, and nothing retrains.
 """
 
 

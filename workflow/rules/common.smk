@@ -150,7 +150,9 @@ def collected_outputs(wildcards):
     target, so asking for several at once plans one collection, not rival ones. An input
     function: the targets are known once Snakemake plans, not while it reads the workflow.
     """
-    targets = set(workflow.dag_settings.targets) if workflow.dag_settings else set()
+    asked = workflow.dag_settings.targets if workflow.dag_settings else []
+    # a file target may be written ./results/anatomy.duckdb (a rule's name stays itself)
+    targets = {os.path.relpath(target) for target in asked}
     named = [target for target in TARGET_GROUPS if target in targets]
     wants_everything = not named or targets & {
         "all",
