@@ -188,8 +188,9 @@ def deep_runs(data: ReportData, norm_pos: str) -> pd.DataFrame:
 # Formatting
 
 
-def stability_text(stability: pd.DataFrame) -> str:
-    """Post-norm still trains up to lr A (fails from B), pre-norm up to lr C."""
+def stability_text(stability: pd.DataFrame, bold: bool = False) -> str:
+    """Post-norm trains up to lr A (fails from B), pre-norm up to lr C: the depth_stability view in
+    words, for the report and (with the largest lr in bold) the dashboard."""
     clauses = []
     for norm_pos in ("post", "pre"):
         row = stability[stability["norm_pos"] == norm_pos]
@@ -200,8 +201,9 @@ def stability_text(stability: pd.DataFrame) -> str:
         if pd.isna(row["max_trained_lr"]):
             clauses.append(f"{norm_pos}-norm trains at none of the {int(row['cells'])} learning rates tried")
             continue
+        largest = f"**{row['max_trained_lr']:g}**" if bold else f"{row['max_trained_lr']:g}"
         failed = f" (fails from {row['min_failed_lr']:g})" if pd.notna(row["min_failed_lr"]) else ""
-        clauses.append(f"{norm_pos}-norm trains up to lr {row['max_trained_lr']:g}{failed}")
+        clauses.append(f"{norm_pos}-norm trains up to lr {largest}{failed}")
     return ", ".join(clauses)
 
 

@@ -362,8 +362,8 @@ def test_each_exam_says_what_its_rows_show(exam_db, monkeypatch):
 
     # pre-norm: the largest lr each wiring trains at, and where it starts failing
     assert (
-        "With 12 layers and no warmup, post-norm still trains up to lr **0.001** (fails from 0.003), "
-        "pre-norm up to lr **0.003** (fails from 0.01)."
+        "With 12 layers and no warmup, post-norm trains up to lr **0.001** (fails from 0.003), "
+        "pre-norm trains up to lr **0.003** (fails from 0.01)."
     ) in prose
     # the default run is the post-norm 12-layer grid run
     assert app.selectbox(key="exams_grad_run").value == "deep_post_nowarmup/seed42"
@@ -485,7 +485,7 @@ def test_a_grid_examined_in_part(tmp_path, monkeypatch):
     assert "Only GQA (2 KV heads) is measured so far: **2,048** bytes of cache per token." in prose
     assert "Not measured yet: MHA, MQA" in prose
     assert "No generation timings" in prose
-    assert "post-norm still trains up to lr **0.0003** (fails from 0.001)." in prose
+    assert "post-norm trains up to lr **0.0003** (fails from 0.001), pre-norm: no cell yet." in prose
     assert "Not in the map yet: pre-norm at lr 0.0003, pre-norm at lr 0.001" in prose
     assert "No gradient norms" in prose
     assert "No part is timed both ways" in prose and "Timed one way only: norm · rmsnorm (manual only)" in prose

@@ -15,6 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from anatomy.exams import fraction_words, speedup_words, weighted_loss
+from anatomy.report_data import stability_text
 from dashboard import charts, loaders
 from dashboard.analysis import depth_cells, finite, length_curves
 
@@ -67,6 +68,7 @@ def length_summary(curves: pd.DataFrame) -> pd.DataFrame:
                 "far_bucket": f"{int(far['bucket_start'])}-{int(far['bucket_end'])}",
                 "far_start": int(far["bucket_start"]),
                 "far_loss": far["loss"] if far["possible"] else math.nan,
+                "far_possible": bool(far["possible"]),
                 "rows_past": not past.empty,
                 "readable_past": bool(past["possible"].any()),
             }
@@ -138,7 +140,10 @@ def length_section(exams: loaders.ExamResults) -> None:
         )
     # past a learned table's last row there is no loss: say so in the cell instead of "None"
     shown = summary.assign(
-        far_loss=[f"{v:.4f}" if pd.notna(v) else "cannot read" for v in summary["far_loss"]],
+        far_loss=[
+            "cannot read" if not possible else f"{v:.4f}" if pd.notna(v) else "–"
+            for v, possible in zip(summary["far_loss"], summary["far_possible"])
+        ],
         far_over_within=[f"{v:.2f}" if pd.notna(v) else "–" for v in summary["far_over_within"]],
     )
     st.dataframe(
@@ -322,19 +327,8 @@ def kv_cache_section(exams: loaders.ExamResults) -> None:
 
 
 def stability_finding(stability: pd.DataFrame, depth: pd.DataFrame) -> str:
-    """Post-norm still trains up to lr A, pre-norm up to lr B."""
     layers = ", ".join(str(n) for n in sorted(depth["n_layer"].unique()))
-    clauses = []
-    for _, row in stability.sort_values("norm_pos").iterrows():  # post before pre
-        who = f"{row['norm_pos']}-norm"
-        if pd.isna(row["max_trained_lr"]):
-            clauses.append(f"{who} trains at none of the {row['cells']} learning rates tried")
-        else:
-            still = "still trains up to" if not clauses else "up to"
-            failed = f" (fails from {row['min_failed_lr']:g})" if pd.notna(row["min_failed_lr"]) else ""
-            clauses.append(f"{who} {still} lr **{row['max_trained_lr']:g}**{failed}")
-    sentence = ", ".join(clauses)
-    return f"With {layers} layers and no warmup, {sentence}."
+    return f"With {layers} layers and no warmup, {stability_text(stability, bold=True)}."
 
 
 def grad_norm_default(runs: pd.DataFrame) -> int:
