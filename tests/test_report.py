@@ -449,3 +449,24 @@ def test_the_report_text_needs_neither_the_dashboard_nor_torch(tmp_path):
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_costs_sum_each_targets_training_jobs_and_the_whole_grid(tmp_path):
+    db = grid_db(tmp_path, vanilla={}, mqa={"group": "break", "model": {**LLAMA_PARTS, "n_kv_head": 1}})
+
+    def record(end: str, job_s: float) -> dict:
+        return {"finished_utc": f"2026-11-30T{end}:00Z", "job_s": job_s, "train_s": job_s - 10}
+
+    # vanilla's two jobs side by side from 10:00 to 10:30 and 10:40; mqa's from 11:00 (60 and 30 minutes)
+    runs = {
+        "vanilla/seed42": record("10:30", 1800),
+        "vanilla/seed7": record("10:40", 2400),
+        "mqa/seed42": record("12:00", 3600),
+        "mqa/seed7": record("11:30", 1800),
+    }
+    provenance = {"runs": runs, "grid": {"machines": ["a CPU"], "devices": ["cpu"], "torch_versions": ["2.13.0"]}}
+    rows = {row[0]: row[1:] for row in table_rows("### Costs\n" + report.costs_section(load(db, provenance)), "Costs")}
+    assert rows["`headline`"] == ["2", "35.0", "1.17", "0.67"]
+    assert rows["`ablations`"] == ["0", "–", "–", "–"]
+    assert rows["`break_tests`"] == ["2", "45.0", "1.50", "1.00"]
+    assert rows["the whole grid (`all`)"] == ["4", "40.0", "2.67", "2.00"]
