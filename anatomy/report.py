@@ -278,18 +278,22 @@ def claims_section(data: ReportData) -> str:
     )
 
 
+def job_seconds(entry: dict[str, Any]) -> float:
+    """A run's training job: Snakemake's benchmark of it, or, for a run resumed after an interruption
+    (whose last job timed only the rest), its training time over every part, whichever is longer."""
+    return max(entry["job_s"] or 0.0, entry["train_s"] or 0.0)
+
+
 def wall_clock_hours(entries: list[dict[str, Any]]) -> float:
     """From the first job's start to the last job's end (each start is its end minus its length)."""
     ends = [dt.datetime.fromisoformat(entry["finished_utc"].replace("Z", "+00:00")) for entry in entries]
-    starts = [
-        end - dt.timedelta(seconds=entry["job_s"] or entry["train_s"] or 0.0) for end, entry in zip(ends, entries)
-    ]
+    starts = [end - dt.timedelta(seconds=job_seconds(entry)) for end, entry in zip(ends, entries)]
     return (max(ends) - min(starts)).total_seconds() / 3600
 
 
 def cost_row(name: str, entries: list[dict[str, Any]]) -> list[str]:
     """Runs, minutes per run, run-hours and wall-clock hours of these runs' training jobs."""
-    jobs = [entry["job_s"] or entry["train_s"] or 0.0 for entry in entries]
+    jobs = [job_seconds(entry) for entry in entries]
     if not jobs:
         return [name, "0", "–", "–", "–"]
     return [
@@ -319,7 +323,7 @@ def costs_section(data: ReportData) -> str:
         f"({', '.join(grid.get('devices', []))}, torch {', '.join(grid.get('torch_versions', []))}), "
         f"runs finished {grid.get('first_finished_utc', '?')[:10]} to {grid.get('last_finished_utc', '?')[:10]}. "
         "Minutes per run: Snakemake's benchmark of each training job (compile, training, evaluations, "
-        "checkpoints). Run-hours: their sum, the time one run at a time would take. Wall-clock: from the first "
+        "checkpoints; a run resumed after an interruption counts its training time over every part). Run-hours: their sum, the time one run at a time would take. Wall-clock: from the first "
         "of the target's jobs to start to the last to end, so far (two ran side by side)."
     )
 

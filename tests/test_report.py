@@ -462,7 +462,8 @@ def test_costs_sum_each_targets_training_jobs_and_the_whole_grid(tmp_path):
         "vanilla/seed42": record("10:30", 1800),
         "vanilla/seed7": record("10:40", 2400),
         "mqa/seed42": record("12:00", 3600),
-        "mqa/seed7": record("11:30", 1800),
+        # resumed: its last job ran 10 minutes of the 30 its training took in all
+        "mqa/seed7": {**record("11:30", 600), "train_s": 1800},
     }
     provenance = {"runs": runs, "grid": {"machines": ["a CPU"], "devices": ["cpu"], "torch_versions": ["2.13.0"]}}
     rows = {row[0]: row[1:] for row in table_rows("### Costs\n" + report.costs_section(load(db, provenance)), "Costs")}
