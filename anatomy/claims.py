@@ -194,7 +194,17 @@ def _which_part(data: ReportData) -> Claim:
     pending = [part for part in PARTS if effects[part] is None]
     if pending:
         said.append(f"not yet both ways with two seeds: {', '.join(pending)}")
-    return Claim(claim, chapter, "; ".join(said), "partly answered" if pending else "**answered here**")
+        return Claim(claim, chapter, "; ".join(said), "partly answered")
+    verdict = (
+        f"**answered here**: {', '.join(earned)} earned it both ways"
+        if earned
+        else "**answered here**: no part earned it both ways"
+    )
+    help_vanilla = [part for part in PARTS if effects[part][0] == HELPS and part not in earned]
+    if help_vanilla:
+        lower = "lowers" if len(help_vanilla) == 1 else "lower"
+        verdict += f"; added to the 2017 model alone, {' and '.join(help_vanilla)} {lower} its best val"
+    return Claim(claim, chapter, "; ".join(said), verdict)
 
 
 def _deep_claim(data: ReportData) -> Claim:

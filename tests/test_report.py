@@ -196,6 +196,24 @@ def test_each_part_is_judged_both_ways_and_a_part_can_help_one_model_and_not_the
     )
 
 
+def test_with_every_part_measured_the_verdict_names_who_earned_the_gain(tmp_path):
+    # vanilla 2.3, llama 2.1, noise 0.01: RoPE helps both ways, SwiGLU only added to vanilla, the rest not at all
+    def ablation(part, direction, floor):
+        return {"group": "ablation", "part": part, "direction": direction, "floor": floor}
+
+    gains = {"rope": (0.1, 0.1), "swiglu": (0.1, 0.0)}  # (added: lower by, removed: higher by)
+    experiments = {}
+    for part in ("rmsnorm", "prenorm", "rope", "gqa", "swiglu"):
+        added, removed = gains.get(part, (0.0, 0.0))
+        experiments[f"vanilla_plus_{part}"] = ablation(part, "add", 2.3 - added)
+        experiments[f"llama_minus_{part}"] = ablation(part, "remove", 2.1 + removed)
+    db = grid_db(tmp_path, vanilla={"floor": 2.3}, llama={"floor": 2.1, "model": LLAMA_PARTS}, **experiments)
+    part = [c for c in claims.claims(load(db)) if c.claim == "Which part earned the gain"][0]
+    assert part.verdict == (
+        "**answered here**: rope earned it both ways; added to the 2017 model alone, swiglu lowers its best val"
+    )
+
+
 def test_a_part_is_judged_seed_by_seed(tmp_path):
     # seed noise 0.01 (each seed sits 0.02 / 0.03 above its floor). SwiGLU added: 0.05 lower with seed 42,
     # 0.005 lower with seed 7, so not every seed is beyond the noise. Removed: 0.2 higher with seed 42, 0.1
