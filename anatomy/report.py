@@ -22,7 +22,16 @@ import numpy as np
 import pandas as pd
 
 from anatomy.atomic import atomic_path, write_text
-from anatomy.claims import EFFECT_SUMMARY, HELPS, HURTS, MEMORISING_RISE, PARTS, claims, part_effects
+from anatomy.claims import (
+    EFFECT_SUMMARY,
+    HELPS,
+    HURTS,
+    MEMORISING_RISE,
+    NOT_BEYOND_NOISE,
+    PARTS,
+    claims,
+    part_effects,
+)
 from anatomy.errors import AnatomyError
 from anatomy.exams import fraction_words, speedup_words, weighted_loss
 from anatomy.exams.depth import DEPTH_FOLDER
@@ -377,6 +386,11 @@ def training_loss_verdict(data: ReportData, part: str) -> str:
     if effects is None:
         return "the training loss does not tell yet (not measured both ways with two seeds)"
     added, removed = effects
+    if added == removed == NOT_BEYOND_NOISE:
+        return (
+            "in the training loss, neither adding it to vanilla nor removing it from llama moves best val beyond "
+            "seed noise with every seed"
+        )
     unclear = "does not move best val beyond seed noise with every seed"
     adding = {HELPS: "lowers best val beyond seed noise", HURTS: "raises best val beyond seed noise"}.get(
         added, unclear

@@ -237,6 +237,10 @@ def test_a_part_is_judged_seed_by_seed(tmp_path):
     collect(runs, tmp_path / "grid.duckdb")
     data = load(tmp_path / "grid.duckdb")
     assert claims.part_effects(data, "swiglu") == (claims.NOT_BEYOND_NOISE, claims.NOT_BEYOND_NOISE)
+    assert report.training_loss_verdict(data, "swiglu") == (
+        "in the training loss, neither adding it to vanilla nor removing it from llama moves best val beyond "
+        "seed noise with every seed"
+    )
     assert claims.part_effects(data, "gqa") is None
     assert report.training_loss_verdict(data, "gqa") == (
         "the training loss does not tell yet (not measured both ways with two seeds)"
