@@ -84,19 +84,22 @@ def grid_db(tmp_path: Path, **experiments) -> Path:
     return db
 
 
+def deep_pair(post: dict | None = None, pre: dict | None = None) -> dict[str, dict]:
+    """The 12-layer break pair as grid_db arguments: post-norm and pre-norm mini-LLaMAs, with overrides."""
+    deep = {"group": "break", "n_layer": 12}
+    return {
+        "deep_post_nowarmup": {**deep, "model": {**LLAMA_PARTS, "norm_pos": "post"}, **(post or {})},
+        "deep_pre_nowarmup": {**deep, "model": LLAMA_PARTS, **(pre or {})},
+    }
+
+
 def test_verdicts_turn_when_the_data_turn(tmp_path):
     # vanilla now bottoms out earlier and lower; the llama never climbs; the deep pair both train
     db = grid_db(
         tmp_path,
         vanilla={"floor": 2.0, "turn_step": 40},
         llama={"floor": 2.3, "turn_step": 100, "model": LLAMA_PARTS},
-        deep_post_nowarmup={
-            "group": "break",
-            "n_layer": 12,
-            "floor": 2.05,
-            "model": {**LLAMA_PARTS, "norm_pos": "post"},
-        },
-        deep_pre_nowarmup={"group": "break", "n_layer": 12, "floor": 2.05, "model": LLAMA_PARTS},
+        **deep_pair({"floor": 2.05}, {"floor": 2.05}),
     )
     found = verdicts(load(db))
     assert found["The mini-LLaMA learns faster: its best val comes earlier"] == "**not reproduced**"
@@ -112,13 +115,7 @@ def test_a_deep_post_norm_model_lower_than_pre_norm_is_said_so(tmp_path):
         tmp_path,
         vanilla={},
         llama={"model": LLAMA_PARTS},
-        deep_post_nowarmup={
-            "group": "break",
-            "n_layer": 12,
-            "floor": 1.9,
-            "model": {**LLAMA_PARTS, "norm_pos": "post"},
-        },
-        deep_pre_nowarmup={"group": "break", "n_layer": 12, "floor": 2.05, "model": LLAMA_PARTS},
+        **deep_pair({"floor": 1.9}, {"floor": 2.05}),
     )
     deep = [c for c in claims.claims(load(db)) if c.claim.startswith("A 12-layer post-norm")][0]
     assert deep.verdict == (
@@ -138,14 +135,7 @@ def test_a_deep_post_norm_model_lower_than_pre_norm_is_said_so(tmp_path):
     ],
 )
 def test_the_deep_pair_verdict_follows_divergence_then_the_val_gap(tmp_path, post, pre, verdict):
-    deep = {"group": "break", "n_layer": 12, "model": LLAMA_PARTS}
-    db = grid_db(
-        tmp_path,
-        vanilla={},
-        llama={"model": LLAMA_PARTS},
-        deep_post_nowarmup={**deep, **post, "model": {**LLAMA_PARTS, "norm_pos": "post"}},
-        deep_pre_nowarmup={**deep, **pre},
-    )
+    db = grid_db(tmp_path, vanilla={}, llama={"model": LLAMA_PARTS}, **deep_pair(post, pre))
     found = verdicts(load(db))
     assert [v for c, v in found.items() if c.startswith("A 12-layer post-norm")] == [verdict]
 
@@ -303,13 +293,7 @@ def test_break_table_says_when_each_diverged_and_how_far_from_its_baseline(tmp_p
         llama={"floor": 2.1, "model": LLAMA_PARTS},
         mqa={"group": "break", "floor": 2.3, "model": {**LLAMA_PARTS, "n_kv_head": 1}},
         llama_qk_norm={"group": "break", "floor": 2.105, "model": LLAMA_PARTS},
-        deep_post_nowarmup={
-            "group": "break",
-            "n_layer": 12,
-            "status": "diverged",
-            "diverged_step": 30,
-            "model": {**LLAMA_PARTS, "norm_pos": "post"},
-        },
+        deep_post_nowarmup=deep_pair({"status": "diverged", "diverged_step": 30})["deep_post_nowarmup"],
     )
     rows = {row[0]: row for row in table_rows(report.render(load(db), []), "Break tests")}
     # seeds 42 / 7 sit 0.02 / 0.03 above each floor; seed noise 0.01; every baseline is llama (their preset)
