@@ -25,6 +25,7 @@ from anatomy.report_data import (
     paired_deltas,
     per_seed,
     seed_noise,
+    side_beyond_noise,
     stability_text,
 )
 
@@ -168,11 +169,11 @@ def part_effects(data: ReportData, part: str) -> tuple[str, str] | None:
     effects = []
     for direction in ("add", "remove"):
         deltas = ablation_deltas(data, part, direction)
-        if deltas is None or len(deltas) < 2 or math.isnan(noise):
-            return None
         # how much lower the loss is with the part than without it, seed by seed
-        gain = -deltas if direction == "add" else deltas
-        effects.append(HELPS if (gain > noise).all() else HURTS if (gain < -noise).all() else NOT_BEYOND_NOISE)
+        side = None if deltas is None else side_beyond_noise(-deltas if direction == "add" else deltas, noise)
+        if side is None:
+            return None
+        effects.append({1: HELPS, -1: HURTS, 0: NOT_BEYOND_NOISE}[side])
     return effects[0], effects[1]
 
 
@@ -236,11 +237,11 @@ def _deep_claim(data: ReportData) -> Claim:
         verdict = "**reproduced**: post-norm diverged, pre-norm did not"
     elif pre_broke:
         verdict = f"**not reproduced**: pre-norm diverged{', and so did post-norm' if post_broke else ''}"
-    elif len(deltas) < 2 or math.isnan(noise):
+    elif (side := side_beyond_noise(deltas, noise)) is None:
         verdict = "partly answered: neither diverged; how far apart they train needs 2 seeds"
-    elif (deltas > noise).all():
+    elif side > 0:
         verdict = "**partly reproduced**: post-norm trains, but worse beyond seed noise"
-    elif (deltas < -noise).all():
+    elif side < 0:
         verdict = "**not reproduced** at this lr: post-norm trains, and lower than pre-norm beyond seed noise"
     else:
         verdict = "**not reproduced** at this lr: post-norm trains as well as pre-norm, within seed noise"
@@ -278,12 +279,13 @@ def which_break_hurts_more(deltas: dict[str, pd.Series], noise: float) -> tuple[
     gap = (first_deltas - second_deltas).dropna()  # seed by seed: positive, the first hurts more
     if gap.empty:
         return "no seed of both breaks yet", False
-    if len(gap) < 2 or math.isnan(noise):
+    side = side_beyond_noise(gap, noise)
+    if side is None:
         worse = first if gap.iloc[0] > 0 else second
         return f"{worse} hurts more with seed {int(gap.index[0])} (one seed cannot tell it from noise)", False
-    if (gap > noise).all():
+    if side > 0:
         return f"{first} hurts more, by {fmt(gap.mean())} beyond seed noise", True
-    if (gap < -noise).all():
+    if side < 0:
         return f"{second} hurts more, by {fmt(-gap.mean())} beyond seed noise", True
     return "neither hurts more beyond seed noise", True
 
@@ -314,12 +316,13 @@ def _mqa_claim(data: ReportData) -> Claim:
         )
     # the same noise as every other comparison with a baseline, and two seeds to tell it apart
     noise = headline_noise(data)
-    if len(mqa_vs_mha) < 2 or math.isnan(noise):
+    side = side_beyond_noise(mqa_vs_mha, noise)
+    if side is None:
         needs = "2 seeds" if len(mqa_vs_mha) < 2 else "the headline models' seed noise (2 seeds each)"
         return Claim(
             claim, chapter, measured, f"partly answered: cache {ratio:.2f} of MHA's; the val cost needs {needs}"
         )
-    if (mqa_vs_mha > noise).all():
+    if side > 0:
         verdict = f"**partly reproduced**: cache {ratio:.2f} of MHA's, but its best val is higher beyond seed noise"
     else:
         verdict = f"**reproduced**: cache {ratio:.2f} of MHA's, at no cost in best val beyond seed noise"

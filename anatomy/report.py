@@ -52,6 +52,7 @@ from anatomy.report_data import (
     per_seed,
     read_provenance,
     seeds_of,
+    side_beyond_noise,
     stability_text,
 )
 
@@ -76,11 +77,10 @@ TARGETS = {"headline": "headline", "ablation": "ablations", "break": "break_test
 
 def beyond_noise(deltas: pd.Series, noise: float) -> str:
     """Whether every seed's difference lies outside the baselines' seed spread, on one side."""
-    if len(deltas) < 2 or math.isnan(noise):
+    side = side_beyond_noise(deltas, noise)
+    if side is None:
         return "needs 2 seeds"
-    if (deltas > noise).all() or (deltas < -noise).all():
-        return "**yes**"
-    return "no"
+    return "**yes**" if side else "no"
 
 
 def headline_section(data: ReportData) -> str:

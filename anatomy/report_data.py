@@ -262,6 +262,19 @@ def delta_text(deltas: pd.Series) -> str:
     return f"{fmt(deltas.mean(), sign=True)} ({fmt(deltas.min(), sign=True)} to {fmt(deltas.max(), sign=True)})"
 
 
+def side_beyond_noise(deltas: pd.Series, noise: float) -> int | None:
+    """Which side of the seed noise every seed's difference lies on: +1 all above `noise`, -1 all
+    below `-noise`, 0 neither (seeds that disagree, or too close to call); None with fewer than two
+    seeds or no noise to compare with. Every "beyond seed noise" of the report and the claims."""
+    if len(deltas) < 2 or math.isnan(noise):
+        return None
+    if (deltas > noise).all():
+        return 1
+    if (deltas < -noise).all():
+        return -1
+    return 0
+
+
 def seed_noise(data: ReportData, experiments) -> float:
     """The baselines' own seed spread: the largest max - min of best val over seeds."""
     rows = data.experiments[data.experiments["experiment"].isin(list(experiments)) & (data.experiments["n_runs"] > 1)]
