@@ -82,7 +82,7 @@ def fraction_words(ratio: float) -> str:
     """One size against another: "half of", "a quarter of", else "0.37x". Shared by the report and
     the dashboard, so both say it the same way."""
     for fraction, words in FRACTIONS.items():
-        if abs(ratio - fraction) <= 1e-6 * fraction:
+        if math.isclose(ratio, fraction, rel_tol=1e-6):
             return words
     return f"{ratio:.2f}x"
 
