@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -172,6 +173,30 @@ def cancel_all_jobs(timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while job_ids() and time.monotonic() < deadline:
         time.sleep(0.5)
+
+
+def kill_processes_under(folder: Path) -> list[int]:
+    """SIGKILL every process whose working folder lies in `folder`; their PIDs.
+
+    A job's process that was stopped (SIGSTOP) can outlive its job: proctrack/linuxproc loses it
+    once its parent dies, so neither the time limit nor scancel reach it. Its working folder
+    still tells whose it is.
+    """
+    killed = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cwd = (entry / "cwd").resolve(strict=True)
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        if cwd.is_relative_to(folder.resolve()):
+            try:
+                os.kill(int(entry.name), signal.SIGKILL)
+                killed.append(int(entry.name))
+            except ProcessLookupError:
+                pass
+    return killed
 
 
 @contextmanager

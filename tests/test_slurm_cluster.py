@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -21,7 +22,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from slurm_cluster import PARTITION, job_states, missing_reason, slurm_cluster, submitted_jobs
+from slurm_cluster import (
+    PARTITION,
+    job_states,
+    kill_processes_under,
+    missing_reason,
+    slurm_cluster,
+    submitted_jobs,
+)
 from test_workflow import REPO, WORKFLOW, snakemake, snakemake_command, snakemake_env
 
 WHY_NOT = missing_reason()
@@ -39,6 +47,29 @@ BENCHMARK_KEYS = ("rule", "job", "run_id", "repeat")
 def cluster(tmp_path_factory):
     with slurm_cluster(tmp_path_factory.mktemp("slurm")) as conf:
         yield conf
+
+
+@pytest.fixture
+def no_leftover_processes(tmp_path):
+    """After the test, kill what still runs in its folder (a frozen job's process can escape SLURM)."""
+    yield
+    kill_processes_under(tmp_path)
+
+
+def test_leftover_processes_in_a_folder_are_killed_and_others_kept(tmp_path):
+    inside, outside = tmp_path / "project", tmp_path.parent
+    inside.mkdir()
+    frozen = subprocess.Popen(["sleep", "600"], cwd=inside)
+    elsewhere = subprocess.Popen(["sleep", "600"], cwd=outside)
+    try:
+        frozen.send_signal(signal.SIGSTOP)  # as the time-limit test leaves its job
+        assert kill_processes_under(inside) == [frozen.pid]
+        assert frozen.wait(timeout=10) == -signal.SIGKILL
+        assert elsewhere.poll() is None
+    finally:
+        for process in (frozen, elsewhere):
+            process.kill()
+            process.wait()
 
 
 def adapted_profile(folder: Path, retries: int | None = None, train_minutes: int | None = None) -> Path:
@@ -174,7 +205,7 @@ def freeze_when_checkpointed(run: Path, process: subprocess.Popen, timeout: floa
     return job_id
 
 
-def test_a_run_killed_at_its_time_limit_resumes_when_the_grid_starts_again(cluster, tmp_path):
+def test_a_run_killed_at_its_time_limit_resumes_when_the_grid_starts_again(cluster, tmp_path, no_leftover_processes):
     workdir = project(tmp_path / "project")
     longer = tmp_path / "longer.yaml"
     longer.write_text(LONGER_RUN, encoding="utf-8")
