@@ -69,12 +69,15 @@ def claims(data: ReportData) -> list[Claim]:
             f"llama lower by {' / '.join(fmt(v, sign=True) for v in gap.sort_index(ascending=False))} "
             f"(seed noise {fmt(noise)})"
         )
-        if (gap > 0).all() and (len(gap) < 2 or (gap > noise).all()):
-            verdict = "**reproduced**"
-        elif (gap > 0).all():
-            verdict = "**not reproduced**: lower with every seed, but by less than the seed noise"
-        else:
+        side = side_beyond_noise(gap, noise)
+        if not (gap > 0).all():
             verdict = "**not reproduced**"
+        elif side == 1:
+            verdict = "**reproduced**"
+        elif side is None:
+            verdict = "**reproduced** with one seed; a second seed would measure the seed noise"
+        else:
+            verdict = "**not reproduced**: lower with every seed, but by less than the seed noise"
     else:
         measured, verdict = "headline not run", not_run
     out.append(

@@ -149,6 +149,17 @@ def test_a_gain_inside_seed_noise_is_not_a_finding(tmp_path):
     )
 
 
+def test_a_lower_best_val_from_one_seed_says_the_noise_is_unmeasured(tmp_path):
+    runs = tmp_path / "runs"
+    write_run_folder(runs, "vanilla", 42, floor=2.3)
+    write_run_folder(runs, "llama", 42, floor=2.1, model=LLAMA_PARTS)
+    collect(runs, tmp_path / "one.duckdb")
+    found = verdicts(load(tmp_path / "one.duckdb"))
+    assert found["The mini-LLaMA reaches a lower best val"] == (
+        "**reproduced** with one seed; a second seed would measure the seed noise"
+    )
+
+
 def test_each_part_is_judged_both_ways_and_a_part_can_help_one_model_and_not_the_other(tmp_path):
     # vanilla 2.3 and llama 2.1, seed noise 0.01. SwiGLU: added, 0.1 lower; removed, 0.1 lower too (llama
     # does better without it). GQA: added, within noise; removed, 0.2 higher. RoPE: added, 0.1 higher;
