@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from anatomy.config import ModelConfig
+from anatomy.exams.depth import LEARNED_MARGIN
 from anatomy.report_data import (
     MODEL_FIELDS,
     ReportData,
@@ -268,6 +269,13 @@ def _rope_claim(data: ReportData) -> Claim:
     collapsed = (broken["best_val_loss"] >= chance - 0.05).any()
     measured = "; ".join(parts) + f"; chance is ln(vocabulary) = {chance:.3f}"
     collapse = "one collapses to chance" if collapsed else "neither collapses to chance"
+    # a higher floor than chance: predicting by character frequency alone, without any context
+    unigram = data.exams.depth["unigram_loss"].dropna()
+    if not collapsed and len(unigram):
+        floor = float(unigram.iloc[0])
+        measured += f"; ignoring the context (the corpus's unigram loss, from the depth exam) = {floor:.3f}"
+        blind = (broken["best_val_loss"] >= floor - LEARNED_MARGIN).any()
+        collapse += ", and one learns little beyond character frequencies" if blind else ", nor to ignoring the context"
     which, complete = which_break_hurts_more(deltas, headline_noise(data))
     verdict = f"**answered**: {which}; {collapse}" if complete else f"partly answered: {which}; {collapse}"
     return Claim(claim, chapter, measured, verdict)

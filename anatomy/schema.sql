@@ -320,7 +320,8 @@ CREATE TABLE exam_depth (
     best_val_loss    DOUBLE,
     best_step        INTEGER,
     final_train_loss DOUBLE,               -- the loss at the last step
-    final_val_loss   DOUBLE
+    final_val_loss   DOUBLE,
+    unigram_loss     DOUBLE                -- the corpus's unigram loss: what a model that ignores the context reaches
 );
 
 -- Pre-norm: the gradient norm of every block (layer 0 nearest the embedding), logged by the

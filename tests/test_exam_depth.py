@@ -118,6 +118,7 @@ def test_read_cells_gives_the_exam_depth_rows_of_real_cells(tiny_map):
         "best_step": summary["best_step"],
         "final_train_loss": summary["final_train_loss"],
         "final_val_loss": summary["final_val_loss"],
+        "unigram_loss": json.loads((tiny_map / "post_lr0.01" / "config.json").read_text())["tags"][UNIGRAM_TAG],
     }
     assert blown["status"] == "diverged" and blown["diverged"] is True and 1 <= blown["diverged_step"] < 20
     assert blown["trained"] is False
@@ -220,6 +221,7 @@ def test_largest_trained_lr_agrees_with_the_depth_stability_view():
             "best_step": 300,
             "final_train_loss": 4.0,
             "final_val_loss": 4.0,
+            "unigram_loss": 5.0,
         }
 
     # post trains up to 1e-3; pre trains at 1e-2 although 3e-3 failed: the largest counts

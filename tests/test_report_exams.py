@@ -317,6 +317,29 @@ def test_the_deep_claim_points_to_the_depth_map(examined_db):
     )
 
 
+@pytest.mark.parametrize(
+    ("unigram", "said"),
+    [
+        # the broken RoPE's best val (2.40) is 1.6 nats below the floor: it reads the context
+        (4.0, "neither collapses to chance, nor to ignoring the context"),
+        # within LEARNED_MARGIN (0.5) of it: little more than character frequencies
+        (2.8, "neither collapses to chance, and one learns little beyond character frequencies"),
+    ],
+)
+def test_the_rope_claim_sets_the_breaks_against_ignoring_the_context(tmp_path, unigram, said):
+    write_grid(tmp_path / "runs")
+    db = tmp_path / "anatomy.duckdb"
+    collect(tmp_path / "runs", db)
+    rope = [c for c in claims.claims(load(db)) if c.claim.startswith("Breaking RoPE")][0]
+    assert "unigram" not in rope.measured  # without the depth exam there is no floor to quote
+    insert(db, "exam_depth", [{**row, "unigram_loss": unigram} for row in DEPTH])
+    rope = [c for c in claims.claims(load(db)) if c.claim.startswith("Breaking RoPE")][0]
+    assert rope.measured.endswith(
+        f"; ignoring the context (the corpus's unigram loss, from the depth exam) = {unigram:.3f}"
+    )
+    assert rope.verdict.endswith(said)
+
+
 def test_the_training_loss_column_and_the_sentences_come_from_the_data(examined_db):
     text = report.render(load(examined_db), [])
     table = exam_table(text)

@@ -62,6 +62,7 @@ COLUMNS = [
     "best_step",
     "final_train_loss",
     "final_val_loss",
+    "unigram_loss",
 ]
 
 
@@ -189,6 +190,7 @@ def read_cell(folder: Path) -> dict[str, Any]:
         "best_step": best_step,
         "final_train_loss": last["train_loss"],
         "final_val_loss": last["val_loss"],
+        "unigram_loss": float(tags[UNIGRAM_TAG]),
     }
 
 
