@@ -185,12 +185,17 @@ def test_the_exams_target_plans_every_exam_with_the_configs_settings(workdir):
     assert "--exams results/exams" in output  # collect reads the exams of no one run
 
 
+# what each named target's experiments are compared with (workflow/experiments.yaml's baselines)
+TARGET_BASELINES = {"headline": [], "ablations": ["vanilla", "llama"], "break_tests": ["llama"]}
+
+
 @pytest.mark.parametrize("target", sorted(TARGET_GROUPS))
-def test_named_target_plans_only_its_runs_and_collects_them(workdir, target):
+def test_named_target_plans_its_runs_and_their_baselines_and_collects_them(workdir, target):
     result = snakemake(workdir, "-n", "-p", target)
     assert result.returncode == 0, result.stderr + result.stdout
     output = result.stdout + result.stderr
     names = [name for name, group in DEFAULT_GRID.items() if group == TARGET_GROUPS[target]]
+    names += TARGET_BASELINES[target]
     runs = len(names) * len(SEEDS)
     assert job_counts(output) == {
         "extract_corpus": 1,
@@ -503,6 +508,17 @@ def test_slurm_profile_dry_run_asks_a_gpu_for_training_only(workdir):
         )
 
     assert set_gres_string(Job()).strip() == "--gpus=1"
+
+
+def test_slurm_profile_sends_the_exams_to_the_cpu_partition_with_time_for_a_depth_cell(workdir):
+    result = snakemake(workdir, "-n", "--profile", str(WORKFLOW / "profiles" / "slurm"), "exams")
+    assert result.returncode == 0, result.stderr + result.stdout
+    jobs = re.findall(r"^rule (\w+):\n(?:    .*\n)*?    resources: (.*)$", result.stdout, flags=re.MULTILINE)
+    exams = {rule: resources for rule, resources in jobs if rule.startswith("exam_")}
+    assert set(exams) == set(EXAM_JOBS)
+    for rule, resources in exams.items():
+        assert "slurm_partition=cpu" in resources and "gpu=1" not in resources, (rule, resources)
+    assert "runtime=60" in exams["exam_depth_cell"] and "runtime=15" in exams["exam_length"]
 
 
 def test_schema_knows_every_experiment_field_of_the_package():

@@ -127,9 +127,13 @@ wildcard_constraints:
 
 
 def experiments_of_target(target):
-    """The experiment names a named target runs, in the order experiments.yaml lists them."""
+    """The experiment names a named target runs, in the order experiments.yaml lists them: its
+    group's experiments and the baselines they are compared with (an ablation without its
+    baseline's runs has no difference to show)."""
     group = TARGET_GROUPS[target]
-    return [name for name, experiment in EXPERIMENTS.items() if experiment["group"] == group]
+    members = {name for name, experiment in EXPERIMENTS.items() if experiment["group"] == group}
+    baselines = {EXPERIMENTS[name].get("baseline") for name in members}
+    return [name for name in EXPERIMENTS if name in members | baselines]
 
 
 def run_outputs(experiment_names):
@@ -163,7 +167,8 @@ def collected_outputs(wildcards):
     }
     if wants_everything:
         return run_outputs(EXPERIMENTS) + exam_outputs(EXPERIMENTS)
-    return run_outputs([name for target in named for name in experiments_of_target(target)])
+    # dict.fromkeys: a baseline shared by two named targets (vanilla, llama) is listed once
+    return run_outputs(list(dict.fromkeys(name for target in named for name in experiments_of_target(target))))
 
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
