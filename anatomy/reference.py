@@ -24,7 +24,7 @@ from typing import Any
 
 from anatomy.atomic import write_bytes, write_json
 from anatomy.errors import AnatomyError
-from anatomy.run_files import read_summary
+from anatomy.run_files import read_json_object, read_run_config, read_summary
 from anatomy.results import find_run_folders, read_run
 
 # The files of a run folder that hold its results: everything except the checkpoints (*.pt),
@@ -200,13 +200,47 @@ def ship_exams(exams_root: Path, out: Path) -> list[str]:
     return changed
 
 
-def restore(reference: Path, runs_root: Path) -> list[str]:
+# What a run's config.json records of its corpus, and the tokenized corpus's split.json too.
+CORPUS_FACTS = ("vocab_size", "train_tokens", "val_tokens")
+
+
+def check_corpus(shipped_runs: list[Path], corpus: Path) -> None:
+    """The corpus the restored runs will count as trained on must exist, and be theirs.
+
+    It must exist before the restore: Snakemake judges a run by its files' times, so a corpus
+    built after the restore is newer than every restored run, and the grid would train them all
+    again. And it must be the one they were trained on (vocabulary and token counts), or a user's
+    own corpus would show the shipped runs' numbers as if they were its own.
+    """
+    split_path = Path(corpus) / "split.json"
+    if not split_path.is_file():
+        raise AnatomyError(
+            f"{split_path}: no tokenized corpus yet; build it before restoring "
+            f"(`snakemake --cores 1 {split_path}`): built after, it is newer than the restored runs "
+            "and Snakemake would train them all again"
+        )
+    split = read_json_object(split_path, "the tokenized corpus's facts, written by anatomy tokenize")
+    for folder in shipped_runs:
+        data = read_run_config(folder / "config.json")["data"]
+        differ = [key for key in CORPUS_FACTS if key in data and data[key] != split.get(key)]
+        if differ:
+            theirs = ", ".join(f"{key} {data[key]}" for key in differ)
+            ours = ", ".join(f"{key} {split.get(key)}" for key in differ)
+            raise AnatomyError(
+                f"{split_path}: {ours}, but the shipped run {folder.parent.name}/{folder.name} was "
+                f"trained on a corpus with {theirs}: restore only onto the corpus the runs were trained on"
+            )
+
+
+def restore(reference: Path, runs_root: Path, corpus: Path) -> list[str]:
     """Copy the shipped runs' small files into `runs_root` where that run is not there yet, so a
     grid continued on another machine trains only what is missing (the workflow counts a run
-    with summary.json and samples.json as done). Returns the run ids copied."""
+    with summary.json and samples.json as done). The tokenized corpus must be there first, and
+    be the runs' own (check_corpus). Returns the run ids copied."""
     shipped = Path(reference) / "runs"
     if not shipped.is_dir():
         raise AnatomyError(f"--out {reference}: no shipped runs in it (expected {shipped})")
+    check_corpus(find_run_folders(shipped), corpus)
     copied = []
     for folder in find_run_folders(shipped):
         run_id = folder.relative_to(shipped).as_posix()
@@ -269,12 +303,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the other way: copy the shipped runs into --runs where missing, so a grid "
         "continued elsewhere trains only the runs not shipped yet",
     )
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=Path("results/corpus"),
+        help="with --restore: the tokenized corpus the grid trains on; it must exist and be the shipped runs' own",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     args.exams = args.exams if args.exams is not None else args.runs.parent / "exams"
     if args.restore:
-        copied = restore(args.out, args.runs)
+        copied = restore(args.out, args.runs, args.data)
         print(f"restored {len(copied)} shipped runs into {args.runs}" + (f": {', '.join(copied)}" if copied else ""))
         exams = restore_exams(args.out, args.exams)
         print(f"restored {len(exams)} shipped exam folders into {args.exams}")

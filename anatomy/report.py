@@ -327,16 +327,20 @@ def costs_section(data: ReportData) -> str:
     rows.append(cost_row("the whole grid (`all`)", list(records.values())))
     grid = data.provenance.get("grid", {})
     two_lanes = sum(job_seconds(entry) for entry in records.values()) / 2 / 3600
+    first, last = grid.get("first_finished_utc", "?")[:10], grid.get("last_finished_utc", "?")[:10]
     return (
         md_table(["target", "runs shipped", "minutes per run", "run-hours in all", "wall-clock hours"], rows)
         + f"\n\nOn {', '.join(grid.get('machines', [])) or 'an unrecorded machine'} "
         f"({', '.join(grid.get('devices', []))}, torch {', '.join(grid.get('torch_versions', []))}), "
-        f"runs finished {grid.get('first_finished_utc', '?')[:10]} to {grid.get('last_finished_utc', '?')[:10]}. "
-        "Minutes per run: Snakemake's benchmark of each training job (compile, training, evaluations, "
-        "checkpoints; a run resumed after an interruption counts its training time over every part). Run-hours: their sum, the time one run at a time would take. Wall-clock: from the first "
+        + (f"runs finished on {first}. " if first == last else f"runs finished {first} to {last}. ")
+        + "Minutes per run: Snakemake's benchmark of each training job (compile, training, evaluations, "
+        "checkpoints; a run resumed after an interruption counts its training time over every part). "
+        "Run-hours: their sum, the time one run at a time would take. Wall-clock: from the first "
         "of the target's jobs to start to the last to end (two ran side by side; any pause between "
         f"jobs included). Two lanes that never idle would need half the run-hours: {two_lanes:.1f} h "
-        "for the whole grid."
+        "for the whole grid's training. A target's row counts its own experiments' runs (`ablations` "
+        "and `break_tests` also train the baselines they are compared with, if those are not there "
+        "yet); the exams are not in these times."
     )
 
 

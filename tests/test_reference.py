@@ -111,6 +111,13 @@ def test_cli_reports_what_it_shipped_and_refuses_bad_folders(fixture_runs, tmp_p
     assert "is a file: expected a folder" in capsys.readouterr().err
 
 
+def fixture_corpus(folder: Path, vocab_size: int = 50) -> Path:
+    """A tokenized corpus as far as restoring reads it: split.json (the fixture runs' vocabulary is 50)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "split.json").write_text(json.dumps({"vocab_size": vocab_size, "train_tokens": 900}))
+    return folder
+
+
 def test_restore_puts_shipped_runs_back_where_missing_and_never_overwrites(fixture_runs, tmp_path, capsys):
     runs_root, benchmarks_root = fixture_runs
     out = tmp_path / "reference"
@@ -119,12 +126,34 @@ def test_restore_puts_shipped_runs_back_where_missing_and_never_overwrites(fixtu
     mine = elsewhere / "vanilla" / "seed42"
     mine.mkdir(parents=True)
     (mine / "config.json").write_text("{}")  # a run of that machine, e.g. half trained
-    assert main(["reference", "--restore", "--out", str(out), "--runs", str(elsewhere)]) == 0
+    corpus = fixture_corpus(tmp_path / "corpus")
+    assert main(["reference", "--restore", "--out", str(out), "--runs", str(elsewhere), "--data", str(corpus)]) == 0
     assert "restored 13 shipped runs" in capsys.readouterr().out
     assert (mine / "config.json").read_text() == "{}" and not (mine / "summary.json").exists()
     for name in reference.RESULT_FILES:
         assert (elsewhere / "mqa" / "seed7" / name).read_bytes() == (out / "runs" / "mqa" / "seed7" / name).read_bytes()
     assert main(["reference", "--restore", "--out", str(tmp_path / "none"), "--runs", str(elsewhere)]) == 2
+
+
+@pytest.mark.parametrize(
+    ("corpus", "said"),
+    [
+        (None, "split.json: no tokenized corpus yet; build it before restoring"),
+        (77, "split.json: vocab_size 77, but the shipped run "),
+    ],
+)
+def test_restore_needs_the_runs_own_corpus_first_and_copies_nothing_without_it(
+    fixture_runs, tmp_path, capsys, corpus, said
+):
+    runs_root, benchmarks_root = fixture_runs
+    out = tmp_path / "reference"
+    reference.ship(runs_root, out, benchmarks_root)
+    data = tmp_path / "corpus" if corpus is None else fixture_corpus(tmp_path / "corpus", vocab_size=corpus)
+    elsewhere = tmp_path / "elsewhere"
+    assert main(["reference", "--restore", "--out", str(out), "--runs", str(elsewhere), "--data", str(data)]) == 2
+    error = capsys.readouterr().err
+    assert said in error and error.count("\n") == 1, error
+    assert not elsewhere.exists()
 
 
 def test_exam_results_ship_with_their_run_and_come_back_on_restore(fixture_runs, tmp_path):
@@ -155,7 +184,11 @@ def test_exam_results_ship_with_their_run_and_come_back_on_restore(fixture_runs,
     assert not any(name.startswith("exams/depth/pre_lr0.001") for name in files)
 
     elsewhere = tmp_path / "elsewhere"
-    assert main(["reference", "--restore", "--out", str(out), "--runs", str(elsewhere / "runs")]) == 0
+    corpus = fixture_corpus(elsewhere / "corpus")
+    assert (
+        main(["reference", "--restore", "--out", str(out), "--runs", str(elsewhere / "runs"), "--data", str(corpus)])
+        == 0
+    )
     restored = elsewhere / "runs" / "llama" / "seed42"
     assert (restored / "exams" / "length.json").read_text() == '{"rows": []}'
     # written after summary.json, so a workflow counts the exam as up to date
@@ -164,5 +197,9 @@ def test_exam_results_ship_with_their_run_and_come_back_on_restore(fixture_runs,
     assert (elsewhere / "exams" / "wall_clock.json").read_text() == "[]"
     # this machine's own cell is never overwritten
     (elsewhere / "exams" / "wall_clock.json").write_text("mine")
-    assert main(["reference", "--restore", "--out", str(out), "--runs", str(elsewhere / "runs")]) == 0
+    corpus = fixture_corpus(elsewhere / "corpus")
+    assert (
+        main(["reference", "--restore", "--out", str(out), "--runs", str(elsewhere / "runs"), "--data", str(corpus)])
+        == 0
+    )
     assert (elsewhere / "exams" / "wall_clock.json").read_text() == "mine"
