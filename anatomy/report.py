@@ -738,8 +738,8 @@ def kv_cache_finding(data: ReportData) -> str | None:
     speed = cache_speedup(data)
     if speed is not None:
         said.append(
-            f"the cache it shrinks makes generation {speedup_words(speed['cached'], speed['recomputed'])} at "
-            f"{int(speed['context']):,} characters of context"
+            f"that cache makes generation {speedup_words(speed['cached'], speed['recomputed'])} than "
+            f"recomputing the context, at {int(speed['context']):,} characters"
         )
     return " and ".join(said) or None
 

@@ -340,6 +340,43 @@ def test_the_rope_claim_sets_the_breaks_against_ignoring_the_context(tmp_path, u
     assert rope.verdict.endswith(said)
 
 
+@pytest.mark.parametrize(
+    ("depth", "ending"),
+    [
+        # DEPTH: post-norm fails from 3e-3, pre-norm trains up to 3e-3
+        (
+            DEPTH,
+            "; the depth map shows the break at a higher lr: post-norm fails from lr 0.003, pre-norm trains up to lr 0.003",
+        ),
+        # both fail from the same lr: no break between the wirings to point to
+        (
+            [
+                depth_row("post", 1e-3, True),
+                depth_row("post", 3e-3, False),
+                depth_row("pre", 1e-3, True),
+                depth_row("pre", 3e-3, False),
+            ],
+            "within seed noise",
+        ),
+    ],
+)
+def test_a_deep_pair_that_trains_points_to_the_break_the_depth_map_shows(tmp_path, depth, ending):
+    runs = tmp_path / "runs"
+    for seed in (42, 7):
+        write_run_folder(runs, "vanilla", seed, floor=2.3)
+        write_run_folder(runs, "llama", seed, floor=2.1, model=LLAMA_PARTS)
+        for wiring in ("post", "pre"):
+            model = {**LLAMA_PARTS, "norm_pos": wiring}
+            write_run_folder(runs, f"deep_{wiring}_nowarmup", seed, group="break", n_layer=12, floor=2.2, model=model)
+    collect(runs, tmp_path / "anatomy.duckdb")
+    insert(tmp_path / "anatomy.duckdb", "exam_depth", depth)
+    deep = [c for c in claims.claims(load(tmp_path / "anatomy.duckdb")) if c.claim.startswith("A 12-layer post-norm")][
+        0
+    ]
+    assert deep.verdict.startswith("**not reproduced** at this lr: post-norm trains as well as pre-norm")
+    assert deep.verdict.endswith(ending)
+
+
 def test_the_training_loss_column_and_the_sentences_come_from_the_data(examined_db):
     text = report.render(load(examined_db), [])
     table = exam_table(text)
@@ -353,7 +390,8 @@ def test_the_training_loss_column_and_the_sentences_come_from_the_data(examined_
     assert (
         "**GQA**: in the training loss, adding it to vanilla lowers best val beyond seed noise and removing it from "
         "llama raises best val beyond seed noise (earned its gain both ways); GQA's cache is "
-        "half of MHA's per token and the cache it shrinks makes generation 25.0x faster at 2,048 characters"
+        "half of MHA's per token and that cache makes generation 25.0x faster than recomputing the context, "
+        "at 2,048 characters"
     ) in said
     assert (
         "**RMSNorm**: the training loss does not tell yet (not measured both ways with two seeds); on the wall "
