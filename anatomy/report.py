@@ -481,6 +481,15 @@ def last_ratio(spread: pd.DataFrame, run_id: str) -> pd.Series | None:
     return rows.sort_values("step").iloc[-1] if not rows.empty else None
 
 
+# A first-to-last gradient ratio below this means the first block learns next to nothing.
+VANISHED_RATIO = 1e-3
+
+
+def vanished_note(ratio: float) -> str:
+    """What a first / last block gradient ratio means when the first block's has vanished; else nothing."""
+    return "; the first block's gradient has all but vanished" if ratio < VANISHED_RATIO else ""
+
+
 def gradient_text(data: ReportData) -> str | None:
     """At the telling lr, the first block's gradient norm over the last block's, post against pre."""
     depth = data.exams.depth
@@ -494,7 +503,8 @@ def gradient_text(data: ReportData) -> str | None:
         said.append(
             f"{norm_pos}-norm no norms logged"
             if ratio is None
-            else f"{norm_pos}-norm {ratio['first_to_last']:.3g}x (step {int(ratio['step'])})"
+            else f"{norm_pos}-norm {ratio['first_to_last']:.3g}x (step {int(ratio['step'])}"
+            f"{vanished_note(ratio['first_to_last'])})"
         )
     return f"at lr {lr:g}, first / last block's gradient norm at the last logged step: {', '.join(said)}"
 

@@ -377,6 +377,11 @@ def test_a_deep_pair_that_trains_points_to_the_break_the_depth_map_shows(tmp_pat
     assert deep.verdict.endswith(ending)
 
 
+def test_a_vanished_first_block_gradient_is_named():
+    assert report.vanished_note(2.92e-19) == "; the first block's gradient has all but vanished"
+    assert report.vanished_note(0.5) == ""
+
+
 def test_the_training_loss_column_and_the_sentences_come_from_the_data(examined_db):
     text = report.render(load(examined_db), [])
     table = exam_table(text)
