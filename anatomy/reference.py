@@ -204,6 +204,12 @@ def ship_exams(exams_root: Path, out: Path) -> list[str]:
 CORPUS_FACTS = ("vocab_size", "train_tokens", "val_tokens")
 
 
+def corpus_differences(one: dict[str, Any], other: dict[str, Any]) -> list[str]:
+    """The corpus facts two records both hold and disagree on: not empty means two corpora, whose
+    losses do not compare (restoring onto one, or drawing one's reference band behind the other)."""
+    return [key for key in CORPUS_FACTS if key in one and key in other and one[key] != other[key]]
+
+
 def check_corpus(shipped_runs: list[Path], corpus: Path) -> None:
     """The corpus the restored runs will count as trained on must exist, and be theirs.
 
@@ -222,10 +228,9 @@ def check_corpus(shipped_runs: list[Path], corpus: Path) -> None:
     split = read_json_object(split_path, "the tokenized corpus's facts, written by anatomy tokenize")
     for folder in shipped_runs:
         data = read_run_config(folder / "config.json")["data"]
-        differ = [key for key in CORPUS_FACTS if key in data and data[key] != split.get(key)]
-        if differ:
+        if differ := corpus_differences(data, split):
             theirs = ", ".join(f"{key} {data[key]}" for key in differ)
-            ours = ", ".join(f"{key} {split.get(key)}" for key in differ)
+            ours = ", ".join(f"{key} {split[key]}" for key in differ)
             raise AnatomyError(
                 f"{split_path}: {ours}, but the shipped run {folder.parent.name}/{folder.name} was "
                 f"trained on a corpus with {theirs}: restore only onto the corpus the runs were trained on"

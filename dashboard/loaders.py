@@ -199,6 +199,21 @@ def query(path: str, sql: str) -> pd.DataFrame:
     return _cached_query(path, file_version(path), sql)
 
 
+def corpora(path: str, experiments: list[str]) -> list[dict]:
+    """What the runs of these experiments record of their corpus (config.json's data), one dict
+    per distinct corpus; anatomy.reference.corpus_differences tells two apart."""
+    from anatomy.reference import CORPUS_FACTS
+
+    names = ", ".join("'" + name.replace("'", "''") + "'" for name in experiments)
+    facts = query(
+        path,
+        "SELECT DISTINCT "
+        + ", ".join(f"CAST(json_extract(config, '$.data.{key}') AS BIGINT) AS {key}" for key in CORPUS_FACTS)
+        + f" FROM runs WHERE experiment IN ({names or 'NULL'})",
+    )
+    return [{key: int(value) for key, value in row.items() if pd.notna(value)} for row in facts.to_dict("records")]
+
+
 @dataclass
 class Results:
     """The database's tables and views as DataFrames, plus a label per run for the charts.

@@ -512,7 +512,18 @@ def test_a_reference_database_from_an_older_version_is_rebuilt(shipped_reference
     assert ("compiled",) in found
 
 
-def test_your_own_curves_are_drawn_over_the_reference_band(shipped_reference, dashboard_db, monkeypatch):
+@pytest.fixture
+def reference_on_the_same_corpus(dashboard_db, tmp_path, monkeypatch):
+    """The tiny grid's own runs shipped as reference results: trained on the corpus of dashboard_db."""
+    from anatomy.reference import ship
+
+    ship(dashboard_db.parent / "runs", tmp_path / "reference")
+    monkeypatch.setattr(loaders, "REFERENCE_DIR", tmp_path / "reference")
+    monkeypatch.setattr(loaders, "REFERENCE_DB", tmp_path / "reference.duckdb")
+    return tmp_path / "reference"
+
+
+def test_your_own_curves_are_drawn_over_the_reference_band(reference_on_the_same_corpus, dashboard_db, monkeypatch):
     app = open_page(dashboard_db, "overview", monkeypatch)
     assert not any("Reference results" in info.value for info in app.info)
     (chart,) = chart_tables(app)
@@ -530,6 +541,20 @@ def test_your_own_curves_are_drawn_over_the_reference_band(shipped_reference, da
     app.toggle(key="overview_reference").set_value(False).run()
     (chart,) = chart_tables(app)
     assert not chart["experiment"].astype(str).str.startswith("reference: ").any()
+
+
+def test_no_reference_band_behind_runs_on_another_corpus(shipped_reference, dashboard_db, monkeypatch):
+    # the shipped fixture grid says vocabulary 50; the tiny grid was trained on a corpus of its own
+    vocab = db_rows(dashboard_db, "SELECT DISTINCT json_extract(config, '$.data.vocab_size') FROM runs")
+    assert vocab != [("50",)] and len(vocab) == 1
+    app = open_page(dashboard_db, "overview", monkeypatch)
+    (chart,) = chart_tables(app)
+    assert not chart["experiment"].astype(str).str.startswith("reference: ").any()
+    said = " ".join(caption.value for caption in app.caption)
+    assert (
+        "No reference band: these runs were trained on another corpus than the shipped reference results "
+        f"(vocab_size {int(vocab[0][0]):,} against 50), so their losses do not compare."
+    ) in said
 
 
 def test_samples_show_what_they_copied_and_the_share_by_step(tmp_path, monkeypatch):

@@ -2,23 +2,35 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
+from anatomy.reference import corpus_differences
 from dashboard import analysis, charts, loaders, tables
 
 
-def reference_band(path: str, experiments: list[str]):
-    """The reference results' seed band of these experiments, unless this is the reference."""
+def reference_band(path: str, experiments: list[str]) -> tuple[pd.DataFrame | None, str]:
+    """The reference results' seed band of these experiments, unless this is the reference, or
+    these runs were trained on another corpus (a band of other losses would mislead); else why not."""
     if loaders.is_reference(path):
-        return None
+        return None, ""
     reference = loaders.reference_db()
     if reference is None:
-        return None
+        return None, ""
     try:
         band = loaders.load_results(reference).band
+        theirs, ours = loaders.corpora(reference, experiments), loaders.corpora(path, experiments)
     except loaders.DatabaseProblem:
-        return None
-    return band[band["experiment"].isin(experiments)]
+        return None, ""
+    for mine in ours:
+        for shipped in theirs:
+            if differ := corpus_differences(mine, shipped):
+                said = ", ".join(f"{key} {mine[key]:,} against {shipped[key]:,}" for key in differ)
+                return None, (
+                    f"No reference band: these runs were trained on another corpus than the shipped "
+                    f"reference results ({said}), so their losses do not compare."
+                )
+    return band[band["experiment"].isin(experiments)], ""
 
 
 results = loaders.require_results()
@@ -80,7 +92,7 @@ else:
     metrics = results.metrics[results.metrics["experiment"].isin(experiments)]
     cols = st.columns(2)
     log = cols[0].toggle("log scale", value=False, key="overview_log")
-    reference = (
+    reference, no_band = (
         reference_band(results.path, experiments)
         if cols[1].toggle(
             "reference results behind",
@@ -88,7 +100,7 @@ else:
             key="overview_reference",
             help="The shipped full-size reference grid's min-max band over seeds, in grey",
         )
-        else None
+        else (None, "")
     )
     band = results.band[results.band["experiment"].isin(experiments)]
     seeds = analysis.long_curves(metrics, splits=("val_loss",))
@@ -102,6 +114,7 @@ else:
             else ""
         )
         + "Click a model in the legend to highlight it."
+        + (f" {no_band}" if no_band else "")
     )
 
 # ---- the table, as in the chapter
