@@ -858,9 +858,12 @@ def save_figures(charts: dict[str, Any], out_dir: Path) -> list[str]:
 FIGURE_TITLES = {
     "headline": "Val loss, vanilla vs mini-LLaMA (band: min to max over seeds; ◆ best val)",
     "overfitting": "The overfitting turn of the mini-LLaMA",
-    "ablations": "Each part's gain in best val, added to vanilla and removed from the mini-LLaMA",
+    "ablations": (
+        "Each part's gain in best val, added to vanilla and removed from the mini-LLaMA (right: having "
+        "the part lowers best val, whichever way it was swapped; grey: seed noise)"
+    ),
     "depth": "12 layers without warmup: post-norm vs pre-norm",
-    "breaks": "Break tests: best val minus the mini-LLaMA's",
+    "breaks": "Break tests: best val minus the mini-LLaMA's (right: worse than the mini-LLaMA)",
     "length": "RoPE's exam: loss by position, past the training length (dashed line)",
     "stability": "Pre-norm's exam: which deep models train without warmup, by learning rate",
 }
