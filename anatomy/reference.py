@@ -227,7 +227,14 @@ def check_corpus(shipped_runs: list[Path], corpus: Path) -> None:
         )
     split = read_json_object(split_path, "the tokenized corpus's facts, written by anatomy tokenize")
     for folder in shipped_runs:
-        data = read_run_config(folder / "config.json")["data"]
+        config_path = folder / "config.json"
+        if not config_path.is_file():
+            raise AnatomyError(f"{config_path}: missing, so the shipped run's corpus cannot be told")
+        data = read_run_config(config_path)["data"]
+        if "vocab_size" not in data:  # every trainer has recorded at least the vocabulary
+            raise AnatomyError(
+                f"{config_path}: field 'data.vocab_size' missing, so the shipped run's corpus cannot be told"
+            )
         if differ := corpus_differences(data, split):
             theirs = ", ".join(f"{key} {data[key]}" for key in differ)
             ours = ", ".join(f"{key} {split[key]}" for key in differ)

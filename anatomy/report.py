@@ -332,7 +332,13 @@ def costs_section(data: ReportData) -> str:
         md_table(["target", "runs shipped", "minutes per run", "run-hours in all", "wall-clock hours"], rows)
         + f"\n\nOn {', '.join(grid.get('machines', [])) or 'an unrecorded machine'} "
         f"({', '.join(grid.get('devices', []))}, torch {', '.join(grid.get('torch_versions', []))}), "
-        + (f"runs finished on {first}. " if first == last else f"runs finished {first} to {last}. ")
+        + (
+            "finish dates not recorded. "
+            if "?" in (first, last)
+            else f"runs finished on {first}. "
+            if first == last
+            else f"runs finished {first} to {last}. "
+        )
         + "Minutes per run: Snakemake's benchmark of each training job (compile, training, evaluations, "
         "checkpoints; a run resumed after an interruption counts its training time over every part). "
         "Run-hours: their sum, the time one run at a time would take. Wall-clock: from the first "

@@ -21,6 +21,7 @@ import pandas as pd
 
 from anatomy.config import ModelConfig
 from anatomy.errors import AnatomyError
+from anatomy.results import missing_columns
 
 MODEL_FIELDS = {field.name for field in dataclasses.fields(ModelConfig)}
 
@@ -130,6 +131,12 @@ def load(db_path: Path, provenance: dict[str, Any] | None = None) -> ReportData:
                     f"--db {db_path}: collected before the exams existed (no {', '.join(missing[:3])}"
                     f"{', ...' if len(missing) > 3 else ''}): collect it again with "
                     "`python -m anatomy collect`"
+                )
+            columns = con.execute("SELECT table_name, column_name FROM information_schema.columns").fetchall()
+            if missing := missing_columns(set(columns)):
+                raise AnatomyError(
+                    f"--db {db_path}: collected by an older version (no {', '.join(missing[:3])}"
+                    f"{', ...' if len(missing) > 3 else ''}): collect it again with `python -m anatomy collect`"
                 )
             runs = con.execute("""
                 SELECT s.*, r.config, m.train_loss AS train_at_best

@@ -201,17 +201,20 @@ def query(path: str, sql: str) -> pd.DataFrame:
 
 def corpora(path: str, experiments: list[str]) -> list[dict]:
     """What the runs of these experiments record of their corpus (config.json's data), one dict
-    per distinct corpus; anatomy.reference.corpus_differences tells two apart."""
+    per distinct corpus, values as recorded; anatomy.reference.corpus_differences tells two apart."""
     from anatomy.reference import CORPUS_FACTS
 
     names = ", ".join("'" + name.replace("'", "''") + "'" for name in experiments)
-    facts = query(
+    found = query(
         path,
-        "SELECT DISTINCT "
-        + ", ".join(f"CAST(json_extract(config, '$.data.{key}') AS BIGINT) AS {key}" for key in CORPUS_FACTS)
-        + f" FROM runs WHERE experiment IN ({names or 'NULL'})",
+        "SELECT DISTINCT CAST(json_extract(config, '$.data') AS VARCHAR) AS data "
+        f"FROM runs WHERE experiment IN ({names or 'NULL'})",
     )
-    return [{key: int(value) for key, value in row.items() if pd.notna(value)} for row in facts.to_dict("records")]
+    records = [json.loads(text) if isinstance(text, str) else None for text in found["data"]]
+    facts = [
+        {key: record[key] for key in CORPUS_FACTS if key in record} for record in records if isinstance(record, dict)
+    ]
+    return list({json.dumps(fact, sort_keys=True): fact for fact in facts}.values())  # distinct ones
 
 
 @dataclass

@@ -136,18 +136,29 @@ def test_restore_puts_shipped_runs_back_where_missing_and_never_overwrites(fixtu
 
 
 @pytest.mark.parametrize(
-    ("corpus", "said"),
+    ("corpus", "shipped_data", "said"),
     [
-        (None, "split.json: no tokenized corpus yet; build it before restoring"),
-        (77, "split.json: vocab_size 77, but the shipped run "),
+        (None, None, "split.json: no tokenized corpus yet; build it before restoring"),
+        (77, None, "split.json: vocab_size 77, but the shipped run "),
+        # same vocabulary, another text: the token counts tell them apart
+        (50, {"vocab_size": 50, "train_tokens": 1000}, "split.json: train_tokens 900, but the shipped run "),
+        (
+            50,
+            {"dir": "corpus"},
+            "config.json: field 'data.vocab_size' missing, so the shipped run's corpus cannot be told",
+        ),
     ],
 )
 def test_restore_needs_the_runs_own_corpus_first_and_copies_nothing_without_it(
-    fixture_runs, tmp_path, capsys, corpus, said
+    fixture_runs, tmp_path, capsys, corpus, shipped_data, said
 ):
     runs_root, benchmarks_root = fixture_runs
     out = tmp_path / "reference"
     reference.ship(runs_root, out, benchmarks_root)
+    if shipped_data is not None:  # what the shipped llama/seed7 records of its corpus
+        config_path = out / "runs" / "llama" / "seed7" / "config.json"
+        config = json.loads(config_path.read_text())
+        config_path.write_text(json.dumps({**config, "data": shipped_data}))
     data = tmp_path / "corpus" if corpus is None else fixture_corpus(tmp_path / "corpus", vocab_size=corpus)
     elsewhere = tmp_path / "elsewhere"
     assert main(["reference", "--restore", "--out", str(out), "--runs", str(elsewhere), "--data", str(data)]) == 2

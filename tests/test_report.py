@@ -154,6 +154,28 @@ def test_a_gain_inside_seed_noise_is_not_a_finding(tmp_path):
     )
 
 
+@pytest.mark.parametrize(
+    ("llama", "lower", "neither_testable"),
+    [
+        # vanilla has two seeds (spread 0.010), llama one: its gap is judged against vanilla's spread
+        ({"floor": 2.295}, "**not reproduced**: lower with every seed, but by less than the seed noise", False),
+        ({"floor": 2.1}, "**reproduced** with one seed, by more than the other model's seed noise", False),
+        # diverged before its first evaluation: no best val, so nothing to compare
+        ({"status": "diverged", "diverged_step": 0}, "not testable: no seed has a best val for both models", True),
+    ],
+)
+def test_llama_with_one_seed_is_judged_against_the_noise_vanilla_measured(tmp_path, llama, lower, neither_testable):
+    runs = tmp_path / "runs"
+    for seed in (42, 7):
+        write_run_folder(runs, "vanilla", seed, floor=2.3)
+    write_run_folder(runs, "llama", 42, model=LLAMA_PARTS, **llama)
+    collect(runs, tmp_path / "one.duckdb")
+    found = verdicts(load(tmp_path / "one.duckdb"))
+    assert found["The mini-LLaMA reaches a lower best val"] == lower
+    if neither_testable:  # the best step is missing too
+        assert found["The mini-LLaMA learns faster: its best val comes earlier"] == lower
+
+
 def test_a_lower_best_val_from_one_seed_says_the_noise_is_unmeasured(tmp_path):
     runs = tmp_path / "runs"
     write_run_folder(runs, "vanilla", 42, floor=2.3)
@@ -505,3 +527,5 @@ def test_costs_sum_each_targets_training_jobs_and_the_whole_grid(tmp_path):
     assert rows["the whole grid (`all`)"] == ["4", "40.0", "2.67", "2.00"]
     assert "Two lanes that never idle would need half the run-hours: 1.3 h for the whole grid's training." in section
     assert "On a CPU (cpu, torch 2.13.0), runs finished on 2026-11-30." in section
+    undated = {"runs": runs, "grid": {key: grid[key] for key in ("machines", "devices", "torch_versions")}}
+    assert "On a CPU (cpu, torch 2.13.0), finish dates not recorded." in report.costs_section(load(db, undated))

@@ -23,7 +23,7 @@ from anatomy.cli import main
 from anatomy.errors import AnatomyError
 from anatomy.exams import wall_clock
 from anatomy.report_data import load, load_runs
-from anatomy.results import collect
+from anatomy.results import SCHEMA_PATH, collect
 from run_folders import LLAMA_PARTS, write_run_folder
 from tiny_runs import examine
 
@@ -323,7 +323,7 @@ def test_the_deep_claim_points_to_the_depth_map(examined_db):
         # the broken RoPE's best val (2.40) is 1.6 nats below the floor: it reads the context
         (4.0, "neither collapses to chance, nor to ignoring the context"),
         # within LEARNED_MARGIN (0.5) of it: little more than character frequencies
-        (2.8, "neither collapses to chance, and one learns little beyond character frequencies"),
+        (2.8, "neither collapses to chance, but k_unrotated learns little beyond character frequencies"),
     ],
 )
 def test_the_rope_claim_sets_the_breaks_against_ignoring_the_context(tmp_path, unigram, said):
@@ -347,6 +347,11 @@ def test_the_rope_claim_sets_the_breaks_against_ignoring_the_context(tmp_path, u
         (
             DEPTH,
             "; the depth map shows the break at a higher lr: post-norm fails from lr 0.003, pre-norm trains up to lr 0.003",
+        ),
+        # post-norm already fails at the grid's own lr in the map's short cells: not "a higher lr"
+        (
+            [depth_row("post", 3e-4, False), depth_row("pre", 3e-4, True)],
+            "; the depth map shows the break in its short cells: post-norm fails from lr 0.0003, pre-norm trains up to lr 0.0003",
         ),
         # both fail from the same lr: no break between the wirings to point to
         (
@@ -486,6 +491,20 @@ def test_a_database_from_before_the_exams_asks_to_collect_again(tmp_path):
     with duckdb.connect(str(db)) as con:
         con.execute("DROP VIEW depth_stability")
     with pytest.raises(AnatomyError, match="collected before the exams existed .*depth_stability.*collect it again"):
+        load(db)
+
+
+def test_a_database_missing_a_newer_column_asks_to_collect_again(tmp_path):
+    write_grid(tmp_path / "runs")
+    db = tmp_path / "anatomy.duckdb"
+    collect(tmp_path / "runs", db)
+    # as an older version made it: the view that reads exam_depth goes, and comes back, with the column
+    view = re.search(r"CREATE VIEW depth_stability AS.*?;", SCHEMA_PATH.read_text(encoding="utf-8"), re.S).group(0)
+    with duckdb.connect(str(db)) as con:
+        con.execute("DROP VIEW depth_stability")
+        con.execute("ALTER TABLE exam_depth DROP COLUMN unigram_loss")
+        con.execute(view)
+    with pytest.raises(AnatomyError, match=r"collected by an older version \(no exam_depth.unigram_loss\)"):
         load(db)
 
 
