@@ -149,7 +149,8 @@ def run_outputs(experiment_names):
 def collected_outputs(wildcards):
     """What the collecting step waits for, from the targets on the command line.
 
-    Only named group targets (`headline ablations`): their runs. Anything else (no target, `all`,
+    Only named group targets (`headline ablations`): their runs and their baselines' runs
+    (experiments_of_target). Anything else (no target, `all`,
     `exams`, results/anatomy.duckdb): every run and every exam. One collecting rule serves every
     target, so asking for several at once plans one collection, not rival ones. An input
     function: the targets are known once Snakemake plans, not while it reads the workflow.
