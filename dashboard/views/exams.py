@@ -485,9 +485,9 @@ def wall_clock_section(exams: loaders.ExamResults) -> None:
 exams = loaders.require_exams()
 st.title("Exams: each part where it pays")
 st.caption(
-    "At this size RoPE, GQA and pre-norm barely change the training loss. Each is examined where it is made "
-    "to pay: reading past the training length, the memory of generation, depth without warmup; and every "
-    "part's wall clock alone."
+    "The training loss of a small model is not what RoPE, GQA and pre-norm were made for (Ablations shows "
+    "what it says of them). Each is examined where it is made to pay: reading past the training length, "
+    "the memory of generation, depth without warmup; and every part's wall clock alone."
 )
 length_section(exams)
 kv_cache_section(exams)
