@@ -1,7 +1,7 @@
 """The exams: each part of the mini-LLaMA tested where it is made to pay.
 
-At this model size three of the five parts show nothing in the training loss. Each gets the exam
-it was made for:
+The training loss of a small model is not what three of the five parts were made for (pre-norm:
+depth, RoPE: relative position, GQA: the KV cache). Each gets the exam it was made for:
 
     length      RoPE: loss by position on windows up to 8x the training length
     kv_cache    GQA: the KV cache's bytes per token, and generation time with and without it

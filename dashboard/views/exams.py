@@ -1,7 +1,7 @@
 """Exams: each part of the mini-LLaMA tested where it is made to pay.
 
-At this model size RoPE, GQA and pre-norm barely move the training loss, so each has the exam it
-was made for (anatomy/exams/): reading past the training length, the KV cache, depth without
+The training loss of a small model is not what RoPE, GQA and pre-norm were made for, so each has
+the exam it was made for (anatomy/exams/): reading past the training length, the KV cache, depth without
 warmup; and the wall clock of every part alone. One section per exam: what it tests, what the data
 show (a sentence computed from the rows), the charts, and what is still missing.
 """
