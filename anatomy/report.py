@@ -314,6 +314,15 @@ def cost_row(name: str, entries: list[dict[str, Any]]) -> list[str]:
     ]
 
 
+def finished_words(grid: dict[str, Any]) -> str:
+    """When the shipped runs finished: one date, a range, or that it was not recorded."""
+    first, last = grid.get("first_finished_utc"), grid.get("last_finished_utc")
+    if not (first and last):
+        return "finish dates not recorded. "
+    first, last = first[:10], last[:10]
+    return f"runs finished on {first}. " if first == last else f"runs finished {first} to {last}. "
+
+
 def costs_section(data: ReportData) -> str:
     """Time per target and for the whole grid, from the shipped runs' records (grid.json)."""
     if not data.provenance:
@@ -327,18 +336,11 @@ def costs_section(data: ReportData) -> str:
     rows.append(cost_row("the whole grid (`all`)", list(records.values())))
     grid = data.provenance.get("grid", {})
     two_lanes = sum(job_seconds(entry) for entry in records.values()) / 2 / 3600
-    first, last = grid.get("first_finished_utc", "?")[:10], grid.get("last_finished_utc", "?")[:10]
     return (
         md_table(["target", "runs shipped", "minutes per run", "run-hours in all", "wall-clock hours"], rows)
         + f"\n\nOn {', '.join(grid.get('machines', [])) or 'an unrecorded machine'} "
         f"({', '.join(grid.get('devices', []))}, torch {', '.join(grid.get('torch_versions', []))}), "
-        + (
-            "finish dates not recorded. "
-            if "?" in (first, last)
-            else f"runs finished on {first}. "
-            if first == last
-            else f"runs finished {first} to {last}. "
-        )
+        + finished_words(grid)
         + "Minutes per run: Snakemake's benchmark of each training job (compile, training, evaluations, "
         "checkpoints; a run resumed after an interruption counts its training time over every part). "
         "Run-hours: their sum, the time one run at a time would take. Wall-clock: from the first "
