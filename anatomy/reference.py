@@ -210,6 +210,12 @@ def corpus_differences(one: dict[str, Any], other: dict[str, Any]) -> list[str]:
     return [key for key in CORPUS_FACTS if key in one and key in other and one[key] != other[key]]
 
 
+def fact_value(value: Any) -> str:
+    """A corpus fact as recorded, for people: a count with thousands separators (3,563), anything
+    else as it is (a config may hold what no trainer wrote)."""
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
 def check_corpus(shipped_runs: list[Path], corpus: Path) -> None:
     """The corpus the restored runs will count as trained on must exist, and be theirs.
 
@@ -252,9 +258,10 @@ def restore(reference: Path, runs_root: Path, corpus: Path) -> list[str]:
     shipped = Path(reference) / "runs"
     if not shipped.is_dir():
         raise AnatomyError(f"--out {reference}: no shipped runs in it (expected {shipped})")
-    check_corpus(find_run_folders(shipped), corpus)
+    folders = find_run_folders(shipped)
+    check_corpus(folders, corpus)
     copied = []
-    for folder in find_run_folders(shipped):
+    for folder in folders:
         run_id = folder.relative_to(shipped).as_posix()
         target = Path(runs_root) / run_id
         if (target / "config.json").exists():

@@ -118,6 +118,11 @@ def fixture_corpus(folder: Path, vocab_size: int = 50) -> Path:
     return folder
 
 
+def test_a_corpus_fact_is_a_grouped_count_or_what_was_recorded():
+    assert reference.fact_value(105839) == "105,839"
+    assert reference.fact_value("many") == "many"  # not a count: said, not a format error
+
+
 def test_restore_puts_shipped_runs_back_where_missing_and_never_overwrites(fixture_runs, tmp_path, capsys):
     runs_root, benchmarks_root = fixture_runs
     out = tmp_path / "reference"

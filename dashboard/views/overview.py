@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from anatomy.reference import corpus_differences
+from anatomy.reference import corpus_differences, fact_value
 from dashboard import analysis, charts, loaders, tables
 
 
@@ -25,7 +25,7 @@ def reference_band(path: str, experiments: list[str]) -> tuple[pd.DataFrame | No
     for mine in ours:
         for shipped in theirs:
             if differ := corpus_differences(mine, shipped):
-                said = ", ".join(f"{key} {mine[key]:,} against {shipped[key]:,}" for key in differ)
+                said = ", ".join(f"{key} {fact_value(mine[key])} against {fact_value(shipped[key])}" for key in differ)
                 return None, (
                     f"No reference band: these runs were trained on another corpus than the shipped "
                     f"reference results ({said}), so their losses do not compare."
