@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from anatomy.config import ModelConfig
+from anatomy.precision import autocast
 
 CompileSetting = bool | str  # True, False or "auto"
 
@@ -55,23 +56,32 @@ def has_unfused_parts(cfg: ModelConfig) -> bool:
     )
 
 
-def compile_wanted(setting: CompileSetting, device: torch.device, cfg: ModelConfig) -> bool:
-    """True/False as given; auto: where a backend is installed and the model has parts to fuse."""
+def compile_wanted(setting: CompileSetting, device: torch.device, cfg: ModelConfig, precision: str = "fp32") -> bool:
+    """True/False as given; auto: where a backend is installed and the model has parts to fuse.
+    Under bf16 autocast every fused model has: the casts around each multiply are small ops too
+    (vanilla, 1 thread, 2026-12-01 on the 2-core EPYC: 412 ms compiled against 639 ms eager)."""
     if setting != "auto":
         return bool(setting)
-    return has_unfused_parts(cfg) and backend_available(device)
+    to_fuse = has_unfused_parts(cfg) or (precision == "bf16" and cfg.impl == "fused")
+    return to_fuse and backend_available(device)
 
 
-def compiled_or_eager(model: nn.Module, setting: CompileSetting, device: torch.device) -> nn.Module:
+def compiled_or_eager(
+    model: nn.Module, setting: CompileSetting, device: torch.device, precision: str = "fp32"
+) -> nn.Module:
     """The module to call for training steps: `torch.compile(model)` (same parameters) or the model.
     Compilation is lazy: it happens, and can fail, at the first call (see `run_with_fallback`)."""
-    return torch.compile(model) if compile_wanted(setting, device, model.cfg) else model
+    return torch.compile(model) if compile_wanted(setting, device, model.cfg, precision) else model
 
 
-def forward_backward(module, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Loss and fresh gradients for one batch; `module` is the model or its compiled version."""
+def forward_backward(
+    module, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor, precision: str = "fp32"
+) -> torch.Tensor:
+    """Loss and fresh gradients for one batch; `module` is the model or its compiled version.
+    Only the forward pass runs under autocast: backward follows the dtypes it recorded."""
     optimizer.zero_grad(set_to_none=True)
-    _, loss = module(x, y)
+    with autocast(precision, x.device):
+        _, loss = module(x, y)
     loss.backward()
     return loss
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from anatomy.errors import AnatomyError
+from anatomy.precision import Precision
 
 NormType = Literal["layernorm", "rmsnorm"]
 NormPos = Literal["post", "pre"]
@@ -229,6 +230,9 @@ class TrainConfig:
     # torch.compile the training step (anatomy/compiling.py): True, False, or auto = for models
     # with RMSNorm, RoPE or SwiGLU where a backend is installed. Evaluation and generation run eagerly.
     compile: bool | Literal["auto"] = "auto"
+    # The number format of the forward pass (anatomy/precision.py): fp32, bf16 autocast, or auto =
+    # bf16 where the hardware multiplies it natively. fp32 reproduces the shipped runs bit for bit.
+    precision: Precision = "fp32"
 
     def __post_init__(self) -> None:
         check_field_types(self)

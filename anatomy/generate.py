@@ -26,7 +26,8 @@ from anatomy.errors import AnatomyError
 from anatomy.memorisation import Memorisation, annotate, data_dir_of
 from anatomy.model import MiniLM
 from anatomy.run_files import read_summary
-from anatomy.runs import CHECKPOINTS, RunFolder, load_checkpoint
+from anatomy.precision import autocast
+from anatomy.runs import CHECKPOINTS, RunFolder, load_checkpoint, run_precision
 from anatomy.tokenizer import CharTokenizer
 from anatomy.weights import SUFFIX, load_weights
 
@@ -96,10 +97,11 @@ def stream(
     prefix: str = DEFAULT_PREFIX,
     seed: int = 0,
     use_cache: bool = True,
+    precision: str = "fp32",
 ) -> Iterator[tuple[str, int]]:
     """Each new character as it is picked, with the KV cache's size in bytes at that moment
     (0 without the cache). `sample` is this stream joined; the dashboard's Listen page shows it
-    as it comes."""
+    as it comes. `precision`: the run's own (anatomy/precision.py)."""
     check_temperature(temperature)
     if not prefix:
         raise AnatomyError("the prefix is empty: give at least one character to start from")
@@ -109,7 +111,8 @@ def stream(
     generator = torch.Generator(device=device).manual_seed(seed)
     cache, cache_start = None, None
     for _ in range(chars):
-        with torch.inference_mode():  # like no_grad, and skips autograd's version counters too
+        # inference_mode: like no_grad, and skips autograd's version counters too
+        with torch.inference_mode(), autocast(precision, device):
             start = window_start(len(ids), ctx_len)
             if not use_cache:
                 logits, _ = model(torch.tensor([ids[start:]], device=device))
@@ -130,9 +133,10 @@ def sample(
     prefix: str = DEFAULT_PREFIX,
     seed: int = 0,
     use_cache: bool = True,
+    precision: str = "fp32",
 ) -> str:
     """Prefix plus `chars` sampled characters (temperature 0: the most likely ones)."""
-    new = stream(model, tokenizer, chars, temperature, prefix, seed, use_cache)
+    new = stream(model, tokenizer, chars, temperature, prefix, seed, use_cache, precision)
     return prefix + "".join(char for char, _ in new)
 
 
@@ -160,11 +164,13 @@ def generate_samples(
                 checkpoint = None
                 note = f"run diverged at step {summary.get('diverged_step')}; no checkpoint to sample from"
     text = None
+    precision = run_precision(run_dir)
     if checkpoint is not None:
         model, tokenizer = load_model(run_dir, checkpoint)
-        text = sample(model, tokenizer, chars, temperature, prefix, seed)
+        text = sample(model, tokenizer, chars, temperature, prefix, seed, precision=precision)
     return {
         "checkpoint": checkpoint,
+        "precision": precision,
         "prefix": prefix,
         "temperature": temperature,
         "seed": seed,

@@ -221,7 +221,8 @@ class CausalSelfAttention(nn.Module):
         T, S = q.shape[2], k.shape[2]
         future = torch.ones(T, S, dtype=torch.bool, device=q.device).triu(start + 1)
         scores = scores.masked_fill(future, float("-inf"))
-        return F.softmax(scores, dim=-1) @ v  # (B, n_head, T, head_dim)
+        # softmax in float32 even under bf16 autocast (a no-op in fp32), as the fused kernel does
+        return F.softmax(scores.float(), dim=-1).to(v.dtype) @ v  # (B, n_head, T, head_dim)
 
     def _fused_attention(self, q, k, v, start: int) -> torch.Tensor:
         T, S = q.shape[2], k.shape[2]

@@ -27,6 +27,7 @@ SUMMARY_FIELDS: dict[str, type] = {
     "steps_done": int,
     "device": str,
     "compiled": bool,
+    "precision": str,
     "torch_version": str,
     "python_version": str,
     "diverged": bool,

@@ -160,10 +160,21 @@ def load_checkpoint(path: Path, needs: tuple[str, ...] = CHECKPOINT_KEYS) -> dic
 # ---------------------------------------------------------------------------------------------
 
 
+def run_precision(run_dir: str | Path) -> str:
+    """The precision a run trained in (config.json; fp32 for runs made before the setting), which
+    its evaluation, generation and exams use too."""
+    config = RunFolder(run_dir).config
+    if not config.is_file():
+        return "fp32"
+    return read_run_config(config)["train"].get("precision", "fp32")
+
+
 def run_settings(resolved: dict) -> dict:
     """What defines a run's numbers: model, training and data, but not where or how it runs (device,
     threads and compile may change between a kill and a resume) nor its tags (labels, not settings)."""
     train = {k: v for k, v in resolved["train"].items() if k not in ("device", "threads", "compile")}
+    # Precision changes the numbers, so it is a setting; runs made before it existed were fp32.
+    train = {"precision": "fp32", **train}
     return {"preset": resolved["preset"], "model": resolved["model"], "train": train, "data": resolved["data"]}
 
 

@@ -39,6 +39,7 @@ from anatomy.errors import AnatomyError
 from anatomy.grad_norms import block_grad_norms, norms_row, should_log
 from anatomy.locks import lifeline_lost
 from anatomy.model import MiniLM
+from anatomy.precision import allow_tf32, autocast, resolve_precision
 from anatomy.runs import RESUME_KEYS, RunFolder, load_checkpoint, run_settings, save_checkpoint, settle_folder
 from anatomy.tokenizer import check_windows, load_tokenized
 
@@ -86,14 +87,16 @@ def resolve_model_config(preset_name: str, overrides: dict[str, Any], vocab_size
 
 
 @torch.no_grad()
-def evaluate(model: MiniLM, data: torch.Tensor, starts: np.ndarray, batch_size: int) -> float:
-    """Mean next-character loss over the given windows (every target counted once)."""
+def evaluate(model: MiniLM, data: torch.Tensor, starts: np.ndarray, batch_size: int, precision: str = "fp32") -> float:
+    """Mean next-character loss over the given windows (every target counted once), in the
+    run's own precision."""
     was_training = model.training
     model.eval()
     total, count = 0.0, 0
     for i in range(0, len(starts), batch_size):
         x, y = windows_at(data, starts[i : i + batch_size], model.cfg.ctx_len)
-        _, loss = model(x, y)
+        with autocast(precision, x.device):
+            _, loss = model(x, y)
         total += loss.item() * y.numel()
         count += y.numel()
     model.train(was_training)
@@ -244,6 +247,9 @@ def train(
     train_cfg = TrainConfig.from_dict(train_overrides or {}, source="train overrides")
     check_windows(len(train_ids), len(val_ids), model_cfg.ctx_len, Path(data_dir))
     device = pick_device(train_cfg.device)  # may refuse (no CUDA here): before anything is written
+    # config.json records the precision used, not `auto`: the same folder on a machine where auto
+    # means the other one is a different run, and is refused rather than resumed
+    train_cfg = dataclasses.replace(train_cfg, precision=resolve_precision(train_cfg.precision, device))
 
     run = RunFolder(out_dir)
     resolved = {
@@ -278,6 +284,8 @@ def open_or_resume(
     tokenizer, train_ids, val_ids = data
     if train_cfg.threads:
         torch.set_num_threads(train_cfg.threads)
+    if train_cfg.precision == "fp32":
+        allow_tf32(device)
     torch.manual_seed(train_cfg.seed)  # model initialisation only; batches have their own RNG
     model = MiniLM(model_cfg).to(device)
     training = Training(
@@ -311,7 +319,7 @@ def training_loop(t: Training) -> int | None:
     """Steps from where the run stands to train_cfg.steps, evaluating and saving every eval_every
     steps. Returns the step whose loss was not a finite number, if one was (the loop stops there)."""
     cfg = t.train_cfg
-    t.forward = compiled_or_eager(t.model, cfg.compile, t.device)
+    t.forward = compiled_or_eager(t.model, cfg.compile, t.device, cfg.precision)
     progress = Progress(cfg.steps, t.state["step"], t.run.root.name if t.run.root.name else "run")
     diverged_step = None
     t.clock = time.perf_counter()
@@ -339,8 +347,10 @@ def training_loop(t: Training) -> int | None:
             row = t.metric_row(
                 step,
                 lr,
-                train_loss=evaluate(t.model, t.train_data, t.train_windows, cfg.eval_batch_size),
-                val_loss=finite_or_none(evaluate(t.model, t.val_data, t.val_windows, cfg.eval_batch_size)),
+                train_loss=evaluate(t.model, t.train_data, t.train_windows, cfg.eval_batch_size, cfg.precision),
+                val_loss=finite_or_none(
+                    evaluate(t.model, t.val_data, t.val_windows, cfg.eval_batch_size, cfg.precision)
+                ),
             )
             t.add_metric(row)
             progress.eval(row)
@@ -362,7 +372,10 @@ def train_step(t: Training, step: int, lr: float) -> tuple[float, bool]:
     x, y = windows_at(t.train_data, starts, t.model_cfg.ctx_len)
     tick = time.perf_counter()
     loss, t.forward = run_with_fallback(
-        lambda module: forward_backward(module, t.optimizer, x, y), t.forward, t.model, label=f"{t.run.root}: "
+        lambda module: forward_backward(module, t.optimizer, x, y, cfg.precision),
+        t.forward,
+        t.model,
+        label=f"{t.run.root}: ",
     )
     logged = should_log(step + 1, cfg.eval_every, cfg.steps)
     if logged:  # before clipping: the gradients as backward made them
@@ -411,6 +424,7 @@ def run_summary(t: Training, diverged_step: int | None) -> dict:
         "steps_done": state["step"],
         "device": str(t.device),
         "compiled": t.forward is not t.model,  # whether the training steps ran through torch.compile
+        "precision": t.train_cfg.precision,
         "torch_version": torch.__version__,
         "python_version": platform.python_version(),
         "diverged": diverged_step is not None,

@@ -54,6 +54,12 @@ EXPERIMENTS = config["experiments"]
 SEEDS = [int(seed) for seed in config["seeds"]]
 
 
+def precision_of(experiment_name):
+    """The experiment's own precision, else the config-wide train override, else `precision`."""
+    train = {**config["train_overrides"], **EXPERIMENTS[experiment_name].get("train", {})}
+    return train.get("precision", config["precision"])
+
+
 def check_experiment_settings():
     """Resolve every experiment's settings as its training job will, and check them with the
     package's own configs. The schema checks each field alone; this catches fields that clash
@@ -75,7 +81,9 @@ def check_experiment_settings():
         try:
             preset(experiment["preset"], **model)
             for seed in SEEDS:
-                TrainConfig.from_dict({**train, "seed": seed, "device": config["device"]})
+                TrainConfig.from_dict(
+                    {**train, "seed": seed, "device": config["device"], "precision": precision_of(name)}
+                )
         except AnatomyError as err:
             raise WorkflowError(
                 f"invalid config at experiments.{name}: {err}. (Experiments: workflow/experiments.yaml; "
@@ -117,7 +125,15 @@ def claim_working_directory():
 claim_working_directory()
 
 # Named target -> the experiment group it runs (group `extra` runs only in `all`).
-TARGET_GROUPS = {"headline": "headline", "ablations": "ablation", "break_tests": "break"}
+TARGET_GROUPS = {
+    "headline": "headline",
+    "ablations": "ablation",
+    "break_tests": "break",
+    "precision_check": "precision",
+}
+# Studies beside the grid: only their own target runs them, never `all` (the chapter's grid).
+STUDY_GROUPS = {"precision"}
+GRID = [name for name, experiment in EXPERIMENTS.items() if experiment["group"] not in STUDY_GROUPS]
 
 
 wildcard_constraints:
@@ -151,7 +167,7 @@ def collected_outputs(wildcards):
 
     Only named group targets (`headline ablations`): their runs and their baselines' runs
     (experiments_of_target). Anything else (no target, `all`,
-    `exams`, results/anatomy.duckdb): every run and every exam. One collecting rule serves every
+    `exams`, results/anatomy.duckdb): every run of the grid (not the studies) and every exam. One collecting rule serves every
     target, so asking for several at once plans one collection, not rival ones. An input
     function: the targets are known once Snakemake plans, not while it reads the workflow.
     """
@@ -167,7 +183,7 @@ def collected_outputs(wildcards):
         "results/results.json",
     }
     if wants_everything:
-        return run_outputs(EXPERIMENTS) + exam_outputs(EXPERIMENTS)
+        return run_outputs(GRID) + exam_outputs(GRID)
     # dict.fromkeys: a baseline shared by two named targets (vanilla, llama) is listed once
     return run_outputs(list(dict.fromkeys(name for target in named for name in experiments_of_target(target))))
 
@@ -250,6 +266,11 @@ def experiment_baselines():
     baselines = {name: {"baseline": experiment.get("baseline")} for name, experiment in EXPERIMENTS.items()}
     # sorted: a --configfile that touches an entry reorders the merged config, not the baselines
     return json.dumps({"experiments": baselines}, indent=2, sort_keys=True) + "\n"
+
+
+def train_precision(wildcards):
+    """The rule's `train.precision`: a param, so changing it retrains exactly the runs it changes."""
+    return precision_of(wildcards.experiment)
 
 
 def sample_checkpoints(wildcards):

@@ -24,11 +24,12 @@ rule train_model:
         arguments=train_arguments,
         device=config["device"],
         compile=config["compile"],
+        precision=train_precision,
     shell:
         "python -m anatomy train --data results/corpus --out {params.run_dir} --restart-on-change"
         " {params.arguments}"
         " train.seed={wildcards.seed} train.threads={threads} train.device={params.device}"
-        " train.compile={params.compile}"
+        " train.compile={params.compile} train.precision={params.precision}"
         " > {log} 2>&1"
 
 
