@@ -99,6 +99,11 @@ def read_utf8(path: Path) -> str:
         raise AnatomyError(f"{path}: is a folder, expected a file") from None
     except OSError as err:
         raise AnatomyError(f"{path}: cannot read: {err.strerror}") from None
+    return decode_utf8(data, path)
+
+
+def decode_utf8(data: bytes, path: Path) -> str:
+    """Bytes read from `path` as text; a clear error, with the byte offset, if they are not UTF-8."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:

@@ -191,15 +191,24 @@ def settings_difference(before: dict, after: dict, prefix: str = "") -> str:
     return "; ".join(differences[:3]) + ("; ..." if len(differences) > 3 else "")
 
 
+def with_corpus_identity(previous: dict, current: dict) -> dict:
+    """A run from before runs recorded their corpus's name and digest (the shipped reference runs)
+    is judged by the corpus sizes alone, as it always was: it takes the current name and digest."""
+    data = {key: current["data"].get(key) for key in ("corpus", "digest") if key not in previous["data"]}
+    return {**previous, "data": {**previous["data"], **data}}
+
+
 def settle_folder(run: RunFolder, resolved: dict, restart_on_change: bool) -> dict | None:
     """Check what the folder already holds against the run asked for. Returns the summary of a
     finished run with the same settings (nothing left to do), or None: train, fresh or resumed.
     A run whose settings cannot be checked counts as different: nothing is trusted unchecked."""
-    previous = run.previous_settings()
+    previous, current = run.previous_settings(), run_settings(resolved)
+    if previous is not None:
+        previous = with_corpus_identity(previous, current)
     if previous is None and run.summary.is_file():
         problem = "holds summary.json, but neither config.json nor last.pt to tell which settings made it"
-    elif previous is not None and previous != run_settings(resolved):
-        problem = f"holds a run with different settings ({settings_difference(previous, run_settings(resolved))})"
+    elif previous is not None and previous != current:
+        problem = f"holds a run with different settings ({settings_difference(previous, current)})"
     else:
         problem = None
     if problem is not None:

@@ -5,13 +5,22 @@ characters, sorted, so the same text always gives the same ids. The text is spli
 the first 90% for training and the last 10% for validation (a contiguous tail, never
 shuffled, so validation text is text the model has not seen).
 
-Writes DIR/vocab.json, DIR/train.npy, DIR/val.npy and, last, DIR/split.json.
+A corpus that comes split already (the scale study's, workflow/corpora.yaml) is given as its
+training file and `--val FILE`, and may be cut to its first `--train-chars` characters: then
+the vocabulary is every character of both whole files, so that every size of one corpus
+trains the very same model. Either file may be xz-compressed (`.xz`, as data/poems ships).
+
+Writes DIR/vocab.json, DIR/train.npy, DIR/val.npy and, last, DIR/split.json. A run records
+the corpus it read by name and by digest (`corpus_identity`): the digest tells two corpora
+apart even when their sizes agree.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import lzma
 import os
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -19,7 +28,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from anatomy.atomic import atomic_path, write_json
-from anatomy.corpus import read_utf8
+from anatomy.corpus import decode_utf8, read_utf8
 from anatomy.errors import AnatomyError
 
 TRAIN_FRACTION = 0.9
@@ -127,6 +136,68 @@ def save_array(path: Path, array: np.ndarray) -> None:
         np.save(f, array, allow_pickle=False)
 
 
+def read_text(path: Path) -> str:
+    """A UTF-8 text file, or an xz-compressed one (`.xz`)."""
+    if path.suffix != ".xz":
+        return read_utf8(path)
+    try:
+        data = lzma.decompress(path.read_bytes())
+    except FileNotFoundError:
+        raise AnatomyError(f"{path}: no such file") from None
+    except (lzma.LZMAError, OSError) as err:
+        raise AnatomyError(f"{path}: not a readable xz file ({err})") from None
+    return decode_utf8(data, path)
+
+
+def corpus_digest(tokenizer: CharTokenizer, train: np.ndarray, val: np.ndarray) -> str:
+    """sha256 of the vocabulary and both token arrays: equal digests, the same training data."""
+    digest = hashlib.sha256("".join(tokenizer.chars).encode("utf-8"))
+    for ids in (train, val):
+        digest.update(np.ascontiguousarray(ids, dtype=np.int64).tobytes())
+    return digest.hexdigest()
+
+
+def write_tokenized(out_dir: Path, tokenizer: CharTokenizer, train: np.ndarray, val: np.ndarray, split: dict) -> dict:
+    split = {**split, "vocab_size": tokenizer.vocab_size, "dtype": tokenizer.dtype.name}
+    tokenizer.save(out_dir / VOCAB_FILE)
+    save_array(out_dir / TRAIN_FILE, train)
+    save_array(out_dir / VAL_FILE, val)
+    write_json(out_dir / SPLIT_FILE, split)  # last: its presence means the rest is complete
+    return split
+
+
+def tokenize_split(
+    train_path: str | os.PathLike,
+    val_path: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    train_chars: int | None = None,
+    name: str | None = None,
+    ctx_len: int = DEFAULT_CTX_LEN,
+) -> dict:
+    """A corpus split already: the first `train_chars` characters of the training file (all of it
+    if None) and the whole validation file, under the vocabulary of both whole files."""
+    train_path, val_path, out_dir = Path(train_path), Path(val_path), Path(out_dir)
+    train_text, val_text = read_text(train_path), read_text(val_path)
+    if train_chars is not None and not 0 < train_chars <= len(train_text):
+        raise AnatomyError(
+            f"--train-chars {train_chars:,} is not valid: {train_path} holds {len(train_text):,} characters"
+        )
+    tokenizer = CharTokenizer(sorted(set(train_text) | set(val_text)), source=f"vocabulary of {train_path}")
+    train = np.asarray(tokenizer.encode(train_text[:train_chars]), dtype=tokenizer.dtype)
+    val = np.asarray(tokenizer.encode(val_text), dtype=tokenizer.dtype)
+    check_windows(len(train), len(val), ctx_len, train_path)  # before anything is written
+    split = {
+        "name": name or train_path.as_posix(),
+        "corpus": train_path.as_posix(),
+        "val_corpus": val_path.as_posix(),
+        "characters": len(train) + len(val),
+        "train_tokens": len(train),
+        "val_tokens": len(val),
+        "train_fraction": None,  # split by the files, not by a fraction
+    }
+    return write_tokenized(out_dir, tokenizer, train, val, split)
+
+
 def tokenize_corpus(corpus_path: str | os.PathLike, out_dir: str | os.PathLike, ctx_len: int = DEFAULT_CTX_LEN) -> dict:
     """Build the vocabulary and the two token arrays; return what split.json records."""
     corpus_path, out_dir = Path(corpus_path), Path(out_dir)
@@ -144,14 +215,8 @@ def tokenize_corpus(corpus_path: str | os.PathLike, out_dir: str | os.PathLike, 
         "train_tokens": n_train,
         "val_tokens": n_val,
         "train_fraction": TRAIN_FRACTION,
-        "vocab_size": tokenizer.vocab_size,
-        "dtype": tokenizer.dtype.name,
     }
-    tokenizer.save(out_dir / VOCAB_FILE)
-    save_array(out_dir / TRAIN_FILE, ids[:n_train])
-    save_array(out_dir / VAL_FILE, ids[n_train:])
-    write_json(out_dir / SPLIT_FILE, split)  # last: its presence means the rest is complete
-    return split
+    return write_tokenized(out_dir, tokenizer, ids[:n_train], ids[n_train:], split)
 
 
 def load_array(path: Path, vocab_size: int) -> np.ndarray:
@@ -167,6 +232,22 @@ def load_array(path: Path, vocab_size: int) -> np.ndarray:
         if not 0 <= bad < vocab_size:  # an id past either end would index outside the embedding
             raise AnatomyError(f"{path}: token id {bad} is outside the vocabulary (0..{vocab_size - 1})")
     return array
+
+
+def corpus_name(data_dir: str | os.PathLike) -> str:
+    """What a run calls the corpus it read: the name split.json records (a named corpus), else
+    the source `anatomy corpus` extracted (stats.json beside it: data/posts, your blog), else
+    the folder."""
+    data_dir = Path(data_dir)
+    split = read_json(data_dir / SPLIT_FILE)
+    if isinstance(split, dict) and isinstance(split.get("name"), str):
+        return split["name"]
+    stats = data_dir / "stats.json"
+    if stats.is_file():
+        source = read_json(stats).get("source") if isinstance(read_json(stats), dict) else None
+        if isinstance(source, str):
+            return source
+    return data_dir.as_posix()
 
 
 def load_tokenized(data_dir: str | os.PathLike) -> tuple[CharTokenizer, np.ndarray, np.ndarray]:
@@ -206,7 +287,14 @@ def report(split: dict, out_dir: Path) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("corpus", type=Path, help="the corpus.txt written by `anatomy corpus`")
+    parser.add_argument(
+        "corpus", type=Path, help="the corpus.txt written by `anatomy corpus`, or a training text with --val"
+    )
+    parser.add_argument("--val", type=Path, help="a validation text: the corpus is split already (no 90/10 cut)")
+    parser.add_argument(
+        "--train-chars", type=int, help="with --val: train on the first N characters (the vocabulary stays the whole)"
+    )
+    parser.add_argument("--name", help="with --val: the corpus's name, recorded by every run that reads it")
     parser.add_argument("--out", type=Path, required=True, help="folder for vocab.json, train.npy, val.npy, split.json")
     parser.add_argument(
         "--ctx-len",
@@ -219,6 +307,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.ctx_len < 1:
         raise AnatomyError(f"--ctx-len must be at least 1, got {args.ctx_len}")
-    split = tokenize_corpus(args.corpus, args.out, ctx_len=args.ctx_len)
+    if args.val is None and (args.train_chars is not None or args.name is not None):
+        raise AnatomyError("--train-chars and --name go with --val (a corpus that comes split already)")
+    if args.val is not None:
+        split = tokenize_split(args.corpus, args.val, args.out, args.train_chars, args.name, ctx_len=args.ctx_len)
+    else:
+        split = tokenize_corpus(args.corpus, args.out, ctx_len=args.ctx_len)
     print(report(split, args.out))
     return 0

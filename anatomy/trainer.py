@@ -41,7 +41,7 @@ from anatomy.locks import lifeline_lost
 from anatomy.model import MiniLM
 from anatomy.precision import allow_tf32, autocast, resolve_precision
 from anatomy.runs import RESUME_KEYS, RunFolder, load_checkpoint, run_settings, save_checkpoint, settle_folder
-from anatomy.tokenizer import check_windows, load_tokenized
+from anatomy.tokenizer import check_windows, corpus_digest, corpus_name, load_tokenized
 
 # ---------------------------------------------------------------------------------------------
 # Resolving a run's settings from a preset and `key=value` overrides
@@ -259,6 +259,8 @@ def train(
         "tags": dict(tags or {}),
         "data": {
             "dir": Path(data_dir).as_posix(),
+            "corpus": corpus_name(data_dir),  # which text: a name to read, and a digest to compare
+            "digest": corpus_digest(tokenizer, train_ids, val_ids),
             "vocab_size": tokenizer.vocab_size,
             "train_tokens": len(train_ids),
             "val_tokens": len(val_ids),

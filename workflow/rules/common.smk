@@ -52,6 +52,23 @@ shell.prefix(f'set -euo pipefail; python() ( exec {PYTHON} "$@" ); ')
 
 EXPERIMENTS = config["experiments"]
 SEEDS = [int(seed) for seed in config["seeds"]]
+CORPORA = config["corpora"]
+
+
+def seeds_of(experiment_name):
+    """The experiment's own seeds (a costly check of one seed), else config `seeds`."""
+    return [int(seed) for seed in EXPERIMENTS[experiment_name].get("seeds", SEEDS)]
+
+
+def corpus_of(experiment_name):
+    """The named corpus the experiment trains on, or None: config `corpus` (results/corpus)."""
+    return EXPERIMENTS[experiment_name].get("corpus")
+
+
+def data_dir_of(experiment_name):
+    """The tokenized folder an experiment's runs read."""
+    corpus = corpus_of(experiment_name)
+    return "results/corpus" if corpus is None else f"results/corpora/{corpus}"
 
 
 def precision_of(experiment_name):
@@ -76,11 +93,17 @@ def check_experiment_settings():
                 f"invalid config at experiments.{name}.baseline: {baseline!r} is not another experiment of the "
                 f"grid (experiments: {', '.join(EXPERIMENTS)})"
             )
+        corpus = experiment.get("corpus")
+        if corpus is not None and corpus not in CORPORA:
+            raise WorkflowError(
+                f"invalid config at experiments.{name}.corpus: {corpus!r} is not a named corpus "
+                f"(workflow/corpora.yaml: {', '.join(CORPORA) or 'none'})"
+            )
         model = {**config["model_overrides"], **experiment.get("model", {})}
         train = {**config["train_overrides"], **experiment.get("train", {})}
         try:
             preset(experiment["preset"], **model)
-            for seed in SEEDS:
+            for seed in seeds_of(name):
                 TrainConfig.from_dict(
                     {**train, "seed": seed, "device": config["device"], "precision": precision_of(name)}
                 )
@@ -124,15 +147,20 @@ def claim_working_directory():
 
 claim_working_directory()
 
-# Named target -> the experiment group it runs (group `extra` runs only in `all`).
+# Named target -> (the experiment group it runs, its stage or None for every stage).
+# Group `extra` runs only in `all`.
 TARGET_GROUPS = {
-    "headline": "headline",
-    "ablations": "ablation",
-    "break_tests": "break",
-    "precision_check": "precision",
+    "headline": ("headline", None),
+    "ablations": ("ablation", None),
+    "break_tests": ("break", None),
+    "precision_check": ("precision", None),
+    "scale": ("scale", None),
+    "scale_stage1": ("scale", 1),
+    "scale_stage2": ("scale", 2),
+    "scale_stage3": ("scale", 3),
 }
-# Studies beside the grid: only their own target runs them, never `all` (the chapter's grid).
-STUDY_GROUPS = {"precision"}
+# Studies beside the grid: only their own targets run them, never `all` (the chapter's grid).
+STUDY_GROUPS = {"precision", "scale"}
 GRID = [name for name, experiment in EXPERIMENTS.items() if experiment["group"] not in STUDY_GROUPS]
 
 
@@ -140,26 +168,31 @@ wildcard_constraints:
     # Only the declared experiments, so a mistyped target is "no rule to make" rather than a run.
     experiment="|".join(sorted(EXPERIMENTS, key=len, reverse=True)),
     seed=r"\d+",
+    corpus="|".join(sorted(CORPORA, key=len, reverse=True)) or "(?!)",
 
 
 def experiments_of_target(target):
     """The experiment names a named target runs, in the order experiments.yaml lists them: its
     group's experiments and the baselines they are compared with (an ablation without its
     baseline's runs has no difference to show)."""
-    group = TARGET_GROUPS[target]
-    members = {name for name, experiment in EXPERIMENTS.items() if experiment["group"] == group}
+    group, stage = TARGET_GROUPS[target]
+    members = {
+        name
+        for name, experiment in EXPERIMENTS.items()
+        if experiment["group"] == group and stage in (None, experiment.get("stage"))
+    }
     baselines = {EXPERIMENTS[name].get("baseline") for name in members}
     return [name for name in EXPERIMENTS if name in members | baselines]
 
 
 def run_outputs(experiment_names):
-    """Everything a finished run leaves that collecting reads, for every seed."""
-    return expand(
-        "results/runs/{experiment}/seed{seed}/{name}",
-        experiment=experiment_names,
-        seed=SEEDS,
-        name=["summary.json", "samples.json"],
-    )
+    """Everything a finished run leaves that collecting reads, for each experiment's seeds."""
+    return [
+        f"results/runs/{name}/seed{seed}/{file}"
+        for name in experiment_names
+        for seed in seeds_of(name)
+        for file in ("summary.json", "samples.json")
+    ]
 
 
 def collected_outputs(wildcards):
@@ -227,6 +260,30 @@ def corpus_files(wildcards):
     return CORPUS_FILES
 
 
+def train_data(wildcards):
+    """The tokenized files a run reads: its named corpus's, or config `corpus`'s."""
+    folder = data_dir_of(wildcards.experiment)
+    return [f"{folder}/{name}" for name in ("vocab.json", "train.npy", "val.npy", "split.json")]
+
+
+def train_data_dir(wildcards):
+    return data_dir_of(wildcards.experiment)
+
+
+def named_corpus_arguments(wildcards):
+    """`anatomy tokenize` arguments of a named corpus: its files, its size and its name."""
+    corpus = CORPORA[wildcards.corpus]
+    arguments = [corpus["train"], "--val", corpus["val"], "--name", wildcards.corpus]
+    if "train_chars" in corpus:
+        arguments += ["--train-chars", str(corpus["train_chars"])]
+    return " ".join(shlex.quote(argument) for argument in arguments)
+
+
+def named_corpus_files(wildcards):
+    corpus = CORPORA[wildcards.corpus]
+    return [corpus["train"], corpus["val"]]
+
+
 def run_folder(wildcards, output):
     """The run folder a job works in: the folder of its first output."""
     return str(Path(output[0]).parent)
@@ -292,12 +349,15 @@ def words(values):
 
 def exam_outputs(experiment_names):
     """Every exam result the workflow makes for these experiments, plus the exams of no one run."""
-    outputs = expand("results/runs/{experiment}/seed{seed}/exams/length.json", experiment=experiment_names, seed=SEEDS)
-    outputs += expand(
-        "results/runs/{experiment}/seed{seed}/exams/kv_cache.json",
-        experiment=[name for name in EXAMS["kv_cache"]["experiments"] if name in experiment_names],
-        seed=SEEDS,
-    )
+    outputs = [
+        f"results/runs/{name}/seed{seed}/exams/length.json" for name in experiment_names for seed in seeds_of(name)
+    ]
+    outputs += [
+        f"results/runs/{name}/seed{seed}/exams/kv_cache.json"
+        for name in EXAMS["kv_cache"]["experiments"]
+        if name in experiment_names
+        for seed in seeds_of(name)
+    ]
     outputs += expand("results/exams/depth/{cell}/summary.json", cell=sorted(DEPTH_CELLS))
     outputs.append("results/exams/wall_clock.json")
     return outputs
@@ -326,6 +386,7 @@ def model_size_arguments():
 localrules:
     extract_corpus,
     tokenize_corpus,
+    tokenize_named_corpus,
     write_experiment_baselines,
     generate_samples,
     collect_results,

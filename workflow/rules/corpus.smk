@@ -1,4 +1,5 @@
-"""The text: extract the corpus into one file, then tokenize it into train/val arrays."""
+"""The text: extract the corpus into one file, then tokenize it into train/val arrays; and the
+named corpora (workflow/corpora.yaml), which come split already, each into its own folder."""
 
 
 rule extract_corpus:
@@ -28,3 +29,19 @@ rule tokenize_corpus:
         "results/logs/tokenize_corpus.log",
     shell:
         "python -m anatomy tokenize {input:q} --out results/corpus > {log} 2>&1"
+
+
+rule tokenize_named_corpus:
+    input:
+        named_corpus_files,
+    output:
+        vocab="results/corpora/{corpus}/vocab.json",
+        train="results/corpora/{corpus}/train.npy",
+        val="results/corpora/{corpus}/val.npy",
+        split="results/corpora/{corpus}/split.json",
+    log:
+        "results/logs/tokenize_named_corpus/{corpus}.log",
+    params:
+        arguments=named_corpus_arguments,
+    shell:
+        "python -m anatomy tokenize {params.arguments} --out results/corpora/{wildcards.corpus} > {log} 2>&1"

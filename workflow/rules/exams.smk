@@ -17,18 +17,19 @@ in rules/common.smk, from the `exams:` settings of config.yaml.
 rule exam_length:
     input:
         summary=rules.train_model.output.summary,
-        corpus=rules.tokenize_corpus.output,
+        corpus=train_data,
     output:
         "results/runs/{experiment}/seed{seed}/exams/length.json",
     log:
         "results/logs/exam_length/{experiment}/seed{seed}.log",
     params:
         run_dir=lambda wildcards, input: str(Path(input.summary).parent),
+        data=train_data_dir,
         checkpoint=EXAMS["length"]["checkpoint"],
         windows=words(EXAMS["length"]["windows"]),
     shell:
         "python -m anatomy exam length {params.run_dir} --checkpoint {params.checkpoint}"
-        " --data results/corpus --windows {params.windows} --out {output:q} > {log} 2>&1"
+        " --data {params.data} --windows {params.windows} --out {output:q} > {log} 2>&1"
 
 
 rule exam_kv_cache:

@@ -3,7 +3,7 @@
 
 rule train_model:
     input:
-        rules.tokenize_corpus.output,
+        train_data,
     output:
         # summary.json is written last, so its presence means the run finished. It is the only
         # declared output on purpose: when a job is interrupted (Ctrl-C, a killed node, a failed
@@ -20,13 +20,14 @@ rule train_model:
         gpu=config["gpus_per_run"],
     params:
         run_dir=run_folder,
+        data=train_data_dir,
         # Params are tracked: changing an experiment's settings reruns exactly its runs.
         arguments=train_arguments,
         device=config["device"],
         compile=config["compile"],
         precision=train_precision,
     shell:
-        "python -m anatomy train --data results/corpus --out {params.run_dir} --restart-on-change"
+        "python -m anatomy train --data {params.data} --out {params.run_dir} --restart-on-change"
         " {params.arguments}"
         " train.seed={wildcards.seed} train.threads={threads} train.device={params.device}"
         " train.compile={params.compile} train.precision={params.precision}"
