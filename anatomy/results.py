@@ -137,6 +137,19 @@ def _seed_of(folder: Path, config: dict[str, Any]) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def corpus_columns(config: dict[str, Any], path: Path) -> dict[str, Any]:
+    """Which text the run read, from config.json's data section (None where it says nothing)."""
+    data = config.get("data") if isinstance(config.get("data"), dict) else {}
+    columns = {}
+    for column, key in (("corpus", "corpus"), ("corpus_digest", "digest")):
+        if data.get(key) is not None and not isinstance(data[key], str):
+            raise AnatomyError(f"{path}: field 'data.{key}' must be a string or null, got {data[key]!r}")
+        columns[column] = data.get(key)
+    for name in ("vocab_size", "train_tokens", "val_tokens"):
+        columns[name] = _number(data.get(name), path, f"data.{name}", int)
+    return columns
+
+
 def model_columns(config: dict[str, Any], path: Path) -> dict[str, Any]:
     """The run's MODEL_COLUMNS; a setting its config.json leaves out is ModelConfig's default."""
     model = config.get("model") if isinstance(config.get("model"), dict) else {}
@@ -275,6 +288,8 @@ def read_run(folder: Path, runs_root: Path) -> tuple[dict[str, Any], list, list]
         "direction": tags.get("direction"),
         "baseline": tags.get("baseline"),  # else from the experiments file: see assign_baselines
         "description": tags.get("description"),
+        **corpus_columns(config, config_path),
+        "precision": str(train.get("precision", "fp32")),  # runs from before the setting: fp32
         "config": json.dumps(config, allow_nan=True),
         "preset": config.get("preset") or tags.get("preset") or train.get("preset"),
         **model_columns(config, config_path),

@@ -17,6 +17,14 @@ CREATE TABLE runs (
     direction        VARCHAR,              -- add (its baseline plus one part) | remove (its baseline minus one)
     baseline         VARCHAR,              -- the experiment it is compared with, seed by seed; NULL: none
     description      VARCHAR,
+    -- the text it read: a name (workflow/corpora.yaml, or the source folder) and a sha256 of its
+    -- tokens (NULL for runs from before digests were recorded), with its sizes
+    corpus           VARCHAR,
+    corpus_digest    VARCHAR,
+    vocab_size       INTEGER,
+    train_tokens     BIGINT,
+    val_tokens       BIGINT,
+    "precision"      VARCHAR,              -- fp32 | bf16 (anatomy/precision.py; quote it: a keyword)
     config           JSON NOT NULL,        -- the run's whole config.json
     preset           VARCHAR,
     -- the model settings the pages group runs by (from config.json; a setting it leaves out is
@@ -126,6 +134,7 @@ progress AS (
 )
 SELECT
     r.run_id, r.experiment, r.seed, r."group", r.part, r.direction, r.baseline, r.description, r.preset,
+    r.corpus, r.corpus_digest, r.vocab_size, r.train_tokens, r.val_tokens, r."precision",
     r.n_layer, r.ctx_len, r.n_head, r.n_kv_head, r.norm_type, r.norm_pos, r.pos_type, r.rope_break, r.ffn_type,
     r.params, r.device, r.status, r.diverged, r.diverged_step,
     coalesce(p.last_step, r.steps_done) AS last_step,
@@ -215,7 +224,8 @@ WHERE s.copied_fraction IS NOT NULL;
 
 -- Each run against its baseline's run with the same seed (same batches, only the change differs):
 -- `runs.baseline` names the experiment (workflow/experiments.yaml says which). A negative delta
--- means a lower loss (or an earlier best step) than the baseline's.
+-- means a lower loss (or an earlier best step) than the baseline's. Never across corpora: both
+-- read the same tokens (equal digests; a run from before digests, by its sizes alone).
 CREATE VIEW baseline_pairs AS
 SELECT
     a.run_id, a.experiment, a."group", a.part, a.direction, a.seed, a.baseline,
@@ -224,7 +234,11 @@ SELECT
     a.best_step - base.best_step AS delta_best_step,
     a.final_val_loss - base.final_val_loss AS delta_final_val
 FROM run_summary a
-JOIN run_summary base ON base.experiment = a.baseline AND base.seed = a.seed;
+JOIN run_summary base ON base.experiment = a.baseline AND base.seed = a.seed
+    AND base.vocab_size IS NOT DISTINCT FROM a.vocab_size
+    AND base.train_tokens IS NOT DISTINCT FROM a.train_tokens
+    AND base.val_tokens IS NOT DISTINCT FROM a.val_tokens
+    AND (a.corpus_digest IS NULL OR base.corpus_digest IS NULL OR a.corpus_digest = base.corpus_digest);
 
 -- Each experiment against its baseline, over the seeds both have: mean, min and max difference.
 -- n_seeds counts the seeds with a best val on both sides (a run that diverged before its first

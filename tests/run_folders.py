@@ -32,6 +32,7 @@ def write_run_folder(
     samples: bool = True,
     n_layer: int = 1,
     model: dict[str, Any] | None = None,
+    data: dict[str, Any] | None = None,
 ) -> Path:
     """Write one run folder whose val curve falls to `floor` at `turn_step`, then rises.
 
@@ -56,7 +57,7 @@ def write_run_folder(
         "model": {"d_model": 16, "n_layer": n_layer, **(model or {})},
         "train": {"seed": seed, "max_steps": steps, "batch_size": 2},
         "tags": tags,
-        "data": {"dir": "corpus", "vocab_size": 50},
+        "data": {"dir": "corpus", "vocab_size": 50, **(data or {})},
     }
     (folder / "config.json").write_text(json.dumps(config))
 

@@ -451,3 +451,28 @@ def test_run_folders_reached_through_symlinks_are_collected(tmp_path):
         ("llama/seed42",),
         ("vanilla/seed42",),
     ]
+
+
+def test_a_run_is_never_paired_with_a_baseline_on_another_corpus(tmp_path):
+    """Same experiment names, other text: a grid half retrained on your own writing, or a
+    user's experiment beside the shipped runs (no digest, judged by sizes)."""
+    runs_root = tmp_path / "runs"
+    sizes = {"vocab_size": 50, "train_tokens": 1000, "val_tokens": 100}
+    poems = {**sizes, "corpus": "poems", "digest": "a" * 64}
+    blog = {**sizes, "corpus": "blog", "digest": "b" * 64}
+    write_run_folder(runs_root, "vanilla", 42, data=poems)
+    write_run_folder(runs_root, "llama", 42, baseline="vanilla", data=blog)  # another text, equal sizes
+    write_run_folder(runs_root, "vanilla", 7, data=sizes)  # from before digests
+    write_run_folder(runs_root, "llama", 7, baseline="vanilla", data=poems)
+    db = tmp_path / "anatomy.duckdb"
+    results.collect(runs_root, db)
+    assert query(db, "SELECT run_id, baseline_run_id FROM baseline_pairs") == [("llama/seed7", "vanilla/seed7")]
+    assert query(db, "SELECT run_id, corpus, corpus_digest, \"precision\" FROM runs ORDER BY run_id")[0] == (
+        "llama/seed42",
+        "blog",
+        "b" * 64,
+        "fp32",
+    )
+    write_run_folder(runs_root, "wider", 7, baseline="vanilla", data={**sizes, "train_tokens": 999})
+    results.collect(runs_root, db)
+    assert "wider/seed7" not in {row[0] for row in query(db, "SELECT run_id FROM baseline_pairs")}

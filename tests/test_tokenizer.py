@@ -14,10 +14,13 @@ from anatomy.errors import AnatomyError
 from anatomy.tokenizer import (
     CharTokenizer,
     check_windows,
+    corpus_digest,
+    corpus_name,
     load_tokenized,
     min_corpus_length,
     split_sizes,
     tokenize_corpus,
+    tokenize_split,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -218,3 +221,63 @@ def test_extracted_text_round_trips_through_tokenizer(tmp_path):
     write_corpus(tmp_path, text, stats)
     tokenizer = CharTokenizer.from_text(text)
     assert tokenizer.decode(tokenizer.encode(text)) == "孔子曰"
+
+
+# --- a corpus that comes split already (workflow/corpora.yaml) ----------------------------------
+
+
+def write_xz(path: Path, text: str) -> Path:
+    import lzma
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(lzma.compress(text.encode("utf-8")))
+    return path
+
+
+def test_a_split_corpus_trains_on_a_prefix_under_the_whole_vocabulary(tmp_path):
+    train_text = "春眠不觉晓，处处闻啼鸟。" * 20 + "夜来风雨声，花落知多少。"  # the tail's characters
+    train = write_xz(tmp_path / "train.txt.xz", train_text)
+    val = write_corpus_file(tmp_path / "val.txt", "床前明月光，疑是地上霜。" * 3)
+    split = tokenize_split(train, val, tmp_path / "small", train_chars=60, name="small", ctx_len=8)
+    tokenizer, train_ids, val_ids = load_tokenized(tmp_path / "small")
+    assert tokenizer.decode(train_ids) == train_text[:60]
+    assert tokenizer.decode(val_ids) == "床前明月光，疑是地上霜。" * 3
+    # characters only past the prefix, and only in val, are still in the one vocabulary
+    assert {"夜", "花", "床", "霜"} <= set(tokenizer.chars)
+    assert (split["name"], split["train_tokens"], split["val_tokens"]) == ("small", 60, 36)
+    whole = tokenize_split(train, val, tmp_path / "whole", ctx_len=8)
+    assert whole["vocab_size"] == split["vocab_size"] and whole["train_tokens"] == len(train_text)
+    assert corpus_name(tmp_path / "small") == "small"
+
+
+def test_the_digest_tells_corpora_of_equal_size_apart(tmp_path):
+    val = write_corpus_file(tmp_path / "val.txt", "床前明月光，疑是地上霜。" * 3)
+    one = write_corpus_file(tmp_path / "one.txt", "春眠不觉晓，处处闻啼鸟。" * 5)
+    other = write_corpus_file(tmp_path / "other.txt", "春眠不觉晓，处处闻啼鸟。" * 4 + "处处闻啼鸟，春眠不觉晓。")
+    digests = []
+    for source in (one, other, one):
+        out = tmp_path / f"tok{len(digests)}"
+        tokenize_split(source, val, out, ctx_len=8)
+        digests.append(corpus_digest(*load_tokenized(out)))
+    assert digests[0] == digests[2] != digests[1]
+
+
+def test_a_split_corpus_checks_its_size_and_files(tmp_path, capsys):
+    train = write_corpus_file(tmp_path / "train.txt", "春眠不觉晓，处处闻啼鸟。" * 5)
+    val = write_corpus_file(tmp_path / "val.txt", "床前明月光，疑是地上霜。" * 3)
+    with pytest.raises(AnatomyError, match=r"--train-chars 1,000 is not valid: .*train.txt holds 60 characters"):
+        tokenize_split(train, val, tmp_path / "out", train_chars=1000, ctx_len=8)
+    (tmp_path / "broken.txt.xz").write_bytes(b"not xz at all")
+    with pytest.raises(AnatomyError, match=r"broken.txt.xz: not a readable xz file"):
+        tokenize_split(tmp_path / "broken.txt.xz", val, tmp_path / "out", ctx_len=8)
+    assert not (tmp_path / "out" / "split.json").exists()
+    assert main(["tokenize", str(train), "--train-chars", "10", "--out", str(tmp_path / "out")]) == 2
+    assert "--train-chars and --name go with --val" in capsys.readouterr().err
+
+
+def test_a_default_corpus_is_named_by_its_source(tmp_path):
+    posts = REPO / "data" / "posts"
+    text, stats = extract_corpus(posts)
+    write_corpus(tmp_path, text, stats)
+    tokenize_corpus(tmp_path / "corpus.txt", tmp_path)
+    assert corpus_name(tmp_path) == stats["source"] and stats["source"].endswith("data/posts")

@@ -613,3 +613,27 @@ def test_a_second_trainer_on_the_same_folder_waits_for_the_first(tiny_data, tmp_
     out, err = second.communicate(timeout=300)
     assert second.returncode == 0, err
     assert json.loads((run_dir / "summary.json").read_text())["steps_done"] == FAST["steps"]
+
+
+# --- which corpus a run read ---------------------------------------------------------------------
+
+
+def test_a_run_records_its_corpus_and_refuses_another_text_of_the_same_size(tiny_data, tmp_path):
+    from anatomy.tokenizer import tokenize_corpus
+    from tiny_runs import TINY_TEXT
+
+    run_dir = tmp_path / "run"
+    train(tiny_data, run_dir, "debug", {}, FAST)
+    data = json.loads((run_dir / "config.json").read_text())["data"]
+    assert data["corpus"] == tiny_data.as_posix() and len(data["digest"]) == 64
+    # the same characters in another order: every size agrees, only the digest tells
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "corpus.txt").write_text(TINY_TEXT[::-1], encoding="utf-8")
+    tokenize_corpus(other / "corpus.txt", other, ctx_len=16)
+    shutil.copytree(run_dir, tmp_path / "moved")
+    config = json.loads((tmp_path / "moved" / "config.json").read_text())
+    config["data"]["dir"] = config["data"]["corpus"] = other.as_posix()  # as if trained from `other`
+    (tmp_path / "moved" / "config.json").write_text(json.dumps(config))
+    with pytest.raises(AnatomyError, match=r"\(data\.digest: '[0-9a-f]{64}' in the folder, '[0-9a-f]{64}' asked for\)"):
+        train(other, tmp_path / "moved", "debug", {}, FAST)

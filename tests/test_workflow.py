@@ -222,6 +222,66 @@ def test_several_named_targets_plan_their_runs_and_one_collection(workdir):
     assert set(train_commands(output)) == expected_runs(names)
 
 
+# ---------------------------------------------------------------------------------------------
+# Studies beside the grid: the precision check and the scale study, on named corpora
+# ---------------------------------------------------------------------------------------------
+
+SCALE_SIZES = {"poems_128k": 128000, "poems_1m": 1024000, "poems_8m": 8192000}
+
+
+def with_scale_corpus(workdir: Path) -> Path:
+    """The shipped scale corpus's files, where workflow/corpora.yaml names them."""
+    (workdir / "data").mkdir(exist_ok=True)
+    (workdir / "data" / "poems").symlink_to(REPO / "data" / "poems")
+    return workdir
+
+
+def data_of(command: str) -> str:
+    return re.search(r"--data (\S+)", command).group(1)
+
+
+def precision_of(command: str) -> str:
+    """The precision a train command asks for (the last `train.precision=` wins)."""
+    return re.findall(r"train\.precision=(\w+)", command)[-1]
+
+
+def test_precision_check_trains_the_headline_pair_in_bf16_beside_the_grid(workdir):
+    result = snakemake(workdir, "-n", "-p", "precision_check")
+    assert result.returncode == 0, result.stderr + result.stdout
+    commands = train_commands(result.stdout)
+    assert set(commands) == expected_runs(["vanilla_bf16", "llama_bf16"])
+    assert {precision_of(command) for command in commands.values()} == {"bf16"}
+    # the grid's own runs are fp32 (config `precision`), and `all` never runs the studies
+    grid = train_commands(snakemake(workdir, "-n", "-p").stdout)
+    assert {precision_of(command) for command in grid.values()} == {"fp32"}
+
+
+def test_scale_stage1_trains_both_models_on_each_named_corpus(workdir):
+    result = snakemake(with_scale_corpus(workdir), "-n", "-p", "scale_stage1")
+    assert result.returncode == 0, result.stderr + result.stdout
+    counts = job_counts(result.stdout)
+    assert (counts["tokenize_named_corpus"], counts["train_model"]) == (3, 12)
+    assert "extract_corpus" not in counts  # the default corpus is not needed
+    commands = train_commands(result.stdout)
+    for size in ("128k", "1m", "8m"):
+        for model in ("vanilla", "llama"):
+            for seed in SEEDS:
+                assert data_of(commands[(f"scale_{model}_{size}", seed)]) == f"results/corpora/poems_{size}"
+    for name, chars in SCALE_SIZES.items():
+        assert f"--name {name} --train-chars {chars} --out results/corpora/{name}" in result.stdout
+
+
+def test_scale_stage2_brings_its_baselines_and_stage3_runs_one_seed(workdir):
+    with_scale_corpus(workdir)
+    stage2 = train_commands(snakemake(workdir, "-n", "-p", "scale_stage2").stdout)
+    ablations = {name for name, _ in stage2 if "_plus_" in name or "_minus_" in name}
+    assert len(ablations) == 10 and len(stage2) == (10 + 2) * len(SEEDS)
+    assert {(name, seed) for name in ("scale_vanilla_8m", "scale_llama_8m") for seed in SEEDS} <= set(stage2)
+    stage3 = train_commands(snakemake(workdir, "-n", "-p", "scale_stage3").stdout)
+    assert set(stage3) == {("scale_8m_vanilla_lr1e3", 42), ("scale_8m_llama_lr1e3", 42)}
+    assert all("train.lr=0.001" in command for command in stage3.values())
+
+
 @pytest.mark.parametrize("other", ["exams", "./results/anatomy.duckdb"])
 def test_a_named_target_beside_one_that_needs_everything_plans_everything(workdir, other):
     result = snakemake(workdir, "-n", "-p", "headline", other)
@@ -324,6 +384,14 @@ BAD_ENTRIES = {
     "value not allowed": (
         "  my_test:\n    preset: llama\n    group: break\n    description: d\n    model: {norm_type: batchnorm}\n",
         ["experiments.my_test.model.norm_type", "'batchnorm' is not one of ['layernorm', 'rmsnorm']"],
+    ),
+    "unknown named corpus": (
+        "  my_test:\n    preset: llama\n    group: extra\n    corpus: poems_2m\n    description: d\n",
+        ["experiments.my_test.corpus", "'poems_2m' is not a named corpus", "poems_128k, poems_1m, poems_8m"],
+    ),
+    "seeds that are not a list of numbers": (
+        "  my_test:\n    preset: llama\n    group: extra\n    seeds: [-1]\n    description: d\n",
+        ["experiments.my_test.seeds.0", "-1 is less than the minimum of 0"],
     ),
     "unknown preset": (
         "  my_test:\n    preset: gpt2\n    group: break\n    description: d\n",
