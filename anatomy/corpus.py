@@ -263,7 +263,8 @@ def yaml_scalars(node):
 # ---------------------------------------------------------------------------------------------
 
 COMMONMARK = MarkdownIt("commonmark")
-NO_BLANK_LINE = r"(?:(?!\n[ \t]*\n).)*?"  # markup never spans a blank line; a stray `{%` stays
+BLANK_LINE = r"\n[ \t]*\n"
+NO_BLANK_LINE = rf"(?:(?!{BLANK_LINE}).)*?"  # markup never spans a blank line; a stray `{%` stays
 
 # Template code blocks: their content is code even outside a Markdown fence. Hexo's codeblock
 # and code, Jekyll's highlight, Liquid's raw (no tags inside), Hugo's highlight shortcode.
@@ -277,9 +278,19 @@ HUGO_CODE_BLOCK = re.compile(
 # A code span, kept as written: `x`, ``a ` b``.
 CODE_SPAN = re.compile(rf"(?<!`)(?P<ticks>`+)(?!`){NO_BLANK_LINE}(?<!`)(?P=ticks)(?!`)", re.DOTALL)
 
+
+def tag_pattern(opening: str, closing: str) -> str:
+    """A template tag from `opening` to the first `closing`, within one paragraph. A tag never
+    holds a second `opening`: a stray `{%` is then given up at the next `{%` instead of being
+    searched past to the paragraph's end, which made a paragraph of stray ones quadratic."""
+    inside = rf"(?:(?!{BLANK_LINE}|{re.escape(opening)}).)*?"
+    return re.escape(opening) + inside + re.escape(closing)
+
+
 # Liquid and Nunjucks tags {% ... %} (Jekyll, Hexo) and Hugo's shortcodes {{< ... >}}, {{% ... %}}
 TEMPLATE_TAG = re.compile(
-    rf"\{{%{NO_BLANK_LINE}%\}}|\{{\{{<{NO_BLANK_LINE}>\}}\}}|\{{\{{%{NO_BLANK_LINE}%\}}\}}", re.DOTALL
+    "|".join(tag_pattern(opening, closing) for opening, closing in (("{%", "%}"), ("{{<", ">}}"), ("{{%", "%}}"))),
+    re.DOTALL,
 )
 
 # What CommonMark counts as raw HTML (a tag, comment, declaration...), as markdown-it's own parser
@@ -360,14 +371,19 @@ class HtmlToText(HTMLParser):
     handle_pi = unknown_decl = handle_decl
 
     def text(self) -> str:
-        return "".join(self.resolve(i, part) for i, part in enumerate(self.parts))
-
-    def resolve(self, i: int, part) -> str:
-        """A line break becomes "\\n", unless the next text, past other tags, starts a line anyway."""
-        if part is not LINE_BREAK:
-            return part
-        following = next((p for p in self.parts[i + 1 :] if p != self.marker), "")
-        return self.marker if isinstance(following, str) and following.startswith("\n") else "\n"
+        """The parts joined. A line break becomes "\\n", unless the next text, past other tags,
+        starts a line anyway. Read from the end, so that the next part is known at each break
+        (looking ahead from every break instead made a page of <p> paragraphs quadratic)."""
+        resolved, following = [], ""
+        for part in reversed(self.parts):
+            if part is LINE_BREAK:
+                starts_line = isinstance(following, str) and following.startswith("\n")
+                resolved.append(self.marker if starts_line else "\n")
+            else:
+                resolved.append(part)
+            if part != self.marker:
+                following = part
+        return "".join(reversed(resolved))
 
 
 def clean_markup(body: str, tally: MarkupTally) -> str:

@@ -33,8 +33,10 @@ from anatomy.claims import (
     part_effects,
 )
 from anatomy.errors import AnatomyError
+from anatomy.groups import STUDY_GROUPS, is_study
 from anatomy.exams import fraction_words, speedup_words, weighted_loss
 from anatomy.exams.depth import DEPTH_FOLDER
+from anatomy.precision_report import precision_section
 from anatomy.report_data import (
     ReportData,
     ablation_deltas,
@@ -48,6 +50,7 @@ from anatomy.report_data import (
     load,
     load_runs,
     md_table,
+    only_runs_of,
     paired_deltas,
     per_seed,
     read_provenance,
@@ -69,6 +72,7 @@ CHAPTER = {
     "llama_final_train": 0.33,
 }
 TARGETS = {"headline": "headline", "ablation": "ablations", "break": "break_tests"}
+STUDY_TARGETS = {"precision": "precision_check", "scale": "scale"}  # the studies' targets (anatomy/groups.py)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -324,20 +328,30 @@ def finished_words(grid: dict[str, Any]) -> str:
 
 
 def costs_section(data: ReportData) -> str:
-    """Time per target and for the whole grid, from the shipped runs' records (grid.json)."""
+    """Time per target and for the whole grid, from the shipped runs' records (grid.json); the
+    studies' runs have rows of their own, never counted in the grid's."""
     if not data.provenance:
         return ""
-    records = data.provenance.get("runs", {})
     groups = data.runs.set_index("run_id")["group"].to_dict()
-    rows = [
-        cost_row(f"`{target}`", [entry for run_id, entry in records.items() if groups.get(run_id) == group])
-        for group, target in TARGETS.items()
-    ]
-    rows.append(cost_row("the whole grid (`all`)", list(records.values())))
+    precisions = data.runs.set_index("run_id")["precision"].to_dict()
+    shipped = data.provenance.get("runs", {})
+    records = {run_id: entry for run_id, entry in shipped.items() if not is_study(groups.get(run_id))}
+
+    def row(name: str, run_ids: list[str]) -> list[str]:
+        used = sorted({precisions.get(run_id) or "fp32" for run_id in run_ids})
+        return cost_row(name, [shipped[run_id] for run_id in run_ids]) + [", ".join(used) or "–"]
+
+    rows = [row(f"`{target}`", [r for r in records if groups.get(r) == group]) for group, target in TARGETS.items()]
+    rows.append(row("the whole grid (`all`)", list(records)))
+    for group, target in STUDY_TARGETS.items():
+        if study_runs := [run_id for run_id in shipped if groups.get(run_id) == group]:
+            rows.append(row(f"`{target}` (a study, not in `all`)", study_runs))
     grid = data.provenance.get("grid", {})
     two_lanes = sum(job_seconds(entry) for entry in records.values()) / 2 / 3600
     return (
-        md_table(["target", "runs shipped", "minutes per run", "run-hours in all", "wall-clock hours"], rows)
+        md_table(
+            ["target", "runs shipped", "minutes per run", "run-hours in all", "wall-clock hours", "precision"], rows
+        )
         + f"\n\nOn {', '.join(grid.get('machines', [])) or 'an unrecorded machine'} "
         f"({', '.join(grid.get('devices', []))}, torch {', '.join(grid.get('torch_versions', []))}), "
         + finished_words(grid)
@@ -805,8 +819,10 @@ def exams_section(data: ReportData) -> str:
 
 
 def figure_charts(data: ReportData) -> dict[str, Any]:
-    """The figures the data allow, as Altair charts by name."""
+    """The figures the data allow, as Altair charts by name (the grid's runs)."""
     from dashboard import analysis, charts  # Altair, only when figures are wanted
+
+    data = only_runs_of(data, None)
 
     drawn: dict[str, Any] = {}
     headline_runs = data.runs[data.runs["group"] == "headline"]
@@ -881,8 +897,10 @@ FIGURE_TITLES = {
 # The report
 
 
-def render(data: ReportData, figure_names: list[str], image_prefix: str = "", costs: bool = True) -> str:
-    """The report's Markdown body (### sections); figures are linked as image_prefix + name.png."""
+def render(everything: ReportData, figure_names: list[str], image_prefix: str = "", costs: bool = True) -> str:
+    """The report's Markdown body (### sections); figures are linked as image_prefix + name.png.
+    The grid's sections read the grid's runs only; each study has a section of its own."""
+    data = only_runs_of(everything, None)
 
     def figure(name: str) -> str:
         return f"\n\n![{FIGURE_TITLES[name]}]({image_prefix}{name}.png)" if name in figure_names else ""
@@ -927,8 +945,10 @@ def render(data: ReportData, figure_names: list[str], image_prefix: str = "", co
         "",
         memorisation_section(data),
     ]
-    if costs and costs_section(data):
-        lines += ["", "### What the runs cost", "", costs_section(data)]
+    if precision := precision_section(everything):
+        lines += ["", f"### {STUDY_GROUPS['precision']}", "", precision]
+    if costs and costs_section(everything):
+        lines += ["", "### What the runs cost", "", costs_section(everything)]
     return "\n".join(lines) + "\n"
 
 

@@ -21,6 +21,7 @@ import pandas as pd
 
 from anatomy.config import ModelConfig
 from anatomy.errors import AnatomyError
+from anatomy.groups import is_study
 from anatomy.results import missing_columns
 
 MODEL_FIELDS = {field.name for field in dataclasses.fields(ModelConfig)}
@@ -120,7 +121,33 @@ def _model_settings(config_json: str) -> dict[str, Any]:
     return {**cfg.to_dict(), "n_parts": len(llama_parts(cfg)), "vocab_size": data.get("vocab_size")}
 
 
+def only_runs_of(data: ReportData, study: str | None) -> ReportData:
+    """Every run-level table cut to the grid's runs (study None), or to one study's
+    (anatomy/groups.py): a table never mixes the two."""
+    groups = data.runs["group"]
+    keep = groups.map(is_study).eq(False) if study is None else groups.eq(study)
+    run_ids, names = set(data.runs.loc[keep, "run_id"]), set(data.runs.loc[keep, "experiment"])
+
+    def cut(frame: pd.DataFrame) -> pd.DataFrame:
+        column = "run_id" if "run_id" in frame else "experiment"
+        return frame[frame[column].isin(run_ids if column == "run_id" else names)].reset_index(drop=True)
+
+    tables = (
+        "runs",
+        "experiments",
+        "ablations",
+        "pairs",
+        "comparisons",
+        "band",
+        "above_best",
+        "metrics",
+        "memorisation",
+    )
+    return dataclasses.replace(data, **{name: cut(getattr(data, name)) for name in tables})
+
+
 def load(db_path: Path, provenance: dict[str, Any] | None = None) -> ReportData:
+    """Every run of the database, the grid's and the studies' (`only_runs_of` tells them apart)."""
     if not Path(db_path).is_file():
         raise AnatomyError(f"--db {db_path}: no such database (make one with `python -m anatomy collect`)")
     try:

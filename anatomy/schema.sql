@@ -255,15 +255,16 @@ SELECT
 FROM baseline_pairs
 GROUP BY experiment, part, direction, baseline;
 
--- Which part earned the gain: the ablations against their baselines. "add" runs are a model plus
--- one part, "remove" runs a model minus one. A negative delta_add means adding the part helped;
--- a positive delta_remove means removing it hurt.
+-- Which part earned the gain: the grid's ablations against their baselines (a study's ablations,
+-- such as the scale study's, are in baseline_summary). "add" runs are a model plus one part,
+-- "remove" runs a model minus one. A negative delta_add means adding the part helped; a positive
+-- delta_remove means removing it hurt.
 CREATE VIEW ablation_summary AS
 SELECT
     experiment, part, direction, baseline, n_seeds, seeds,
     delta_best_val_mean, delta_best_val_min, delta_best_val_max, delta_final_val_mean
 FROM baseline_summary
-WHERE direction IN ('add', 'remove') AND part IS NOT NULL;
+WHERE direction IN ('add', 'remove') AND part IS NOT NULL AND "group" = 'ablation';
 
 -- ---------------------------------------------------------------------------------------------
 -- The exams (anatomy/exams/): each part tested where it is made to pay. A run's exams are small

@@ -176,3 +176,18 @@ def test_generation_uses_the_runs_own_precision(tiny_data, tmp_path, monkeypatch
     record = generate_samples(tmp_path / "run", "best", chars=5)
     assert record["precision"] == "bf16" and len(record["text"]) == len("## ") + 5
     assert used and set(used) == {"bf16"}
+
+
+def test_the_length_exam_reads_a_bf16_run_in_bf16(tiny_data, tmp_path, monkeypatch):  # noqa: F811
+    from anatomy.cli import main
+
+    run_dir = tmp_path / "run"
+    train(tiny_data, run_dir, "debug", {"pos_type": "rope"}, {**FAST, "precision": "bf16"})
+    used = []
+    real_autocast = precision.autocast
+    monkeypatch.setattr(
+        "anatomy.exams.length.autocast", lambda which, device: used.append(which) or real_autocast(which, device)
+    )
+    out = tmp_path / "length.json"
+    assert main(["exam", "length", str(run_dir), "--data", str(tiny_data), "--windows", "16", "--out", str(out)]) == 0
+    assert read_json(out)["precision"] == "bf16" and set(used) == {"bf16"}

@@ -467,7 +467,7 @@ def test_a_run_is_never_paired_with_a_baseline_on_another_corpus(tmp_path):
     db = tmp_path / "anatomy.duckdb"
     results.collect(runs_root, db)
     assert query(db, "SELECT run_id, baseline_run_id FROM baseline_pairs") == [("llama/seed7", "vanilla/seed7")]
-    assert query(db, "SELECT run_id, corpus, corpus_digest, \"precision\" FROM runs ORDER BY run_id")[0] == (
+    assert query(db, 'SELECT run_id, corpus, corpus_digest, "precision" FROM runs ORDER BY run_id')[0] == (
         "llama/seed42",
         "blog",
         "b" * 64,

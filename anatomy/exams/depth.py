@@ -10,7 +10,9 @@ that one learning rate post-norm can train as well as pre-norm. So this exam map
     12 layers (the llama preset), no warmup, post- against pre-norm,
     at lr 3e-4, 1e-3, 3e-3 and 1e-2; 300 steps, seed 42
 
-Each cell of the map is an ordinary training run (anatomy.trainer.train) in OUT/{norm_pos}_lr{lr},
+Each cell trains in the precision it is given (`precision=bf16` among its settings; the grid's
+map is fp32, as the grid is). Each cell of the map is an ordinary training run
+(anatomy.trainer.train) in OUT/{norm_pos}_lr{lr},
 e.g. results/exams/depth/post_lr0.001, with its metrics, checkpoints and the gradient norm of
 every block (grad_norms.jsonl, anatomy/grad_norms.py), which shows how a cell goes wrong. The
 finding is one number per wiring: the largest learning rate at which it still trains

@@ -19,6 +19,10 @@ whole window at every step. A RoPE model may read past its training length; lear
 end at ctx_len, so longer contexts are skipped (a note, not a row), and within ctx_len the window
 jumps forward by half once full, as `anatomy generate` does.
 
+It runs in fp32 whatever the run's precision: the cache's bytes are the formula's at 4 bytes per
+value, which is what the MHA, GQA and MQA runs are compared at (under bf16 autocast every
+cached value would be 2 bytes, halving each row alike).
+
 Writes RUN/exams/kv_cache.json; `anatomy collect` reads it with `read_rows` into the
 exam_kv_cache and exam_kv_timing tables, and `scale_rows` into exam_kv_scale.
 """

@@ -32,7 +32,9 @@ from anatomy.errors import AnatomyError
 from anatomy.exams import run_exam_output, write_result
 from anatomy.generate import load_model
 from anatomy.model import MiniLM
+from anatomy.precision import autocast
 from anatomy.run_files import check_value, read_json_object, read_run_config, read_summary
+from anatomy.runs import run_precision
 from anatomy.tokenizer import CharTokenizer, load_tokenized
 from anatomy.weights import SUFFIX
 
@@ -84,18 +86,22 @@ def readable_length(model: MiniLM, window_len: int) -> int:
 
 
 @torch.no_grad()
-def position_losses(model: MiniLM, data: torch.Tensor, starts: np.ndarray, length: int) -> torch.Tensor:
+def position_losses(
+    model: MiniLM, data: torch.Tensor, starts: np.ndarray, length: int, precision: str = "fp32"
+) -> torch.Tensor:
     """Mean loss at each position 0..length-1 over the windows at `starts`: (length,) float64.
 
-    Position t's loss is the cross-entropy of the character at t+1 given characters 0..t."""
+    Position t's loss is the cross-entropy of the character at t+1 given characters 0..t, in the
+    run's own precision (anatomy/precision.py)."""
     model.eval()
     device = next(model.parameters()).device
     batch = max(1, TOKENS_PER_BATCH // length)
     total = torch.zeros(length, dtype=torch.float64)
     for i in range(0, len(starts), batch):
         x, y = windows_at(data, starts[i : i + batch], length)
-        logits, _ = model(x.to(device))
-        losses = F.cross_entropy(logits.transpose(1, 2), y.to(device), reduction="none")  # (B, length)
+        with autocast(precision, device):  # the loss itself in fp32 under bf16 too
+            logits, _ = model(x.to(device))
+            losses = F.cross_entropy(logits.transpose(1, 2), y.to(device), reduction="none")  # (B, length)
         total += losses.sum(dim=0).double().cpu()
     return total / len(starts)
 
@@ -115,7 +121,9 @@ def impossible_rows(window_len: int, buckets: list[tuple[int, int]], reason: str
     ]
 
 
-def window_rows(model: MiniLM, val: torch.Tensor, window_len: int, max_windows: int) -> list[dict[str, Any]]:
+def window_rows(
+    model: MiniLM, val: torch.Tensor, window_len: int, max_windows: int, precision: str = "fp32"
+) -> list[dict[str, Any]]:
     """The rows of one window length: a loss per bucket, or why there is none."""
     ctx_len = model.cfg.ctx_len
     buckets = position_buckets(ctx_len, window_len)
@@ -127,7 +135,7 @@ def window_rows(model: MiniLM, val: torch.Tensor, window_len: int, max_windows: 
             f"the val split holds {len(val)} tokens, too few for one window of {window_len} + the character after it",
         )
     readable = readable_length(model, window_len)
-    means = position_losses(model, val, starts, readable)
+    means = position_losses(model, val, starts, readable, precision)
     rows = []
     for first, last in buckets:
         if last >= readable:
@@ -147,10 +155,12 @@ def window_rows(model: MiniLM, val: torch.Tensor, window_len: int, max_windows: 
     return rows
 
 
-def length_exam(model: MiniLM, val_ids: np.ndarray, windows: list[int], max_windows: int) -> list[dict[str, Any]]:
+def length_exam(
+    model: MiniLM, val_ids: np.ndarray, windows: list[int], max_windows: int, precision: str = "fp32"
+) -> list[dict[str, Any]]:
     """Every row of the exam: for each window length, its position buckets."""
     val = torch.as_tensor(val_ids.astype(np.int64))
-    return [row for window_len in windows for row in window_rows(model, val, window_len, max_windows)]
+    return [row for window_len in windows for row in window_rows(model, val, window_len, max_windows, precision)]
 
 
 def check_vocabulary(model_tokenizer: CharTokenizer, data_tokenizer: CharTokenizer, data_dir: Path) -> None:
@@ -292,7 +302,8 @@ def run(args: argparse.Namespace) -> int:
         "pos_type": model.cfg.pos_type,
         "max_windows": args.max_windows,
         "val_tokens": len(val_ids),
-        "rows": length_exam(model, val_ids, windows, args.max_windows),
+        "precision": run_precision(args.run_dir),
+        "rows": length_exam(model, val_ids, windows, args.max_windows, run_precision(args.run_dir)),
     }
     write_result(out, result, print_table)
     return 0

@@ -15,7 +15,8 @@ classes with the ModelConfig that trains it:
     ffn        gelu (GeluMLP), swiglu (SwiGLU)
     step       vanilla, llama: a whole training step of MiniLM (forward, backward, AdamW)
 
-At the presets' size (d_model 128, ctx_len 128, 4 layers) and batch 32, unless told otherwise.
+At the presets' size (d_model 128, ctx_len 128, 4 layers) and batch 32, unless told otherwise,
+in fp32: the pitfall is about kernels, not number formats (`anatomy bench` times bf16).
 After a warm-up, each round times manual and fused back to back, in alternating order, so a
 busy machine slows both alike; the ratio quoted is the median of the per-round ratios.
 

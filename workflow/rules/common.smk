@@ -159,9 +159,10 @@ TARGET_GROUPS = {
     "scale_stage2": ("scale", 2),
     "scale_stage3": ("scale", 3),
 }
-# Studies beside the grid: only their own targets run them, never `all` (the chapter's grid).
-STUDY_GROUPS = {"precision", "scale"}
-GRID = [name for name, experiment in EXPERIMENTS.items() if experiment["group"] not in STUDY_GROUPS]
+# Studies beside the grid (anatomy/groups.py): only their own targets run them, never `all`.
+from anatomy.groups import is_study
+
+GRID = [name for name, experiment in EXPERIMENTS.items() if not is_study(experiment["group"])]
 
 
 wildcard_constraints:

@@ -1,0 +1,101 @@
+"""The precision study's section of the report: does training in bf16 change any finding?
+
+Each bf16 run (group `precision`, workflow/experiments.yaml) is held against its fp32 twin: the
+grid run with the same model, the same seed and the same corpus, so the same batches. The
+differences are set against the seed noise, the spread that changing the seed alone makes. Then
+the headline claims are judged again on the bf16 runs alone, by the code that judges them on the
+fp32 grid (anatomy/claims.py), and the two verdicts are set side by side.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pandas as pd
+
+from anatomy.claims import claims
+from anatomy.report_data import MODEL_FIELDS, ReportData, fmt, headline_noise, md_table, only_runs_of
+
+STUDY = "precision"
+HEADLINE_CLAIMS = 3  # claims() starts with the headline's: learns faster, lower best val, memorises
+COMPARED = {  # column -> how the table names it
+    "best_val_loss": "best val",
+    "best_step": "at step",
+    "final_val_loss": "final val",
+    "final_train_loss": "final train",
+}
+# what makes two runs twins, besides the precision: the model, the seed and the text
+# (n_parts follows from the model: a key, so that it is one column of the merge)
+TWIN_KEYS = sorted(MODEL_FIELDS - {"vocab_size"}) + ["n_parts", "seed", "vocab_size", "train_tokens", "val_tokens"]
+
+
+def fp32_twins(study: ReportData, grid: ReportData) -> pd.DataFrame:
+    """One row per bf16 run that has an fp32 twin in the grid: both runs' numbers side by side
+    (columns NAME_bf16 and NAME_fp32)."""
+    mine = study.runs[study.runs["precision"] == "bf16"]
+    twins = grid.runs[grid.runs["precision"] == "fp32"]
+    pairs = mine.merge(twins, on=TWIN_KEYS, suffixes=("_bf16", "_fp32"))
+    same_text = (
+        pairs["corpus_digest_bf16"].isna()
+        | pairs["corpus_digest_fp32"].isna()
+        | (pairs["corpus_digest_bf16"] == pairs["corpus_digest_fp32"])
+    )
+    return pairs[same_text].sort_values(["n_parts", "seed"], ascending=[True, False])
+
+
+def model_name(n_parts: int) -> str:
+    return {0: "vanilla (2017)", 5: "mini-LLaMA"}.get(int(n_parts), f"{int(n_parts)} of the five parts")
+
+
+def comparison_table(pairs: pd.DataFrame) -> str:
+    rows = []
+    for _, pair in pairs.iterrows():
+        cells = [model_name(pair["n_parts"]), str(int(pair["seed"]))]
+        for column in COMPARED:
+            fp32, bf16 = pair[f"{column}_fp32"], pair[f"{column}_bf16"]
+            if column == "best_step":
+                cells.append(f"{int(fp32)} → {int(bf16)}")
+            else:
+                cells.append(f"{fmt(fp32)} → {fmt(bf16)} ({fmt(bf16 - fp32, sign=True)})")
+        rows.append(cells)
+    return md_table(["model", "seed", *(f"{name}, fp32 → bf16" for name in COMPARED.values())], rows)
+
+
+def in_twins_roles(study: ReportData, pairs: pd.DataFrame) -> ReportData:
+    """Each bf16 run in its fp32 twin's group (the headline pair as headline, a deep run as a break
+    test), so that claims() finds the roles in the bf16 runs as it finds them in the grid."""
+    groups = pairs.set_index("run_id_bf16")["group_fp32"]
+    runs = study.runs.assign(group=study.runs["run_id"].map(groups))
+    return dataclasses.replace(study, runs=runs)
+
+
+def verdict_rows(study: ReportData, grid: ReportData, pairs: pd.DataFrame) -> tuple[list[list[str]], bool]:
+    """Each headline claim's verdict in fp32 and in bf16, and whether every one is the same."""
+    fp32 = claims(grid)[:HEADLINE_CLAIMS]
+    bf16 = claims(in_twins_roles(study, pairs))[:HEADLINE_CLAIMS]
+    rows = [[a.claim, a.verdict, b.verdict, "yes" if a.verdict == b.verdict else "**no**"] for a, b in zip(fp32, bf16)]
+    return rows, all(a.verdict == b.verdict for a, b in zip(fp32, bf16))
+
+
+def precision_section(data: ReportData) -> str | None:
+    """The section, or None while no bf16 run has an fp32 twin."""
+    study, grid = only_runs_of(data, STUDY), only_runs_of(data, None)
+    pairs = fp32_twins(study, grid)
+    if pairs.empty:
+        return None
+    noise = headline_noise(grid)
+    gaps = (pairs["best_val_loss_bf16"] - pairs["best_val_loss_fp32"]).abs()
+    inside = int((gaps < noise).sum())
+    rows, same = verdict_rows(study, grid, pairs)
+    verdicts = md_table(["the chapter says", "verdict, fp32 grid", "verdict, bf16 runs", "same?"], rows)
+    summary = (
+        f"{inside} of {len(pairs)} runs move their best val by less than the seed noise ({fmt(noise)} nats: "
+        f"the spread of the fp32 headline models' best val over seeds); the largest move is "
+        f"{fmt(gaps.max())}. "
+        + (
+            "Every headline verdict is the same in bf16."
+            if same
+            else "**Some headline verdicts differ in bf16**: see the table."
+        )
+    )
+    return "\n\n".join([comparison_table(pairs), summary, verdicts])
