@@ -250,18 +250,40 @@ def check_corpus(shipped_runs: list[Path], corpus: Path) -> None:
             )
 
 
-def restore(reference: Path, runs_root: Path, corpus: Path) -> list[str]:
+NAMED_CORPORA = Path("results/corpora")  # where the workflow tokenizes workflow/corpora.yaml's
+
+
+def corpus_folder_of(folder: Path, default_corpus: Path) -> Path:
+    """The tokenized corpus a shipped run was trained on: a named corpus's folder, as its
+    config.json records it (results/corpora/NAME), or else the default corpus, wherever --data
+    says it is."""
+    recorded = Path(str(read_run_config(folder / "config.json")["data"].get("dir", "")))
+    return recorded if recorded.parent == NAMED_CORPORA else default_corpus
+
+
+def restore(reference: Path, runs_root: Path, corpus: Path) -> tuple[list[str], dict[str, list[str]]]:
     """Copy the shipped runs' small files into `runs_root` where that run is not there yet, so a
     grid continued on another machine trains only what is missing (the workflow counts a run
-    with summary.json and samples.json as done). The tokenized corpus must be there first, and
-    be the runs' own (check_corpus). Returns the run ids copied."""
+    with summary.json and samples.json as done). Each run's tokenized corpus must be there first,
+    and be the run's own (check_corpus): the default corpus must; runs of a named corpus not yet
+    tokenized are left for later. Returns the run ids copied, and those left by their corpus."""
     shipped = Path(reference) / "runs"
     if not shipped.is_dir():
         raise AnatomyError(f"--out {reference}: no shipped runs in it (expected {shipped})")
-    folders = find_run_folders(shipped)
-    check_corpus(folders, corpus)
+    by_corpus: dict[Path, list[Path]] = {}
+    for folder in find_run_folders(shipped):
+        if not (folder / "config.json").is_file():
+            raise AnatomyError(f"{folder / 'config.json'}: missing, so the shipped run's corpus cannot be told")
+        by_corpus.setdefault(corpus_folder_of(folder, Path(corpus)), []).append(folder)
+    folders, left = [], {}
+    for corpus_dir, runs in by_corpus.items():
+        if corpus_dir != Path(corpus) and not (corpus_dir / "split.json").is_file():
+            left[corpus_dir.as_posix()] = [run.relative_to(shipped).as_posix() for run in runs]
+            continue
+        check_corpus(runs, corpus_dir)
+        folders += runs
     copied = []
-    for folder in folders:
+    for folder in sorted(folders):
         run_id = folder.relative_to(shipped).as_posix()
         target = Path(runs_root) / run_id
         if (target / "config.json").exists():
@@ -270,7 +292,7 @@ def restore(reference: Path, runs_root: Path, corpus: Path) -> list[str]:
         for name in small_files(folder):
             write_bytes(target / name, (folder / name).read_bytes())
         copied.append(run_id)
-    return copied
+    return copied, left
 
 
 def restore_exams(reference: Path, exams_root: Path) -> list[str]:
@@ -333,8 +355,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     args.exams = args.exams if args.exams is not None else args.runs.parent / "exams"
     if args.restore:
-        copied = restore(args.out, args.runs, args.data)
+        copied, left = restore(args.out, args.runs, args.data)
         print(f"restored {len(copied)} shipped runs into {args.runs}" + (f": {', '.join(copied)}" if copied else ""))
+        for corpus_dir, run_ids in left.items():
+            print(
+                f"not restored: {len(run_ids)} runs of {corpus_dir}, which is not tokenized here yet "
+                f"(`snakemake --cores 1 {corpus_dir}/split.json`, then restore again): {', '.join(run_ids)}"
+            )
         exams = restore_exams(args.out, args.exams)
         print(f"restored {len(exams)} shipped exam folders into {args.exams}")
         return 0

@@ -219,3 +219,26 @@ def test_exam_results_ship_with_their_run_and_come_back_on_restore(fixture_runs,
         == 0
     )
     assert (elsewhere / "exams" / "wall_clock.json").read_text() == "mine"
+
+
+def test_runs_of_a_named_corpus_restore_once_that_corpus_is_tokenized(fixture_runs, tmp_path, capsys, monkeypatch):
+    runs_root, benchmarks_root = fixture_runs
+    out = tmp_path / "reference"
+    reference.ship(runs_root, out, benchmarks_root)
+    config_path = out / "runs" / "llama" / "seed7" / "config.json"
+    config = json.loads(config_path.read_text())
+    # a scale-study run: its corpus is one of workflow/corpora.yaml's, with a vocabulary of its own
+    config_path.write_text(json.dumps({**config, "data": {"dir": "results/corpora/poems_1m", "vocab_size": 60}}))
+    monkeypatch.chdir(tmp_path)  # results/corpora/... is relative to where the workflow runs
+    corpus = fixture_corpus(tmp_path / "corpus")
+    restore = ["reference", "--restore", "--out", str(out), "--runs", str(tmp_path / "mine"), "--data", str(corpus)]
+    assert main(restore) == 0
+    said = capsys.readouterr().out
+    assert "restored 13 shipped runs" in said  # all but the one
+    assert "not restored: 1 runs of results/corpora/poems_1m, which is not tokenized here yet" in said
+    assert "snakemake --cores 1 results/corpora/poems_1m/split.json" in said and "llama/seed7" in said
+    assert not (tmp_path / "mine" / "llama" / "seed7").exists()
+    fixture_corpus(tmp_path / "results" / "corpora" / "poems_1m", vocab_size=60)
+    assert main(restore) == 0
+    assert "restored 1 shipped runs" in capsys.readouterr().out
+    assert (tmp_path / "mine" / "llama" / "seed7" / "summary.json").is_file()
