@@ -23,9 +23,11 @@ import re
 import sys
 import unicodedata
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Iterator
 
 try:
     import tomllib  # Python 3.11+
@@ -38,6 +40,7 @@ from markdown_it import MarkdownIt
 from markdown_it.common.html_re import HTML_TAG_RE
 
 from anatomy.atomic import write_bytes
+from anatomy.config import ModelConfig
 from anatomy.errors import AnatomyError
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
@@ -245,17 +248,22 @@ def impossible_date_detail(front: str, err: ValueError) -> str:
     return str(err)
 
 
-def yaml_scalars(node):
-    """Every scalar (key or value) under a composed YAML node."""
-    if isinstance(node, yaml.ScalarNode):
-        yield node
-    elif isinstance(node, yaml.SequenceNode):
-        for child in node.value:
-            yield from yaml_scalars(child)
-    elif isinstance(node, yaml.MappingNode):
-        for key, value in node.value:
-            yield from yaml_scalars(key)
-            yield from yaml_scalars(value)
+def yaml_scalars(root):
+    """Every scalar (key or value) under a composed YAML node, in document order, each once. An
+    alias is the very node it names, so walking it again each time would take exponential time
+    on an alias bomb (a: &a [x, x], b: &b [*a, *a], c: &c [*b, *b], ...)."""
+    seen, stack = set(), [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode):
+            yield node
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(reversed(node.value))
+        elif isinstance(node, yaml.MappingNode):
+            stack.extend(reversed([child for pair in node.value for child in pair]))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -505,24 +513,42 @@ def is_utf8_name(name: str) -> bool:
 
 
 def find_posts(folder: Path) -> tuple[list[Path], list[dict], list[dict]]:
-    """Markdown files under `folder` (relative paths, sorted), the files skipped with why, and the
-    files and folders whose names are not UTF-8 (never opened: their names could not be stored)."""
-    posts, skipped, bad_names = [], [], []
-    for root, dirs, files in os.walk(folder):
+    """Markdown files under `folder` (relative paths, sorted), the files and folders skipped with
+    why, and those that cannot be used: names that are not UTF-8 (never opened: their names could
+    not be stored) and folders that cannot be read. A folder's entries end in "/"."""
+    posts, skipped, bad = [], [], []
+
+    def unreadable(err: OSError) -> None:  # os.walk's report of a folder it cannot list
+        if Path(err.filename) == folder:
+            raise AnatomyError(f"{shown(folder)}: cannot read the folder: {err.strerror}")
+        entry = Path(err.filename).relative_to(folder).as_posix() + "/"
+        bad.append({"path": shown(entry), "error": f"{shown(err.filename)}: cannot read the folder: {err.strerror}"})
+
+    for root, dirs, files in os.walk(folder, onerror=unreadable):
         root_path = Path(root)
-        for name in sorted(dirs):
-            if name.startswith("."):  # .git, .obsidian...: skipped whole, counted once
-                skipped.append({"path": (root_path / name).relative_to(folder).as_posix() + "/", "reason": "hidden"})
         for name in sorted(dirs + files):
             if not is_utf8_name(name):
                 where = shown(root_path / name)
-                bad_names.append(
+                bad.append(
                     {
-                        "path": shown((root_path / name).relative_to(folder)),
+                        "path": shown((root_path / name).relative_to(folder)) + ("/" if name in dirs else ""),
                         "error": f"{where}: the name is not UTF-8 (its bytes shown as \\xNN); rename it",
                     }
                 )
-        dirs[:] = [name for name in dirs if not name.startswith(".") and is_utf8_name(name)]
+        followed = []
+        for name in sorted(dirs):
+            entry = (root_path / name).relative_to(folder).as_posix() + "/"
+            if not is_utf8_name(name):
+                continue
+            if name.startswith("."):  # .git, .obsidian...: skipped whole, counted once
+                skipped.append({"path": entry, "reason": "hidden"})
+            elif (root_path / name).is_symlink():
+                # Not followed (a link can lead out of the blog, or back into it, round and round),
+                # as the workflow's list of corpus files does not follow it: named instead.
+                skipped.append({"path": entry, "reason": "linked folder"})
+            else:
+                followed.append(name)
+        dirs[:] = followed
         for name in files:
             relative = (root_path / name).relative_to(folder)
             if not is_utf8_name(name):
@@ -535,12 +561,30 @@ def find_posts(folder: Path) -> tuple[list[Path], list[dict], list[dict]]:
                 posts.append(relative)
     # Sorting on path parts gives the same order on every file system and OS.
     posts.sort(key=lambda p: p.parts)
-    return posts, skipped, bad_names
+    return posts, skipped, bad
 
 
 def read_post(path: Path) -> tuple[dict, str]:
     """A Markdown post's metadata, and its text without the front matter."""
     return split_front_matter(normalise_newlines(read_utf8(path)), path)
+
+
+def front_matter_warning(path: Path) -> str | None:
+    """For `anatomy tokenize` given a post instead of a corpus.txt: it tokenizes every character,
+    so the post's front matter (title, date, tags) would become training text."""
+    if path.suffix.lower() not in MARKDOWN_SUFFIXES or not path.is_file():
+        return None
+    text = normalise_newlines(read_utf8(path))
+    try:
+        has_front_matter = split_front_matter(text, path)[1] != text
+    except AnatomyError:  # front matter that does not parse is front matter all the same
+        has_front_matter = True
+    if not has_front_matter:
+        return None
+    return (
+        f"{shown(path)} looks like a Markdown post with front matter, which is tokenized as text; "
+        f"`python -m anatomy corpus {shown(path)} --out DIR` strips it"
+    )
 
 
 def in_drafts_folder(relative: Path) -> bool:
@@ -590,12 +634,32 @@ def extract_folder(folder: Path, options: Options) -> tuple[list[str], list[dict
 
 def bad_files_error(folder: Path, bad: list[dict]) -> AnatomyError:
     """One line per bad file, so that all of them can be fixed before the next run."""
-    hint = "--skip-bad leaves {} out of the corpus".format("it" if len(bad) == 1 else "them")
+    hint = site_root_hint(folder, bad) or "--skip-bad leaves {} out of the corpus".format(
+        "it" if len(bad) == 1 else "them"
+    )
     if len(bad) == 1:
         return AnatomyError(f"{bad[0]['error']}; {hint}")
     lines = [f"{shown(folder)}: {len(bad)} files cannot be used ({hint}):"]
     lines += [f"  {b['error']}" for b in sorted(bad, key=lambda b: b["path"])]
     return AnatomyError("\n".join(lines))
+
+
+# A site's folder of templates for new posts (front matter full of `{{ .Date }}`, which no parser
+# reads), and the posts folders to point at instead, first the usual one.
+SITE_TEMPLATES = {"archetypes": ("Hugo", ("content/posts", "content")), "scaffolds": ("Hexo", ("source/_posts",))}
+
+
+def site_root_hint(folder: Path, bad: list[dict]) -> str | None:
+    """When bad files are a site's post templates, SRC is the site's root: where its posts are."""
+    for templates in (b["path"].split("/")[0] for b in bad):
+        if templates in SITE_TEMPLATES:
+            site, candidates = SITE_TEMPLATES[templates]
+            posts = next((folder / c for c in candidates if (folder / c).is_dir()), folder / candidates[0])
+            return (
+                f"{shown(folder)} looks like the root of a {site} site ({templates}/ holds templates for new "
+                f"posts, not posts): give its posts folder instead, e.g. {shown(posts)}"
+            )
+    return None
 
 
 def extract_file(path: Path, options: Options) -> tuple[str, MarkupTally]:
@@ -625,10 +689,10 @@ def extract_corpus(src: str | os.PathLike, **options) -> tuple[str, dict]:
         raise AnatomyError(f"{shown(src)}: no such file or folder (expected a folder of Markdown posts or a .txt file)")
     if src.is_dir():
         bodies, lengths, skipped, tally = extract_folder(src, options)
-        text = "\n\n".join(bodies)
     else:
         text, tally = extract_file(src, options)
-        lengths, skipped = [{"path": shown(src.name), "characters": len(text)}], []
+        bodies, lengths, skipped = [text], [{"path": shown(src.name), "characters": len(text)}], []
+    text = "\n\n".join(bodies)
 
     stats = {
         "source": shown(src.as_posix()),
@@ -637,6 +701,7 @@ def extract_corpus(src: str | os.PathLike, **options) -> tuple[str, dict]:
         "distinct_characters": len(set(text)),
         "skipped": dict(sorted(Counter(s["reason"] for s in skipped).items())),
         "odd_characters": odd_characters(text),
+        "seen_once": seen_once(text, bodies, [post["path"] for post in lengths]),
         "markup_kept": options.keep_markup,
         "markup_removed": tally.as_dict(),
         "post_lengths": lengths,
@@ -645,12 +710,20 @@ def extract_corpus(src: str | os.PathLike, **options) -> tuple[str, dict]:
     return text, stats
 
 
+# Characters rarely meant as text, by kind, as the report names them. Zero-width ones are invisible:
+# a space, the (non-)joiners, the word joiner, and a byte-order mark inside the text.
+ODD_KINDS = {"control": "control", "private_use": "private use", "zero_width": "zero width", "replacement": "U+FFFD"}
+ZERO_WIDTH = frozenset("\u200b\u200c\u200d\u2060\ufeff")
+
+
 def odd_kind(char: str) -> str | None:
     """Characters rarely meant as text: control characters (newline and tab are meant), private-use
-    characters (icon fonts, text decoded with the wrong table) and U+FFFD, which a decoder leaves
-    where bytes were lost."""
+    characters (icon fonts, text decoded with the wrong table), zero-width characters (pasted from
+    web pages and chat) and U+FFFD, which a decoder leaves where bytes were lost."""
     if char == "\ufffd":
         return "replacement"
+    if char in ZERO_WIDTH:
+        return "zero_width"
     category = unicodedata.category(char)
     if category == "Cc" and char not in "\n\t":
         return "control"
@@ -664,12 +737,31 @@ def odd_characters(text: str) -> dict:
     for char, count in found.items():
         counts[odd_kind(char)] += count
     return {
-        **{kind: counts[kind] for kind in ("control", "private_use", "replacement")},
+        **{kind: counts[kind] for kind in ODD_KINDS},
         "found": {f"U+{ord(char):04X}": count for char, count in found.items()},
     }
 
 
-def size_warning(characters: int) -> str | None:
+EMBEDDING_WIDTH = ModelConfig.d_model  # the default d_model, at which the cost below is counted
+POSTS_NAMED = 5  # the posts seen_once names, most first
+
+
+def seen_once(text: str, bodies: list[str], paths: list[str]) -> dict:
+    """The characters that occur once in the whole corpus, what they cost, and the posts they come
+    from (most first). Each is a vocabulary entry the model sees once, too rarely to learn, yet it
+    costs 2 x d_model parameters: a row of the input embedding and one of the output projection
+    (the two are not tied). One post (a table of characters, say) can bring thousands."""
+    once = {char for char, count in Counter(text).items() if count == 1}
+    by_post = Counter({path: len(once.intersection(body)) for path, body in zip(paths, bodies)})
+    return {
+        "characters": len(once),
+        "d_model": EMBEDDING_WIDTH,
+        "embedding_parameters": 2 * EMBEDDING_WIDTH * len(once),
+        "posts": [{"path": path, "characters": n} for path, n in by_post.most_common(POSTS_NAMED) if n],
+    }
+
+
+def size_warning(characters: int, drafts: int = 0) -> str | None:
     """A warning when the tokenize step will refuse the corpus at its default context length."""
     # Imported here, not at the top: the tokenizer imports this module.
     from anatomy.tokenizer import DEFAULT_CTX_LEN, min_corpus_length
@@ -677,9 +769,11 @@ def size_warning(characters: int) -> str | None:
     minimum = min_corpus_length(DEFAULT_CTX_LEN + 1)
     if characters >= minimum:
         return None
+    more = f"add posts, or bring back the drafts left out ({drafts:,}) with --include-drafts" if drafts else "add posts"
     return (
         f"{characters:,} characters are too few to train on at ctx_len {DEFAULT_CTX_LEN}: tokenizing needs "
-        f"at least {minimum:,}; add posts, or tokenize and train with a smaller ctx_len"
+        f"at least {minimum:,}; {more}, or use a shorter context: `anatomy tokenize --ctx-len N`, then train "
+        "with ctx_len=N"
     )
 
 
@@ -710,17 +804,31 @@ def check_out_folder(out_dir: Path) -> None:
             f"--out {shown(out_dir)}: expected a folder, which gets corpus.txt and stats.json, not a file "
             f"name; for example --out {shown(out_dir.parent)}"
         )
-    nearest = next(parent for parent in out_dir.parents if parent.exists())
+    # The nearest part of the path that is there, even as a link to nothing (os.path.lexists)
+    nearest = next(path for path in (out_dir, *out_dir.parents) if os.path.lexists(path))
+    if nearest.is_symlink() and not nearest.exists():
+        raise AnatomyError(
+            f"--out {shown(out_dir)}: {shown(nearest)} is a symbolic link to {shown(os.readlink(nearest))}, "
+            "which does not exist; make that folder, or give another --out"
+        )
     if not nearest.is_dir():
         raise AnatomyError(f"--out {shown(out_dir)}: {shown(nearest)} is a file, so no folder can be made there")
 
 
-def remove_stale_tokens(out_dir: Path) -> None:
-    """Delete the token files an earlier `anatomy tokenize` left in `out_dir`.
+@contextmanager
+def writing_in(out_dir: Path) -> Iterator[None]:
+    """A file system's refusal to write in --out (a read-only folder, a full disk) as one line."""
+    try:
+        yield
+    except OSError as err:
+        where = shown(err.filename or out_dir)
+        raise AnatomyError(f"--out {shown(out_dir)}: cannot write {where}: {err.strerror}") from None
 
-    They were made from the corpus this extraction replaces, so no later step may train on them,
-    whether this extraction succeeds or fails. split.json goes first: it says the rest is complete.
-    """
+
+def remove_stale_tokens(out_dir: Path) -> None:
+    """Delete the token files an earlier `anatomy tokenize` left in `out_dir`: they were made from
+    the corpus.txt beside them, so no later step may train on them once it is replaced or gone.
+    split.json goes first: it says the rest is complete."""
     # Imported here, not at the top: the tokenizer imports this module.
     from anatomy.tokenizer import SPLIT_FILE, TRAIN_FILE, VAL_FILE, VOCAB_FILE
 
@@ -738,15 +846,40 @@ def report(stats: dict, out_dir: Path) -> str:
             f"  characters           {stats['characters']:,}",
             f"  distinct characters  {stats['distinct_characters']:,}",
             f"  skipped files        {skipped_text}",
+            *folders_report(stats["skipped_files"]),
             *markup_report(stats),
             f"  odd characters       {odd_characters_report(stats['odd_characters'])}",
+            f"  seen once            {seen_once_report(stats['seen_once'], stats['distinct_characters'])}",
         ]
     )
 
 
+FOLDERS_NAMED = 5  # in the report; stats.json lists them all
+
+
+def folders_report(skipped: list[dict]) -> list[str]:
+    """The folders left out, by name: the posts in them are not in the corpus."""
+    folders = [f"{s['path']} ({s['reason']})" for s in skipped if s["path"].endswith("/")]
+    if not folders:
+        return []
+    more = len(folders) - FOLDERS_NAMED
+    listed = ", ".join(folders[:FOLDERS_NAMED]) + (f" and {more:,} more (stats.json lists them)" if more > 0 else "")
+    return [f"  folders left out     {listed}"]
+
+
+def seen_once_report(once: dict, distinct: int) -> str:
+    if not once["characters"]:
+        return "none"
+    posts = ", ".join(f"{post['path']} ({post['characters']:,})" for post in once["posts"])
+    return (
+        f"{once['characters']:,} of the {distinct:,} distinct characters, each a vocabulary entry that costs "
+        f"2 x d_model = {2 * once['d_model']:,} parameters at d_model {once['d_model']} (input embedding and "
+        f"output projection): {once['embedding_parameters']:,} in all; most from {posts}"
+    )
+
+
 def odd_characters_report(odd: dict) -> str:
-    names = {"control": "control", "private_use": "private use", "replacement": "U+FFFD"}
-    counts = [f"{odd[kind]:,} {name}" for kind, name in names.items() if odd[kind]]
+    counts = [f"{odd[kind]:,} {name}" for kind, name in ODD_KINDS.items() if odd[kind]]
     if not counts:
         return "none"
     codes = ", ".join(list(odd["found"])[:8])
@@ -799,13 +932,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     check_out_folder(args.out)
-    remove_stale_tokens(args.out)  # before extracting: a failed extraction must not leave them either
+    with writing_in(args.out):
+        if not (args.out / "corpus.txt").exists():
+            # Tokens without their corpus (Snakemake deletes a job's outputs before it runs) belong
+            # to no corpus: they go now, so that none are left if this extraction fails.
+            remove_stale_tokens(args.out)
+    # Anything else stays until the new corpus is ready: a failed extraction (a typo in SRC, a
+    # broken post) leaves the old corpus.txt and its tokens, which still belong together.
     text, stats = extract_corpus(
         args.src, skip_bad=args.skip_bad, include_drafts=args.include_drafts, keep_markup=args.keep_markup
     )
-    write_corpus(args.out, text, stats)
+    with writing_in(args.out):
+        remove_stale_tokens(args.out)
+        write_corpus(args.out, text, stats)
     print(report(stats, args.out))
-    warning = size_warning(stats["characters"])
+    warning = size_warning(stats["characters"], drafts=stats["skipped"].get("draft", 0))
     if warning:
         print(f"warning: {warning}", file=sys.stderr)
     return 0

@@ -22,7 +22,7 @@ import pandas as pd
 from anatomy.config import ModelConfig
 from anatomy.errors import AnatomyError
 from anatomy.groups import is_study
-from anatomy.results import missing_columns
+from anatomy.results import missing_columns, open_read_only
 
 MODEL_FIELDS = {field.name for field in dataclasses.fields(ModelConfig)}
 
@@ -151,7 +151,7 @@ def load(db_path: Path, provenance: dict[str, Any] | None = None) -> ReportData:
     if not Path(db_path).is_file():
         raise AnatomyError(f"--db {db_path}: no such database (make one with `python -m anatomy collect`)")
     try:
-        with duckdb.connect(str(db_path), read_only=True) as con:
+        with open_read_only(db_path) as con:
             found = {row[0] for row in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
             if missing := [name for name in EXAM_SOURCES if name not in found]:
                 raise AnatomyError(

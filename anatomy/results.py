@@ -578,10 +578,25 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
+# A results database is data: reading one must not run what its views say outside it. With
+# external access off, a view that reads a file (read_text('/etc/passwd')) or an address fails,
+# and no extension is fetched or loaded on the database's say.
+READ_ONLY_SETTINGS = {
+    "enable_external_access": False,
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+}
+
+
+def open_read_only(db_path: str | Path) -> duckdb.DuckDBPyConnection:
+    """The one way this project opens a results database to read it (report, dashboard, collect)."""
+    return duckdb.connect(str(db_path), read_only=True, config=READ_ONLY_SETTINGS)
+
+
 def summary_tables(db_path: Path) -> dict[str, list[dict[str, Any]]]:
     """The summary views as lists of records, read back from the finished database."""
     tables = {}
-    with duckdb.connect(str(db_path), read_only=True) as con:
+    with open_read_only(db_path) as con:
         for view, order in [
             ("run_summary", "experiment, seed"),
             ("experiment_summary", "experiment"),

@@ -22,13 +22,14 @@ import hashlib
 import json
 import lzma
 import os
+import sys
 from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
 
 from anatomy.atomic import atomic_path, write_json
-from anatomy.corpus import decode_utf8, read_utf8
+from anatomy.corpus import decode_utf8, front_matter_warning, read_utf8
 from anatomy.errors import AnatomyError
 
 TRAIN_FRACTION = 0.9
@@ -309,9 +310,12 @@ def run(args: argparse.Namespace) -> int:
         raise AnatomyError(f"--ctx-len must be at least 1, got {args.ctx_len}")
     if args.val is None and (args.train_chars is not None or args.name is not None):
         raise AnatomyError("--train-chars and --name go with --val (a corpus that comes split already)")
+    warning = front_matter_warning(args.corpus)
     if args.val is not None:
         split = tokenize_split(args.corpus, args.val, args.out, args.train_chars, args.name, ctx_len=args.ctx_len)
     else:
         split = tokenize_corpus(args.corpus, args.out, ctx_len=args.ctx_len)
     print(report(split, args.out))
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
     return 0

@@ -24,6 +24,8 @@ import duckdb
 import pandas as pd
 import streamlit as st
 
+from anatomy.results import open_read_only
+
 DEFAULT_DB = "results/anatomy.duckdb"
 DB_ENV_VAR = "ANATOMY_DB"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -79,7 +81,7 @@ def _made_by_older_version(path: Path) -> bool:
     from anatomy.results import missing_columns
 
     try:
-        with duckdb.connect(str(path), read_only=True) as con:
+        with open_read_only(path) as con:
             found = con.execute("SELECT table_name, column_name FROM information_schema.columns").fetchall()
     except duckdb.Error:
         return True  # unreadable: rebuilding it is the fix
@@ -171,11 +173,16 @@ def _not_a_database(path: Path) -> DatabaseProblem | None:
 def run_query(path: str, sql: str) -> pd.DataFrame:
     """One query on its own short read-only connection."""
     try:
-        with duckdb.connect(path, read_only=True) as con:
+        with open_read_only(path) as con:
             return con.execute(sql).df()
     except duckdb.CatalogException as err:
         raise DatabaseProblem(
             "invalid", f"`{path}` is not a results database of this project ({err}). Rebuild it with collect."
+        ) from None
+    except duckdb.PermissionException as err:  # a view that reads outside the database: refused
+        raise DatabaseProblem(
+            "invalid",
+            f"`{path}` asks to read outside itself, which the dashboard refuses ({err}). Rebuild it with collect.",
         ) from None
     except (duckdb.IOException, duckdb.InvalidInputException, duckdb.SerializationException) as err:
         if not Path(path).exists():

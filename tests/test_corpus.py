@@ -242,7 +242,7 @@ def test_default_corpus_extracts_to_the_stated_size():
     assert "\r" not in text and "title:" not in text and "\n---" not in text
     # no markup to remove, so the corpus is the text as written (the grid's results rely on it)
     assert all(kind["count"] == kind["characters"] == 0 for kind in stats["markup_removed"].values())
-    assert stats["odd_characters"] == {"control": 0, "private_use": 0, "replacement": 0, "found": {}}
+    assert stats["odd_characters"] == {"control": 0, "private_use": 0, "zero_width": 0, "replacement": 0, "found": {}}
     assert size_warning(stats["characters"]) is None
 
 
@@ -367,13 +367,30 @@ def make_tokenized_folder(out: Path) -> list[Path]:
     return [out / name for name in names[2:]]
 
 
-@pytest.mark.parametrize("extraction", ["fails", "succeeds"])
-def test_extraction_removes_the_token_files_of_the_corpus_it_replaces(tmp_path, extraction):
-    post = JEKYLL_POST if extraction == "succeeds" else "---\ntitle: [never closed\n---\nbody\n"
-    write(tmp_path / "src" / "post.md", post)
+def test_extraction_removes_the_token_files_of_the_corpus_it_replaces(tmp_path):
+    write(tmp_path / "src" / "post.md", JEKYLL_POST)
     tokens = make_tokenized_folder(tmp_path / "out")
-    status = main(["corpus", str(tmp_path / "src"), "--out", str(tmp_path / "out")])
-    assert status == (0 if extraction == "succeeds" else 2)
+    assert main(["corpus", str(tmp_path / "src"), "--out", str(tmp_path / "out")]) == 0
+    assert [path for path in tokens if path.exists()] == []
+
+
+@pytest.mark.parametrize("mistake", ["a typo in the source", "a broken post"])
+def test_a_failed_extraction_deletes_nothing(tmp_path, mistake):
+    """The old corpus and its tokens still belong together: a typo must not cost them."""
+    write(tmp_path / "src" / "post.md", "---\ntitle: [never closed\n---\nbody\n")
+    src = tmp_path / ("scr" if mistake == "a typo in the source" else "src")
+    tokens = make_tokenized_folder(tmp_path / "out")
+    assert main(["corpus", str(src), "--out", str(tmp_path / "out")]) == 2
+    assert [path.read_text() for path in (tmp_path / "out").iterdir()] == ["from an earlier corpus"] * 6
+    assert all(path.exists() for path in tokens)
+
+
+def test_tokens_without_their_corpus_go_even_if_extraction_fails(tmp_path):
+    # As Snakemake leaves the folder: it deletes a job's outputs (corpus.txt, stats.json) before
+    # running it, and the tokens of that corpus must not outlive it.
+    tokens = make_tokenized_folder(tmp_path / "out")
+    (tmp_path / "out" / "corpus.txt").unlink()
+    assert main(["corpus", str(tmp_path / "no-such-blog"), "--out", str(tmp_path / "out")]) == 2
     assert [path for path in tokens if path.exists()] == []
 
 
@@ -814,6 +831,7 @@ def test_odd_characters_are_counted_and_reported_in_one_line(tmp_path, capsys):
     assert stats["odd_characters"] == {
         "control": 1,
         "private_use": 1,
+        "zero_width": 0,
         "replacement": 2,
         "found": {"U+0008": 1, "U+E600": 1, "U+FFFD": 2},
     }

@@ -651,3 +651,13 @@ def test_the_dashboard_listens_on_this_machine_only_by_default():
     assert settings["server"]["address"] == "localhost"
     readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
     assert "streamlit run dashboard --server.address 0.0.0.0" in readme
+
+
+def test_a_view_that_reads_outside_the_database_is_refused_in_words(tmp_path):
+    db = tmp_path / "hostile.duckdb"
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not for the dashboard")
+    with duckdb.connect(str(db)) as con:
+        con.execute(f"CREATE VIEW samples AS SELECT content AS text FROM read_text('{secret}')")
+    with pytest.raises(loaders.DatabaseProblem, match="asks to read outside itself, which the dashboard refuses"):
+        loaders.run_query(str(db), "SELECT * FROM samples")

@@ -476,3 +476,25 @@ def test_a_run_is_never_paired_with_a_baseline_on_another_corpus(tmp_path):
     write_run_folder(runs_root, "wider", 7, baseline="vanilla", data={**sizes, "train_tokens": 999})
     results.collect(runs_root, db)
     assert "wider/seed7" not in {row[0] for row in query(db, "SELECT run_id FROM baseline_pairs")}
+
+
+def test_reading_a_database_never_runs_what_its_views_ask_outside_it(collected, tmp_path):
+    """A results database is data: a view planted to read a file (or an address) is refused by
+    every reader, while the project's own views still answer."""
+    from anatomy.report_data import load
+
+    db = tmp_path / "hostile.duckdb"
+    db.write_bytes(collected[1].read_bytes())
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not for the dashboard")
+    with duckdb.connect(str(db)) as con:
+        con.execute(f"CREATE VIEW leak AS SELECT content FROM read_text('{secret}')")
+    with results.open_read_only(db) as con:
+        assert con.execute("SELECT count(*) FROM run_summary").fetchone()[0] > 0
+        with pytest.raises(duckdb.PermissionException):
+            con.execute("SELECT * FROM leak").fetchall()
+    with duckdb.connect(str(db)) as con:  # the same trick inside a view the report reads
+        con.execute("ALTER VIEW sample_memorisation RENAME TO honest")  # same columns, one file read more
+        con.execute(f"CREATE VIEW sample_memorisation AS SELECT honest.* FROM honest, read_text('{secret}')")
+    with pytest.raises(AnatomyError, match="not a results database of this project.*Permission"):
+        load(db)
