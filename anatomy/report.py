@@ -37,6 +37,13 @@ from anatomy.groups import STUDY_GROUPS, is_study
 from anatomy.exams import fraction_words, speedup_words, weighted_loss
 from anatomy.exams.depth import DEPTH_FOLDER
 from anatomy.precision_report import precision_section
+from anatomy.scale_report import (
+    best_val_by_size,
+    best_val_by_size_chart,
+    largest_as_headline,
+    scale_data,
+    scale_section,
+)
 from anatomy.report_data import (
     ReportData,
     ablation_deltas,
@@ -818,13 +825,16 @@ def exams_section(data: ReportData) -> str:
 # Figures: the dashboard's own charts, saved as PNG (Altair saves through vl-convert)
 
 
-def figure_charts(data: ReportData) -> dict[str, Any]:
-    """The figures the data allow, as Altair charts by name (the grid's runs)."""
+def figure_charts(everything: ReportData) -> dict[str, Any]:
+    """The figures the data allow, as Altair charts by name (the grid's, then the studies')."""
     from dashboard import analysis, charts  # Altair, only when figures are wanted
 
-    data = only_runs_of(data, None)
+    data = only_runs_of(everything, None)
 
     drawn: dict[str, Any] = {}
+    scale_points = best_val_by_size(scale_data(everything))
+    if not scale_points.empty:
+        drawn["scale"] = best_val_by_size_chart(scale_points).properties(width=680)
     headline_runs = data.runs[data.runs["group"] == "headline"]
     headline = data.metrics[data.metrics["run_id"].isin(headline_runs["run_id"])]
     if not headline.empty:
@@ -890,6 +900,7 @@ FIGURE_TITLES = {
     "breaks": "Break tests: best val minus the mini-LLaMA's (right: worse than the mini-LLaMA)",
     "length": "RoPE's exam: loss by position, past the training length (dashed line)",
     "stability": "Pre-norm's exam: which deep models train without warmup, by learning rate",
+    "scale": "Best val against training-set size, poems (band: min to max over seeds; each seed a point)",
 }
 
 
@@ -945,6 +956,10 @@ def render(everything: ReportData, figure_names: list[str], image_prefix: str = 
         "",
         memorisation_section(data),
     ]
+    if scale := scale_section(everything):
+        lines += ["", f"### {STUDY_GROUPS['scale']}", "", scale + figure("scale")]
+        if (largest := largest_as_headline(scale_data(everything))) is not None:
+            lines += ["", "Which part earned the gap at the largest size (stage 2):", "", ablation_section(largest)]
     if precision := precision_section(everything):
         lines += ["", f"### {STUDY_GROUPS['precision']}", "", precision]
     if costs and costs_section(everything):

@@ -19,7 +19,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from anatomy.config import ModelConfig
+from anatomy.config import ModelConfig, TrainConfig
 from anatomy.errors import AnatomyError
 from anatomy.groups import is_study
 from anatomy.results import missing_columns, open_read_only
@@ -113,12 +113,19 @@ def attention_kind(n_head: int, n_kv_head: int) -> str:
 
 
 def _model_settings(config_json: str) -> dict[str, Any]:
-    """The run's model settings (defaults for any it does not record) and its vocabulary size."""
+    """The run's model settings (defaults for any it does not record), its vocabulary size and its
+    learning rate (a study may compare two: the scale study's stage 3)."""
     config = json.loads(config_json)
     model = config.get("model") if isinstance(config.get("model"), dict) else {}
     data = config.get("data") if isinstance(config.get("data"), dict) else {}
+    train = config.get("train") if isinstance(config.get("train"), dict) else {}
     cfg = ModelConfig.from_dict({name: value for name, value in model.items() if name in MODEL_FIELDS})
-    return {**cfg.to_dict(), "n_parts": len(llama_parts(cfg)), "vocab_size": data.get("vocab_size")}
+    return {
+        **cfg.to_dict(),
+        "n_parts": len(llama_parts(cfg)),
+        "vocab_size": data.get("vocab_size"),
+        "lr": train.get("lr", TrainConfig.lr),
+    }
 
 
 def only_runs_of(data: ReportData, study: str | None) -> ReportData:

@@ -33,6 +33,7 @@ def write_run_folder(
     n_layer: int = 1,
     model: dict[str, Any] | None = None,
     data: dict[str, Any] | None = None,
+    train: dict[str, Any] | None = None,
 ) -> Path:
     """Write one run folder whose val curve falls to `floor` at `turn_step`, then rises.
 
@@ -55,7 +56,7 @@ def write_run_folder(
         "preset": preset or ("vanilla" if experiment.startswith("vanilla") else "llama"),
         # the parts of the 2017 model unless `model` swaps some (LLAMA_PARTS: the mini-LLaMA's)
         "model": {"d_model": 16, "n_layer": n_layer, **(model or {})},
-        "train": {"seed": seed, "max_steps": steps, "batch_size": 2},
+        "train": {"seed": seed, "max_steps": steps, "batch_size": 2, **(train or {})},
         "tags": tags,
         "data": {"dir": "corpus", "vocab_size": 50, **(data or {})},
     }

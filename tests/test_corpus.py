@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -849,3 +851,212 @@ def test_a_corpus_too_small_to_train_is_warned_of_with_the_minimum(tmp_path, cap
     assert error.startswith(f"warning: {len(text)} characters are too few to train on")
     assert f"at ctx_len {DEFAULT_CTX_LEN}: tokenizing needs at least {minimum:,}" in error
     assert error.count("\n") == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# The corpus on real input: what real blogs hold, each a clear line or a corpus that works
+# ---------------------------------------------------------------------------------------------
+
+
+def test_the_workflow_stops_its_plan_at_a_file_name_that_is_not_utf8(tmp_path):
+    """Snakemake cannot write such a name into its lock files (the run died there, after a plan
+    that passed): the plan stops, naming the file, even an image that extraction would skip."""
+    write(tmp_path / "p" / "post.md", JEKYLL_POST)
+    write_gbk_named_image(tmp_path / "p")
+    env = {key: value for key, value in os.environ.items() if key != "ANATOMY_LIFELINE"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    snakemake = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "workflow" / "Snakefile")]
+    result = subprocess.run(
+        [*snakemake, "--directory", str(tmp_path), "-n", "results/corpus/split.json", "--config", "corpus=p"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert result.returncode != 0
+    assert (
+        "corpus file 'p/images/\\xc4\\xe3\\xba\\xc3.jpg' (config key `corpus`): the name is not UTF-8 "
+        "(its bytes shown as \\xNN); rename it"
+    ) in result.stdout + result.stderr
+
+
+def test_a_page_of_paragraphs_and_a_paragraph_of_stray_tags_take_linear_time():
+    # Each took minutes when every line break looked through all the parts after it, and every
+    # stray `{%` was searched past to the paragraph's end (quadratic); now about a second.
+    assert clean_markup("<p>字</p>" * 200_000, MarkupTally()) == "字\n" * 200_000
+    stray = "{% 没有闭合 " * 40_000
+    tally = MarkupTally()
+    assert clean_markup(stray + "{% tag %}", tally) == stray
+    assert tally.count["template_tags"] == 1
+
+
+def test_a_stray_template_opening_keeps_the_text_after_it(tmp_path):
+    write(tmp_path / "post.md", "写 {% 开头，{% note %} 之后的字。\n")
+    text, stats = extract_corpus(tmp_path)
+    assert text == "写 {% 开头， 之后的字。"
+    assert stats["markup_removed"]["template_tags"] == {"count": 1, "characters": len("{% note %}")}
+
+
+def test_a_linked_folder_is_named_not_followed_and_a_linked_file_is_read(tmp_path, capsys):
+    elsewhere = tmp_path / "elsewhere"
+    write(elsewhere / "notes" / "linked-folder-post.md", "from the linked folder")
+    write(elsewhere / "single.md", "from the linked file")
+    src = tmp_path / "src"
+    write(src / "post.md", "kept")
+    (src / "notes").symlink_to(elsewhere / "notes", target_is_directory=True)
+    (src / "single.md").symlink_to(elsewhere / "single.md")
+    assert main(["corpus", str(src), "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "skipped files        1 linked folder" in out
+    assert "folders left out     notes/ (linked folder)" in out
+    assert (tmp_path / "out" / "corpus.txt").read_text(encoding="utf-8") == "kept\n\nfrom the linked file"
+    stats = json.loads((tmp_path / "out" / "stats.json").read_text(encoding="utf-8"))
+    assert stats["skipped_files"] == [{"path": "notes/", "reason": "linked folder"}]
+
+
+def refuse_to_list(monkeypatch, folder: Path) -> None:
+    """`folder` cannot be listed, as after chmod 000 (which does not stop root, who runs tests)."""
+    real_scandir = os.scandir
+
+    def scandir(path="."):
+        if Path(os.fsdecode(path)) == folder:
+            raise PermissionError(13, "Permission denied", os.fsdecode(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+
+
+def test_a_folder_that_cannot_be_read_is_named(tmp_path, monkeypatch, capsys):
+    src = tmp_path / "src"
+    write(src / "post.md", "kept")
+    write(src / "private" / "secret.md", "unseen")
+    refuse_to_list(monkeypatch, src / "private")
+    assert main(["corpus", str(src), "--out", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err
+    assert (
+        error
+        == f"error: {src / 'private'}: cannot read the folder: Permission denied; --skip-bad leaves it out of the corpus\n"
+    )
+
+    assert main(["corpus", str(src), "--out", str(tmp_path / "out"), "--skip-bad"]) == 0
+    assert "folders left out     private/ (bad)" in capsys.readouterr().out
+    stats = json.loads((tmp_path / "out" / "stats.json").read_text(encoding="utf-8"))
+    assert stats["skipped"] == {"bad": 1}
+    assert stats["skipped_files"][0]["path"] == "private/"
+
+
+def test_a_source_folder_that_cannot_be_read_says_so(tmp_path, monkeypatch):
+    refuse_to_list(monkeypatch, tmp_path)
+    with pytest.raises(AnatomyError, match=rf"^{re.escape(str(tmp_path))}: cannot read the folder: Permission denied$"):
+        extract_corpus(tmp_path)
+
+
+# A post with a table of characters, in a code block: most of them used nowhere else
+TABLE_POST = "## 字表\n\n```\n" + "".join(chr(0x4E00 + i) for i in range(300)) + "\n```\n"
+
+
+def test_the_posts_that_bring_characters_seen_once_are_named_with_their_cost(tmp_path, capsys):
+    write(tmp_path / "src" / "a-prose.md", "## 字表\n\n" + "学而时习之，不亦说乎。" * 3)
+    write(tmp_path / "src" / "b-table.md", TABLE_POST)  # 5 of its characters are the prose's too
+    write(tmp_path / "src" / "c-one.md", "学而时习之，不亦说乎。鼎")  # 鼎: once, here
+    assert main(["corpus", str(tmp_path / "src"), "--out", str(tmp_path / "out")]) == 0
+    stats = json.loads((tmp_path / "out" / "stats.json").read_text(encoding="utf-8"))
+    assert stats["seen_once"] == {
+        "characters": 296,
+        "d_model": 128,
+        "embedding_parameters": 2 * 128 * 296,
+        "posts": [{"path": "b-table.md", "characters": 295}, {"path": "c-one.md", "characters": 1}],
+    }
+    lines = [line for line in capsys.readouterr().out.splitlines() if "seen once" in line]
+    assert lines == [
+        f"  seen once            296 of the {stats['distinct_characters']} distinct characters, each a vocabulary "
+        "entry that costs 2 x d_model = 256 parameters at d_model 128 (input embedding and output projection): "
+        "75,776 in all; most from b-table.md (295), c-one.md (1)"
+    ]
+
+
+def test_zero_width_characters_are_odd_characters(tmp_path):
+    write(tmp_path / "post.md", "零\u200b宽\u200c字\u200d符\u2060和\ufeff字节序标记\u200b")
+    odd = extract_corpus(tmp_path)[1]["odd_characters"]
+    assert odd["zero_width"] == 6
+    assert odd["found"] == {"U+200B": 2, "U+200C": 1, "U+200D": 1, "U+2060": 1, "U+FEFF": 1}
+
+
+def test_out_with_a_read_only_parent_is_one_line(tmp_path, monkeypatch, capsys):
+    write(tmp_path / "src" / "post.md", JEKYLL_POST)
+    parent = tmp_path / "read-only"
+    parent.mkdir()
+    parent.chmod(0o555)
+    real_mkdir = os.mkdir
+
+    def mkdir(path, mode=0o777, **kwargs):  # chmod does not stop root, who runs the tests
+        if Path(path).parent == parent:
+            raise PermissionError(13, "Permission denied", os.fsdecode(path))
+        return real_mkdir(path, mode, **kwargs)
+
+    monkeypatch.setattr(os, "mkdir", mkdir)
+    assert main(["corpus", str(tmp_path / "src"), "--out", str(parent / "out")]) == 2
+    error = capsys.readouterr().err
+    assert error == f"error: --out {parent / 'out'}: cannot write {parent / 'out'}: Permission denied\n"
+
+
+def test_out_that_is_a_link_to_nothing_is_one_line(tmp_path, capsys):
+    write(tmp_path / "src" / "post.md", JEKYLL_POST)
+    (tmp_path / "out").symlink_to(tmp_path / "gone")
+    assert main(["corpus", str(tmp_path / "src"), "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == (
+        f"error: --out {tmp_path / 'out'}: {tmp_path / 'out'} is a symbolic link to {tmp_path / 'gone'}, which "
+        "does not exist; make that folder, or give another --out\n"
+    )
+
+
+def yaml_alias_bomb(levels: int) -> str:
+    """Front matter lines whose last alias stands for 9**levels strings once expanded."""
+    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, levels)]
+    return "\n".join(lines)
+
+
+def test_a_yaml_alias_bomb_beside_an_impossible_date_is_reported_at_once(tmp_path):
+    # With a good date the bomb loads in a moment (its lists are shared, not copied); naming the
+    # bad date once walked every expanded copy: 9**9 strings, minutes.
+    write(tmp_path / "bomb.md", f"---\ntitle: t\n{yaml_alias_bomb(9)}\ndate: 2016-02-30\n---\nbody\n")
+    with pytest.raises(AnatomyError) as err:
+        extract_corpus(tmp_path)
+    assert "'2016-02-30' at line 12 is not a date that exists (day is out of range for month)" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_the_small_corpus_warning_names_the_drafts_left_out_and_the_settings(tmp_path, capsys):
+    write_blog_with_drafts(tmp_path / "src")
+    assert main(["corpus", str(tmp_path / "src"), "--out", str(tmp_path / "out")]) == 0
+    error = capsys.readouterr().err
+    assert "add posts, or bring back the drafts left out (3) with --include-drafts" in error
+    assert "or use a shorter context: `anatomy tokenize --ctx-len N`, then train with ctx_len=N" in error
+    assert error.count("\n") == 1
+
+
+SITE_ROOTS = {
+    "hugo": (
+        "archetypes/default.md",
+        '---\ntitle: "{{ replace .File.ContentBaseName "-" " " | title }}"\ndate: {{ .Date }}\ndraft: true\n---\n',
+        "content/posts",
+        "Hugo",
+    ),
+    "hexo": ("scaffolds/post.md", "---\ntitle: {{ title }}\ndate: {{ date }}\ntags:\n---\n", "source/_posts", "Hexo"),
+}
+
+
+@pytest.mark.parametrize("site", sorted(SITE_ROOTS))
+def test_a_site_root_is_pointed_to_its_posts_folder(tmp_path, site):
+    template, text, posts, name = SITE_ROOTS[site]
+    write(tmp_path / template, text)
+    write(tmp_path / posts / "hello.md", JEKYLL_POST)
+    with pytest.raises(AnatomyError) as err:
+        extract_corpus(tmp_path)
+    message = str(err.value)
+    assert message.startswith(f"{tmp_path / template}: front matter is not valid YAML")
+    assert message.endswith(
+        f"; {tmp_path} looks like the root of a {name} site ({template.split('/')[0]}/ holds templates for new "
+        f"posts, not posts): give its posts folder instead, e.g. {tmp_path / posts}"
+    )
+    assert extract_corpus(tmp_path / posts)[1]["posts"] == 1

@@ -281,3 +281,17 @@ def test_a_default_corpus_is_named_by_its_source(tmp_path):
     write_corpus(tmp_path, text, stats)
     tokenize_corpus(tmp_path / "corpus.txt", tmp_path)
     assert corpus_name(tmp_path) == stats["source"] and stats["source"].endswith("data/posts")
+
+
+def test_tokenizing_a_markdown_post_warns_that_its_front_matter_is_kept(tmp_path, capsys):
+    body = "春眠不觉晓，处处闻啼鸟。夜来风雨声，花落知多少。\n" * 5
+    post = write_corpus_file(tmp_path / "spring.md", "---\ntitle: 春晓\ndate: 2020-01-01\n---\n" + body)
+    assert main(["tokenize", str(post), "--out", str(tmp_path / "out"), "--ctx-len", "8"]) == 0
+    assert capsys.readouterr().err == (
+        f"warning: {post} looks like a Markdown post with front matter, which is tokenized as text; "
+        f"`python -m anatomy corpus {post} --out DIR` strips it\n"
+    )
+    assert set("---title:") <= set(CharTokenizer.load(tmp_path / "out" / "vocab.json").chars)  # tokenized all the same
+    plain = write_corpus_file(tmp_path / "plain.md", body)  # a post without front matter: nothing to say
+    assert main(["tokenize", str(plain), "--out", str(tmp_path / "out"), "--ctx-len", "8"]) == 0
+    assert capsys.readouterr().err == ""
