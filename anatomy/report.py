@@ -39,7 +39,6 @@ from anatomy.exams.depth import DEPTH_FOLDER
 from anatomy.precision_report import precision_section
 from anatomy.scale_report import (
     best_val_by_size,
-    best_val_by_size_chart,
     largest_as_headline,
     scale_data,
     scale_section,
@@ -834,7 +833,7 @@ def figure_charts(everything: ReportData) -> dict[str, Any]:
     drawn: dict[str, Any] = {}
     scale_points = best_val_by_size(scale_data(everything))
     if not scale_points.empty:
-        drawn["scale"] = best_val_by_size_chart(scale_points).properties(width=680)
+        drawn["scale"] = charts.best_val_by_size_chart(scale_points).properties(width=680)
     headline_runs = data.runs[data.runs["group"] == "headline"]
     headline = data.metrics[data.metrics["run_id"].isin(headline_runs["run_id"])]
     if not headline.empty:

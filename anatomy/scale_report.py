@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import altair as alt
 import pandas as pd
 
 from anatomy.config import TrainConfig
@@ -231,7 +230,8 @@ def scale_section(everything: ReportData) -> str | None:
 
 
 def best_val_by_size(study: ReportData) -> pd.DataFrame:
-    """One row per run of the pair at the default lr: size, model, seed, best val (the figure's data)."""
+    """One row per run of the pair at the default lr: size, model, seed, best val (the figure's data,
+    dashboard.charts.best_val_by_size_chart)."""
     runs = pair_runs(study)
     return pd.DataFrame(
         {
@@ -241,40 +241,3 @@ def best_val_by_size(study: ReportData) -> pd.DataFrame:
             "best_val_loss": runs["best_val_loss"],
         }
     ).dropna()
-
-
-def best_val_by_size_chart(points: pd.DataFrame, height: int = 320) -> alt.LayerChart:
-    """Best val against training-set size (log axis), one line per model through the mean over
-    seeds, the seed band (min to max) behind it, each seed a point."""
-    color = alt.Color("model:N", title="model", scale=alt.Scale(domain=list(MODELS.values())))
-    x = alt.X("train_tokens:Q", title="training characters (log scale)", scale=alt.Scale(type="log"))
-    band = (
-        alt.Chart(points)
-        .mark_area(opacity=0.2)
-        .encode(x=x, y=alt.Y("min(best_val_loss):Q"), y2="max(best_val_loss):Q", color=color)
-    )
-    line = (
-        alt.Chart(points)
-        .mark_line()
-        .encode(
-            x=x,
-            y=alt.Y("mean(best_val_loss):Q", title="best val loss (nats / char)", scale=alt.Scale(zero=False)),
-            color=color,
-        )
-    )
-    dots = (
-        alt.Chart(points)
-        .mark_point(filled=True, size=50)
-        .encode(
-            x=x,
-            y="best_val_loss:Q",
-            color=color,
-            tooltip=[
-                "model:N",
-                alt.Tooltip("train_tokens:Q", title="training characters", format=","),
-                "seed:Q",
-                alt.Tooltip("best_val_loss:Q", format=".4f"),
-            ],
-        )
-    )
-    return (band + line + dots).properties(height=height)

@@ -774,3 +774,40 @@ def wall_clock_chart(rows: pd.DataFrame, height_per_bar: int = 16) -> alt.LayerC
         .encode(x="min_ms:Q", x2="max_ms:Q", y=y, yOffset=offset, tooltip=tooltip)
     )
     return (bars + spread).properties(height=alt.Step(height_per_bar))  # the step of the manual/fused offset
+
+
+def best_val_by_size_chart(points: pd.DataFrame, height: int = 320) -> alt.LayerChart:
+    """Best val against training-set size (log axis), one line per model through the mean over
+    seeds, the seed band (min to max) behind it, each seed a point."""
+    color = alt.Color("model:N", title="model", scale=alt.Scale(domain=["vanilla", "mini-LLaMA"]))
+    x = alt.X("train_tokens:Q", title="training characters (log scale)", scale=alt.Scale(type="log"))
+    band = (
+        alt.Chart(points)
+        .mark_area(opacity=0.2)
+        .encode(x=x, y=alt.Y("min(best_val_loss):Q"), y2="max(best_val_loss):Q", color=color)
+    )
+    line = (
+        alt.Chart(points)
+        .mark_line()
+        .encode(
+            x=x,
+            y=alt.Y("mean(best_val_loss):Q", title="best val loss (nats / char)", scale=alt.Scale(zero=False)),
+            color=color,
+        )
+    )
+    dots = (
+        alt.Chart(points)
+        .mark_point(filled=True, size=50)
+        .encode(
+            x=x,
+            y="best_val_loss:Q",
+            color=color,
+            tooltip=[
+                "model:N",
+                alt.Tooltip("train_tokens:Q", title="training characters", format=","),
+                "seed:Q",
+                alt.Tooltip("best_val_loss:Q", format=".4f"),
+            ],
+        )
+    )
+    return (band + line + dots).properties(height=height)

@@ -870,6 +870,7 @@ def test_the_workflow_stops_its_plan_at_a_file_name_that_is_not_utf8(tmp_path):
         [*snakemake, "--directory", str(tmp_path), "-n", "results/corpus/split.json", "--config", "corpus=p"],
         capture_output=True,
         text=True,
+        errors="replace",  # the plan that passed printed the name as it is
         env=env,
     )
     assert result.returncode != 0

@@ -521,10 +521,10 @@ def test_costs_sum_each_targets_training_jobs_and_the_whole_grid(tmp_path):
     provenance = {"runs": runs, "grid": grid}
     section = report.costs_section(load(db, provenance))
     rows = {row[0]: row[1:] for row in table_rows("### Costs\n" + section, "Costs")}
-    assert rows["`headline`"] == ["2", "35.0", "1.17", "0.67"]
-    assert rows["`ablations`"] == ["0", "–", "–", "–"]
-    assert rows["`break_tests`"] == ["2", "45.0", "1.50", "1.00"]
-    assert rows["the whole grid (`all`)"] == ["4", "40.0", "2.67", "2.00"]
+    assert rows["`headline`"] == ["2", "35.0", "1.17", "0.67", "fp32"]
+    assert rows["`ablations`"] == ["0", "–", "–", "–", "–"]
+    assert rows["`break_tests`"] == ["2", "45.0", "1.50", "1.00", "fp32"]
+    assert rows["the whole grid (`all`)"] == ["4", "40.0", "2.67", "2.00", "fp32"]
     assert "Two lanes that never idle would need half the run-hours: 1.3 h for the whole grid's training." in section
     assert "On a CPU (cpu, torch 2.13.0), runs finished on 2026-11-30." in section
     undated = {"runs": runs, "grid": {key: grid[key] for key in ("machines", "devices", "torch_versions")}}
