@@ -5,13 +5,15 @@ are read in a stable order (sorted relative path), their front matter is parsed 
 (YAML between `---` lines, TOML between `+++` lines, JSON as Hugo and Hexo write it, and Hexo's
 forms closed by `---` or `;;;` alone), line endings become `\\n`, and the bodies are joined with
 one blank line. Hidden files, files that are not Markdown and drafts are skipped and counted, so
-nothing is mixed in, or left out, silently. Every post that cannot be used is reported in one run.
+nothing is mixed in, or left out, silently; so are folders linked in (not followed) and folders that
+cannot be read, each named. Every post that cannot be used is reported in one run.
 
 Outside code, HTML comments (Hexo's `<!-- more -->`) and template tags (`{% ... %}`, Hugo's
 `{{< ... >}}`) are dropped and raw HTML becomes its text; the Markdown itself and all code stay as
 written (`--keep-markup` keeps everything). The statistics count what each kind removed.
 
-Writes DIR/corpus.txt and DIR/stats.json.
+Writes DIR/corpus.txt and DIR/stats.json, which also names the posts whose characters occur
+nowhere else (each costs embedding parameters for a character the model sees once).
 """
 
 from __future__ import annotations
@@ -537,9 +539,9 @@ def find_posts(folder: Path) -> tuple[list[Path], list[dict], list[dict]]:
                 )
         followed = []
         for name in sorted(dirs):
-            entry = (root_path / name).relative_to(folder).as_posix() + "/"
             if not is_utf8_name(name):
                 continue
+            entry = (root_path / name).relative_to(folder).as_posix() + "/"
             if name.startswith("."):  # .git, .obsidian...: skipped whole, counted once
                 skipped.append({"path": entry, "reason": "hidden"})
             elif (root_path / name).is_symlink():
@@ -872,9 +874,9 @@ def seen_once_report(once: dict, distinct: int) -> str:
         return "none"
     posts = ", ".join(f"{post['path']} ({post['characters']:,})" for post in once["posts"])
     return (
-        f"{once['characters']:,} of the {distinct:,} distinct characters, each a vocabulary entry that costs "
-        f"2 x d_model = {2 * once['d_model']:,} parameters at d_model {once['d_model']} (input embedding and "
-        f"output projection): {once['embedding_parameters']:,} in all; most from {posts}"
+        f"{once['characters']:,} of {distinct:,} distinct characters, {once['embedding_parameters']:,} embedding "
+        f"parameters (2 x d_model {once['d_model']} each: input embedding and output projection); "
+        f"the most from {posts}"
     )
 
 

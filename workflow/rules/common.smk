@@ -250,6 +250,19 @@ def find_corpus_files():
             f"corpus folder {str(source)!r} (config key `corpus`) holds no Markdown posts "
             f"(.md, .markdown) among its {len(files)} files"
         )
+    # A name that is not UTF-8 (GBK bytes from a zip made on Windows), even an image's, stops the
+    # plan here: Snakemake cannot write it into its lock files, and `anatomy corpus` refuses the
+    # folder anyway (naming every such file), so leaving it out would only move the error into
+    # a job's log.
+    from anatomy.corpus import is_utf8_name, shown
+
+    bad_names = [path for path in files if not is_utf8_name(str(path))]
+    if bad_names:
+        more = f" (and {len(bad_names) - 1} more)" if len(bad_names) > 1 else ""
+        raise WorkflowError(
+            f"corpus file '{shown(bad_names[0])}'{more} (config key `corpus`): the name is not UTF-8 "
+            "(its bytes shown as \\xNN); rename it"
+        )
     return sorted(str(path) for path in files)
 
 
