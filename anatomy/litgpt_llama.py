@@ -1,7 +1,7 @@
 """litgpt's GPT built in our mini-LLaMA's shape, for `anatomy bench` to time against ours.
 
 litgpt (Lightning AI's LLM library) is not a dependency of this project: where it is installed
-(`pip install litgpt`, tried with 0.5.13), the bench trains its GPT next to our llama on the same
+(tried with 0.5.13; INSTALL_HINT says how), the bench trains its GPT next to our llama on the same
 batch, at the same precision, with the same optimizer. Same shape: the vocabulary, 128 wide, 4
 layers of 4 heads sharing 2 key/value heads, RMSNorm (eps 1e-6), full RoPE pairing each dimension
 with the one half a head away, a SwiGLU MLP 352 wide, no biases, an untied output projection. So
@@ -23,7 +23,9 @@ from torch import nn
 from anatomy.config import ModelConfig
 from anatomy.model import RMS_NORM_EPS, swiglu_hidden
 
-INSTALL_HINT = "pip install litgpt"
+# --no-deps: a plain `pip install litgpt` would move huggingface_hub back to a release the export's
+# transformers cannot use; its model needs only these three besides torch
+INSTALL_HINT = "pip install --no-deps litgpt lightning lightning-utilities torchmetrics"
 
 
 def litgpt_classes():

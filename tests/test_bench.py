@@ -198,11 +198,10 @@ def test_bench_says_how_to_install_litgpt_where_it_is_missing(tmp_path, monkeypa
     for name in ("litgpt", "litgpt.config", "litgpt.model"):
         monkeypatch.setitem(sys.modules, name, None)  # `import litgpt` now raises ImportError
     result = run_bench(tmp_path / "bench.json", "--no-compile", litgpt=True)
-    assert result["litgpt"] == {"installed": False, "install": "pip install litgpt"}
+    hint = "pip install --no-deps litgpt lightning lightning-utilities torchmetrics"
+    assert result["litgpt"] == {"installed": False, "install": hint}
     assert {r["impl"] for r in result["training"]} == {"manual", "fused"}
-    assert (
-        "litgpt is not installed, so no comparison with it (pip install litgpt to add one)" in capsys.readouterr().out
-    )
+    assert f"litgpt is not installed, so no comparison with it ({hint} to add one)" in capsys.readouterr().out
 
 
 def test_litgpt_twin_holds_as_many_parameters_as_ours():
