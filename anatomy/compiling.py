@@ -4,7 +4,7 @@ On a CPU, torch 2.13 has fused kernels for LayerNorm and GELU, the 2017 parts, b
 RMSNorm's backward, RoPE and SwiGLU's gate from several small ops, each one more pass over memory.
 `torch.compile` writes one loop for each such chain. On the 2-core bench machine it makes a llama
 step 6-9% faster; a vanilla step, whose parts all have fused kernels already, gets 3-8% slower
-(three bench runs; README, "Speed"). It computes the same model: losses agree with the eager ones to
+(three bench runs; docs/speed.md). It computes the same model: losses agree with the eager ones to
 float rounding (tests/test_train.py).
 
 It costs a one-off compilation, 17-20 s for a chapter-size model (seconds when torch's on-disk

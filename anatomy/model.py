@@ -135,7 +135,7 @@ class RotaryEmbedding(nn.Module):
         """cos and sin for positions start .. start+length-1, extending the tables on demand.
 
         Tables rather than computing the angles at every call: generating one token at a time pays
-        for it (measured: README, Speed)."""
+        for it (measured: docs/speed.md)."""
         end = start + length
         if end > self.cos.shape[0]:
             self._set_length(max(end, 2 * self.cos.shape[0]), self.cos.device)
@@ -229,7 +229,7 @@ class CausalSelfAttention(nn.Module):
         gqa = self.n_kv_head != self.n_head
         if start == 0:
             return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
-        # One new token after the cache may see every key: no mask to build (measured: README, Speed).
+        # One new token after the cache may see every key: no mask to build (measured: docs/speed.md).
         if T == 1:
             return F.scaled_dot_product_attention(q, k, v, enable_gqa=gqa)
         # With a cache, query i sits at position start + i: allow keys up to there.

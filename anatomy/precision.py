@@ -3,7 +3,7 @@
 `bf16` is autocast, the way nanoGPT and litgpt (`bf16-mixed`) train: the weights, their gradients
 and AdamW's state stay float32; inside `autocast()` the matrix multiplies and attention run in
 bfloat16, and the loss (cross-entropy) in float32. Half the bytes per number and, on hardware
-with bf16 instructions, about 1.4x the multiplies per second (README, "Speed").
+with bf16 instructions, 1.15-1.26x faster steps on the 2-core bench machine (docs/speed.md).
 
 `auto` picks bf16 where the hardware multiplies it natively (a CUDA GPU that supports it, a CPU
 with `avx512_bf16` or AMX) and fp32 elsewhere. On Apple `mps` it picks fp32: bf16 there has not

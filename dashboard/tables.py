@@ -16,7 +16,7 @@ RUN_COLUMNS = {
     "final_train_loss": st.column_config.NumberColumn("final train", format="%.4f"),
     "step_time_ms": st.column_config.NumberColumn("ms / step", format="%.1f"),
     "tokens_per_s": st.column_config.NumberColumn("tokens / s", format="%.0f"),
-    # step times of a compiled and an eager run are not like for like (README, "Speed")
+    # step times of a compiled and an eager run are not like for like (docs/speed.md)
     "compiled": st.column_config.CheckboxColumn("compiled", help="training steps ran through torch.compile"),
     "last_step": st.column_config.NumberColumn("steps", format="%d"),
     "elapsed_s": st.column_config.NumberColumn("wall-clock (s)", format="%.1f"),
