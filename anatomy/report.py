@@ -36,11 +36,12 @@ from anatomy.errors import AnatomyError
 from anatomy.groups import STUDY_GROUPS, is_study
 from anatomy.exams import fraction_words, speedup_words, weighted_loss
 from anatomy.exams.depth import DEPTH_FOLDER
-from anatomy.precision_report import precision_section
+from anatomy.precision_report import HEADLINE_CLAIMS, precision_section
 from anatomy.scale_report import (
     best_val_by_size,
     largest_as_headline,
     scale_data,
+    scale_answer,
     scale_section,
 )
 from anatomy.report_data import (
@@ -67,7 +68,7 @@ from anatomy.report_data import (
 
 # The README sections this report writes, each between `<!-- report:NAME:start -->` and
 # `<!-- report:NAME:end -->` lines: the results, and the wall time of each target.
-README_BLOCKS = ("results", "costs")
+README_BLOCKS = ("headline", "costs")
 # the chapter's own figures, quoted beside ours (its blog corpus: vocabulary 1,719)
 CHAPTER = {
     "vanilla_best": (3.706, 3.705),
@@ -907,13 +908,18 @@ FIGURE_TITLES = {
 # The report
 
 
+def figure_link(name: str, figure_names: list[str], image_prefix: str) -> str:
+    """A drawn figure as Markdown after a blank line; nothing where it was not drawn."""
+    return f"\n\n![{FIGURE_TITLES[name]}]({image_prefix}{name}.png)" if name in figure_names else ""
+
+
 def render(everything: ReportData, figure_names: list[str], image_prefix: str = "", costs: bool = True) -> str:
     """The report's Markdown body (### sections); figures are linked as image_prefix + name.png.
     The grid's sections read the grid's runs only; each study has a section of its own."""
     data = only_runs_of(everything, None)
 
     def figure(name: str) -> str:
-        return f"\n\n![{FIGURE_TITLES[name]}]({image_prefix}{name}.png)" if name in figure_names else ""
+        return figure_link(name, figure_names, image_prefix)
 
     n_done = int((data.runs["status"] != "running").sum())
     grid = (data.provenance or {}).get("grid", {})
@@ -966,10 +972,28 @@ def render(everything: ReportData, figure_names: list[str], image_prefix: str = 
     return "\n".join(lines) + "\n"
 
 
+def headline_block(everything: ReportData, figure_names: list[str], image_prefix: str) -> str:
+    """The README's headline: the two models, the headline claims' verdicts, and the scale
+    study's answer once it has one (the full report holds the rest)."""
+    data = only_runs_of(everything, None)
+    verdicts = md_table(
+        ["the chapter says", "chapter's figure", "measured here", "verdict"],
+        [[c.claim, c.chapter, c.measured, c.verdict] for c in claims(data)[:HEADLINE_CLAIMS]],
+    )
+    parts = [
+        "Val loss in nats per character on the default corpus, seeds 42 / 7.",
+        headline_section(data) + figure_link("headline", figure_names, image_prefix),
+        verdicts,
+    ]
+    if answer := scale_answer(everything):
+        parts.append(f"**{STUDY_GROUPS['scale']}** {answer} ([docs/scale.md](docs/scale.md))")
+    return "\n\n".join(parts) + "\n"
+
+
 def readme_blocks(data: ReportData, figure_names: list[str], image_prefix: str) -> dict[str, str]:
     """The README's generated sections by name (README_BLOCKS)."""
     costs = costs_section(data) or "No shipped run records its wall time yet."
-    return {"results": render(data, figure_names, image_prefix, costs=False), "costs": costs + "\n"}
+    return {"headline": headline_block(data, figure_names, image_prefix), "costs": costs + "\n"}
 
 
 def markers(name: str) -> tuple[str, str]:

@@ -207,6 +207,19 @@ def other_lr_text(study: ReportData) -> str | None:
     return " ".join(sentences) or None
 
 
+def scale_answer(everything: ReportData) -> str | None:
+    """The study's answer in two sentences (the report's section and the README's headline), or
+    None before any size has both models."""
+    study = scale_data(everything)
+    found = sizes(study)
+    if not found:
+        return None
+    return (
+        f"{where_it_wins(found)} Learning fast is pure gain when the data is read less than once "
+        f"(the chapter's hypothesis): {verdict(study, found)}."
+    )
+
+
 def scale_section(everything: ReportData) -> str | None:
     """The section's text without its ablation table (the report adds that), or None before
     any size has both models."""
@@ -220,9 +233,7 @@ def scale_section(everything: ReportData) -> str | None:
         "context) over the training characters. Seed noise at a size: the larger of the two models' "
         "spread of best val over seeds there. All runs share one validation set of poems and one "
         "vocabulary, so every number in a column compares.",
-        where_it_wins(found),
-        f"Learning fast is pure gain when the data is read less than once (the chapter's hypothesis): "
-        f"{verdict(study, found)}.",
+        scale_answer(everything),
     ]
     if lr_text := other_lr_text(study):
         parts.append(lr_text)

@@ -20,7 +20,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from anatomy.results import SCHEMA_PATH, collect
-from run_folders import write_fixture_grid, write_run_folder
+from run_folders import LLAMA_PARTS, write_fixture_grid, write_run_folder
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:  # the dashboard is an app folder, not an installed package
@@ -28,7 +28,7 @@ if str(REPO_ROOT) not in sys.path:  # the dashboard is an app folder, not an ins
 from dashboard import analysis, loaders  # noqa: E402
 
 APP = REPO_ROOT / "dashboard" / "streamlit_app.py"
-PAGES = ["overview", "listen", "curves", "overfitting", "ablations", "breaks", "exams", "samples"]
+PAGES = ["overview", "listen", "curves", "overfitting", "ablations", "breaks", "exams", "studies", "samples"]
 
 
 @pytest.fixture(autouse=True)
@@ -258,6 +258,8 @@ def test_views_survive_non_finite_losses_and_a_running_grid(fixture_grid_db, pag
     # every view draws something (the fixture grid was never examined: the Exams page says how to fill it)
     if page == "exams":
         assert len(app.info) >= 4 and all("snakemake --cores 1 exams" in info.value for info in app.info)
+    elif page == "studies":  # the fixture grid has no study: the page says how to run each
+        assert len(app.info) == 2 and all("snakemake" in info.value for info in app.info)
     else:
         assert app.get("vega_lite_chart") or app.text
     if page == "breaks":
@@ -644,13 +646,13 @@ def test_listen_without_weights_says_why_and_offers_the_stored_sample(fixture_gr
 
 def test_the_dashboard_listens_on_this_machine_only_by_default():
     """The sidebar opens any path the server can read: only this machine may reach it, unless
-    the README's `--server.address` is given on purpose."""
+    docs/dashboard.md's `--server.address` is given on purpose."""
     import tomllib
 
     settings = tomllib.loads((REPO_ROOT / ".streamlit" / "config.toml").read_text(encoding="utf-8"))
     assert settings["server"]["address"] == "localhost"
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    assert "streamlit run dashboard --server.address 0.0.0.0" in readme
+    page = (REPO_ROOT / "docs" / "dashboard.md").read_text(encoding="utf-8")
+    assert "streamlit run dashboard --server.address 0.0.0.0" in page
 
 
 def test_a_view_that_reads_outside_the_database_is_refused_in_words(tmp_path):
@@ -661,3 +663,92 @@ def test_a_view_that_reads_outside_the_database_is_refused_in_words(tmp_path):
         con.execute(f"CREATE VIEW samples AS SELECT content AS text FROM read_text('{secret}')")
     with pytest.raises(loaders.DatabaseProblem, match="asks to read outside itself, which the dashboard refuses"):
         loaders.run_query(str(db), "SELECT * FROM samples")
+
+
+# ---------------------------------------------------------------------------------------------
+# Studies: the questions asked beside the grid, in the report's own sentences
+
+# fixture runs read 100 steps x 256 tokens: these sizes are read 64 times, 8 times and once
+SCALE_SIZES = {"s": 400, "m": 3_200, "l": 25_600}
+
+
+@pytest.fixture(scope="module")
+def studies_db(tmp_path_factory) -> Path:
+    """The fixture grid, the scale study at three sizes (llama no better on the smallest, lower
+    by 0.1 and 0.3 on the others) and the bf16 headline pair, collected by the real code."""
+    root = tmp_path_factory.mktemp("studies_db")
+    runs = root / "runs"
+    write_fixture_grid(runs)
+    floors = {"s": (2.0, 2.0), "m": (1.9, 1.8), "l": (1.8, 1.5)}
+    for size, (vanilla_floor, llama_floor) in floors.items():
+        data = {"vocab_size": 50, "train_tokens": SCALE_SIZES[size], "val_tokens": 500, "corpus": f"poems_{size}"}
+        for seed in (42, 7):
+            common = dict(group="scale", data=data, train={"precision": "bf16"})
+            write_run_folder(runs, f"scale_vanilla_{size}", seed, preset="vanilla", floor=vanilla_floor, **common)
+            write_run_folder(
+                runs,
+                f"scale_llama_{size}",
+                seed,
+                preset="llama",
+                model=LLAMA_PARTS,
+                floor=llama_floor,
+                baseline=f"scale_vanilla_{size}",
+                **common,
+            )
+    for seed in (42, 7):  # the grid's headline pair again in bf16, a hair off its fp32 twins
+        bf16 = dict(group="precision", train={"precision": "bf16"})
+        write_run_folder(runs, "vanilla_bf16", seed, preset="vanilla", floor=2.301, turn_step=70, **bf16)
+        write_run_folder(runs, "llama_bf16", seed, preset="llama", model=LLAMA_PARTS, floor=2.101, turn_step=40, **bf16)
+    db = root / "anatomy.duckdb"
+    collect(runs, db)
+    return db
+
+
+def test_the_studies_page_says_the_reports_findings(studies_db, monkeypatch):
+    from anatomy.precision_report import precision_section
+    from anatomy.report_data import load
+    from anatomy.scale_report import scale_answer, scale_data, sizes, verdict, where_it_wins
+
+    everything = load(studies_db)
+    study = scale_data(everything)
+    app = open_page(studies_db, "studies", monkeypatch)
+    said = [element.value for element in app.markdown]
+    # the page opens with the package's sentences, not a second wording of them
+    wins = where_it_wins(sizes(study))
+    assert "lower beyond seed noise on 3,200, 25,600 characters" in wins
+    assert said[0] == scale_answer(everything)
+    assert said[0].startswith(wins) and verdict(study, sizes(study)) in said[0]
+    assert any(sentence.startswith("| training characters |") for sentence in said)  # the size table
+    # the precision study: the report's summary sentence and its two tables
+    summary = [block for block in precision_section(everything).split("\n\n") if not block.startswith("|")]
+    assert summary and all(sentence in said for sentence in summary)
+    assert not app.info
+    # the figure: every run of the pair at every size, one point each
+    size_points, curves = chart_tables(app)
+    assert len(size_points.dropna(subset=["seed"])) == 12
+
+
+def test_the_size_selectbox_chooses_whose_curves_are_drawn(studies_db, monkeypatch):
+    app = open_page(studies_db, "studies", monkeypatch)
+    size = app.selectbox(key="studies_size")
+    assert size.options == [
+        "400 characters (read 64x)",
+        "3,200 characters (read 8x)",
+        "25,600 characters (read 1x)",
+    ]
+    assert size.value == 25_600  # the largest first: the size the verdict is judged at
+    _, curves = chart_tables(app)
+    assert set(curves["experiment"]) == {"scale_vanilla_l", "scale_llama_l"}
+    size.set_value(400).run()
+    assert not app.exception
+    _, curves = chart_tables(app)
+    assert set(curves["experiment"]) == {"scale_vanilla_s", "scale_llama_s"}
+    assert set(curves["split"]) == {"val", "train"} and set(curves["seed"]) == {42, 7}
+
+
+def test_the_studies_page_on_a_grid_without_studies_says_how_to_run_them(fixture_grid_db, monkeypatch):
+    app = open_page(fixture_grid_db, "studies", monkeypatch)
+    scale, precision = (info.value for info in app.info)
+    assert "`snakemake --cores 2 --config train_threads=1 scale_stage1`" in scale
+    assert "`snakemake --cores 2 --config train_threads=1 precision_check`" in precision
+    assert not app.get("vega_lite_chart")

@@ -248,9 +248,9 @@ def test_checkpoint_option_and_bad_output_folders(llama_runs, tmp_path, capsys):
 
 
 def readme_export_section() -> str:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    # up to the next heading of its level or above (### Scaling out has a table of its own)
-    return re.split(r"\n#{2,3} ", readme.split("### Export to Hugging Face", 1)[1], maxsplit=1)[0]
+    """docs/export.md, the export's page, up to its first sub-heading."""
+    page = (REPO / "docs" / "export.md").read_text(encoding="utf-8")
+    return re.split(r"\n#{2,3} ", page.split("# Export to Hugging Face", 1)[1], maxsplit=1)[0]
 
 
 def test_the_readme_lines_load_the_export_and_generate(exports, capsys):

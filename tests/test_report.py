@@ -434,7 +434,7 @@ def test_report_on_real_tiny_runs(dashboard_db):
 def test_cli_writes_report_figures_and_readme_section(fixture_runs, tmp_path, capsys):
     runs_root, _ = fixture_runs
     readme = tmp_path / "README.md"
-    (results_start, results_end), (costs_start, costs_end) = report.markers("results"), report.markers("costs")
+    (results_start, results_end), (costs_start, costs_end) = report.markers("headline"), report.markers("costs")
     readme.write_text(
         f"# Title\n\n## Costs\n{costs_start}\nold costs\n{costs_end}\n\n"
         f"## Results\n\n{results_start}\nold numbers\n{results_end}\n\n## After\n"
@@ -449,10 +449,15 @@ def test_cli_writes_report_figures_and_readme_section(fixture_runs, tmp_path, ca
     assert "old numbers" not in text and "old costs" not in text
     # the fixture runs record no wall time (no grid.json beside them)
     assert report.readme_block(text, "costs") == "No shipped run records its wall time yet.\n"
-    block = report.readme_block(text, "results")
-    # the README's copy links the figures from its own folder
+    block = report.readme_block(text, "headline")
+    # the README's headline links the figure from its own folder, and holds the report's own
+    # headline table and verdicts, word for word
     assert "](docs/results/headline.png)" in block
-    assert block == (out / "report.md").read_text().removeprefix("# Results\n\n").replace("](", "](docs/results/")
+    full = (out / "report.md").read_text()
+    headline_table = full.split("### Headline: the 2017 Transformer vs the mini-LLaMA\n\n")[1].split("\n\n")[0]
+    assert headline_table in block
+    for row in table_rows(full, "The chapter's claims")[:3]:
+        assert "| " + " | ".join(row) + " |" in block
 
 
 def test_cli_errors_are_one_line(fixture_runs, tmp_path, capsys):
@@ -473,12 +478,12 @@ def test_cli_errors_are_one_line(fixture_runs, tmp_path, capsys):
     )
     assert "--readme with --no-figures would drop the README's figures" in capsys.readouterr().err
     assert main(["report", "--runs", str(runs_root), "--out", str(tmp_path / "o"), "--readme", str(readme)]) == 2
-    assert "<!-- report:results:start -->" in capsys.readouterr().err
+    assert "<!-- report:headline:start -->" in capsys.readouterr().err
     assert readme.read_text() == "# no markers\n"
 
 
 def test_readme_results_come_from_the_shipped_reference_runs():
-    """The README's results section is what `anatomy report` makes of results/reference: no drift."""
+    """The README's headline and costs are what `anatomy report` makes of results/reference: no drift."""
     reference = REPO / "results" / "reference"
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     assert (reference / "runs").is_dir(), "results/reference/runs is missing: the README's numbers have no source"
