@@ -77,8 +77,16 @@ def verdict_rows(study: ReportData, grid: ReportData, pairs: pd.DataFrame) -> tu
     return rows, all(a.verdict == b.verdict for a, b in zip(fp32, bf16))
 
 
-def precision_section(data: ReportData) -> str | None:
-    """The section, or None while no bf16 run has an fp32 twin."""
+@dataclasses.dataclass
+class PrecisionFindings:
+    answer: str  # the finding in two sentences
+    comparison: str  # each bf16 run against its fp32 twin (a Markdown table)
+    verdicts: str  # the headline claims' verdicts in fp32 and in bf16 (a Markdown table)
+
+
+def precision_findings(data: ReportData) -> PrecisionFindings | None:
+    """The study's findings (the report's section and the dashboard's page say them alike), or
+    None while no bf16 run has an fp32 twin."""
     study, grid = only_runs_of(data, STUDY), only_runs_of(data, None)
     pairs = fp32_twins(study, grid)
     if pairs.empty:
@@ -87,15 +95,19 @@ def precision_section(data: ReportData) -> str | None:
     gaps = (pairs["best_val_loss_bf16"] - pairs["best_val_loss_fp32"]).abs()
     inside = int((gaps < noise).sum())
     rows, same = verdict_rows(study, grid, pairs)
-    verdicts = md_table(["the chapter says", "verdict, fp32 grid", "verdict, bf16 runs", "same?"], rows)
-    summary = (
+    answer = (
         f"{inside} of {len(pairs)} runs move their best val by less than the seed noise ({fmt(noise)} nats: "
         f"the spread of the fp32 headline models' best val over seeds); the largest move is "
         f"{fmt(gaps.max())}. "
-        + (
-            "Every headline verdict is the same in bf16."
-            if same
-            else "**Some headline verdicts differ in bf16**: see the table."
-        )
+        + ("Every headline verdict is the same in bf16." if same else "**Some headline verdicts differ in bf16**.")
     )
-    return "\n\n".join([comparison_table(pairs), summary, verdicts])
+    verdicts = md_table(["the chapter says", "verdict, fp32 grid", "verdict, bf16 runs", "same?"], rows)
+    return PrecisionFindings(answer, comparison_table(pairs), verdicts)
+
+
+def precision_section(data: ReportData) -> str | None:
+    """The report's section: the comparison, the answer, the verdicts side by side."""
+    findings = precision_findings(data)
+    if findings is None:
+        return None
+    return "\n\n".join([findings.comparison, findings.answer, findings.verdicts])

@@ -91,16 +91,20 @@ def final_steps(runs: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
 BEYOND = {-1: "**yes**, llama lower", 1: "**yes**, vanilla lower", 0: "no", None: "needs two seeds"}
 
 
+def times_read(study: ReportData, train_tokens: int) -> float:
+    """How many times the runs of one training-set size read their text by their last evaluation
+    (the median over them: every run of a size takes the same steps)."""
+    runs = final_steps(study.runs[study.runs["train_tokens"] == train_tokens], study.metrics)
+    return float((tokens_read(runs, study.metrics, "last_step") / train_tokens).median())
+
+
 def size_table(study: ReportData, found: list[Size]) -> str:
     rows = []
     for size in found:
-        runs = pd.concat([size.vanilla, size.llama])
-        total = final_steps(runs, study.metrics)
-        read_total = tokens_read(total, study.metrics, "last_step") / total["train_tokens"]
         rows.append(
             [
                 f"{size.train_tokens:,}",
-                f"{read_total.median():.2f}",
+                f"{times_read(study, size.train_tokens):.2f}",
                 per_seed(size.vanilla, "best_val_loss"),
                 per_seed(size.llama, "best_val_loss"),
                 " / ".join(fmt(v, sign=True) for v in size.gap.sort_index(ascending=False)),
@@ -162,7 +166,10 @@ def where_it_wins(found: list[Size]) -> str:
     said = [f"the mini-LLaMA's best val is lower beyond seed noise on {', '.join(wins)} characters" if wins else ""]
     said.append(f"vanilla's on {', '.join(losses)}" if losses else "")
     said = [part for part in said if part]
-    return ("; ".join(said) + ".") if said else "At no size is either model lower beyond seed noise."
+    if not said:
+        return "At no size is either model lower beyond seed noise."
+    sentence = "; ".join(said) + "."
+    return sentence[0].upper() + sentence[1:]
 
 
 def largest_as_headline(study: ReportData) -> ReportData | None:

@@ -495,6 +495,31 @@ def show_problem(problem: DatabaseProblem) -> None:
         st.error(str(problem), icon=":material/warning:")
 
 
+# ---------------------------------------------------------------------------------------------
+# The studies (anatomy/groups.py): their pages show the report's own sentences, so they read the
+# database as the report does (anatomy.report_data.load), not through the queries above.
+
+
+@st.cache_data(show_spinner=False, max_entries=4)
+def _cached_report_data(path: str, version: tuple[int, int, int]):
+    del version  # only part of the cache key
+    from anatomy.report_data import load
+
+    return load(Path(path))
+
+
+def load_report_data(path: str):
+    """Every run of the database, the grid's and the studies', as `anatomy report` reads them
+    (an anatomy.report_data.ReportData). Raises DatabaseProblem."""
+    from anatomy.errors import AnatomyError
+
+    check_schema(path)  # a missing, busy, foreign or older database, in the words of every page
+    try:
+        return _cached_report_data(path, file_version(path))
+    except AnatomyError as err:  # what the schema check cannot see; the report's own words
+        raise DatabaseProblem("invalid", str(err)) from None
+
+
 def require_exams() -> ExamResults:
     """The exam results of the database chosen in the sidebar, or a friendly message and stop.
     A database with no runs is not stopped here: the depth map and the wall clock need none."""

@@ -30,6 +30,7 @@ pages = [
     st.Page(VIEWS / "ablations.py", title="Ablations", icon=":material/extension:"),
     st.Page(VIEWS / "breaks.py", title="Break tests", icon=":material/bolt:"),
     st.Page(VIEWS / "exams.py", title="Exams", icon=":material/quiz:"),
+    st.Page(VIEWS / "studies.py", title="Studies", icon=":material/science:"),
     st.Page(VIEWS / "samples.py", title="Samples", icon=":material/article:"),
 ]
 page = st.navigation(pages)

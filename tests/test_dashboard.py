@@ -705,7 +705,7 @@ def studies_db(tmp_path_factory) -> Path:
 
 
 def test_the_studies_page_says_the_reports_findings(studies_db, monkeypatch):
-    from anatomy.precision_report import precision_section
+    from anatomy.precision_report import precision_findings
     from anatomy.report_data import load
     from anatomy.scale_report import scale_answer, scale_data, sizes, verdict, where_it_wins
 
@@ -719,9 +719,9 @@ def test_the_studies_page_says_the_reports_findings(studies_db, monkeypatch):
     assert said[0] == scale_answer(everything)
     assert said[0].startswith(wins) and verdict(study, sizes(study)) in said[0]
     assert any(sentence.startswith("| training characters |") for sentence in said)  # the size table
-    # the precision study: the report's summary sentence and its two tables
-    summary = [block for block in precision_section(everything).split("\n\n") if not block.startswith("|")]
-    assert summary and all(sentence in said for sentence in summary)
+    # the precision study: the report's answer and its two tables
+    findings = precision_findings(everything)
+    assert {findings.answer, findings.comparison, findings.verdicts} <= set(said)
     assert not app.info
     # the figure: every run of the pair at every size, one point each
     size_points, curves = chart_tables(app)

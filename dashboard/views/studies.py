@@ -1,0 +1,112 @@
+"""Studies: questions asked beside the chapter's grid, each with runs of its own (anatomy/groups.py).
+
+Every finding on this page is the report's own text, made by the same package code
+(anatomy/scale_report.py, anatomy/precision_report.py), so the page and report.md never say it
+two ways. The page adds what a report cannot: the curves of one training-set size at a time.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from anatomy import precision_report, scale_report
+from anatomy.groups import STUDY_GROUPS
+from anatomy.report import ablation_section
+from anatomy.report_data import only_runs_of
+from dashboard import analysis, charts, loaders
+
+TRAIN_SCALE = (
+    "Train them with `snakemake --cores 2 --config train_threads=1 scale_stage1` "
+    "(then `scale_stage2`: the part ablations at the largest size, and `scale_stage3`: both models at lr 1e-3), "
+    "then collect again."
+)
+RUN_PRECISION = (
+    "No bf16 run with an fp32 twin in this database yet. Train them with "
+    "`snakemake --cores 2 --config train_threads=1 precision_check` (the headline pair in bf16; "
+    "their fp32 twins are the grid's headline runs), then collect again."
+)
+
+
+def size_label(size: int, read: float) -> str:
+    """'1,024,000 characters (read 8x)': the size and how often its runs read it, as the size table says."""
+    return f"{size:,} characters" + (f" (read {read:.3g}x)" if pd.notna(read) else "")
+
+
+path = st.session_state.get("db_path") or loaders.default_db_path()
+try:
+    everything = loaders.load_report_data(path)
+except loaders.DatabaseProblem as problem:
+    loaders.show_problem(problem)
+    st.stop()
+
+st.title("Studies")
+st.caption(
+    "Questions asked beside the chapter's grid, each with runs of its own: the grid's pages and tables never "
+    "take them. The sentences below are the report's own."
+)
+
+# ---- scale: when does the mini-LLaMA win?
+st.header(STUDY_GROUPS["scale"], divider="gray")
+study = scale_report.scale_data(everything)
+found = scale_report.sizes(study)
+if study.runs.empty:
+    st.info(f"No scale runs in this database yet. {TRAIN_SCALE}", icon=":material/science:")
+else:
+    if found:
+        # the report's answer (where_it_wins, then the verdict on the chapter's hypothesis), as the README says it
+        st.markdown(scale_report.scale_answer(everything))
+        st.altair_chart(charts.best_val_by_size_chart(scale_report.best_val_by_size(study)), width="stretch")
+        st.caption("Best val against training-set size: a line through the mean over seeds, the band from min to max.")
+        st.markdown(scale_report.size_table(study, found))
+        if lr_text := scale_report.other_lr_text(study):
+            st.markdown(lr_text)
+    else:  # runs, but no size with both models yet (a stage still training)
+        st.info(f"No training-set size has both models yet. {TRAIN_SCALE}", icon=":material/science:")
+
+    # the curves of one size at a time: on one log axis the sizes' losses would overlap
+    st.subheader("Curves, one training-set size at a time")
+    sizes = sorted(int(size) for size in study.runs["train_tokens"].dropna().unique())
+    if sizes:
+        labels = {size: size_label(size, scale_report.times_read(study, size)) for size in sizes}
+        size = st.selectbox(
+            "Training-set size",
+            sizes,
+            index=len(sizes) - 1,  # the largest: the size the verdict is judged at
+            format_func=labels.get,
+            key="studies_size",
+        )
+        run_ids = study.runs.loc[study.runs["train_tokens"] == size, "run_id"]
+        long = analysis.long_curves(study.metrics[study.metrics["run_id"].isin(run_ids)])
+        if long.empty:
+            st.info("These runs have no finite loss values to draw yet.")
+        else:
+            st.altair_chart(charts.loss_curves(long, by="experiment"), width="stretch")
+            st.caption(
+                "Solid: val; dashed: train; one line per seed. Click an experiment in the legend to highlight it."
+            )
+    else:
+        st.info("These scale runs record no training-set size (`train_tokens`): collect them again.")
+
+    # stage 2, judged by the report's ablation table with this size's seed noise
+    if (largest := scale_report.largest_as_headline(study)) is not None:
+        with st.expander("Which part earned the gap at the largest size (stage 2)"):
+            st.markdown(ablation_section(largest))
+
+# ---- precision: does training in bf16 change any finding?
+st.header(STUDY_GROUPS["precision"], divider="gray")
+findings = precision_report.precision_findings(everything)
+if findings is None:
+    bf16_runs = only_runs_of(everything, precision_report.STUDY).runs
+    said = (
+        f"{len(bf16_runs)} bf16 run(s) here, but none has its fp32 twin in the grid yet (same model, seed and "
+        "corpus): `snakemake --cores 2 --config train_threads=1 headline` trains the twins."
+        if not bf16_runs.empty
+        else RUN_PRECISION
+    )
+    st.info(said, icon=":material/science:")
+else:
+    # the answer first, then the report's two tables: each run against its twin, the verdicts
+    st.markdown(findings.answer)
+    st.markdown(findings.comparison)
+    st.markdown(findings.verdicts)
