@@ -534,3 +534,34 @@ def test_costs_sum_each_targets_training_jobs_and_the_whole_grid(tmp_path):
     assert "On a CPU (cpu, torch 2.13.0), runs finished on 2026-11-30." in section
     undated = {"runs": runs, "grid": {key: grid[key] for key in ("machines", "devices", "torch_versions")}}
     assert "On a CPU (cpu, torch 2.13.0), finish dates not recorded." in report.costs_section(load(db, undated))
+
+
+def test_the_costs_estimate_the_grids_night_in_bf16_from_measured_runs(tmp_path):
+    """Each grid run costs what the precision study's run of its depth cost; a depth not measured
+    in bf16 yet is said, not guessed."""
+    bf16 = {"group": "precision", "train": {"precision": "bf16"}}
+    db = grid_db(
+        tmp_path,
+        vanilla={},
+        mqa={"group": "break", "model": {**LLAMA_PARTS, "n_kv_head": 1}},
+        deep_pre_nowarmup={"group": "break", "n_layer": 12, "model": LLAMA_PARTS},
+        vanilla_bf16={**bf16, "preset": "vanilla"},
+        deep_pre_nowarmup_bf16={**bf16, "n_layer": 12, "model": LLAMA_PARTS},
+    )
+    record = {"finished_utc": "2026-11-30T10:30:00Z", "train_s": 0}
+    fp32 = {f"{name}/seed{seed}": {**record, "job_s": 1800} for name in ("vanilla", "mqa") for seed in (42, 7)}
+    fp32 |= {f"deep_pre_nowarmup/seed{seed}": {**record, "job_s": 3600} for seed in (42, 7)}
+    shallow = {f"vanilla_bf16/seed{seed}": {**record, "job_s": 1200} for seed in (42, 7)}
+    deep = {f"deep_pre_nowarmup_bf16/seed{seed}": {**record, "job_s": 2400} for seed in (42, 7)}
+    grid = {"machines": ["a CPU"], "devices": ["cpu"], "torch_versions": ["2.13.0"]}
+
+    section = report.costs_section(load(db, {"runs": fp32 | shallow, "grid": grid}))
+    rows = {row[0]: row[1:] for row in table_rows("### Costs\n" + section, "Costs")}
+    assert rows["the whole grid (`all`)"][0] == "6"  # the bf16 runs are not the grid's
+    assert rows["`precision_check` (a study, not in `all`)"] == ["2", "20.0", "0.67", "0.33", "bf16"]
+    assert "the 12-layer runs are not measured in bf16 yet, so the grid's night in bf16 is not estimated" in section
+
+    # 4 four-layer grid runs at 20 minutes and 2 twelve-layer ones at 40: 2.7 run-hours
+    section = report.costs_section(load(db, {"runs": fp32 | shallow | deep, "grid": grid}))
+    assert "4-layer 20.0 minutes a run, 12-layer 40.0 minutes a run" in section
+    assert "would take 2.7 run-hours, 1.3 h on two lanes that never idle: within a 8-hour night" in section
