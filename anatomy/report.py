@@ -400,7 +400,7 @@ def night_in_bf16(data: ReportData, grid_records: dict[str, Any], bf16_records: 
     fits = "within" if hours / 2 <= NIGHT_HOURS else "beyond"
     return (
         f" In bf16 (the precision study's runs: {said}), the grid's training would take {hours:.1f} run-hours, "
-        f"{hours / 2:.1f} h on two lanes that never idle: {fits} a {NIGHT_HOURS}-hour night before the exams."
+        f"{hours / 2:.1f} h on two lanes that never idle: {fits} one {NIGHT_HOURS}-hour night before the exams."
     )
 
 

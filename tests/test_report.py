@@ -561,7 +561,7 @@ def test_the_costs_estimate_the_grids_night_in_bf16_from_measured_runs(tmp_path)
     assert rows["`precision_check` (a study, not in `all`)"] == ["2", "20.0", "0.67", "0.33", "bf16"]
     assert "the 12-layer runs are not measured in bf16 yet, so the grid's night in bf16 is not estimated" in section
 
-    # 4 four-layer grid runs at 20 minutes and 2 twelve-layer ones at 40: 2.7 run-hours
+    # 4 one-layer grid runs at 20 minutes and 2 twelve-layer ones at 40: 2.7 run-hours
     section = report.costs_section(load(db, {"runs": fp32 | shallow | deep, "grid": grid}))
-    assert "4-layer 20.0 minutes a run, 12-layer 40.0 minutes a run" in section
-    assert "would take 2.7 run-hours, 1.3 h on two lanes that never idle: within a 8-hour night" in section
+    assert "1-layer 20.0 minutes a run, 12-layer 40.0 minutes a run" in section  # the fixture is 1 layer deep
+    assert "would take 2.7 run-hours, 1.3 h on two lanes that never idle: within one 8-hour night" in section
