@@ -54,6 +54,7 @@ from anatomy.report_data import (
     baseline_deltas,
     headline_noise,
     headline_of,
+    job_seconds,
     load,
     load_runs,
     md_table,
@@ -296,12 +297,6 @@ def claims_section(data: ReportData) -> str:
         ["the chapter says", "chapter's figure", "measured here", "verdict"],
         [[c.claim, c.chapter, c.measured, c.verdict] for c in claims(data)],
     )
-
-
-def job_seconds(entry: dict[str, Any]) -> float:
-    """A run's training job: Snakemake's benchmark of it, or, for a run resumed after an interruption
-    (whose last job timed only the rest), its training time over every part, whichever is longer."""
-    return max(entry["job_s"] or 0.0, entry["train_s"] or 0.0)
 
 
 def wall_clock_hours(entries: list[dict[str, Any]]) -> float:

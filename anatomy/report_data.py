@@ -22,7 +22,7 @@ import pandas as pd
 from anatomy.config import ModelConfig, TrainConfig
 from anatomy.errors import AnatomyError
 from anatomy.groups import is_study
-from anatomy.results import missing_columns, open_read_only
+from anatomy.results import check_database_path, missing_columns, open_read_only
 
 MODEL_FIELDS = {field.name for field in dataclasses.fields(ModelConfig)}
 
@@ -155,6 +155,7 @@ def only_runs_of(data: ReportData, study: str | None) -> ReportData:
 
 def load(db_path: Path, provenance: dict[str, Any] | None = None) -> ReportData:
     """Every run of the database, the grid's and the studies' (`only_runs_of` tells them apart)."""
+    check_database_path(db_path)
     if not Path(db_path).is_file():
         raise AnatomyError(f"--db {db_path}: no such database (make one with `python -m anatomy collect`)")
     try:
@@ -327,6 +328,13 @@ def headline_noise(data: ReportData) -> float:
     headline models (both baselines), so one baseline's lucky agreement between two seeds does
     not make every difference look real."""
     return seed_noise(data, data.runs.loc[data.runs["group"] == "headline", "experiment"].unique())
+
+
+def job_seconds(entry: dict[str, Any]) -> float:
+    """A shipped run's training job (a grid.json record): Snakemake's benchmark of it, or, for a run
+    resumed after an interruption (whose last job timed only the rest), its training time over
+    every part, whichever is longer."""
+    return max(entry["job_s"] or 0.0, entry["train_s"] or 0.0)
 
 
 def read_provenance(path: Path | None) -> dict[str, Any] | None:

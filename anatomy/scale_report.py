@@ -22,6 +22,7 @@ from anatomy.config import TrainConfig
 from anatomy.report_data import (
     ReportData,
     fmt,
+    job_seconds,
     md_table,
     only_runs_of,
     paired_deltas,
@@ -98,6 +99,14 @@ def times_read(study: ReportData, train_tokens: int) -> float:
     return float((tokens_read(runs, study.metrics, "last_step") / train_tokens).median())
 
 
+def minutes_per_run(study: ReportData, train_tokens: int) -> str:
+    """The mean training job of this size's shipped runs, in minutes (grid.json); "–" unrecorded."""
+    records = (study.provenance or {}).get("runs", {})
+    run_ids = study.runs.loc[study.runs["train_tokens"] == train_tokens, "run_id"]
+    jobs = [job_seconds(records[run_id]) for run_id in run_ids if run_id in records]
+    return f"{sum(jobs) / len(jobs) / 60:.1f}" if jobs else "–"
+
+
 def size_table(study: ReportData, found: list[Size]) -> str:
     rows = []
     for size in found:
@@ -105,6 +114,7 @@ def size_table(study: ReportData, found: list[Size]) -> str:
             [
                 f"{size.train_tokens:,}",
                 f"{times_read(study, size.train_tokens):.2f}",
+                minutes_per_run(study, size.train_tokens),
                 per_seed(size.vanilla, "best_val_loss"),
                 per_seed(size.llama, "best_val_loss"),
                 " / ".join(fmt(v, sign=True) for v in size.gap.sort_index(ascending=False)),
@@ -119,6 +129,7 @@ def size_table(study: ReportData, found: list[Size]) -> str:
         [
             "training characters",
             "times read by the run",
+            "minutes per run",
             "vanilla best val",
             "mini-LLaMA best val",
             "llama minus vanilla",
@@ -237,7 +248,8 @@ def scale_section(everything: ReportData) -> str | None:
     parts = [
         size_table(study, found),
         "Best val in nats per character, seeds 42 / 7. Times read: tokens seen (steps x batch x "
-        "context) over the training characters. Seed noise at a size: the larger of the two models' "
+        "context) over the training characters. Minutes per run: the shipped runs' training jobs "
+        "(the costs table has the study's total). Seed noise at a size: the larger of the two models' "
         "spread of best val over seeds there. All runs share one validation set of poems and one "
         "vocabulary, so every number in a column compares.",
         scale_answer(everything),

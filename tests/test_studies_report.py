@@ -53,7 +53,7 @@ def test_the_scale_section_finds_each_size_and_where_llama_wins(grid_and_scale):
     assert found[-1].gap.round(3).tolist() == [-0.3, -0.3]
     text = report.render(grid_and_scale, [])
     section = text.split("### When does the mini-LLaMA win?")[1].split("###")[0]
-    assert "| 25,600 | 1.00 |" in section and "| 400 | 64.00 |" in section
+    assert "| 25,600 | 1.00 | – |" in section and "| 400 | 64.00 | – |" in section  # no grid.json: no minutes
     assert "lower beyond seed noise on 3,200, 25,600 characters" in section
     assert "**reproduced**: on 25,600 characters, read at most once" in section
 
