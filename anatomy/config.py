@@ -209,6 +209,9 @@ def preset(name: str, **overrides: Any) -> ModelConfig:
 
 Schedule = Literal["constant", "cosine"]
 DEVICE_PATTERN = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+# The largest seed torch.manual_seed takes (an unsigned 64-bit number); the batch RNG takes any
+# seed >= 0, so this is the bound for both
+SEED_MAX = 2**64 - 1
 
 
 @dataclass(frozen=True)
@@ -246,6 +249,11 @@ class TrainConfig:
         for name in ("warmup_steps", "min_lr", "weight_decay", "grad_clip", "threads", "seed"):
             if getattr(self, name) < 0:
                 raise AnatomyError(f"TrainConfig.{name} = {getattr(self, name)!r} is not valid: expected >= 0")
+        if self.seed > SEED_MAX:  # checked here, before a run folder is written, not by torch mid-start
+            raise AnatomyError(
+                f"TrainConfig.seed = {self.seed} is not valid: expected 0 to {SEED_MAX} (2**64 - 1, "
+                "the largest seed torch takes)"
+            )
         if not DEVICE_PATTERN.match(self.device):
             raise AnatomyError(
                 f"TrainConfig.device = {self.device!r} is not valid: expected auto, cpu, mps, cuda or cuda:N"

@@ -15,24 +15,37 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import time
 from pathlib import Path
 from typing import Iterator
 
 import torch
 
 from anatomy.atomic import write_json
-from anatomy.config import ModelConfig
+from anatomy.config import SEED_MAX, ModelConfig
 from anatomy.errors import AnatomyError
 from anatomy.memorisation import Memorisation, annotate, data_dir_of
 from anatomy.model import MiniLM
-from anatomy.run_files import read_summary
+from anatomy.run_files import read_run_config, read_summary
 from anatomy.precision import autocast
-from anatomy.runs import CHECKPOINTS, RunFolder, load_checkpoint, run_precision
+from anatomy.runs import (
+    CHECKPOINTS,
+    RunFolder,
+    check_checkpoint_belongs,
+    load_checkpoint,
+    naming_a_full_disk,
+    run_precision,
+)
 from anatomy.tokenizer import CharTokenizer
 from anatomy.weights import SUFFIX, load_weights
 
 DEFAULT_PREFIX = "## "
 DEFAULT_TEMPERATURE = 0.8  # what the workflow samples at, and what `anatomy export` records
+# Long generations show their progress on stderr: from this many characters (seconds of work on a
+# CPU) on, and with a warning when, measured on the first MEASURE_CHARS, it will take over SLOW_S
+PROGRESS_FROM = 10_000
+MEASURE_CHARS = 1_000
+SLOW_S = 60
 
 
 def load_model(run_dir: str | Path, checkpoint: str = "last") -> tuple[MiniLM, CharTokenizer]:
@@ -46,10 +59,14 @@ def load_model(run_dir: str | Path, checkpoint: str = "last") -> tuple[MiniLM, C
     if checkpoint in CHECKPOINTS and not run.checkpoint_file(checkpoint).is_file() and weights.is_file():
         path = weights
         state, model_config, vocab = load_weights(weights)
+        saved_config = {"model": model_config}  # a weights file keeps the model's config alone
     else:
         path = run.checkpoint(checkpoint)
         saved = load_checkpoint(path)
-        state, model_config, vocab = saved["model"], saved["config"]["model"], saved["vocab"]
+        saved_config = saved["config"]
+        state, model_config, vocab = saved["model"], saved_config["model"], saved["vocab"]
+    if run.config.is_file():  # a checkpoint copied in from another run is named, not sampled
+        check_checkpoint_belongs(path, saved_config, read_run_config(run.config), run.config)
     model = MiniLM(ModelConfig.from_dict(model_config, source=f"{path} config"))
     model.load_state_dict(state)
     return model.eval(), CharTokenizer(vocab, source=f"vocabulary of {path}")
@@ -140,6 +157,45 @@ def sample(
     return prefix + "".join(char for char, _ in new)
 
 
+def seconds_text(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
+def with_progress(chars: Iterator[tuple[str, int]], total: int, label: str) -> Iterator[tuple[str, int]]:
+    """The stream, unchanged; on stderr, how far a long generation has come: a bar on a terminal,
+    a line every tenth in a log; and a warning once the speed says it will take long."""
+    bar = None
+    if sys.stderr.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(total=total, desc=label, unit="char", unit_scale=True, dynamic_ncols=True)
+    start, every = time.perf_counter(), max(1, total // 10)
+    for done, item in enumerate(chars, 1):
+        yield item
+        if bar is not None:
+            bar.update(1)
+        if done == MEASURE_CHARS or done % every == 0:
+            elapsed = time.perf_counter() - start
+            left = elapsed / done * (total - done)
+            if done == MEASURE_CHARS and left > SLOW_S:
+                print(
+                    f"warning: {label}: {total} characters will take about {seconds_text(elapsed + left)} "
+                    f"at the speed of the first {done} (fewer: --chars)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            if bar is None and done % every == 0:
+                print(
+                    f"{label}: {done}/{total} characters, {elapsed:.0f} s, {seconds_text(left)} left",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    if bar is not None:
+        bar.close()
+
+
 def generate_samples(
     run_dir: str | Path,
     checkpoint: str = "last",
@@ -167,7 +223,10 @@ def generate_samples(
     precision = run_precision(run_dir)
     if checkpoint is not None:
         model, tokenizer = load_model(run_dir, checkpoint)
-        text = sample(model, tokenizer, chars, temperature, prefix, seed, precision=precision)
+        new = stream(model, tokenizer, chars, temperature, prefix, seed, precision=precision)  # what sample() joins
+        if chars >= PROGRESS_FROM:
+            new = with_progress(new, chars, f"{run.root} ({checkpoint})")
+        text = prefix + "".join(char for char, _ in new)
     return {
         "checkpoint": checkpoint,
         "precision": precision,
@@ -220,6 +279,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.chars < 0:
         raise AnatomyError(f"--chars {args.chars} is not valid: expected 0 or more")
+    if not 0 <= args.seed <= SEED_MAX:  # what torch's generator takes, as for training
+        raise AnatomyError(f"--seed {args.seed} is not valid: expected 0 to {SEED_MAX}")
     check_temperature(args.temperature)  # before the checkpoint is loaded
     records = [
         generate_samples(args.run_dir, checkpoint, args.chars, args.temperature, args.prefix, args.seed)
@@ -227,7 +288,8 @@ def run(args: argparse.Namespace) -> int:
     ]
     records = with_memorisation(records, Path(args.run_dir))
     if args.out:
-        write_json(args.out, records)
+        with naming_a_full_disk(args.out):
+            write_json(args.out, records)
     for record in records:
         if len(records) > 1:
             print(f"--- {record['checkpoint']} checkpoint")

@@ -15,13 +15,20 @@ Starting a run in a folder that already holds one is safe: the same settings res
 it finished), other settings are refused unless asked to start over (`settle_folder`). What
 counts as "the same settings" is `run_settings`: what defines the numbers, not where they run.
 
+A write that finds the disk full is one line naming the file (`naming_a_full_disk`); the
+writes are atomic, so what was there before is still whole.
+
 No torch at import: collecting and the dashboard read run folders too; only checkpoints need it.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import shutil
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, Iterator
 
 from anatomy.atomic import atomic_path, remove_stale_temporaries, write_json
 from anatomy.errors import AnatomyError
@@ -96,6 +103,14 @@ class RunFolder:
         for path in (self.summary, self.last, self.best, self.metrics, self.grad_norms, self.config, self.samples):
             path.unlink(missing_ok=True)
 
+    def write_config(self, resolved: dict) -> None:
+        with naming_a_full_disk(self.config):
+            write_json(self.config, resolved)
+
+    def write_summary(self, summary: dict) -> None:
+        with naming_a_full_disk(self.summary):
+            write_json(self.summary, summary)
+
     def write_metrics(self, rows: list[dict]) -> None:
         write_lines(self.metrics, rows)
 
@@ -111,14 +126,72 @@ class RunFolder:
 
 def write_lines(path: Path, rows: list[dict]) -> None:
     """A .jsonl file, whole and atomically: one JSON object per line."""
-    with atomic_path(path) as tmp:
+    with naming_a_full_disk(path), atomic_path(path) as tmp:
         tmp.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
 
 
 def append_line(path: Path, row: dict) -> None:
     # Appending is not atomic, but last.pt holds every row: a resume rewrites the file whole.
-    with open(path, "a", encoding="utf-8") as f:
+    with naming_a_full_disk(path), open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps(row) + "\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# A full disk: one line naming the file, not a traceback
+# ---------------------------------------------------------------------------------------------
+
+# The errors a write gets when the disk (or the user's quota) is full
+DISK_FULL = {errno.ENOSPC: "no space left on device"}
+if hasattr(errno, "EDQUOT"):  # not on every platform
+    DISK_FULL[errno.EDQUOT] = "no space left on device (disk quota exceeded)"
+# torch.save writes through C++ and loses the errno: a failed write surfaces as a RuntimeError
+# whose text has one of these (what a full disk gave, by torch version)
+TORCH_WRITE_FAILED = (
+    "PytorchStreamWriter failed writing file",
+    "file write failed",
+    "unexpected pos",
+    "iostream error",
+)
+
+
+def readable_bytes(n: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024:
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def free_space(path: Path) -> str:
+    """How much room is left on the disk that holds `path` (its nearest existing folder)."""
+    folder = next((p for p in (path, *path.parents) if p.is_dir()), Path("."))
+    try:
+        return readable_bytes(shutil.disk_usage(folder).free)
+    except OSError:
+        return "unknown space"
+
+
+@contextmanager
+def naming_a_full_disk(path: str | Path) -> Iterator[None]:
+    """Turn a write that failed for want of space into one line naming the file. Writes are atomic
+    (anatomy/atomic.py), so the file's previous version is still whole: nothing is lost."""
+    path = Path(path)
+    advice = "free some space and run the command again (a run resumes from its last checkpoint)"
+    try:
+        yield
+    except OSError as err:
+        if err.errno not in DISK_FULL:
+            raise
+        # given a folder (a whole run), name the file in it that the OS named, if it named one
+        where = err.filename if err.filename and path.is_dir() else path
+        raise AnatomyError(f"{where}: cannot write: {DISK_FULL[err.errno]}; {advice}") from None
+    except RuntimeError as err:
+        if not any(marker in str(err) for marker in TORCH_WRITE_FAILED):
+            raise
+        raise AnatomyError(
+            f"{path}: cannot write: torch.save failed, most likely no space left on device "
+            f"({free_space(path)} free there); {advice}"
+        ) from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -133,7 +206,7 @@ RESUME_KEYS = (*CHECKPOINT_KEYS, "optimizer", "rng", "state")
 def save_checkpoint(path: Path, state: dict) -> None:
     import torch  # here, not at the top: reading the small files needs no torch
 
-    with atomic_path(path) as tmp:
+    with naming_a_full_disk(path), atomic_path(path) as tmp:
         torch.save(state, tmp)
 
 
@@ -169,26 +242,53 @@ def run_precision(run_dir: str | Path) -> str:
     return read_run_config(config)["train"].get("precision", "fp32")
 
 
-def run_settings(resolved: dict) -> dict:
-    """What defines a run's numbers: model, training and data, but not where or how it runs (device,
-    threads and compile may change between a kill and a resume) nor its tags (labels, not settings)."""
-    train = {k: v for k, v in resolved["train"].items() if k not in ("device", "threads", "compile")}
+# Where and how a run runs, not what it computes: these may change between a kill and a resume
+RUNTIME_KEYS = ("device", "threads", "compile")
+
+
+def train_settings(train: dict) -> dict:
+    """The training settings that define a run's numbers (all but RUNTIME_KEYS)."""
+    train = {k: v for k, v in train.items() if k not in RUNTIME_KEYS}
     # Precision changes the numbers, so it is a setting; runs made before it existed were fp32.
-    train = {"precision": "fp32", **train}
+    return {"precision": "fp32", **train}
+
+
+def run_settings(resolved: dict) -> dict:
+    """What defines a run's numbers: model, training and data, but not where or how it runs
+    (RUNTIME_KEYS) nor its tags (labels, not settings)."""
+    train = train_settings(resolved["train"])
     return {"preset": resolved["preset"], "model": resolved["model"], "train": train, "data": resolved["data"]}
 
 
-def settings_difference(before: dict, after: dict, prefix: str = "") -> str:
+def settings_difference(
+    before: dict, after: dict, prefix: str = "", labels: tuple[str, str] = ("in the folder", "asked for")
+) -> str:
     """The first few fields that differ, e.g. "model.n_layer: 2 in the folder, 3 asked for"."""
     differences = []
     for key in sorted(set(before) | set(after), key=str):
         old, new = before.get(key), after.get(key)
         if isinstance(old, dict) and isinstance(new, dict):
             if old != new:
-                differences.append(settings_difference(old, new, f"{prefix}{key}."))
+                differences.append(settings_difference(old, new, f"{prefix}{key}.", labels))
         elif old != new:
-            differences.append(f"{prefix}{key}: {old!r} in the folder, {new!r} asked for")
+            differences.append(f"{prefix}{key}: {old!r} {labels[0]}, {new!r} {labels[1]}")
     return "; ".join(differences[:3]) + ("; ..." if len(differences) > 3 else "")
+
+
+def check_checkpoint_belongs(path: Path, saved_config: dict, run_config: dict, config_path: Path) -> None:
+    """A checkpoint's own config ({"model": ..., "train": ...}; weights files: the model alone)
+    against the run's config.json: a checkpoint copied in from another run would be resumed (torch's
+    "size mismatch" traceback) or sampled (without a word) as if it were this run's."""
+    ours: dict[str, Any] = {"model": saved_config["model"]}
+    theirs: dict[str, Any] = {"model": run_config["model"]}
+    if isinstance(saved_config.get("train"), dict):
+        ours["train"], theirs["train"] = train_settings(saved_config["train"]), train_settings(run_config["train"])
+    if ours != theirs:
+        difference = settings_difference(ours, theirs, labels=("in the checkpoint", f"in {config_path.name}"))
+        raise AnatomyError(
+            f"{path}: this checkpoint is not from the run that {config_path} describes ({difference}); "
+            "move it out of the folder"
+        )
 
 
 def with_corpus_identity(previous: dict, current: dict) -> dict:
@@ -223,6 +323,6 @@ def settle_folder(run: RunFolder, resolved: dict, restart_on_change: bool) -> di
         return None
     summary = read_summary(run.summary)
     if not run.config.is_file():  # last.pt vouched for the settings: put back what was lost
-        write_json(run.config, resolved)
+        run.write_config(resolved)
     print(f"{run.root}: already finished, nothing to do")
     return summary

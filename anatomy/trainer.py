@@ -13,6 +13,7 @@ the metrics so far; a run started again resumes from there and ends with the sam
 (the folder and its rules: anatomy/runs.py). Every run also logs each block's gradient norm
 (anatomy/grad_norms.py) into grad_norms.jsonl, kept the same way as metrics.jsonl.
 A loss that turns NaN/inf ends the run as a result (`diverged: true`), not as a crash.
+A step too big for the machine's memory is refused before anything is written (`check_resources`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
+import os
 import platform
 import statistics
 import sys
@@ -30,7 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from anatomy.atomic import check_folder_target, write_json
+from anatomy.atomic import check_folder_target
 from anatomy.batches import batch_starts, eval_starts, windows_at
 from anatomy.compiling import compiled_or_eager, forward_backward, run_with_fallback
 from anatomy.config import ModelConfig, TrainConfig, parse_value, preset
@@ -40,7 +42,17 @@ from anatomy.grad_norms import block_grad_norms, norms_row, should_log
 from anatomy.locks import lifeline_lost
 from anatomy.model import MiniLM
 from anatomy.precision import allow_tf32, autocast, resolve_precision
-from anatomy.runs import RESUME_KEYS, RunFolder, load_checkpoint, run_settings, save_checkpoint, settle_folder
+from anatomy.runs import (
+    RESUME_KEYS,
+    RunFolder,
+    check_checkpoint_belongs,
+    load_checkpoint,
+    naming_a_full_disk,
+    readable_bytes,
+    run_settings,
+    save_checkpoint,
+    settle_folder,
+)
 from anatomy.tokenizer import check_windows, corpus_digest, corpus_name, load_tokenized
 
 # ---------------------------------------------------------------------------------------------
@@ -79,6 +91,80 @@ def resolve_model_config(preset_name: str, overrides: dict[str, Any], vocab_size
     if "vocab_size" in overrides and overrides["vocab_size"] != vocab_size:
         raise AnatomyError(f"vocab_size={overrides['vocab_size']} does not match the data's vocabulary of {vocab_size}")
     return preset(preset_name, **{**overrides, "vocab_size": vocab_size})
+
+
+# ---------------------------------------------------------------------------------------------
+# What a run asks of the machine: checked before anything is written
+# ---------------------------------------------------------------------------------------------
+
+# Floats each block keeps per token for the backward pass, in units of d_model: counted from the
+# tensors autograd saves (the fused attention keeps no T x T matrix; SwiGLU's three projections
+# keep more than GELU's two)
+SAVED_PER_BLOCK = {"gelu": 16, "swiglu": 22}
+UNKNOWN_MEMORY_WARNING = 4 * 2**30  # bytes: where the available memory is unknown, warn above this
+
+
+def step_memory_estimate(model_cfg: ModelConfig, train_cfg: TrainConfig, data_tokens: int = 0) -> int:
+    """An estimate, in bytes, of the memory one training step needs, counting float32 numbers
+    (bf16 keeps some activations at half that, so for it this is on the high side):
+
+        4 bytes x ( 4 P                      weights, their gradients, AdamW's two moments
+                  + B T (3 V                 logits, their log-softmax, their gradient
+                         + L (k d            what each block keeps for backward (SAVED_PER_BLOCK)
+                              + 4 H T)) )    the manual attention's T x T scores (fused: none)
+        + 8 bytes x the corpus's tokens      the token ids on the device
+
+    B batch_size, T ctx_len, V vocab_size, d d_model, L n_layer, H n_head, P parameters. The big
+    terms are the logits (B T V) and the activations (B T d L k). Allocator slack comes on top."""
+    with torch.device("meta"):  # the parameter count without allocating the parameters
+        params = MiniLM(model_cfg).num_params()
+    per_block = SAVED_PER_BLOCK[model_cfg.ffn_type] * model_cfg.d_model
+    if model_cfg.impl == "manual":
+        per_block += 4 * model_cfg.n_head * model_cfg.ctx_len
+    per_token = 3 * model_cfg.vocab_size + model_cfg.n_layer * per_block
+    return 4 * (4 * params + train_cfg.batch_size * model_cfg.ctx_len * per_token) + 8 * data_tokens
+
+
+def available_memory(device: torch.device) -> int | None:
+    """Bytes free for a run on `device`: the GPU's free memory, MemAvailable of /proc/meminfo on a
+    CPU (Linux), or None where this cannot be told (mps, other systems)."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    if device.type == "cpu":
+        try:
+            for line in Path("/proc/meminfo").read_text().splitlines():
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024  # the file counts in kB
+        except (OSError, ValueError, IndexError):
+            pass
+    return None
+
+
+def warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+def check_resources(model_cfg: ModelConfig, train_cfg: TrainConfig, device: torch.device, data_tokens: int) -> None:
+    """Refuse a run whose step cannot fit in memory; warn about one that will be slow or tight.
+    Before anything is written: a refused run leaves no folder (no ghost "running" run)."""
+    cores = os.cpu_count()
+    if cores and train_cfg.threads > cores:
+        warn(
+            f"threads={train_cfg.threads} is more than this machine's {cores} CPU cores: threads then wait for "
+            "each other and the run is slower, not faster (threads=0 lets torch choose)"
+        )
+    need, free = step_memory_estimate(model_cfg, train_cfg, data_tokens), available_memory(device)
+    about = (
+        f"a training step needs about {readable_bytes(need)} (an estimate, for batch_size={train_cfg.batch_size}, "
+        f"ctx_len={model_cfg.ctx_len}, d_model={model_cfg.d_model}, n_layer={model_cfg.n_layer})"
+    )
+    if free is None:
+        if need > UNKNOWN_MEMORY_WARNING:
+            warn(f"{about}; how much memory is free on {device} is unknown")
+    elif need > free:
+        raise AnatomyError(f"{about}, more than the {readable_bytes(free)} free on {device}: lower batch_size")
+    elif need > free / 2:
+        warn(f"{about}, more than half the {readable_bytes(free)} free on {device}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -247,6 +333,7 @@ def train(
     train_cfg = TrainConfig.from_dict(train_overrides or {}, source="train overrides")
     check_windows(len(train_ids), len(val_ids), model_cfg.ctx_len, Path(data_dir))
     device = pick_device(train_cfg.device)  # may refuse (no CUDA here): before anything is written
+    check_resources(model_cfg, train_cfg, device, len(train_ids) + len(val_ids))
     # config.json records the precision used, not `auto`: the same folder on a machine where auto
     # means the other one is a different run, and is refused rather than resumed
     train_cfg = dataclasses.replace(train_cfg, precision=resolve_precision(train_cfg.precision, device))
@@ -266,16 +353,18 @@ def train(
             "val_tokens": len(val_ids),
         },
     }
-    run.root.mkdir(parents=True, exist_ok=True)
-    with run.locked():
-        run.remove_leftovers()
-        finished = settle_folder(run, resolved, restart_on_change)
-        if finished is not None:
-            return finished
-        write_json(run.config, resolved)
-        training = open_or_resume(run, resolved, (tokenizer, train_ids, val_ids), model_cfg, train_cfg, device)
-        diverged_step = training_loop(training)
-        return finish(training, diverged_step)
+    # each file's writer names a full disk; this names what the rest writes (the folder, its lock)
+    with naming_a_full_disk(run.root):
+        run.root.mkdir(parents=True, exist_ok=True)
+        with run.locked():
+            run.remove_leftovers()
+            finished = settle_folder(run, resolved, restart_on_change)
+            if finished is not None:
+                return finished
+            run.write_config(resolved)
+            training = open_or_resume(run, resolved, (tokenizer, train_ids, val_ids), model_cfg, train_cfg, device)
+            diverged_step = training_loop(training)
+            return finish(training, diverged_step)
 
 
 def open_or_resume(
@@ -306,6 +395,7 @@ def open_or_resume(
     )
     if run.last.is_file():  # resume: model, optimizer, RNG, metrics and data position (= step)
         saved = load_checkpoint(run.last, needs=RESUME_KEYS)
+        check_checkpoint_belongs(run.last, saved["config"], resolved, run.config)  # before torch's size mismatch
         model.load_state_dict(saved["model"])
         training.optimizer.load_state_dict(saved["optimizer"])
         torch.set_rng_state(saved["rng"])
@@ -407,7 +497,7 @@ def finish(t: Training, diverged_step: int | None) -> dict:
     if diverged_step is not None:
         save_checkpoint(t.run.last, t.checkpoint_state())
     summary = run_summary(t, diverged_step)
-    write_json(t.run.summary, summary)
+    t.run.write_summary(summary)
     return summary
 
 

@@ -78,3 +78,13 @@ def test_parse_value_from_command_line_text():
     assert parse_value(ModelConfig, "norm_type", "rmsnorm") == "rmsnorm"
     with pytest.raises(AnatomyError, match="n_layer = 'twelve'"):
         ModelConfig(n_layer=parse_value(ModelConfig, "n_layer", "twelve"))
+
+
+def test_a_seed_beyond_what_torch_takes_is_refused():
+    from anatomy.config import SEED_MAX, TrainConfig
+
+    assert TrainConfig(seed=SEED_MAX).seed == 2**64 - 1
+    with pytest.raises(
+        AnatomyError, match=r"seed = 18446744073709551616 is not valid: expected 0 to 18446744073709551615"
+    ):
+        TrainConfig(seed=2**64)

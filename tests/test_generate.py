@@ -181,3 +181,68 @@ def test_a_temperature_that_is_not_a_finite_number_is_refused(tiny_runs, tmp_pat
     assert main(["generate", str(tiny_runs["llama"]), "--temperature", temperature, "--out", str(out)]) == 2
     assert f"temperature = {float(temperature)} is not valid" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_a_full_disk_is_one_line_naming_the_samples_file(tiny_runs, tmp_path, monkeypatch, capsys):
+    import errno
+    import os
+
+    from anatomy import generate
+
+    def write_json(target, obj):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(generate, "write_json", write_json)
+    out = tmp_path / "samples.json"
+    assert main(["generate", str(tiny_runs["llama"]), "--chars", "5", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: {out}: cannot write: no space left on device; " + err.split("; ", 1)[1]
+    assert err.count("\n") == 1
+
+
+def test_a_checkpoint_from_another_run_is_named(tiny_runs, tmp_path, capsys):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_runs["vanilla"], run)
+    shutil.copy(tiny_runs["llama"] / "best.pt", run / "best.pt")  # same vocabulary, other parts
+    assert main(["generate", str(run), "--checkpoint", "best", "--chars", "5"]) == 2
+    err = capsys.readouterr().err
+    assert f"{run / 'best.pt'}: this checkpoint is not from the run that {run / 'config.json'} describes" in err
+    assert "(model.ffn_type: 'swiglu' in the checkpoint, 'gelu' in config.json;" in err and err.count("\n") == 1
+    # where and how a run ran is no part of it: other threads or device in config.json still match
+    config = json.loads((run / "config.json").read_text())
+    config["train"].update(threads=2, device="cpu", compile=True)
+    (run / "config.json").write_text(json.dumps(config))
+    assert main(["generate", str(run), "--checkpoint", "last", "--chars", "5"]) == 0
+    # a checkpoint of the same shape from another seed is another run too
+    config["train"]["seed"] = 7
+    (run / "config.json").write_text(json.dumps(config))
+    with pytest.raises(AnatomyError, match=r"last\.pt: .*\(train\.seed: 42 in the checkpoint, 7 in config\.json\)"):
+        load_model(run, "last")
+
+
+def test_a_seed_torch_cannot_take_is_refused(tiny_runs, capsys):
+    assert main(["generate", str(tiny_runs["llama"]), "--seed", str(2**64)]) == 2
+    assert "--seed 18446744073709551616 is not valid: expected 0 to 18446744073709551615" in capsys.readouterr().err
+
+
+def test_a_long_generation_shows_its_progress_and_warns_when_slow(tiny_runs, monkeypatch, capsys):
+    from anatomy import generate
+
+    args = ["generate", str(tiny_runs["llama"]), "--chars", "40", "--seed", "3"]
+    assert main(args) == 0
+    quiet = capsys.readouterr()
+    assert "characters" not in quiet.err
+    # as if 40 characters were long and slow: progress on stderr, the text itself unchanged
+    monkeypatch.setattr(generate, "PROGRESS_FROM", 40)
+    monkeypatch.setattr(generate, "MEASURE_CHARS", 8)
+    monkeypatch.setattr(generate, "SLOW_S", 0)
+    assert main(args) == 0
+    shown = capsys.readouterr()
+    assert shown.out == quiet.out
+    lines = shown.err.splitlines()
+    [warning] = [line for line in lines if line.startswith("warning: ")]  # once, after MEASURE_CHARS
+    assert "40 characters will take about" in warning and "at the speed of the first 8" in warning
+    assert [line.split(": ")[-1].split(",")[0] for line in lines[1:] if "characters," in line][-1] == "40/40 characters"
+    assert sum("characters," in line for line in lines) == 10  # a line every tenth

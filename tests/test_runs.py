@@ -69,3 +69,24 @@ def test_only_the_cli_reaches_the_train_command_module():
             if node.module == "anatomy.train" or (node.module == "anatomy" and "train" in names):
                 importers.append(path.relative_to(REPO).as_posix())
     assert importers == []
+
+
+def test_only_a_full_disk_is_turned_into_one_line(tmp_path):
+    """Other write failures (no permission, torch's other errors) keep their own message."""
+    import errno
+
+    from anatomy.runs import naming_a_full_disk
+
+    target = tmp_path / "last.pt"
+    with pytest.raises(AnatomyError, match=r"last\.pt: cannot write: no space left on device \(disk quota exceeded\)"):
+        with naming_a_full_disk(target):
+            raise OSError(errno.EDQUOT, "Disk quota exceeded")
+    with pytest.raises(AnatomyError, match=r"last\.pt: cannot write: torch\.save failed, most likely no space left"):
+        with naming_a_full_disk(target):
+            raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598")
+    with pytest.raises(PermissionError):
+        with naming_a_full_disk(target):
+            raise PermissionError(errno.EACCES, "Permission denied")
+    with pytest.raises(RuntimeError, match="size mismatch"):
+        with naming_a_full_disk(target):
+            raise RuntimeError("size mismatch for lm_head.weight")

@@ -3,6 +3,7 @@ resume after a real SIGKILL, and the command line's overrides."""
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -637,3 +638,179 @@ def test_a_run_records_its_corpus_and_refuses_another_text_of_the_same_size(tiny
     (tmp_path / "moved" / "config.json").write_text(json.dumps(config))
     with pytest.raises(AnatomyError, match=r"\(data\.digest: '[0-9a-f]{64}' in the folder, '[0-9a-f]{64}' asked for\)"):
         train(other, tmp_path / "moved", "debug", {}, FAST)
+
+
+# --- a full disk: one line naming the file (issue #28, item 5) ------------------------------------
+
+FULL_DISK = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+# what torch.save raises when its C++ writer cannot write (the errno is lost on the way)
+TORCH_FULL_DISK = (
+    "[enforce fail at inline_container.cc:664] . PytorchStreamWriter failed writing file data/3: file write failed"
+)
+
+
+def fail_writing(monkeypatch, name: str) -> None:
+    """Make the write of the run file `name` fail as a full disk makes it fail."""
+    from anatomy import runs
+
+    if name in ("config.json", "summary.json"):
+        real = runs.write_json
+
+        def write_json(target, obj):
+            if Path(target).name == name:
+                raise FULL_DISK
+            real(target, obj)
+
+        monkeypatch.setattr(runs, "write_json", write_json)
+    elif name == "metrics.jsonl":  # written whole through a temporary .metrics.jsonl.*.tmp
+        real_text = Path.write_text
+
+        def write_text(self, *args, **kwargs):
+            if self.name.startswith(f".{name}."):
+                raise FULL_DISK
+            return real_text(self, *args, **kwargs)
+
+        monkeypatch.setattr(Path, "write_text", write_text)
+    elif name == "last.pt":
+        real_save = torch.save
+
+        def save(obj, target, *args, **kwargs):
+            if Path(target).name.startswith(".last.pt."):
+                raise RuntimeError(TORCH_FULL_DISK)
+            real_save(obj, target, *args, **kwargs)
+
+        monkeypatch.setattr(torch, "save", save)
+    else:  # the run folder itself
+        real_mkdir = Path.mkdir
+
+        def mkdir(self, *args, **kwargs):
+            if self.name == name:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
+            real_mkdir(self, *args, **kwargs)
+
+        monkeypatch.setattr(Path, "mkdir", mkdir)
+
+
+@pytest.mark.parametrize("name", ["config.json", "metrics.jsonl", "last.pt", "summary.json", "run"])
+def test_a_full_disk_is_one_line_naming_the_file(tiny_data, tmp_path, monkeypatch, capsys, name):
+    run_dir = tmp_path / "run"
+    fail_writing(monkeypatch, name)
+    args = ["train", "--data", str(tiny_data), "--out", str(run_dir), "--preset", "debug"]
+    assert main([*args, *[f"{k}={v}" for k, v in {**FAST, "steps": 10}.items()]]) == 2
+    err = capsys.readouterr().err
+    target = run_dir if name == "run" else run_dir / name
+    assert err.startswith(f"error: {target}: cannot write: ") and "no space left on device" in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_a_disk_full_at_a_checkpoint_loses_nothing(tiny_data, tmp_path, monkeypatch, capsys):
+    """The second save of last.pt fails: the first is still whole, and the run resumes from it."""
+    from anatomy import runs
+
+    run_dir, saves = tmp_path / "run", []
+    real_save = runs.atomic_path
+
+    def atomic_path(target):
+        if Path(target).name == "last.pt":
+            saves.append(target)
+            if len(saves) == 2:
+                raise FULL_DISK
+        return real_save(target)
+
+    monkeypatch.setattr(runs, "atomic_path", atomic_path)
+    with pytest.raises(AnatomyError, match=r"last\.pt: cannot write: no space left on device; free some space"):
+        train(tiny_data, run_dir, "debug", {}, {**FAST, "steps": 20})
+    monkeypatch.undo()
+    summary = train(tiny_data, run_dir, "debug", {}, {**FAST, "steps": 20})
+    assert "resuming at step 10" in capsys.readouterr().out and summary["steps_done"] == 20
+
+
+# --- a checkpoint from another run (issue #28, item 7) ---------------------------------------------
+
+
+def test_a_checkpoint_from_another_run_is_named_on_resume(tiny_data, tmp_path, capsys):
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    train(tiny_data, ours, "debug", {}, {**FAST, "steps": 10})
+    train(tiny_data, theirs, "debug", {"n_layer": 3}, {**FAST, "steps": 10, "seed": 7})
+    (ours / "summary.json").unlink()  # unfinished: the next start resumes from last.pt
+    shutil.copy(theirs / "last.pt", ours / "last.pt")
+    args = ["train", "--data", str(tiny_data), "--out", str(ours), "--preset", "debug"]
+    assert main([*args, *[f"{k}={v}" for k, v in {**FAST, "steps": 10}.items()]]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "size mismatch" not in err
+    assert f"{ours / 'last.pt'}: this checkpoint is not from the run that {ours / 'config.json'} describes" in err
+    assert "(model.n_layer: 3 in the checkpoint, 2 in config.json; train.seed: 7 in the checkpoint, 42 in" in err
+
+
+# --- values with no upper bound (issue #28, item 8) -------------------------------------------------
+
+
+def test_a_seed_torch_cannot_take_is_refused_before_anything_is_written(tiny_data, tmp_path, capsys):
+    out = tmp_path / "run"
+    args = ["train", "--data", str(tiny_data), "--out", str(out), "--preset", "debug", f"seed={2**64}"]
+    assert main(args) == 2
+    assert "seed = 18446744073709551616 is not valid: expected 0 to 18446744073709551615" in capsys.readouterr().err
+    assert not out.exists()  # no ghost "running" run
+    # the largest seed in that range trains
+    assert train(tiny_data, out, "debug", {}, {**FAST, "steps": 2, "seed": 2**64 - 1})["steps_done"] == 2
+
+
+def test_more_threads_than_cores_is_a_warning(monkeypatch, capsys):
+    monkeypatch.setattr(trainer_module.os, "cpu_count", lambda: 2)
+    cfg = preset("debug", vocab_size=40)
+    trainer_module.check_resources(cfg, TrainConfig(threads=3), torch.device("cpu"), 0)
+    err = capsys.readouterr().err
+    assert err.startswith("warning: threads=3 is more than this machine's 2 CPU cores") and err.count("\n") == 1
+    trainer_module.check_resources(cfg, TrainConfig(threads=2), torch.device("cpu"), 0)
+    assert capsys.readouterr().err == ""
+
+
+def test_a_step_too_big_for_memory_is_refused_and_a_tight_one_warned(monkeypatch, capsys):
+    cfg, device = preset("debug", vocab_size=40), torch.device("cpu")
+    big = TrainConfig(batch_size=4096)
+    need = trainer_module.step_memory_estimate(cfg, big)
+    monkeypatch.setattr(trainer_module, "available_memory", lambda device: need - 1)
+    with pytest.raises(
+        AnatomyError, match=r"a training step needs about .* \(an estimate, for batch_size=4096, .*: lower batch_size$"
+    ):
+        trainer_module.check_resources(cfg, big, device, 0)
+    monkeypatch.setattr(trainer_module, "available_memory", lambda device: need * 3 // 2)
+    trainer_module.check_resources(cfg, big, device, 0)
+    assert "more than half the" in capsys.readouterr().err
+    monkeypatch.setattr(trainer_module, "available_memory", lambda device: None)  # e.g. mps: warn only
+    trainer_module.check_resources(cfg, TrainConfig(batch_size=10**6), device, 0)
+    assert "how much memory is free on cpu is unknown" in capsys.readouterr().err
+    trainer_module.check_resources(cfg, big, device, 0)  # small enough not to mention
+    assert capsys.readouterr().err == ""
+
+
+def test_a_batch_no_machine_holds_is_refused_before_anything_is_written(tiny_data, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert (
+        main(["train", "--data", str(tiny_data), "--out", str(out), "--preset", "debug", "batch_size=1000000000"]) == 2
+    )
+    assert "a training step needs about" in capsys.readouterr().err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("overrides", [{}, {"ffn_type": "swiglu", "pos_type": "rope"}, {"impl": "manual"}])
+def test_the_memory_estimate_is_near_what_autograd_keeps(overrides):
+    """The estimate against the bytes a real step holds: parameters x 4 (weights, gradients, AdamW)
+    and the tensors autograd saves for backward, counted as they are saved."""
+    cfg = preset("vanilla", vocab_size=100, d_model=64, n_layer=2, ctx_len=64, **overrides)
+    model, batch = MiniLM(cfg), 8
+    x = torch.randint(0, cfg.vocab_size, (batch, cfg.ctx_len))
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    saved = {}
+
+    def keep(tensor):
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in params:
+            saved[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(keep, lambda tensor: tensor):
+        model(x, x)
+    measured = 16 * model.num_params() + sum(saved.values())
+    estimate = trainer_module.step_memory_estimate(cfg, TrainConfig(batch_size=batch))
+    assert measured <= estimate <= 2 * measured
