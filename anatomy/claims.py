@@ -35,6 +35,27 @@ PARTS = ("rmsnorm", "prenorm", "rope", "gqa", "swiglu")  # the five swaps, as ex
 MEMORISING_RISE = 0.1
 
 
+# Why a claim about the turn cannot be judged on a run that never turned
+STILL_FALLING = "val was still falling at the last evaluation"
+
+
+def turned(runs: pd.DataFrame) -> pd.Series:
+    """Whether each run's val loss turned: its best val came before its last evaluation. The
+    premise of every claim about the best val as a turning point (it comes earlier, the model
+    memorises after it, the last weights copy more than the best): a run still falling when it
+    stopped has no "after its best", its best step is only where training ended, and its best and
+    last weights are the same."""
+    return runs["best_step"] < runs["final_val_step"]
+
+
+def not_judged(seeds: set, reason: str) -> str:
+    """What a verdict adds for the seeds it leaves out, e.g. " (seed 7 not testable: REASON)"."""
+    if not seeds:
+        return ""
+    listed = " / ".join(str(int(seed)) for seed in sorted(seeds, reverse=True))
+    return f" ({'seeds' if len(seeds) > 1 else 'seed'} {listed} not testable: {reason})"
+
+
 @dataclass
 class Claim:
     claim: str
@@ -52,19 +73,26 @@ def claims(data: ReportData) -> list[Claim]:
     # 1. llama learns faster: its best val comes earlier
     if both:
         earlier = paired_deltas(llama, vanilla, "best_step")
+        # a seed tells where either model turned: the other's best, if it did not, comes later still
+        turning = set(llama.loc[turned(llama), "seed"]) | set(vanilla.loc[turned(vanilla), "seed"])
+        told = earlier[earlier.index.isin(turning)]
         measured = (
             f"best val at step {per_seed(llama, 'best_step')} (mini-LLaMA) vs "
             f"{per_seed(vanilla, 'best_step')} (vanilla)"
         )
         if earlier.empty:
             verdict = "not testable: no seed has a best val for both models"
+        elif told.empty:
+            verdict = f"not testable here: no run turned ({STILL_FALLING})"
         else:
-            verdict = "**reproduced**" if (earlier < 0).all() else "**not reproduced**"
+            verdict = "**reproduced**" if (told < 0).all() else "**not reproduced**"
+            verdict += not_judged(set(earlier.index) - turning, "no run turned")
     else:
         measured, verdict = "headline not run", not_run
     out.append(Claim("The mini-LLaMA learns faster: its best val comes earlier", "step 500 vs 1100", measured, verdict))
 
-    # 2. llama reaches a lower best val
+    # 2. llama reaches a lower best val: the lowest val each reached in the same steps, a fair
+    # comparison whether or not the runs turned (a run still falling would only go lower)
     if both:
         gap, noise = headline_gap(data)
         measured = (
@@ -98,13 +126,18 @@ def claims(data: ReportData) -> list[Claim]:
 
     # 3. llama memorises after its best val: val up, train down
     if not llama.empty:
-        rising = (llama["val_rise"] > MEMORISING_RISE) & (llama["final_train_loss"] < llama["train_at_best"])
+        judged = llama[turned(llama)]  # a run that never turned has no "after its best val"
+        rising = (judged["val_rise"] > MEMORISING_RISE) & (judged["final_train_loss"] < judged["train_at_best"])
         measured = (
             f"after step {per_seed(llama, 'best_step')} val rises by {per_seed(llama, 'val_rise')} to "
             f"{per_seed(llama, 'final_val_loss')}; train falls from {per_seed(llama, 'train_at_best')} to "
             f"{per_seed(llama, 'final_train_loss')}"
         )
-        verdict = "**reproduced**" if rising.all() else "**not reproduced**"
+        if judged.empty:
+            verdict = f"not testable here: {STILL_FALLING}"
+        else:
+            verdict = "**reproduced**" if rising.all() else "**not reproduced**"
+            verdict += not_judged(set(llama["seed"]) - set(judged["seed"]), STILL_FALLING)
     else:
         measured, verdict = "mini-LLaMA not run", not_run
     out.append(
@@ -142,6 +175,8 @@ def _memorised_sample(data: ReportData) -> Claim:
         return Claim(claim, chapter, "no measured best and last samples", "not yet run")
     seeds = llama.set_index("run_id")["seed"]
     ordered = sorted(pairs, key=lambda run_id: -seeds[run_id])
+    # a run that never turned was sampled twice from the same weights: its best is its last
+    turning = set(llama.loc[turned(llama), "run_id"])
     parts, beyond = [], []
     for run_id in ordered:
         best, last = pairs[run_id].loc["best"], pairs[run_id].loc["last"]
@@ -149,13 +184,18 @@ def _memorised_sample(data: ReportData) -> Claim:
             f"seed {int(seeds[run_id])}: {best['copied_fraction']:.1%} at the best checkpoint, "
             f"{last['copied_fraction']:.1%} at the last (val control {last['val_copied_fraction']:.1%})"
         )
-        beyond.append(last["copied_fraction"] > max(best["copied_fraction"], last["val_copied_fraction"]))
-    if all(beyond):
+        if run_id in turning:
+            beyond.append(last["copied_fraction"] > max(best["copied_fraction"], last["val_copied_fraction"]))
+    if not beyond:
+        verdict = f"not testable here: {STILL_FALLING}, so the best weights are the last"
+    elif all(beyond):
         verdict = "**reproduced**: the last weights copy more than the best ones and than the control"
     elif any(beyond):
         verdict = "**partly reproduced**: only some seeds copy more than the best weights and the control"
     else:
         verdict = "**not reproduced**: no more copying than the control"
+    if beyond:
+        verdict += not_judged({seeds[run_id] for run_id in ordered if run_id not in turning}, STILL_FALLING)
     min_chars = int(samples["copy_min_chars"].iloc[0])
     return Claim(claim, chapter, f"copied spans of {min_chars}+ characters: " + "; ".join(parts), verdict)
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save
 
-from anatomy.atomic import write_bytes, write_json, write_text
+from anatomy.atomic import remove_stale_temporaries, write_bytes, write_json, write_text, writing_into
 from anatomy.config import ModelConfig
 from anatomy.errors import AnatomyError
 from anatomy.generate import DEFAULT_TEMPERATURE, load_model
@@ -208,11 +208,25 @@ def export_run(run_dir: str | Path, out_dir: str | Path, checkpoint: str = "last
         "tokenizer.json": build_tokenizer(tokenizer.chars).to_str(pretty=True),
         "tokenizer_config.json": tokenizer_config(),
         "generation_config.json": generation_config(),
-        CONFIG_FILE: hf_config(model),  # last: with it the folder is complete
+        CONFIG_FILE: hf_config(model),
     }
-    for name, content in files.items():
-        write_file(out_dir / name, content)
+    write_export(out_dir, files)
     return {"config": files[CONFIG_FILE], "files": list(files), "params": model.num_params()}
+
+
+def write_export(out_dir: Path, files: dict[str, bytes | str | dict]) -> None:
+    """The export's files as a set: config.json marks a complete export (transformers loads
+    nothing without it), so it goes first, and comes back last. An export killed half way over
+    an old one leaves a folder without config.json, never the old config beside the new weights.
+    The folder may hold other files: only the export's own are replaced."""
+    with writing_into(out_dir):  # one export into a folder at a time: a temporary there is a leftover
+        for name in files:
+            remove_stale_temporaries(out_dir / name)
+        (out_dir / CONFIG_FILE).unlink(missing_ok=True)
+        for name, content in files.items():
+            if name != CONFIG_FILE:
+                write_file(out_dir / name, content)
+        write_file(out_dir / CONFIG_FILE, files[CONFIG_FILE])
 
 
 def write_file(path: Path, content: bytes | str | dict) -> None:

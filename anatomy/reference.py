@@ -19,11 +19,20 @@ import datetime as dt
 import json
 import os
 import platform
+import shutil
 from pathlib import Path
 from typing import Any
 
-from anatomy.atomic import write_bytes, write_json
+from anatomy.atomic import (
+    atomic_folder,
+    remove_stale_temporaries,
+    write_bytes,
+    write_bytes_if_changed,
+    write_json,
+    writing_into,
+)
 from anatomy.errors import AnatomyError
+from anatomy.locks import is_locked
 from anatomy.run_files import read_json_object, read_run_config, read_summary
 from anatomy.results import find_run_folders, read_run
 
@@ -121,7 +130,8 @@ def small_files(folder: Path) -> list[str]:
 
 def ship_weights(runs_root: Path, out: Path, run_ids: list[str]) -> list[Path]:
     """The float16 weights of these runs' best and last checkpoints, beside their shipped files,
-    so that generation works on a fresh clone (anatomy/weights.py). Returns the files written."""
+    so that generation works on a fresh clone (anatomy/weights.py). Returns the files written: a
+    file that already holds these weights is left as it is."""
     from anatomy.runs import load_checkpoint  # torch: only when weights are shipped
     from anatomy.weights import SUFFIX, save_weights
 
@@ -134,9 +144,13 @@ def ship_weights(runs_root: Path, out: Path, run_ids: list[str]) -> list[Path]:
             source = folder / f"{checkpoint}.pt"
             if not source.is_file():
                 raise AnatomyError(f"--weights {run_id}: {source} is missing, so its weights cannot be shipped")
-            target = out / "runs" / run_id / f"{checkpoint}{SUFFIX}"
-            save_weights(load_checkpoint(source), target)
-            written.append(target)
+    with writing_into(out):
+        for run_id in run_ids:
+            for checkpoint in ("best", "last"):
+                target = out / "runs" / run_id / f"{checkpoint}{SUFFIX}"
+                remove_stale_temporaries(target)  # what a killed call left beside it
+                if save_weights(load_checkpoint(runs_root / run_id / f"{checkpoint}.pt"), target):
+                    written.append(target)
     return written
 
 
@@ -154,32 +168,37 @@ def ship(runs_root: Path, out: Path, benchmarks_root: Path | None = None) -> dic
     report: dict[str, list[str]] = {"added": [], "updated": [], "unchanged": [], "not finished": []}
     finished = []
     for folder in find_run_folders(runs_root):
+        if (folder / "summary.json").is_file():
+            read_run(folder, runs_root)  # collect's checks, on every finished run before anything is written
         if is_finished(folder):
-            read_run(folder, runs_root)  # every run is checked before anything is written
             finished.append(folder)
         else:
             report["not finished"].append(folder.relative_to(runs_root).as_posix())
-    for folder in finished:
-        run_id = folder.relative_to(runs_root).as_posix()
-        target = out / "runs" / run_id
-        files = {target / name: (folder / name).read_bytes() for name in small_files(folder)}
-        benchmark = Path(benchmarks_root, BENCHMARK_RULE, f"{run_id}.tsv") if benchmarks_root else None
-        if benchmark is not None and benchmark.is_file():
-            # Snakemake's layout, so that collect --benchmarks reads them unchanged
-            files[out / "benchmarks" / BENCHMARK_RULE / f"{run_id}.tsv"] = benchmark.read_bytes()
-        if run_id in record["runs"] and all(
-            path.is_file() and path.read_bytes() == data for path, data in files.items()
-        ):
-            report["unchanged"].append(run_id)
-            continue
-        report["updated" if (target / "summary.json").exists() else "added"].append(run_id)
-        for path, data in files.items():
-            write_bytes(path, data)
-        record["runs"][run_id] = provenance(folder, benchmark, machine)
-    if not record["runs"]:
-        return report  # nothing finished yet: no record to write
-    record["runs"] = dict(sorted(record["runs"].items()))
-    write_json(out / PROVENANCE_FILE, {"grid": grid_totals(record["runs"]), "runs": record["runs"]})
+    if not finished and not record["runs"]:
+        return report  # nothing finished yet: nothing to write
+    with writing_into(out):
+        for folder in finished:
+            run_id = folder.relative_to(runs_root).as_posix()
+            target = out / "runs" / run_id
+            files = {target / name: (folder / name).read_bytes() for name in small_files(folder)}
+            benchmark = Path(benchmarks_root, BENCHMARK_RULE, f"{run_id}.tsv") if benchmarks_root else None
+            if benchmark is not None and benchmark.is_file():
+                # Snakemake's layout, so that collect --benchmarks reads them unchanged
+                files[out / "benchmarks" / BENCHMARK_RULE / f"{run_id}.tsv"] = benchmark.read_bytes()
+            for path in files:
+                remove_stale_temporaries(path)  # what a killed call left beside it
+            if run_id in record["runs"] and all(
+                path.is_file() and path.read_bytes() == data for path, data in files.items()
+            ):
+                report["unchanged"].append(run_id)
+                continue
+            report["updated" if (target / "summary.json").exists() else "added"].append(run_id)
+            for path, data in files.items():
+                write_bytes_if_changed(path, data)
+            record["runs"][run_id] = provenance(folder, benchmark, machine)
+        record["runs"] = dict(sorted(record["runs"].items()))
+        remove_stale_temporaries(out / PROVENANCE_FILE)
+        write_json(out / PROVENANCE_FILE, {"grid": grid_totals(record["runs"]), "runs": record["runs"]})
     return report
 
 
@@ -187,16 +206,17 @@ def ship_exams(exams_root: Path, out: Path) -> list[str]:
     """The exams of no one run (results/exams/: the depth map's finished cells, the wall clock)
     into out/exams/, without checkpoints or hidden files (locks). Returns the files that changed."""
     changed = []
-    for path in sorted(Path(exams_root).rglob("*")):
-        relative = path.relative_to(exams_root)
-        if not path.is_file() or path.suffix == ".pt" or any(part.startswith(".") for part in relative.parts):
-            continue
-        if (path.parent / "config.json").is_file() and not (path.parent / "summary.json").is_file():
-            continue  # a depth cell still training: it ships once finished, as runs do
-        target, data = out / "exams" / relative, path.read_bytes()
-        if not (target.is_file() and target.read_bytes() == data):
-            write_bytes(target, data)
-            changed.append(relative.as_posix())
+    with writing_into(out):
+        for path in sorted(Path(exams_root).rglob("*")):
+            relative = path.relative_to(exams_root)
+            if not path.is_file() or path.suffix == ".pt" or any(part.startswith(".") for part in relative.parts):
+                continue
+            if (path.parent / "config.json").is_file() and not (path.parent / "summary.json").is_file():
+                continue  # a depth cell still training: it ships once finished, as runs do
+            target = out / "exams" / relative
+            remove_stale_temporaries(target)  # what a killed call left beside it
+            if write_bytes_if_changed(target, path.read_bytes()):
+                changed.append(relative.as_posix())
     return changed
 
 
@@ -261,12 +281,58 @@ def corpus_folder_of(folder: Path, default_corpus: Path) -> Path:
     return recorded if recorded.parent == NAMED_CORPORA else default_corpus
 
 
+def check_shipped_run(folder: Path, shipped: Path) -> None:
+    """A shipped run must hold every result file, or restoring it would make a run that the
+    workflow counts as done (or trains again) and that collect refuses."""
+    for name in RESULT_FILES:
+        if not (folder / name).is_file():
+            run_id = folder.relative_to(shipped).as_posix()
+            raise AnatomyError(
+                f"{folder / name}: missing, so the shipped run {run_id} cannot be restored; "
+                "nothing of it was copied (ship it again, or delete its folder)"
+            )
+
+
+def half_restored(target: Path, shipped: Path, names: list[str]) -> bool:
+    """Whether `target` is what an older restore, killed half way, left of the shipped folder
+    (`names`: the files a restore copies): some of them missing, and every file there one of them,
+    byte for byte. A run or depth cell of this machine has a file no restore writes (a
+    checkpoint) or numbers of its own."""
+    present = {
+        path.relative_to(target).as_posix()
+        for path in target.rglob("*")
+        if path.is_file() and not path.name.endswith(".tmp")  # a killed writer's temporaries
+    }
+    return present < set(names) and all(
+        (target / name).read_bytes() == (shipped / name).read_bytes() for name in present
+    )
+
+
+def restore_folder(shipped: Path, names: list[str], target: Path) -> bool:
+    """Copy the files `names` of a shipped folder (a run, a depth cell) into `target`, all or
+    nothing: into a temporary folder beside it, renamed into place once complete. Only where
+    `target` is missing or half restored (half_restored), and no trainer is at work in it; never
+    over a run of this machine, finished or resumable. Returns whether it copied. Only while
+    holding the lock on the folder above (writing_into), so a temporary folder found beside
+    `target` is a killed restore's."""
+    remove_stale_temporaries(target)
+    if target.exists() and (is_locked(target) or not half_restored(target, shipped, names)):
+        return False
+    with atomic_folder(target) as tmp:
+        for name in names:  # in order: Snakemake compares the files' times
+            (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(shipped / name, tmp / name)
+    return True
+
+
 def restore(reference: Path, runs_root: Path, corpus: Path) -> tuple[list[str], dict[str, list[str]]]:
     """Copy the shipped runs' small files into `runs_root` where that run is not there yet, so a
     grid continued on another machine trains only what is missing (the workflow counts a run
     with summary.json and samples.json as done). Each run's tokenized corpus must be there first,
     and be the run's own (check_corpus): the default corpus must; runs of a named corpus not yet
-    tokenized are left for later. Returns the run ids copied, and those left by their corpus."""
+    tokenized are left for later. Each run is copied whole or not at all, and a run an older
+    restore left half copied is completed. Returns the run ids copied, and those left by their
+    corpus."""
     shipped = Path(reference) / "runs"
     if not shipped.is_dir():
         raise AnatomyError(f"--out {reference}: no shipped runs in it (expected {shipped})")
@@ -282,16 +348,17 @@ def restore(reference: Path, runs_root: Path, corpus: Path) -> tuple[list[str], 
             continue
         check_corpus(runs, corpus_dir)
         folders += runs
+    for folder in folders:  # every run checked before anything is copied
+        check_shipped_run(folder, shipped)
     copied = []
-    for folder in sorted(folders):
-        run_id = folder.relative_to(shipped).as_posix()
-        target = Path(runs_root) / run_id
-        if (target / "config.json").exists():
-            continue  # a run of this machine, finished or resumable: never overwrite it
-        # in order: exam results written after summary.json, so Snakemake sees them up to date
-        for name in small_files(folder):
-            write_bytes(target / name, (folder / name).read_bytes())
-        copied.append(run_id)
+    if not folders:
+        return copied, left
+    with writing_into(runs_root):
+        for folder in sorted(folders):
+            run_id = folder.relative_to(shipped).as_posix()
+            # exam results after summary.json (small_files' order), so Snakemake sees them up to date
+            if restore_folder(folder, small_files(folder), Path(runs_root) / run_id):
+                copied.append(run_id)
     return copied, left
 
 
@@ -299,18 +366,25 @@ def restore_exams(reference: Path, exams_root: Path) -> list[str]:
     """The shipped exams of no one run back into `exams_root`: each depth cell and the wall clock
     where this machine has none of its own. Returns what was copied (cell folders, files)."""
     shipped = Path(reference) / "exams"
+    entries = sorted(shipped.iterdir()) if shipped.is_dir() else []
+    if not entries:
+        return []
     copied = []
-    for entry in sorted(shipped.iterdir()) if shipped.is_dir() else []:
-        units = sorted(entry.iterdir()) if entry.is_dir() else [entry]  # depth/CELL folders, or a file
-        for unit in units:
-            target = Path(exams_root) / unit.relative_to(shipped)
-            if target.exists():
-                continue  # this machine's own, finished or resumable: never overwrite it
-            files = sorted(unit.rglob("*"), key=lambda p: p.name == "summary.json") if unit.is_dir() else [unit]
-            for path in files:  # summary.json last: a cell is finished only once everything is there
-                if path.is_file():
-                    write_bytes(target / path.relative_to(unit) if unit.is_dir() else target, path.read_bytes())
-            copied.append(unit.relative_to(shipped).as_posix())
+    with writing_into(exams_root):
+        for entry in entries:
+            for unit in sorted(entry.iterdir()) if entry.is_dir() else [entry]:  # depth/CELL folders, or a file
+                target = Path(exams_root) / unit.relative_to(shipped)
+                if unit.is_dir():
+                    # summary.json last: a cell is finished only once everything is there
+                    files = sorted((p for p in unit.rglob("*") if p.is_file()), key=lambda p: p.name == "summary.json")
+                    if not restore_folder(unit, [path.relative_to(unit).as_posix() for path in files], target):
+                        continue
+                elif target.exists():
+                    continue  # this machine's own: never overwrite it
+                else:
+                    remove_stale_temporaries(target)
+                    write_bytes(target, unit.read_bytes())
+                copied.append(unit.relative_to(shipped).as_posix())
     return copied
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from anatomy.atomic import atomic_path, write_text
+from anatomy.atomic import atomic_path, remove_stale_temporaries, write_text, writing_into
 from anatomy.claims import (
     EFFECT_SUMMARY,
     HELPS,
@@ -1082,8 +1082,11 @@ def run(args: argparse.Namespace) -> int:
         data = load_runs(args.runs, provenance)
     else:
         data = load(args.db or Path("results/anatomy.duckdb"), read_provenance(args.provenance))
-    names = [] if args.no_figures else save_figures(figure_charts(data), args.out)
-    write_text(args.out / "report.md", "# Results\n\n" + render(data, names))
+    with writing_into(args.out):  # one report writer at a time: what a killed one left can go
+        for path in [args.out / "report.md", *(args.out / f"{name}.png" for name in FIGURE_TITLES)]:
+            remove_stale_temporaries(path)
+        names = [] if args.no_figures else save_figures(figure_charts(data), args.out)
+        write_text(args.out / "report.md", "# Results\n\n" + render(data, names))
     print(f"report: {args.out / 'report.md'} ({len(data.runs)} runs, {len(names)} figures)")
     if args.readme is not None:
         if not args.readme.is_file():

@@ -129,6 +129,17 @@ def _number(value: Any, path: Path, name: str, kind: type = float) -> Any:
     return float(value)
 
 
+def _loss(value: Any, path: Path, name: str, finite: bool = False) -> float | None:
+    """A loss from JSON: a cross-entropy is 0 or more, so a negative one (-Infinity) is damage.
+    NaN and +Infinity mark a run that blew up, unless `finite` (a best val is the lowest finite
+    one); None is a loss not evaluated."""
+    value = _number(value, path, name)
+    if value is not None and (value < 0 or (finite and not math.isfinite(value))):
+        expected = "a finite loss (0 or more)" if finite else "a loss (0 or more, or NaN or Infinity)"
+        raise AnatomyError(f"{path}: field '{name}' must be {expected} or null, got {value!r}")
+    return value
+
+
 def _seed_of(folder: Path, config: dict[str, Any]) -> int | None:
     train = config.get("train") if isinstance(config.get("train"), dict) else {}
     if isinstance(train.get("seed"), int):
@@ -162,10 +173,14 @@ def model_columns(config: dict[str, Any], path: Path) -> dict[str, Any]:
 
 
 def read_metrics(path: Path, run_id: str, finished: bool) -> list[dict[str, Any]]:
-    """Rows of metrics.jsonl. A run still training may have a half-written last line: skip it."""
-    if not path.exists():
-        return []
-    lines = path.read_text(encoding="utf-8").splitlines()
+    """Rows of metrics.jsonl. A run still training may have none yet, or a half-written last line
+    (skipped). A finished one has at least one: every report and page reads its curve."""
+    lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+    if finished and not any(line.strip() for line in lines):
+        raise AnatomyError(
+            f"{path}: missing or empty, but {SUMMARY_FILE} says the run finished: its curve is lost "
+            "(delete the folder to train it again)"
+        )
     rows: dict[int, dict[str, Any]] = {}
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -183,13 +198,15 @@ def read_metrics(path: Path, run_id: str, finished: bool) -> list[dict[str, Any]
         rows[step] = {
             "run_id": run_id,
             "step": step,
-            **{
-                name: _number(record.get(name), path, f"{name} (line {number})")
-                for name in ("train_loss", "val_loss", "lr", "elapsed_s")
-            },
+            **{name: _loss(record.get(name), path, f"{name} (line {number})") for name in ("train_loss", "val_loss")},
+            **{name: _number(record.get(name), path, f"{name} (line {number})") for name in ("lr", "elapsed_s")},
             "tokens_seen": _number(record.get("tokens_seen"), path, f"tokens_seen (line {number})", int),
         }
     return [rows[step] for step in sorted(rows)]
+
+
+# what `anatomy generate` records of every sample (`note` too, but records from before it lack it)
+SAMPLE_FIELDS = ("checkpoint", "prefix", "temperature", "seed", "chars", "text")
 
 
 def read_samples(path: Path, run_id: str) -> list[dict[str, Any]]:
@@ -200,46 +217,99 @@ def read_samples(path: Path, run_id: str) -> list[dict[str, Any]]:
         raise AnatomyError(f"{path}: expected a list of samples, got {type(records).__name__}")
     rows = []
     for idx, record in enumerate(records):
-        if not isinstance(record, dict) or "text" not in record:
-            raise AnatomyError(f"{path}: sample {idx} must be an object with a 'text' field")
+        if not isinstance(record, dict):
+            raise AnatomyError(f"{path}: sample {idx} must be an object, got {record!r}")
+        if missing := [name for name in SAMPLE_FIELDS if name not in record]:
+            raise AnatomyError(
+                f"{path}: sample {idx} lacks {', '.join(repr(name) for name in missing)} "
+                f"(anatomy generate records {', '.join(SAMPLE_FIELDS)})"
+            )
         # text is null when there was nothing to sample from (a diverged run); `note` says why
-        if not isinstance(record["text"], (str, type(None))):
-            raise AnatomyError(f"{path}: sample {idx}: 'text' must be a string or null, got {record['text']!r}")
+        text = record["text"]
+        if not isinstance(text, (str, type(None))):
+            raise AnatomyError(f"{path}: sample {idx}: 'text' must be a string or null, got {text!r}")
+        if record["checkpoint"] not in ("best", "last") and not (record["checkpoint"] is None and text is None):
+            raise AnatomyError(
+                f"{path}: sample {idx}: 'checkpoint' must be 'best' or 'last' (null only for a sample "
+                f"without text), got {record['checkpoint']!r}"
+            )
+        if not isinstance(record["prefix"], str):
+            raise AnatomyError(f"{path}: sample {idx}: 'prefix' must be a string, got {record['prefix']!r}")
         rows.append(
             {
                 "run_id": run_id,
                 "sample_idx": idx,
-                "checkpoint": None if record.get("checkpoint") is None else str(record["checkpoint"]),
-                "prefix": record.get("prefix"),
-                "temperature": _number(record.get("temperature"), path, f"temperature (sample {idx})"),
-                "seed": _number(record.get("seed"), path, f"seed (sample {idx})", int),
-                "chars": _number(record.get("chars"), path, f"chars (sample {idx})", int),
-                "text": record["text"],
+                "checkpoint": record["checkpoint"],
+                "prefix": record["prefix"],
+                "temperature": _required(record["temperature"], path, f"temperature (sample {idx})"),
+                "seed": _required(record["seed"], path, f"seed (sample {idx})", int),
+                "chars": _required(record["chars"], path, f"chars (sample {idx})", int),
+                "text": text,
                 "note": None if record.get("note") is None else str(record["note"]),
-                **memorisation_columns(record.get("memorisation"), path, idx),
+                **memorisation_columns(record.get("memorisation"), text or "", path, idx),
             }
         )
     return rows
 
 
-def memorisation_columns(figures: Any, path: Path, idx: int) -> dict[str, Any]:
+def _required(value: Any, path: Path, name: str, kind: type = float) -> Any:
+    """A number that must be there (`_number` lets null through)."""
+    if value is None:
+        raise AnatomyError(f"{path}: field '{name}' must be a number, got null")
+    return _number(value, path, name, kind)
+
+
+def memorisation_columns(figures: Any, text: str, path: Path, idx: int) -> dict[str, Any]:
     """A sample's memorisation figures (anatomy/memorisation.py) as columns; NULL if not measured."""
     if figures is None:
         return {}
     if not isinstance(figures, dict):
         raise AnatomyError(f"{path}: sample {idx}: 'memorisation' must be an object, got {figures!r}")
     source = figures.get("longest_copy_source") or {}
+    if not isinstance(source, dict):
+        raise AnatomyError(
+            f"{path}: sample {idx}: 'memorisation.longest_copy_source' must be an object, got {source!r}"
+        )
     where = f"memorisation of sample {idx}"
-    return {
-        "copy_min_chars": _number(figures.get("min_chars"), path, f"min_chars ({where})", int),
-        "copied_fraction": _number(figures.get("copied_fraction"), path, f"copied_fraction ({where})"),
-        "val_copied_fraction": _number(figures.get("val_copied_fraction"), path, f"val_copied_fraction ({where})"),
-        "longest_copy": _number(figures.get("longest_copy"), path, f"longest_copy ({where})", int),
+    columns = {
+        "copy_min_chars": _required(figures.get("min_chars"), path, f"min_chars ({where})", int),
+        "copied_fraction": _required(figures.get("copied_fraction"), path, f"copied_fraction ({where})"),
+        "val_copied_fraction": _required(figures.get("val_copied_fraction"), path, f"val_copied_fraction ({where})"),
+        "longest_copy": _required(figures.get("longest_copy"), path, f"longest_copy ({where})", int),
         "longest_copy_text": figures.get("longest_copy_text"),
         "longest_copy_post": source.get("post"),
         "longest_copy_line": _number(source.get("line"), path, f"longest_copy_source.line ({where})", int),
-        "copied_spans": json.dumps(figures.get("copied_spans") or []),
+        "copied_spans": json.dumps(copied_spans(figures.get("copied_spans"), text, path, idx)),
     }
+    if columns["longest_copy"] and not (isinstance(source.get("post"), str) and columns["longest_copy_line"]):
+        raise AnatomyError(
+            f"{path}: sample {idx}: a longest copy of {columns['longest_copy']} characters needs "
+            f"'memorisation.longest_copy_source' with its post and line, got {figures.get('longest_copy_source')!r}"
+        )
+    return columns
+
+
+def copied_spans(spans: Any, text: str, path: Path, idx: int) -> list[list]:
+    """The copied spans as the Samples page marks them: [start, length, post, line] each, inside
+    the sample's text (a span outside it would mark nothing, or the wrong characters)."""
+    spans = [] if spans is None else spans
+    if not isinstance(spans, list):
+        raise AnatomyError(f"{path}: sample {idx}: 'memorisation.copied_spans' must be a list, got {spans!r}")
+    for n, span in enumerate(spans):
+        if not (
+            isinstance(span, list)
+            and len(span) == 4
+            and all(isinstance(span[i], int) and not isinstance(span[i], bool) for i in (0, 1, 3))
+            and isinstance(span[2], str)
+            and span[0] >= 0
+            and span[1] > 0
+            and span[0] + span[1] <= len(text)
+        ):
+            raise AnatomyError(
+                f"{path}: sample {idx}: 'memorisation.copied_spans' item {n} must be [start, length, post, "
+                f"line], a span inside the text ({len(text)} characters), got {span!r}"
+            )
+    return spans
 
 
 def read_run(folder: Path, runs_root: Path) -> tuple[dict[str, Any], list, list]:
@@ -269,6 +339,9 @@ def read_run(folder: Path, runs_root: Path) -> tuple[dict[str, Any], list, list]
 
     def from_summary(name: str, kind: type = float) -> Any:
         return None if summary is None else _number(summary.get(name), summary_path, name, kind)
+
+    def loss_from_summary(name: str, finite: bool = False) -> float | None:
+        return None if summary is None else _loss(summary.get(name), summary_path, name, finite)
 
     diverged = bool(summary.get("diverged")) if summary else False
     if summary is None:
@@ -302,10 +375,10 @@ def read_run(folder: Path, runs_root: Path) -> tuple[dict[str, Any], list, list]
         "diverged": diverged,
         "diverged_step": from_summary("diverged_step", int),
         "steps_done": from_summary("steps_done", int) if summary else (metrics[-1]["step"] if metrics else None),
-        "best_val_loss": from_summary("best_val_loss"),
+        "best_val_loss": loss_from_summary("best_val_loss", finite=True),  # the lowest finite val
         "best_step": from_summary("best_step", int),
-        "final_train_loss": from_summary("final_train_loss"),
-        "final_val_loss": from_summary("final_val_loss"),
+        "final_train_loss": loss_from_summary("final_train_loss"),
+        "final_val_loss": loss_from_summary("final_val_loss"),
         "step_time_s": from_summary("step_time_s"),
         "tokens_per_s": from_summary("tokens_per_s"),
     }
@@ -588,6 +661,12 @@ READ_ONLY_SETTINGS = {
 }
 
 
+def check_database_path(db_path: str | Path) -> None:
+    """Every command given --db says a folder there as such (not "no such database")."""
+    if Path(db_path).is_dir():
+        raise AnatomyError(f"--db {db_path}: is a folder, expected a DuckDB file")
+
+
 def open_read_only(db_path: str | Path) -> duckdb.DuckDBPyConnection:
     """The one way this project opens a results database to read it (report, dashboard, collect)."""
     return duckdb.connect(str(db_path), read_only=True, config=READ_ONLY_SETTINGS)
@@ -620,6 +699,7 @@ def collect(
 ) -> dict[str, int]:
     """Read every run folder, write the database (and results.json); return the row counts."""
     db_path = Path(db_path)
+    check_database_path(db_path)
     check_file_target(db_path, "--db")
     if json_path is not None:
         check_file_target(json_path, "--json")

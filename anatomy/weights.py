@@ -18,20 +18,34 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, safe_open, save
 
-from anatomy.atomic import write_bytes
+from anatomy.atomic import write_bytes_if_changed
 from anatomy.errors import AnatomyError
 
 SUFFIX = ".safetensors"
 
 
-def save_weights(saved: dict[str, Any], path: Path) -> None:
-    """Write a loaded checkpoint's model weights as float16, with its model config and vocabulary."""
+def save_weights(saved: dict[str, Any], path: Path) -> bool:
+    """Write a loaded checkpoint's model weights as float16, with its model config and vocabulary.
+    Equal weights give equal bytes, and a file that already holds them is left as it is (shipped
+    weights must not churn in git); returns whether the file was written."""
     tensors = {name: tensor.detach().to(torch.float16).contiguous() for name, tensor in saved["model"].items()}
     metadata = {
         "model_config": json.dumps(saved["config"]["model"]),
         "vocab": json.dumps(saved["vocab"], ensure_ascii=False),
     }
-    write_bytes(path, save(tensors, metadata=metadata))
+    return write_bytes_if_changed(path, canonical_header(save(tensors, metadata=metadata)))
+
+
+def canonical_header(data: bytes) -> bytes:
+    """The safetensors bytes with their JSON header's keys sorted. safetensors writes the metadata
+    in an order that changes from one process to the next; sorted, the same tensors and metadata
+    always give the same file. The tensors' offsets count from the end of the header, so they
+    stand as they are; the header is padded with spaces to a multiple of 8, as safetensors does."""
+    size = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8 : 8 + size])
+    text = json.dumps(header, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    text += b" " * (-len(text) % 8)
+    return len(text).to_bytes(8, "little") + text + data[8 + size :]
 
 
 def load_weights(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any], list[str]]:

@@ -13,11 +13,20 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
+from anatomy import export
 from anatomy.cli import main
 from anatomy.config import preset
 from anatomy.corpus import extract_corpus
 from anatomy.errors import AnatomyError
-from anatomy.export import UNK_TOKEN, build_tokenizer, export_run, llama_differences, tokenizer_config
+from anatomy.export import (
+    CONFIG_FILE,
+    UNK_TOKEN,
+    WEIGHTS_FILE,
+    build_tokenizer,
+    export_run,
+    llama_differences,
+    tokenizer_config,
+)
 from anatomy.generate import load_model, sample
 from anatomy.runs import load_checkpoint
 from anatomy.trainer import train
@@ -240,6 +249,31 @@ def test_checkpoint_option_and_bad_output_folders(llama_runs, tmp_path, capsys):
     assert "a_file: exists and is not a folder" in capsys.readouterr().err
     with pytest.raises(AnatomyError, match="is the run folder itself"):
         export_run(run, run)
+
+
+def test_an_export_over_an_old_one_replaces_its_files_as_a_set(llama_runs, tmp_path, monkeypatch):
+    """Killed half way over an old export, an export leaves no config.json (transformers loads
+    nothing), never the old config beside the new weights; the next one removes what it left."""
+    out = tmp_path / "hf"
+    export_run(llama_runs["mha"], out)
+    (out / "notes.md").write_text("mine")  # not the export's: kept
+    (out / f".{WEIGHTS_FILE}.x1y2.tmp").write_bytes(b"half written")  # an export killed earlier
+    real_write = export.write_file
+
+    def killed_after_the_weights(path, content):
+        real_write(path, content)
+        if path.name == WEIGHTS_FILE:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(export, "write_file", killed_after_the_weights)
+    with pytest.raises(KeyboardInterrupt):
+        export_run(llama_runs["mqa"], out)
+    assert not (out / CONFIG_FILE).exists()
+    assert not list(out.glob(".*.tmp"))
+    monkeypatch.undo()
+    export_run(llama_runs["mqa"], out)
+    assert json.loads((out / CONFIG_FILE).read_text())["num_key_value_heads"] == KV_HEADS["mqa"]
+    assert (out / "notes.md").read_text() == "mine"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import pytest
 
 from anatomy import reference, results
 from anatomy.cli import main
+from anatomy.locks import held_lock
 
 
 def shipped_files(out: Path) -> set[str]:
@@ -242,3 +243,116 @@ def test_runs_of_a_named_corpus_restore_once_that_corpus_is_tokenized(fixture_ru
     assert main(restore) == 0
     assert "restored 1 shipped runs" in capsys.readouterr().out
     assert (tmp_path / "mine" / "llama" / "seed7" / "summary.json").is_file()
+
+
+# --- restoring whole runs, and leftovers ------------------------------------------------------
+
+
+def restore_args(out: Path, runs: Path, corpus: Path) -> list[str]:
+    return ["reference", "--restore", "--out", str(out), "--runs", str(runs), "--data", str(corpus)]
+
+
+def test_a_shipped_run_missing_a_file_is_one_line_and_nothing_is_restored(fixture_runs, tmp_path, capsys):
+    """The issue's repro: a shipped run without metrics.jsonl, restored twice. It gave a traceback
+    after copying config.json, then "restored N" without the run, which the workflow then failed on."""
+    runs_root, benchmarks_root = fixture_runs
+    out = tmp_path / "reference"
+    reference.ship(runs_root, out, benchmarks_root)
+    missing = out / "runs" / "llama" / "seed42" / "metrics.jsonl"
+    missing.unlink()
+    mine = tmp_path / "mine"
+    argv = restore_args(out, mine, fixture_corpus(tmp_path / "corpus"))
+    for _ in range(2):
+        assert main(argv) == 2
+        error = capsys.readouterr().err
+        assert f"{missing}: missing, so the shipped run llama/seed42 cannot be restored" in error
+        assert error.count("\n") == 1
+        assert not (mine / "llama" / "seed42").exists()
+
+
+def test_a_restore_killed_half_way_leaves_no_half_run(fixture_runs, tmp_path, monkeypatch, capsys):
+    runs_root, benchmarks_root = fixture_runs
+    out = tmp_path / "reference"
+    reference.ship(runs_root, out, benchmarks_root)
+    mine = tmp_path / "mine"
+    argv = restore_args(out, mine, fixture_corpus(tmp_path / "corpus"))
+    real_copy, copies = reference.shutil.copyfile, []
+
+    def killed_on_the_third_file(source, target):
+        copies.append(target)
+        if len(copies) == 3:
+            raise KeyboardInterrupt  # as a Ctrl-C would, half way through the first run
+        return real_copy(source, target)
+
+    monkeypatch.setattr(reference.shutil, "copyfile", killed_on_the_third_file)
+    with pytest.raises(KeyboardInterrupt):
+        main(argv)
+    monkeypatch.undo()
+    first = Path(copies[0]).parent.name  # the temporary folder the first run was copied into
+    assert not (mine / "deep_post_nowarmup" / "seed42").exists()
+    # a SIGKILL runs no cleanup: what it leaves is a hidden temporary folder, which the next restore removes
+    stale = mine / "deep_post_nowarmup" / first
+    stale.mkdir()
+    (stale / "config.json").write_text("{}")
+    assert main(argv) == 0
+    assert "restored 14 shipped runs" in capsys.readouterr().out
+    assert not stale.exists()
+    for name in reference.RESULT_FILES:
+        shipped = out / "runs" / "deep_post_nowarmup" / "seed42" / name
+        assert (mine / "deep_post_nowarmup" / "seed42" / name).read_bytes() == shipped.read_bytes()
+
+
+def test_a_run_an_older_restore_left_half_copied_is_completed(fixture_runs, tmp_path, capsys):
+    """Older versions copied file by file and skipped any folder with a config.json: a kill left a
+    run that no later restore completed. Only shipped files, byte for byte, and no checkpoint: it
+    is completed; a run of this machine (a checkpoint, or numbers of its own) is never touched."""
+    runs_root, benchmarks_root = fixture_runs
+    out = tmp_path / "reference"
+    reference.ship(runs_root, out, benchmarks_root)
+    mine = tmp_path / "mine"
+    half, trained, training = mine / "llama" / "seed42", mine / "llama" / "seed7", mine / "vanilla" / "seed7"
+    for folder in (half, trained, training):
+        folder.mkdir(parents=True)
+        for name in ("config.json", "metrics.jsonl"):
+            (folder / name).write_bytes((out / "runs" / folder.relative_to(mine) / name).read_bytes())
+    (half / ".summary.json.x1y2.tmp").write_text("{")  # the older version's half-written file
+    (trained / "last.pt").write_bytes(b"weights")  # this machine trained it: resumable
+    with held_lock(training):  # a trainer is at work in it right now
+        assert main(restore_args(out, mine, fixture_corpus(tmp_path / "corpus"))) == 0
+    said = capsys.readouterr().out
+    assert "restored 12 shipped runs" in said and "llama/seed42" in said
+    assert sorted(path.name for path in half.iterdir()) == sorted(reference.RESULT_FILES)
+    assert sorted(path.name for path in trained.iterdir()) == ["config.json", "last.pt", "metrics.jsonl"]
+    assert sorted(path.name for path in training.iterdir()) == ["config.json", "metrics.jsonl"]
+
+
+def test_shipping_removes_what_a_killed_call_left(fixture_runs, tmp_path):
+    runs_root, benchmarks_root = fixture_runs
+    out = tmp_path / "reference"
+    reference.ship(runs_root, out, benchmarks_root)
+    leftovers = [
+        out / "runs" / "vanilla" / "seed42" / ".config.json.x1y2.tmp",
+        out / "runs" / "vanilla" / "seed42" / ".samples.json.a9b8.tmp",
+        out / ".grid.json.c3d4.tmp",
+    ]
+    for path in leftovers:
+        path.write_text("half written")
+    before = shipped_files(out)
+    report = reference.ship(runs_root, out, benchmarks_root)
+    assert len(report["unchanged"]) == 14
+    assert not any(path.exists() for path in leftovers)
+    assert shipped_files(out) == before - {path.relative_to(out).as_posix() for path in leftovers}
+
+
+def test_an_exam_cell_an_older_restore_left_half_copied_is_completed(tmp_path):
+    out = tmp_path / "reference"
+    cell = out / "exams" / "depth" / "post_lr0.001"
+    cell.mkdir(parents=True)
+    for name in ("config.json", "metrics.jsonl", "summary.json"):
+        (cell / name).write_text(f"{name} of the cell")
+    exams = tmp_path / "exams"
+    (exams / "depth" / "post_lr0.001").mkdir(parents=True)
+    (exams / "depth" / "post_lr0.001" / "config.json").write_text("config.json of the cell")
+    assert reference.restore_exams(out, exams) == ["depth/post_lr0.001"]
+    assert (exams / "depth" / "post_lr0.001" / "summary.json").read_text() == "summary.json of the cell"
+    assert reference.restore_exams(out, exams) == []  # complete: left as it is

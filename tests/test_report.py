@@ -102,11 +102,50 @@ def test_verdicts_turn_when_the_data_turn(tmp_path):
         **deep_pair({"floor": 2.05}, {"floor": 2.05}),
     )
     found = verdicts(load(db))
+    # vanilla turned: its best is a real one, and the llama's, still to come, is later still
     assert found["The mini-LLaMA learns faster: its best val comes earlier"] == "**not reproduced**"
     assert found["The mini-LLaMA reaches a lower best val"] == "**not reproduced**"
-    assert found["The mini-LLaMA memorises after its best val: val climbs while train falls"] == "**not reproduced**"
+    # the llama never turned: there is no "after its best val" to memorise in
+    assert found["The mini-LLaMA memorises after its best val: val climbs while train falls"] == (
+        "not testable here: val was still falling at the last evaluation"
+    )
     deep = [v for c, v in found.items() if c.startswith("A 12-layer post-norm")][0]
     assert deep.startswith("**not reproduced**")
+
+
+def test_a_claim_whose_premise_did_not_happen_is_not_testable(tmp_path):
+    """Runs too short to turn (the quick grid): both best vals are at the last evaluation, so
+    "step 100 vs 100" and "val rises by 0.000" say nothing about the chapter's claims."""
+    db = grid_db(
+        tmp_path,
+        vanilla={"floor": 2.3, "turn_step": 100},
+        llama={"floor": 2.1, "turn_step": 100, "model": LLAMA_PARTS},
+    )
+    data = load(db)
+    assert (data.runs["best_step"] == data.runs["final_val_step"]).all()
+    assert not claims.turned(data.runs).any()
+    found = verdicts(data)
+    assert found["The mini-LLaMA learns faster: its best val comes earlier"] == (
+        "not testable here: no run turned (val was still falling at the last evaluation)"
+    )
+    assert found["The mini-LLaMA memorises after its best val: val climbs while train falls"] == (
+        "not testable here: val was still falling at the last evaluation"
+    )
+
+
+def test_a_seed_that_never_turned_is_left_out_of_the_verdict_and_named(tmp_path):
+    runs = tmp_path / "runs"
+    for seed in (42, 7):
+        write_run_folder(runs, "vanilla", seed, floor=2.3, turn_step=100 if seed == 7 else 70)
+        write_run_folder(runs, "llama", seed, floor=2.1, turn_step=100 if seed == 7 else 40, model=LLAMA_PARTS)
+    collect(runs, tmp_path / "grid.duckdb")
+    found = verdicts(load(tmp_path / "grid.duckdb"))
+    assert found["The mini-LLaMA learns faster: its best val comes earlier"] == (
+        "**reproduced** (seed 7 not testable: no run turned)"
+    )
+    assert found["The mini-LLaMA memorises after its best val: val climbs while train falls"] == (
+        "**reproduced** (seed 7 not testable: val was still falling at the last evaluation)"
+    )
 
 
 def test_a_deep_post_norm_model_lower_than_pre_norm_is_said_so(tmp_path):
@@ -283,11 +322,13 @@ def test_a_part_is_judged_seed_by_seed(tmp_path):
     assert rows["gqa"][1:3] == ["-0.300 (1 seed)", "needs 2 seeds"]
 
 
-def test_the_memorised_sample_claim_reads_best_against_last(tmp_path):
+def memorised_grid(tmp_path: Path, llama_turn_step: int = 50) -> Path:
+    """The headline pair with measured best and last samples of the llama: seed 42 copies more at
+    its last weights than at its best and than the control, seed 7 less than the control."""
     runs = tmp_path / "runs"
     for seed, last_copied in ((42, 0.30), (7, 0.02)):
         write_run_folder(runs, "vanilla", seed)
-        run = write_run_folder(runs, "llama", seed, model=LLAMA_PARTS)
+        run = write_run_folder(runs, "llama", seed, model=LLAMA_PARTS, turn_step=llama_turn_step)
 
         def sample(checkpoint, copied, val):
             figures = {
@@ -312,13 +353,25 @@ def test_the_memorised_sample_claim_reads_best_against_last(tmp_path):
         (run / "samples.json").write_text(json.dumps([sample("last", last_copied, 0.05), sample("best", 0.0, 0.0)]))
     db = tmp_path / "grid.duckdb"
     collect(runs, db)
-    data = load(db)
+    return db
+
+
+def test_the_memorised_sample_claim_reads_best_against_last(tmp_path):
+    data = load(memorised_grid(tmp_path))
     claim = [c for c in claims.claims(data) if "memorised" in c.claim][0]
     # seed 42 copies more at the end than at its best and than the control; seed 7 less than the control
     assert claim.verdict.startswith("**partly reproduced**")
     assert "seed 42: 0.0% at the best checkpoint, 30.0% at the last (val control 5.0%)" in claim.measured
     rows = table_rows(report.render(data, []), "How much of the samples is memorised")
     assert rows[-2][0] == "llama · seed 42" and rows[-2][4] == "30.0% (5.0%), longest 0"
+
+
+def test_the_memorised_sample_claim_needs_a_run_whose_best_weights_are_not_its_last(tmp_path):
+    data = load(memorised_grid(tmp_path, llama_turn_step=100))  # best val at the last evaluation
+    claim = [c for c in claims.claims(data) if "memorised" in c.claim][0]
+    assert claim.verdict == (
+        "not testable here: val was still falling at the last evaluation, so the best weights are the last"
+    )
 
 
 def test_ablation_table_pairs_seeds_and_judges_against_seed_noise(fixture_grid_db):
@@ -464,6 +517,8 @@ def test_cli_errors_are_one_line(fixture_runs, tmp_path, capsys):
     runs_root, _ = fixture_runs
     assert main(["report", "--db", str(tmp_path / "none.duckdb"), "--out", str(tmp_path / "o")]) == 2
     assert "--db" in capsys.readouterr().err
+    assert main(["report", "--db", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
+    assert capsys.readouterr().err == f"error: --db {tmp_path}: is a folder, expected a DuckDB file\n"
     not_db = tmp_path / "not.duckdb"
     not_db.write_text("hello")
     assert main(["report", "--db", str(not_db), "--out", str(tmp_path / "o")]) == 2
@@ -565,3 +620,16 @@ def test_the_costs_estimate_the_grids_night_in_bf16_from_measured_runs(tmp_path)
     section = report.costs_section(load(db, {"runs": fp32 | shallow | deep, "grid": grid}))
     assert "1-layer 20.0 minutes a run, 12-layer 40.0 minutes a run" in section  # the fixture is 1 layer deep
     assert "would take 2.7 run-hours, 1.3 h on two lanes that never idle: within one 8-hour night" in section
+
+
+def test_a_report_removes_what_a_killed_report_left(fixture_runs, tmp_path):
+    runs_root, _ = fixture_runs
+    out = tmp_path / "docs" / "results"
+    out.mkdir(parents=True)
+    left = [out / ".headline.png.abc123.tmp", out / ".report.md.xyz.tmp"]
+    for path in left:
+        path.write_text("half a file")
+    (out / "notes.txt").write_text("mine")  # not a report's: left alone
+    assert main(["report", "--runs", str(runs_root), "--out", str(out), "--no-figures"]) == 0
+    assert not any(path.exists() for path in left)
+    assert (out / "notes.txt").read_text() == "mine" and (out / "report.md").is_file()

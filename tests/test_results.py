@@ -312,6 +312,26 @@ def test_a_half_written_last_line_is_skipped_only_while_running(tmp_path):
         results.collect(runs_root, tmp_path / "b.duckdb")
 
 
+def samples_json(**changes) -> str:
+    """samples.json with one sample as `anatomy generate` records it, with `changes`."""
+    sample = {"checkpoint": "last", "prefix": "## ", "temperature": 0.8, "seed": 0, "chars": 9, "text": "## abcdef"}
+    return json.dumps([{**sample, **changes}])
+
+
+def measured_samples_json(**changes) -> str:
+    """samples.json with one sample and its memorisation figures (anatomy memorised), with `changes`."""
+    figures = {
+        "min_chars": 3,
+        "copied_fraction": 0.5,
+        "val_copied_fraction": 0.0,
+        "longest_copy": 3,
+        "longest_copy_text": "abc",
+        "longest_copy_source": {"post": "a.md", "line": 1},
+        "copied_spans": [[3, 3, "a.md", 1]],
+    }
+    return samples_json(memorisation={**figures, **changes})
+
+
 @pytest.mark.parametrize(
     "file_name, content, message",
     [
@@ -324,8 +344,72 @@ def test_a_half_written_last_line_is_skipped_only_while_running(tmp_path):
         ),
         ("metrics.jsonl", '{"val_loss": 1.0}\n', r"line 1 must be an object with a 'step' field"),
         ("samples.json", '{"text": "hi"}', r"samples\.json: expected a list of samples"),
-        ("samples.json", '[{"prefix": "## "}]', r"sample 0 must be an object with a 'text' field"),
-        ("samples.json", '[{"text": 5}]', r"sample 0: 'text' must be a string or null, got 5"),
+        ("samples.json", '["hi"]', r"sample 0 must be an object, got 'hi'"),
+        ("samples.json", '[{"prefix": "## "}]', r"sample 0 lacks 'checkpoint', 'temperature', 'seed', 'chars', 'text'"),
+        # a sample holding only its text would show as "checkpoint None, temperature nan"
+        ("samples.json", '[{"text": "hi"}]', r"sample 0 lacks 'checkpoint', 'prefix', 'temperature', 'seed', 'chars' "),
+        ("samples.json", samples_json(text=5), r"sample 0: 'text' must be a string or null, got 5"),
+        ("samples.json", samples_json(checkpoint="middle"), r"sample 0: 'checkpoint' must be 'best' or 'last'"),
+        (
+            "samples.json",
+            samples_json(checkpoint=None),
+            r"'checkpoint' must be .*\(null only for a sample without text",
+        ),
+        (
+            "samples.json",
+            samples_json(temperature=None),
+            r"field 'temperature \(sample 0\)' must be a number, got null",
+        ),
+        ("samples.json", samples_json(prefix=3), r"sample 0: 'prefix' must be a string, got 3"),
+        # malformed copied spans crashed the Samples page
+        (
+            "samples.json",
+            measured_samples_json(copied_spans="3-6"),
+            r"sample 0: 'memorisation.copied_spans' must be a list, got '3-6'",
+        ),
+        (
+            "samples.json",
+            measured_samples_json(copied_spans=[[3, 3]]),
+            r"'memorisation.copied_spans' item 0 must be \[start, length, post, line\]",
+        ),
+        (
+            "samples.json",
+            measured_samples_json(copied_spans=[[3, 3, "a.md", 1], [7, 5, "a.md", 2]]),
+            r"'memorisation.copied_spans' item 1 must be .* inside the text \(9 characters\), got \[7, 5, 'a.md', 2\]",
+        ),
+        (
+            "samples.json",
+            measured_samples_json(longest_copy_source=None),
+            r"sample 0: a longest copy of 3 characters needs 'memorisation.longest_copy_source'",
+        ),
+        (
+            "samples.json",
+            measured_samples_json(min_chars=None),
+            r"field 'min_chars \(memorisation of sample 0\)' must be a number, got null",
+        ),
+        # a cross-entropy is never negative: -Infinity is a damaged file, not a loss
+        (
+            "summary.json",
+            '{"status": "done", "diverged": false, "best_val_loss": -Infinity}',
+            r"summary\.json: field 'best_val_loss' must be a finite loss \(0 or more\) or null, got -inf",
+        ),
+        (
+            "summary.json",
+            '{"status": "done", "diverged": false, "best_val_loss": NaN}',
+            r"field 'best_val_loss' must be a finite loss",
+        ),
+        (
+            "summary.json",
+            '{"status": "done", "diverged": false, "final_val_loss": -0.5}',
+            r"field 'final_val_loss' must be a loss \(0 or more, or NaN or Infinity\) or null, got -0\.5",
+        ),
+        (
+            "metrics.jsonl",
+            '{"step": 0, "val_loss": -Infinity}\n',
+            r"metrics\.jsonl: field 'val_loss \(line 1\)' must be a loss",
+        ),
+        # a finished run whose curve is empty: the report and the Overfitting page read it
+        ("metrics.jsonl", "\n", r"metrics\.jsonl: missing or empty, but summary\.json says the run finished"),
         # a non-empty string reads as true: "false" must not mark a run as diverged
         (
             "summary.json",
@@ -347,6 +431,35 @@ def test_bad_run_files_name_the_file_and_field(tmp_path, file_name, content, mes
     with pytest.raises(AnatomyError, match=message):
         results.collect(runs_root, tmp_path / "a.duckdb")
     assert not (tmp_path / "a.duckdb").exists()
+
+
+def test_a_finished_run_without_metrics_is_refused_naming_the_file(tmp_path, capsys):
+    runs_root = tmp_path / "runs"
+    write_run_folder(runs_root, "llama", 42)
+    folder = write_run_folder(runs_root, "vanilla", 42)
+    (folder / "metrics.jsonl").unlink()
+    db = tmp_path / "a.duckdb"
+    assert main(["collect", "--runs", str(runs_root), "--db", str(db)]) == 2
+    error = capsys.readouterr().err
+    assert f"{folder / 'metrics.jsonl'}: missing or empty, but summary.json says the run finished" in error
+    assert error.count("\n") == 1 and not db.exists()
+    # still training, it has no curve yet: collected as running
+    (folder / "summary.json").unlink()
+    assert main(["collect", "--runs", str(runs_root), "--db", str(db)]) == 0
+    assert query(db, "SELECT status, n_evals FROM run_summary WHERE run_id = 'vanilla/seed42'") == [("running", None)]
+
+
+def test_measured_samples_keep_their_spans_and_a_diverged_run_its_empty_sample(tmp_path):
+    runs_root = tmp_path / "runs"
+    folder = write_run_folder(runs_root, "llama", 42)
+    (folder / "samples.json").write_text(measured_samples_json())
+    write_run_folder(runs_root, "vanilla", 42, status="diverged", diverged_step=30)  # checkpoint and text null
+    db = tmp_path / "a.duckdb"
+    results.collect(runs_root, db)
+    assert query(db, "SELECT run_id, checkpoint, copied_spans FROM samples ORDER BY run_id") == [
+        ("llama/seed42", "last", '[[3, 3, "a.md", 1]]'),
+        ("vanilla/seed42", None, None),  # not measured
+    ]
 
 
 def test_bad_benchmark_file_is_named(tmp_path):
@@ -392,7 +505,7 @@ def test_a_finished_run_without_its_config_is_named_not_left_out(tmp_path):
 def test_db_pointing_at_a_folder_is_one_line(fixture_runs, tmp_path, capsys):
     runs_root, _ = fixture_runs
     assert main(["collect", "--runs", str(runs_root), "--db", str(tmp_path)]) == 2
-    assert f"--db {tmp_path}: is a folder" in capsys.readouterr().err
+    assert f"--db {tmp_path}: is a folder, expected a DuckDB file\n" in capsys.readouterr().err
 
 
 # --- leftovers and drops ------------------------------------------------------------------------

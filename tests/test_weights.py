@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from anatomy import weights
 from anatomy.cli import main
 from anatomy.errors import AnatomyError
 from anatomy.generate import generate_samples, load_model
@@ -62,6 +63,34 @@ def test_generation_from_weights_alone(tiny_runs, tmp_path):
     assert main(["generate", str(run), "--checkpoint", "best", "--chars", "5"]) == 0
 
 
+def reordered(data: bytes) -> bytes:
+    """The same safetensors file with its header's keys in another order (and non-ASCII escaped):
+    as valid, other bytes, as safetensors itself may write from one process to the next."""
+    size = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8 : 8 + size])
+    header["__metadata__"] = dict(reversed(header["__metadata__"].items()))
+    text = json.dumps(dict(reversed(header.items())), separators=(",", ":")).encode("ascii")
+    text += b" " * (-len(text) % 8)
+    return len(text).to_bytes(8, "little") + text + data[8 + size :]
+
+
+def test_equal_weights_give_equal_bytes_and_are_not_written_again(tiny_runs, tmp_path, monkeypatch):
+    """Shipped weights must not churn in git: safetensors orders the metadata differently from one
+    process to the next, so the file's header is written in one order of our own."""
+    saved = load_checkpoint(tiny_runs["llama"] / "last.pt")
+    target = tmp_path / "last.safetensors"
+    assert save_weights(saved, target)
+    written, stamp = target.read_bytes(), target.stat().st_mtime_ns
+    real_save = weights.save
+    monkeypatch.setattr(weights, "save", lambda tensors, metadata: reordered(real_save(tensors, metadata=metadata)))
+    assert save_weights(saved, tmp_path / "again.safetensors")
+    assert (tmp_path / "again.safetensors").read_bytes() == written
+    assert not save_weights(saved, target)  # the same bytes: not written again
+    assert target.stat().st_mtime_ns == stamp
+    state, config, vocab = load_weights(target)
+    assert config == saved["config"]["model"] and vocab == saved["vocab"] and set(state) == set(saved["model"])
+
+
 def test_a_foreign_weights_file_is_one_clear_line(tmp_path):
     bad = tmp_path / "last.safetensors"
     bad.write_bytes(b"not a safetensors file at all")
@@ -79,6 +108,14 @@ def test_reference_ships_weights_of_the_named_runs(tiny_runs, tmp_path, capsys):
     assert sorted(p.name for p in shipped.glob("*.safetensors")) == ["best.safetensors", "last.safetensors"]
     assert not list(out.rglob("*.pt"))
     assert "weights:" in capsys.readouterr().out
+    # a killed call's leftover goes; the same weights are not written again
+    leftover = shipped / ".best.safetensors.x1y2.tmp"
+    leftover.write_bytes(b"half written")
+    stamps = {path: path.stat().st_mtime_ns for path in shipped.glob("*.safetensors")}
+    assert main(["reference", "--runs", str(runs), "--out", str(out), "--weights", "llama/seed42"]) == 0
+    assert "weights:" not in capsys.readouterr().out
+    assert not leftover.exists()
+    assert {path: path.stat().st_mtime_ns for path in shipped.glob("*.safetensors")} == stamps
     assert main(["reference", "--runs", str(runs), "--out", str(out), "--weights", "vanilla/seed7"]) == 2
     assert "--weights vanilla/seed7: not a shipped run" in capsys.readouterr().err
 
