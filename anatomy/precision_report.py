@@ -56,7 +56,8 @@ def comparison_table(pairs: pd.DataFrame) -> str:
             if column == "best_step":
                 cells.append(f"{int(fp32)} → {int(bf16)}")
             else:
-                cells.append(f"{fmt(fp32)} → {fmt(bf16)} ({fmt(bf16 - fp32, sign=True)})")
+                # four decimals: the differences are far below the three a loss is quoted with
+                cells.append(f"{fmt(fp32, 4)} → {fmt(bf16, 4)} ({fmt(bf16 - fp32, 4, sign=True)})")
         rows.append(cells)
     return md_table(["model", "seed", *(f"{name}, fp32 → bf16" for name in COMPARED.values())], rows)
 
@@ -98,7 +99,7 @@ def precision_findings(data: ReportData) -> PrecisionFindings | None:
     answer = (
         f"{inside} of {len(pairs)} runs move their best val by less than the seed noise ({fmt(noise)} nats: "
         f"the spread of the fp32 headline models' best val over seeds); the largest move is "
-        f"{fmt(gaps.max())}. "
+        f"{fmt(gaps.max(), 4)}. "
         + ("Every headline verdict is the same in bf16." if same else "**Some headline verdicts differ in bf16**.")
     )
     verdicts = md_table(["the chapter says", "verdict, fp32 grid", "verdict, bf16 runs", "same?"], rows)
