@@ -5,10 +5,14 @@ never half of it. Every file this project writes goes through here. Files that o
 sense together (a restored run) go in as one folder: `atomic_folder`. A writer killed with
 SIGKILL leaves its temporaries behind: the next writer, holding the lock every writer of the
 target holds, removes them (`remove_stale_temporaries`).
+
+A write that finds the disk full is one line naming the file, not a traceback
+(`naming_a_full_disk`): every writer here says it, so each command that writes through them does.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -21,11 +25,97 @@ from anatomy.errors import AnatomyError
 from anatomy.locks import held_lock
 
 
+# ---------------------------------------------------------------------------------------------
+# A full disk: one line naming the file, not a traceback
+# ---------------------------------------------------------------------------------------------
+
+# The errors a write gets when the disk (or the user's quota) is full
+DISK_FULL = {errno.ENOSPC: "no space left on device"}
+if hasattr(errno, "EDQUOT"):  # not on every platform
+    DISK_FULL[errno.EDQUOT] = "no space left on device (disk quota exceeded)"
+# DuckDB writes through C++ and loses the errno: a full disk is an IOException or FatalException
+# whose text holds the system's words (strerror), so they are matched as text
+DISK_FULL_WORDS = {
+    "No space left on device": DISK_FULL[errno.ENOSPC],
+    "Disk quota exceeded": "no space left on device (disk quota exceeded)",
+}
+# torch.save loses it too: a failed write surfaces as a RuntimeError whose text has one of these
+# (what a full disk gave, by torch version)
+TORCH_WRITE_FAILED = (
+    "PytorchStreamWriter failed writing file",
+    "file write failed",
+    "unexpected pos",
+    "iostream error",
+)
+FULL_DISK_ADVICE = "free some space and run the command again"
+
+
+def readable_bytes(n: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024:
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def free_space(path: Path) -> str:
+    """How much room is left on the disk that holds `path` (its nearest existing folder)."""
+    folder = next((p for p in (path, *path.parents) if p.is_dir()), Path("."))
+    try:
+        return readable_bytes(shutil.disk_usage(folder).free)
+    except OSError:
+        return "unknown space"
+
+
+def full_disk_cause(err: Exception, path: Path) -> str | None:
+    """What `err` says of a full disk, in words; None for any other failure (it keeps its own message)."""
+    if isinstance(err, OSError):
+        return DISK_FULL.get(err.errno)
+    text = str(err)
+    for words, cause in DISK_FULL_WORDS.items():
+        if words in text:
+            return cause
+    if isinstance(err, RuntimeError) and any(marker in text for marker in TORCH_WRITE_FAILED):
+        return f"torch.save failed, most likely no space left on device ({free_space(path)} free there)"
+    return None
+
+
+@contextmanager
+def naming_a_full_disk(path: str | os.PathLike) -> Iterator[None]:
+    """Turn a write that failed for want of space into one line naming the file. Writes are atomic,
+    so the file's previous version is still whole: nothing is lost."""
+    path = Path(path)
+    try:
+        yield
+    except AnatomyError:
+        raise  # already in words (a write nested in this one named its own file)
+    except Exception as err:
+        cause = full_disk_cause(err, path)
+        if cause is None:
+            raise
+        # given a folder (a whole run, an export), name the file in it that the OS named, if it named one
+        named = isinstance(err, OSError) and err.filename and path.is_dir()
+        where = err.filename if named else path
+        raise AnatomyError(f"{where}: cannot write: {cause}; {FULL_DISK_ADVICE}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Atomic writes
+# ---------------------------------------------------------------------------------------------
+
+
 @contextmanager
 def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path in the target's folder; rename it onto `target` on success."""
+    """Yield a temporary path in the target's folder; rename it onto `target` on success.
+    Whatever fills the temporary file, a full disk is named as `target`'s."""
     target = Path(target)
     check_file_target(target)
+    with naming_a_full_disk(target), _atomic_path(target) as tmp:
+        yield tmp
+
+
+@contextmanager
+def _atomic_path(target: Path) -> Iterator[Path]:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(fd)
@@ -92,6 +182,12 @@ def atomic_folder(target: str | os.PathLike) -> Iterator[Path]:
     one, never some files of each; a kill between the two renames leaves no folder at all."""
     target = Path(target)
     check_folder_target(target)
+    with naming_a_full_disk(target), _atomic_folder(target) as tmp:
+        yield tmp
+
+
+@contextmanager
+def _atomic_folder(target: Path) -> Iterator[Path]:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
     os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; give the folder normal permissions
@@ -120,7 +216,8 @@ def writing_into(folder: str | os.PathLike) -> Iterator[Path]:
     own lock, so nothing is added to it."""
     folder = Path(folder)
     check_folder_target(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    with naming_a_full_disk(folder):
+        folder.mkdir(parents=True, exist_ok=True)
     with held_lock(folder):
         yield folder
 

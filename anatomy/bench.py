@@ -32,8 +32,9 @@ from anatomy.compiling import (
     forward_backward,
     run_with_fallback,
 )
-from anatomy.config import preset
-from anatomy.devices import pick_device
+from anatomy.config import CHAPTER_VOCAB, preset
+from anatomy.devices import pick_device, sync
+from anatomy.exams.wall_clock import interleaved_ms, paired_ratio, print_table, rows_of, time_ms, time_parts
 from anatomy.generate import sample
 from anatomy.grad_norms import block_grad_norms
 from anatomy.litgpt_llama import INSTALL_HINT, LitgptLM, litgpt_classes, litgpt_version
@@ -41,7 +42,6 @@ from anatomy.model import MiniLM
 from anatomy.precision import USED, native_bf16
 from anatomy.tokenizer import CharTokenizer
 
-CHAPTER_VOCAB = 1719
 MODELS = ("vanilla", "llama")
 Variant = tuple[str, str, str]  # (model, impl, precision): one row of the training table
 LITGPT_OF = {"fused": "litgpt", "fused+compile": "litgpt+compile"}  # our impl -> litgpt's row, same compile
@@ -82,13 +82,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also time each part alone, manual against fused (the wall_clock exam's rows)",
     )
     parser.add_argument("--out", help="write the results as JSON here")
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    elif device.type == "mps":
-        torch.mps.synchronize()
 
 
 def bench_precisions(requested: list[str] | None, device) -> tuple[list[str], str | None]:
@@ -310,8 +303,6 @@ def grad_norm_cost(device, vocab_size, batch_size, rounds, steps_per_round) -> l
     each model (fused, uncompiled) with and without it, paired round by round. Where that ratio is
     lost in the machine's noise, the call timed alone (`norms_ms`, its share of a plain step) still
     says what it costs."""
-    from anatomy.exams.wall_clock import interleaved_ms, paired_ratio, time_ms  # here: wall_clock imports this module
-
     ctx_len = preset("vanilla").ctx_len
     data = torch.randint(0, vocab_size, (batch_size, ctx_len + 1), generator=torch.Generator().manual_seed(0))
     x, y = data[:, :-1].to(device), data[:, 1:].to(device)
@@ -397,8 +388,6 @@ def bench_generation(device, vocab_size, chars, rounds, ctx_lens=(128,)) -> list
 def bench_parts(device, args: argparse.Namespace) -> dict:
     """The wall-clock exam's per-part rows at the chapter's size (printed as its table), and each
     part's manual / fused ratio."""
-    from anatomy.exams.wall_clock import print_table, rows_of, time_parts  # here: wall_clock imports this module
-
     print(f"\neach part alone, forward + backward, manual against fused ({args.rounds} interleaved rounds)")
     timings = time_parts(device, args.batch_size, args.rounds, {"vocab_size": args.vocab_size})
     print_table(timings)

@@ -11,10 +11,9 @@ import argparse
 
 import torch
 
-from anatomy.config import preset
+from anatomy.config import CHAPTER_VOCAB, preset
 from anatomy.model import MiniLM
 
-CHAPTER_VOCAB = 1719  # the chapter's corpus, so the counts can be compared with the chapter's table
 EXPECTED_PARAMS = {"vanilla": 1_244_928, "llama": 1_178_496}
 ROPE_SHIFT = 5
 

@@ -18,7 +18,7 @@ from anatomy.exams import EXAMS, exam_module
 COMMANDS = {
     "check": ("anatomy.check", "self-check: both presets, parameter table, RoPE shift test"),
     "corpus": ("anatomy.corpus", "extract a folder of Markdown posts (or a .txt) into one text"),
-    "tokenize": ("anatomy.tokenizer", "build the character vocabulary and the train/val token arrays"),
+    "tokenize": ("anatomy.tokenize", "build the character vocabulary and the train/val token arrays"),
     "train": ("anatomy.train", "train one model (one config, one seed) into a run folder"),
     "generate": ("anatomy.generate", "sample text from a run's checkpoint"),
     "memorised": ("anatomy.memorisation", "measure how much of each sample is copied verbatim from the training text"),

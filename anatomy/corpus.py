@@ -44,6 +44,8 @@ from markdown_it.common.html_re import HTML_TAG_RE
 from anatomy.atomic import write_bytes
 from anatomy.config import ModelConfig
 from anatomy.errors import AnatomyError
+from anatomy.text_files import read_utf8
+from anatomy.tokenizer import DEFAULT_CTX_LEN, SPLIT_FILE, TRAIN_FILE, VAL_FILE, VOCAB_FILE, min_corpus_length
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 TEXT_SUFFIX = ".txt"
@@ -92,32 +94,6 @@ HEXO_KEY_LINE = re.compile(
 HEXO_CLOSING_LINE = re.compile(r"^(-{3,}|;{3,})[ \t]*$", re.MULTILINE)
 HEXO_JSON_LINE = re.compile(r"^;{3,}[ \t]*$", re.MULTILINE)
 HUGO_JSON_START = re.compile(r'\{\s*["}]')  # `{` then a key or `}`: not `{%` or `{{<`
-
-
-def read_utf8(path: Path) -> str:
-    """The file's text; a clear error, with the byte offset, if it is not UTF-8."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise AnatomyError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise AnatomyError(f"{path}: is a folder, expected a file") from None
-    except OSError as err:
-        raise AnatomyError(f"{path}: cannot read: {err.strerror}") from None
-    return decode_utf8(data, path)
-
-
-def decode_utf8(data: bytes, path: Path) -> str:
-    """Bytes read from `path` as text; a clear error, with the byte offset, if they are not UTF-8."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data[: err.start].count(b"\n") + 1
-        raise AnatomyError(
-            f"{path}: not UTF-8 text: byte 0x{data[err.start]:02x} at byte offset {err.start} "
-            f"(line {line}); save the file as UTF-8"
-        ) from None
-    return text.removeprefix("\ufeff")  # a byte-order mark some editors add
 
 
 def normalise_newlines(text: str) -> str:
@@ -765,9 +741,6 @@ def seen_once(text: str, bodies: list[str], paths: list[str]) -> dict:
 
 def size_warning(characters: int, drafts: int = 0) -> str | None:
     """A warning when the tokenize step will refuse the corpus at its default context length."""
-    # Imported here, not at the top: the tokenizer imports this module.
-    from anatomy.tokenizer import DEFAULT_CTX_LEN, min_corpus_length
-
     minimum = min_corpus_length(DEFAULT_CTX_LEN + 1)
     if characters >= minimum:
         return None
@@ -831,9 +804,6 @@ def remove_stale_tokens(out_dir: Path) -> None:
     """Delete the token files an earlier `anatomy tokenize` left in `out_dir`: they were made from
     the corpus.txt beside them, so no later step may train on them once it is replaced or gone.
     split.json goes first: it says the rest is complete."""
-    # Imported here, not at the top: the tokenizer imports this module.
-    from anatomy.tokenizer import SPLIT_FILE, TRAIN_FILE, VAL_FILE, VOCAB_FILE
-
     for name in (SPLIT_FILE, VOCAB_FILE, TRAIN_FILE, VAL_FILE):
         (out_dir / name).unlink(missing_ok=True)
 

@@ -1,4 +1,5 @@
-"""Which device a command runs on: `auto` takes the best one here, a named one must exist.
+"""Which device a command runs on: `auto` takes the best one here, a named one must exist; and
+`sync`, which waits for it, so that a timing measures the device's work.
 
 Training, the bench and the exams all accept `device=auto|cpu|cuda|mps`; they all choose here,
 so that `auto` means the same everywhere (CUDA, then Apple's MPS, then the CPU), and a device
@@ -24,3 +25,12 @@ def pick_device(requested: str) -> torch.device:
     if requested == "mps" and not torch.backends.mps.is_available():
         raise AnatomyError("device 'mps' was asked for, but MPS is not available here; use device=auto")
     return torch.device(requested)
+
+
+def sync(device: torch.device) -> None:
+    """Wait until the device has done the work queued on it: a timing stops at the work's end,
+    not at its launch (CUDA and MPS run asynchronously; the CPU has nothing to wait for)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    elif device.type == "mps":
+        torch.mps.synchronize()

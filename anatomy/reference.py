@@ -35,6 +35,7 @@ from anatomy.errors import AnatomyError
 from anatomy.locks import is_locked
 from anatomy.run_files import read_json_object, read_run_config, read_summary
 from anatomy.results import find_run_folders, read_run
+from anatomy.runs import load_checkpoint
 
 # The files of a run folder that hold its results: everything except the checkpoints (*.pt),
 # which are large and can be recomputed. A finished run has all of RESULT_FILES; the exams'
@@ -132,8 +133,7 @@ def ship_weights(runs_root: Path, out: Path, run_ids: list[str]) -> list[Path]:
     """The float16 weights of these runs' best and last checkpoints, beside their shipped files,
     so that generation works on a fresh clone (anatomy/weights.py). Returns the files written: a
     file that already holds these weights is left as it is."""
-    from anatomy.runs import load_checkpoint  # torch: only when weights are shipped
-    from anatomy.weights import SUFFIX, save_weights
+    from anatomy.weights import SUFFIX, save_weights  # torch: only when weights are shipped
 
     written = []
     for run_id in run_ids:

@@ -4,7 +4,7 @@ Reads a results database (or collects a folder of runs into a temporary one) and
 `report.md` with the experiment's tables, the chapter's claims each next to our measurement
 with a verdict (`anatomy/claims.py`), each part's training loss beside the exam made for it
 (`anatomy/exams/`: which part wins where), and PNG figures drawn by the same Altair charts as the
-dashboard. `--readme README.md` also rewrites the README's generated sections (README_BLOCKS,
+dashboard (anatomy/charts.py). `--readme README.md` also rewrites the README's generated sections (README_BLOCKS,
 between their marker lines) from the same data, so the README's numbers are never typed by
 hand; tests/test_report.py holds the two together.
 """
@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from anatomy import chart_data
 from anatomy.atomic import atomic_path, remove_stale_temporaries, write_text, writing_into
 from anatomy.claims import (
     EFFECT_SUMMARY,
@@ -848,12 +849,13 @@ def exams_section(data: ReportData) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# Figures: the dashboard's own charts, saved as PNG (Altair saves through vl-convert)
+# Figures: anatomy/charts.py's, which the dashboard shows too, saved as PNG (Altair saves through
+# vl-convert)
 
 
 def figure_charts(everything: ReportData) -> dict[str, Any]:
     """The figures the data allow, as Altair charts by name (the grid's, then the studies')."""
-    from dashboard import analysis, charts  # Altair, only when figures are wanted
+    from anatomy import charts  # Altair: imported only when figures are drawn, so the text needs none
 
     data = only_runs_of(everything, None)
 
@@ -866,26 +868,26 @@ def figure_charts(everything: ReportData) -> dict[str, Any]:
     if not headline.empty:
         band = data.band[data.band["experiment"].isin(headline_runs["experiment"])]
         drawn["headline"] = charts.seed_band_chart(
-            band, analysis.long_curves(headline, splits=("val_loss",)), analysis.best_points(headline_runs)
+            band, chart_data.long_curves(headline, splits=("val_loss",)), chart_data.best_points(headline_runs)
         ).properties(width=760)
     llama = headline_of(data, "llama").sort_values("seed", ascending=False)
     if not llama.empty:
         run = data.metrics[data.metrics["run_id"] == llama["run_id"].iloc[0]].sort_values("step")
-        table = analysis.overfitting_table(llama.iloc[:1], data.above_best, margin=MEMORISING_RISE)
+        table = chart_data.overfitting_table(llama.iloc[:1], data.above_best, margin=MEMORISING_RISE)
         if not table.empty:
             drawn["overfitting"] = charts.overfitting_chart(run, table.iloc[0], MEMORISING_RISE).properties(
                 width=760, title=f"{run['label'].iloc[0]}: the overfitting turn"
             )
     if not data.ablations.empty:
         drawn["ablations"] = charts.benefit_chart(
-            analysis.part_benefit(data.ablations), headline_noise(data)
+            chart_data.part_benefit(data.ablations), headline_noise(data)
         ).properties(width=680)
     deep = pd.concat([deep_runs(data, "post"), deep_runs(data, "pre")])
     if not deep.empty:
         metrics = data.metrics[data.metrics["run_id"].isin(deep["run_id"])]
-        drawn["depth"] = charts.loss_curves(analysis.long_curves(metrics)).properties(width=760)
+        drawn["depth"] = charts.loss_curves(chart_data.long_curves(metrics)).properties(width=760)
     breaks = data.runs[data.runs["group"] == "break"]
-    deltas = analysis.versus_baseline(data.comparisons, list(dict.fromkeys(breaks["experiment"])))
+    deltas = chart_data.versus_baseline(data.comparisons, list(dict.fromkeys(breaks["experiment"])))
     if not deltas.empty:
         drawn["breaks"] = charts.delta_chart(deltas).properties(width=680)
     return {**drawn, **exam_charts(data)}
@@ -893,16 +895,16 @@ def figure_charts(everything: ReportData) -> dict[str, Any]:
 
 def exam_charts(data: ReportData) -> dict[str, Any]:
     """The exams' figures whose data exist: RoPE's loss by position and pre-norm's stability map."""
-    from dashboard import analysis, charts
+    from anatomy import charts  # Altair, as in figure_charts
 
     drawn: dict[str, Any] = {}
     length = data.exams.length.merge(data.runs[["run_id", "experiment", "group", "part", "positions"]], on="run_id")
-    curves = analysis.length_curves(length)
+    curves = chart_data.length_curves(length)
     if not curves.empty:
         ctx_lens = curves["ctx_len"].unique()
         drawn["length"] = charts.length_chart(curves, ctx_lens[0] if len(ctx_lens) == 1 else None).properties(width=760)
     if not data.exams.depth.empty:
-        drawn["stability"] = charts.stability_map(analysis.depth_cells(data.exams.depth)).properties(width=680)
+        drawn["stability"] = charts.stability_map(chart_data.depth_cells(data.exams.depth)).properties(width=680)
     return drawn
 
 

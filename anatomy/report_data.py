@@ -19,10 +19,11 @@ from typing import Any
 import duckdb
 import pandas as pd
 
+from anatomy import reference
 from anatomy.config import ModelConfig, TrainConfig
 from anatomy.errors import AnatomyError
 from anatomy.groups import is_study
-from anatomy.results import check_database_path, missing_columns, open_read_only
+from anatomy.results import check_database_path, collect, missing_columns, open_read_only
 
 MODEL_FIELDS = {field.name for field in dataclasses.fields(ModelConfig)}
 
@@ -341,17 +342,13 @@ def read_provenance(path: Path | None) -> dict[str, Any] | None:
     """grid.json of shipped runs, read by its owner (anatomy/reference.py); None if there is none."""
     if path is None or not path.is_file():
         return None
-    from anatomy.reference import read_provenance as read_grid
-
-    return read_grid(path)
+    return reference.read_provenance(path)
 
 
 def load_runs(runs_root: Path, provenance: dict[str, Any] | None) -> ReportData:
     """Collect a folder of run folders into a temporary database, with the benchmarks and the
     exams of no one run (the depth map, the wall clock) from the folders beside it, if any:
     results/reference/exams for the shipped runs, as results/exams for the grid's own."""
-    from anatomy.results import collect
-
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "report.duckdb"
         benchmarks, exams = runs_root.parent / "benchmarks", runs_root.parent / "exams"

@@ -26,6 +26,7 @@ import json
 import math
 import os
 import re
+import stat
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,11 +37,19 @@ import pyarrow as pa
 
 import yaml
 
-from anatomy.atomic import atomic_path, check_file_target, remove_stale_temporaries, write_json
+from anatomy import grad_norms
+from anatomy.atomic import (
+    atomic_path,
+    check_file_target,
+    naming_a_full_disk,
+    remove_stale_temporaries,
+    write_json,
+)
 from anatomy.config import PRESETS, ModelConfig
 from anatomy.errors import AnatomyError
-from anatomy.locks import held_lock
-from anatomy.run_files import check_summary, read_json_file
+from anatomy.exams import depth, exam_module
+from anatomy.locks import held_lock, is_locked
+from anatomy.run_files import check_summary, json_loss, json_number, read_json_file, read_metrics
 from anatomy.runs import CONFIG_FILE, SUMMARY_FILE, RunFolder
 
 SCHEMA_PATH = Path(__file__).with_name("schema.sql")
@@ -116,30 +125,6 @@ class CollectedRuns:
 # Reading run folders
 
 
-def _number(value: Any, path: Path, name: str, kind: type = float) -> Any:
-    """A number from JSON (None stays None); anything else is an error naming the field."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise AnatomyError(f"{path}: field '{name}' must be a number or null, got {value!r}")
-    if kind is int:
-        if isinstance(value, float) and not value.is_integer():
-            raise AnatomyError(f"{path}: field '{name}' must be a whole number, got {value!r}")
-        return int(value)
-    return float(value)
-
-
-def _loss(value: Any, path: Path, name: str, finite: bool = False) -> float | None:
-    """A loss from JSON: a cross-entropy is 0 or more, so a negative one (-Infinity) is damage.
-    NaN and +Infinity mark a run that blew up, unless `finite` (a best val is the lowest finite
-    one); None is a loss not evaluated."""
-    value = _number(value, path, name)
-    if value is not None and (value < 0 or (finite and not math.isfinite(value))):
-        expected = "a finite loss (0 or more)" if finite else "a loss (0 or more, or NaN or Infinity)"
-        raise AnatomyError(f"{path}: field '{name}' must be {expected} or null, got {value!r}")
-    return value
-
-
 def _seed_of(folder: Path, config: dict[str, Any]) -> int | None:
     train = config.get("train") if isinstance(config.get("train"), dict) else {}
     if isinstance(train.get("seed"), int):
@@ -157,7 +142,7 @@ def corpus_columns(config: dict[str, Any], path: Path) -> dict[str, Any]:
             raise AnatomyError(f"{path}: field 'data.{key}' must be a string or null, got {data[key]!r}")
         columns[column] = data.get(key)
     for name in ("vocab_size", "train_tokens", "val_tokens"):
-        columns[name] = _number(data.get(name), path, f"data.{name}", int)
+        columns[name] = json_number(data.get(name), path, f"data.{name}", int)
     return columns
 
 
@@ -168,41 +153,8 @@ def model_columns(config: dict[str, Any], path: Path) -> dict[str, Any]:
     for name in MODEL_COLUMNS:
         default = ModelConfig.__dataclass_fields__[name].default
         value = model.get(name, default)
-        columns[name] = _number(value, path, f"model.{name}", int) if isinstance(default, int) else str(value)
+        columns[name] = json_number(value, path, f"model.{name}", int) if isinstance(default, int) else str(value)
     return columns
-
-
-def read_metrics(path: Path, run_id: str, finished: bool) -> list[dict[str, Any]]:
-    """Rows of metrics.jsonl. A run still training may have none yet, or a half-written last line
-    (skipped). A finished one has at least one: every report and page reads its curve."""
-    lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
-    if finished and not any(line.strip() for line in lines):
-        raise AnatomyError(
-            f"{path}: missing or empty, but {SUMMARY_FILE} says the run finished: its curve is lost "
-            "(delete the folder to train it again)"
-        )
-    rows: dict[int, dict[str, Any]] = {}
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            if number == len(lines) and not finished:
-                break  # the trainer is appending this line right now
-            raise AnatomyError(f"{path}: line {number} is not valid JSON ({err.msg})") from None
-        if not isinstance(record, dict) or "step" not in record:
-            raise AnatomyError(f"{path}: line {number} must be an object with a 'step' field")
-        step = _number(record["step"], path, f"step (line {number})", int)
-        # a resumed run re-evaluates some steps: the later row wins, so each step is one row
-        rows[step] = {
-            "run_id": run_id,
-            "step": step,
-            **{name: _loss(record.get(name), path, f"{name} (line {number})") for name in ("train_loss", "val_loss")},
-            **{name: _number(record.get(name), path, f"{name} (line {number})") for name in ("lr", "elapsed_s")},
-            "tokens_seen": _number(record.get("tokens_seen"), path, f"tokens_seen (line {number})", int),
-        }
-    return [rows[step] for step in sorted(rows)]
 
 
 # what `anatomy generate` records of every sample (`note` too, but records from before it lack it)
@@ -253,10 +205,10 @@ def read_samples(path: Path, run_id: str) -> list[dict[str, Any]]:
 
 
 def _required(value: Any, path: Path, name: str, kind: type = float) -> Any:
-    """A number that must be there (`_number` lets null through)."""
+    """A number that must be there (`json_number` lets null through)."""
     if value is None:
         raise AnatomyError(f"{path}: field '{name}' must be a number, got null")
-    return _number(value, path, name, kind)
+    return json_number(value, path, name, kind)
 
 
 def memorisation_columns(figures: Any, text: str, path: Path, idx: int) -> dict[str, Any]:
@@ -278,7 +230,7 @@ def memorisation_columns(figures: Any, text: str, path: Path, idx: int) -> dict[
         "longest_copy": _required(figures.get("longest_copy"), path, f"longest_copy ({where})", int),
         "longest_copy_text": figures.get("longest_copy_text"),
         "longest_copy_post": source.get("post"),
-        "longest_copy_line": _number(source.get("line"), path, f"longest_copy_source.line ({where})", int),
+        "longest_copy_line": json_number(source.get("line"), path, f"longest_copy_source.line ({where})", int),
         "copied_spans": json.dumps(copied_spans(figures.get("copied_spans"), text, path, idx)),
     }
     if columns["longest_copy"] and not (isinstance(source.get("post"), str) and columns["longest_copy_line"]):
@@ -338,10 +290,10 @@ def read_run(folder: Path, runs_root: Path) -> tuple[dict[str, Any], list, list]
     metrics = read_metrics(files.metrics, run_id, finished=summary is not None)
 
     def from_summary(name: str, kind: type = float) -> Any:
-        return None if summary is None else _number(summary.get(name), summary_path, name, kind)
+        return None if summary is None else json_number(summary.get(name), summary_path, name, kind)
 
     def loss_from_summary(name: str, finite: bool = False) -> float | None:
-        return None if summary is None else _loss(summary.get(name), summary_path, name, finite)
+        return None if summary is None else json_loss(summary.get(name), summary_path, name, finite)
 
     diverged = bool(summary.get("diverged")) if summary else False
     if summary is None:
@@ -516,11 +468,8 @@ def read_benchmarks(root: Path, run_ids: set[str]) -> list[dict[str, Any]]:
 
 def read_run_exams(folder: Path, run_id: str, collected: CollectedRuns) -> None:
     """A run folder's exam files: exams/length.json, exams/kv_cache.json and grad_norms.jsonl."""
-    from anatomy import grad_norms
-    from anatomy.exams import exam_module
-
     files = RunFolder(folder)
-    # exam modules load torch: imported only where there is a file to read
+    # exam modules load torch: imported (exam_module) only where there is a file to read
     if (path := files.exam("length")).is_file():
         collected.add_exam_rows("exam_length", exam_module("length").read_rows(path, run_id))
     if (path := files.exam("kv_cache")).is_file():
@@ -533,8 +482,7 @@ def read_run_exams(folder: Path, run_id: str, collected: CollectedRuns) -> None:
 
 def read_exams_folder(exams_root: Path, collected: CollectedRuns) -> None:
     """results/exams/: the depth map's cells (each a run folder of its own) and the wall clock."""
-    from anatomy import grad_norms
-    from anatomy.exams import depth, wall_clock
+    from anatomy.exams import wall_clock  # torch: only where there are exams to read
 
     depth_root = exams_root / depth.DEPTH_FOLDER
     cells = depth.read_cells(depth_root)
@@ -571,7 +519,7 @@ def collect_runs(
     if exams_root is not None and Path(exams_root).is_dir():
         read_exams_folder(Path(exams_root), collected)
     if collected.exams.get("exam_kv_cache"):  # the chapter's LLaMA-scale figures, by the same formula
-        from anatomy.exams import kv_cache
+        from anatomy.exams import kv_cache  # torch: only where there is a cache to scale
 
         collected.add_exam_rows("exam_kv_scale", kv_cache.scale_rows())
     return collected
@@ -620,8 +568,6 @@ def collect_lock_path(db_path: Path) -> Path:
 
 def being_collected(db_path: Path) -> bool:
     """Whether a collect is writing `db_path` right now: it holds the lock for as long as it does."""
-    from anatomy.locks import is_locked
-
     lock = collect_lock_path(db_path)
     return lock.parent.is_dir() and is_locked(lock)
 
@@ -652,24 +598,64 @@ def _json_safe(value: Any) -> Any:
 
 
 # A results database is data: reading one must not run what its views say outside it. With
-# external access off, a view that reads a file (read_text('/etc/passwd')) or an address fails,
-# and no extension is fetched or loaded on the database's say.
+# external access off (once the file is attached: attaching is a file access too), a view that
+# reads a file (read_text('/etc/passwd')) or an address fails, and no extension is fetched or
+# loaded on the database's say.
 READ_ONLY_SETTINGS = {
-    "enable_external_access": False,
     "autoinstall_known_extensions": False,
     "autoload_known_extensions": False,
 }
 
 
+# What a path that is not a regular file is, in words
+FILE_KINDS = {
+    stat.S_ISFIFO: "a named pipe",
+    stat.S_ISCHR: "a character device",
+    stat.S_ISBLK: "a block device",
+    stat.S_ISSOCK: "a socket",
+}
+
+
+def database_path_problem(db_path: str | Path) -> str | None:
+    """Why `db_path` cannot be a results database, said before anything opens it; None when it may
+    be one (or is not there yet: each reader says that in its own words). A named pipe must be
+    caught here: opening one waits for a writer, and so would the command or the page, for good."""
+    try:
+        mode = os.stat(db_path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISDIR(mode):
+        return "is a folder, expected a DuckDB file"
+    if not stat.S_ISREG(mode):
+        kind = next((name for is_kind, name in FILE_KINDS.items() if is_kind(mode)), "a special file")
+        return f"is not a regular file ({kind}): expected a DuckDB file"
+    return None
+
+
 def check_database_path(db_path: str | Path) -> None:
-    """Every command given --db says a folder there as such (not "no such database")."""
-    if Path(db_path).is_dir():
-        raise AnatomyError(f"--db {db_path}: is a folder, expected a DuckDB file")
+    """Every command given --db says a folder there as such (not "no such database"), and a named
+    pipe or a device (which would hang it) too."""
+    problem = database_path_problem(db_path)
+    if problem is not None:
+        raise AnatomyError(f"--db {db_path}: {problem}")
 
 
 def open_read_only(db_path: str | Path) -> duckdb.DuckDBPyConnection:
-    """The one way this project opens a results database to read it (report, dashboard, collect)."""
-    return duckdb.connect(str(db_path), read_only=True, config=READ_ONLY_SETTINGS)
+    """The one way this project opens a results database to read it (report, dashboard, collect).
+
+    The file is attached to an in-memory database of the connection's own, rather than connected
+    to by path: DuckDB hands a second connection to a path the database that a first connection
+    still holds open, which may be a file that collect has since replaced. Attached, a connection
+    reads the file that was at the path when it opened, whoever else has one open."""
+    con = duckdb.connect(":memory:", config=READ_ONLY_SETTINGS)
+    try:
+        con.execute("ATTACH ? AS results (READ_ONLY)", [str(db_path)])
+        con.execute("USE results")
+        con.execute("SET enable_external_access = false")
+    except BaseException:
+        con.close()
+        raise
+    return con
 
 
 def summary_tables(db_path: Path) -> dict[str, list[dict[str, Any]]]:
@@ -716,7 +702,9 @@ def collect(
         "benchmarks": len(collected.benchmarks),
         "exam_rows": sum(len(rows) for rows in collected.exams.values()),
     }
-    with held_lock(collect_lock_path(db_path)):  # one writer at a time; readers can tell it is at work
+    # One writer at a time, and readers can tell it is at work: the lock. A full disk (DuckDB says
+    # it in a FatalException) is one line naming the database, which is left as it was.
+    with naming_a_full_disk(db_path), held_lock(collect_lock_path(db_path)):
         # Holding the lock, every temporary file beside the database is a killed collect's leftover.
         for target in (db_path, json_path):
             if target is not None:

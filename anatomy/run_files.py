@@ -1,4 +1,5 @@
-"""Reading the small JSON files of a run folder, checked rather than trusted.
+"""Reading the small files of a run folder (its JSON files, and metrics.jsonl, the loss curve),
+checked rather than trusted.
 
 `summary.json` says a run finished; training, generation and collecting all act on what it
 holds. A value of the wrong type must not slip through: the string "false" is truthy in
@@ -10,6 +11,7 @@ dashboard use this too.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -102,3 +104,63 @@ def read_run_config(path: Path) -> dict[str, Any]:
         if not isinstance(config.get(section), dict):
             raise AnatomyError(f"{path}: field '{section}' must be an object, got {config.get(section)!r}")
     return config
+
+
+def json_number(value: Any, path: Path, name: str, kind: type = float) -> Any:
+    """A number from JSON (None stays None); anything else is an error naming the field."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise AnatomyError(f"{path}: field '{name}' must be a number or null, got {value!r}")
+    if kind is int:
+        if isinstance(value, float) and not value.is_integer():
+            raise AnatomyError(f"{path}: field '{name}' must be a whole number, got {value!r}")
+        return int(value)
+    return float(value)
+
+
+def json_loss(value: Any, path: Path, name: str, finite: bool = False) -> float | None:
+    """A loss from JSON: a cross-entropy is 0 or more, so a negative one (-Infinity) is damage.
+    NaN and +Infinity mark a run that blew up, unless `finite` (a best val is the lowest finite
+    one); None is a loss not evaluated."""
+    value = json_number(value, path, name)
+    if value is not None and (value < 0 or (finite and not math.isfinite(value))):
+        expected = "a finite loss (0 or more)" if finite else "a loss (0 or more, or NaN or Infinity)"
+        raise AnatomyError(f"{path}: field '{name}' must be {expected} or null, got {value!r}")
+    return value
+
+
+def read_metrics(path: Path, run_id: str, finished: bool) -> list[dict[str, Any]]:
+    """Rows of metrics.jsonl. A run still training may have none yet, or a half-written last line
+    (skipped). A finished one has at least one: every report and page reads its curve."""
+    lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+    if finished and not any(line.strip() for line in lines):
+        raise AnatomyError(
+            f"{path}: missing or empty, but summary.json says the run finished: its curve is lost "
+            "(delete the folder to train it again)"
+        )
+    rows: dict[int, dict[str, Any]] = {}
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            if number == len(lines) and not finished:
+                break  # the trainer is appending this line right now
+            raise AnatomyError(f"{path}: line {number} is not valid JSON ({err.msg})") from None
+        if not isinstance(record, dict) or "step" not in record:
+            raise AnatomyError(f"{path}: line {number} must be an object with a 'step' field")
+        step = json_number(record["step"], path, f"step (line {number})", int)
+        # a resumed run re-evaluates some steps: the later row wins, so each step is one row
+        rows[step] = {
+            "run_id": run_id,
+            "step": step,
+            **{
+                name: json_loss(record.get(name), path, f"{name} (line {number})")
+                for name in ("train_loss", "val_loss")
+            },
+            **{name: json_number(record.get(name), path, f"{name} (line {number})") for name in ("lr", "elapsed_s")},
+            "tokens_seen": json_number(record.get("tokens_seen"), path, f"tokens_seen (line {number})", int),
+        }
+    return [rows[step] for step in sorted(rows)]

@@ -15,22 +15,20 @@ Starting a run in a folder that already holds one is safe: the same settings res
 it finished), other settings are refused unless asked to start over (`settle_folder`). What
 counts as "the same settings" is `run_settings`: what defines the numbers, not where they run.
 
-A write that finds the disk full is one line naming the file (`naming_a_full_disk`); the
-writes are atomic, so what was there before is still whole.
+A write that finds the disk full is one line naming the file (`naming_a_full_disk`, in
+anatomy/atomic.py with the writes); the writes are atomic, so what was there before is still whole.
 
 No torch at import: collecting and the dashboard read run folders too; only checkpoints need it.
 """
 
 from __future__ import annotations
 
-import errno
 import json
-import shutil
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from anatomy.atomic import atomic_path, remove_stale_temporaries, write_json
+from anatomy.atomic import atomic_path, naming_a_full_disk, remove_stale_temporaries, write_json
+from anatomy.atomic import readable_bytes  # noqa: F401 (the trainer imports it from here)
 from anatomy.errors import AnatomyError
 from anatomy.exams import exam_result_path
 from anatomy.grad_norms import GRAD_NORMS_FILE
@@ -134,64 +132,6 @@ def append_line(path: Path, row: dict) -> None:
     # Appending is not atomic, but last.pt holds every row: a resume rewrites the file whole.
     with naming_a_full_disk(path), open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps(row) + "\n")
-
-
-# ---------------------------------------------------------------------------------------------
-# A full disk: one line naming the file, not a traceback
-# ---------------------------------------------------------------------------------------------
-
-# The errors a write gets when the disk (or the user's quota) is full
-DISK_FULL = {errno.ENOSPC: "no space left on device"}
-if hasattr(errno, "EDQUOT"):  # not on every platform
-    DISK_FULL[errno.EDQUOT] = "no space left on device (disk quota exceeded)"
-# torch.save writes through C++ and loses the errno: a failed write surfaces as a RuntimeError
-# whose text has one of these (what a full disk gave, by torch version)
-TORCH_WRITE_FAILED = (
-    "PytorchStreamWriter failed writing file",
-    "file write failed",
-    "unexpected pos",
-    "iostream error",
-)
-
-
-def readable_bytes(n: float) -> str:
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024:
-            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
-
-
-def free_space(path: Path) -> str:
-    """How much room is left on the disk that holds `path` (its nearest existing folder)."""
-    folder = next((p for p in (path, *path.parents) if p.is_dir()), Path("."))
-    try:
-        return readable_bytes(shutil.disk_usage(folder).free)
-    except OSError:
-        return "unknown space"
-
-
-@contextmanager
-def naming_a_full_disk(path: str | Path) -> Iterator[None]:
-    """Turn a write that failed for want of space into one line naming the file. Writes are atomic
-    (anatomy/atomic.py), so the file's previous version is still whole: nothing is lost."""
-    path = Path(path)
-    advice = "free some space and run the command again (a run resumes from its last checkpoint)"
-    try:
-        yield
-    except OSError as err:
-        if err.errno not in DISK_FULL:
-            raise
-        # given a folder (a whole run), name the file in it that the OS named, if it named one
-        where = err.filename if err.filename and path.is_dir() else path
-        raise AnatomyError(f"{where}: cannot write: {DISK_FULL[err.errno]}; {advice}") from None
-    except RuntimeError as err:
-        if not any(marker in str(err) for marker in TORCH_WRITE_FAILED):
-            raise
-        raise AnatomyError(
-            f"{path}: cannot write: torch.save failed, most likely no space left on device "
-            f"({free_space(path)} free there); {advice}"
-        ) from None
 
 
 # ---------------------------------------------------------------------------------------------

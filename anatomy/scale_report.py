@@ -177,6 +177,8 @@ def where_it_wins(found: list[Size]) -> str:
     said = [f"the mini-LLaMA's best val is lower beyond seed noise on {', '.join(wins)} characters" if wins else ""]
     said.append(f"vanilla's on {', '.join(losses)}" if losses else "")
     said = [part for part in said if part]
+    if not said and all(size.side is None for size in found):
+        return "No size has both models at two seeds yet, and one seed cannot measure the seed noise."
     if not said:
         return "At no size is either model lower beyond seed noise."
     sentence = "; ".join(said) + "."
@@ -261,7 +263,7 @@ def scale_section(everything: ReportData) -> str | None:
 
 def best_val_by_size(study: ReportData) -> pd.DataFrame:
     """One row per run of the pair at the default lr: size, model, seed, best val (the figure's data,
-    dashboard.charts.best_val_by_size_chart)."""
+    anatomy.charts.best_val_by_size_chart)."""
     runs = pair_runs(study)
     return pd.DataFrame(
         {

@@ -1,4 +1,4 @@
-"""Characters to token ids: `python -m anatomy tokenize DIR/corpus.txt --out DIR`.
+"""Characters to token ids: what `python -m anatomy tokenize DIR/corpus.txt --out DIR` does.
 
 One character is one token, as in the chapter: the vocabulary is the corpus's distinct
 characters, sorted, so the same text always gives the same ids. The text is split once,
@@ -13,24 +13,26 @@ trains the very same model. Either file may be xz-compressed (`.xz`, as data/poe
 Writes DIR/vocab.json, DIR/train.npy, DIR/val.npy and, last, DIR/split.json. A run records
 the corpus it read by name and by digest (`corpus_identity`): the digest tells two corpora
 apart even when their sizes agree.
+
+The command itself (its arguments and what it prints) is anatomy/tokenize.py, as train.py is to
+trainer.py. It also warns when the file given is a Markdown post, which takes the corpus step's
+parser; keeping that out of here lets the corpus step import this module (its file names, the
+shortest corpus it takes) without a cycle.
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
-import lzma
 import os
-import sys
 from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
 
 from anatomy.atomic import atomic_path, write_json
-from anatomy.corpus import decode_utf8, front_matter_warning, read_utf8
 from anatomy.errors import AnatomyError
+from anatomy.text_files import read_text, read_utf8
 
 TRAIN_FRACTION = 0.9
 DEFAULT_CTX_LEN = 128
@@ -135,19 +137,6 @@ def save_array(path: Path, array: np.ndarray) -> None:
     # An open file, because np.save would append '.npy' to the temporary name.
     with atomic_path(path) as tmp, open(tmp, "wb") as f:
         np.save(f, array, allow_pickle=False)
-
-
-def read_text(path: Path) -> str:
-    """A UTF-8 text file, or an xz-compressed one (`.xz`)."""
-    if path.suffix != ".xz":
-        return read_utf8(path)
-    try:
-        data = lzma.decompress(path.read_bytes())
-    except FileNotFoundError:
-        raise AnatomyError(f"{path}: no such file") from None
-    except (lzma.LZMAError, OSError) as err:
-        raise AnatomyError(f"{path}: not a readable xz file ({err})") from None
-    return decode_utf8(data, path)
 
 
 def corpus_digest(tokenizer: CharTokenizer, train: np.ndarray, val: np.ndarray) -> str:
@@ -272,50 +261,3 @@ def load_tokenized(data_dir: str | os.PathLike) -> tuple[CharTokenizer, np.ndarr
             f"{(tokenizer.vocab_size, len(train), len(val))}; tokenize again"
         )
     return tokenizer, train, val
-
-
-def report(split: dict, out_dir: Path) -> str:
-    n = split["characters"]
-    return "\n".join(
-        [
-            f"tokenize: {split['corpus']} -> {out_dir}",
-            f"  characters   {n:,}",
-            f"  vocabulary   {split['vocab_size']:,} characters ({split['dtype']})",
-            f"  train        {split['train_tokens']:,} tokens ({split['train_tokens'] / n:.1%})",
-            f"  val          {split['val_tokens']:,} tokens ({split['val_tokens'] / n:.1%})",
-        ]
-    )
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "corpus", type=Path, help="the corpus.txt written by `anatomy corpus`, or a training text with --val"
-    )
-    parser.add_argument("--val", type=Path, help="a validation text: the corpus is split already (no 90/10 cut)")
-    parser.add_argument(
-        "--train-chars", type=int, help="with --val: train on the first N characters (the vocabulary stays the whole)"
-    )
-    parser.add_argument("--name", help="with --val: the corpus's name, recorded by every run that reads it")
-    parser.add_argument("--out", type=Path, required=True, help="folder for vocab.json, train.npy, val.npy, split.json")
-    parser.add_argument(
-        "--ctx-len",
-        type=int,
-        default=DEFAULT_CTX_LEN,
-        help="context length the splits must hold (plus one target); default %(default)s",
-    )
-
-
-def run(args: argparse.Namespace) -> int:
-    if args.ctx_len < 1:
-        raise AnatomyError(f"--ctx-len must be at least 1, got {args.ctx_len}")
-    if args.val is None and (args.train_chars is not None or args.name is not None):
-        raise AnatomyError("--train-chars and --name go with --val (a corpus that comes split already)")
-    warning = front_matter_warning(args.corpus)
-    if args.val is not None:
-        split = tokenize_split(args.corpus, args.val, args.out, args.train_chars, args.name, ctx_len=args.ctx_len)
-    else:
-        split = tokenize_corpus(args.corpus, args.out, ctx_len=args.ctx_len)
-    print(report(split, args.out))
-    if warning:
-        print(f"warning: {warning}", file=sys.stderr)
-    return 0

@@ -1,79 +1,29 @@
-"""The views' rows reshaped for the charts, as plain pandas: curves, best points, the overfitting
-turn, each part's worth, the comparisons with a baseline.
+"""What only the dashboard's pages show, reshaped for their charts: where diverged runs broke,
+and the seed noise the parts' worth is read against.
 
-The numbers themselves (best points, the turn, the train/val gap, seed bands and spreads, the
-differences from a baseline) are computed once, by the views of anatomy/schema.sql; what is here
-only picks, renames and turns them, plus what depends on a choice made on the page (smoothing,
-the turn's margin). Kept apart from Streamlit and Altair so each can be checked on its own.
+The shaping the report shares (curves, best points, the overfitting turn, each part's worth, the
+comparisons with a baseline, the exams') lives in the package, anatomy/chart_data.py, and is
+imported here under its own names, so the views find it in one place. Kept apart from Streamlit
+and Altair so each can be checked on its own.
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 
-SPLITS = {"val_loss": "val", "train_loss": "train"}
-
-
-def finite(values: pd.Series) -> pd.Series:
-    return values.notna() & np.isfinite(values.astype(float))
-
-
-def long_curves(metrics: pd.DataFrame, splits=("val_loss", "train_loss"), smoothing: float = 0.0) -> pd.DataFrame:
-    """One row per (run, step, split) with the raw loss and an EMA-smoothed one.
-
-    Non-finite losses (a diverged run) are dropped from the lines; the break view marks them.
-    smoothing is the EMA weight of the past, 0 (none) to <1, as in TensorBoard.
-    """
-    keep = ["run_id", "label", "experiment", "seed", "step", "elapsed_s", "lr", "tokens_seen"]
-    long = metrics.melt(id_vars=keep, value_vars=list(splits), var_name="split", value_name="loss")
-    long["split"] = long["split"].map(SPLITS)
-    long = long[finite(long["loss"])].sort_values(["run_id", "split", "step"])
-    if smoothing > 0:
-        long["smoothed"] = long.groupby(["run_id", "split"])["loss"].transform(
-            lambda loss: loss.ewm(alpha=1 - smoothing, adjust=True).mean()
-        )
-    else:
-        long["smoothed"] = long["loss"]
-    return long.reset_index(drop=True)
-
-
-def best_points(runs: pd.DataFrame) -> pd.DataFrame:
-    """Each run's lowest val loss and the first step it was reached (run_summary's best point)."""
-    best = runs[finite(runs["best_val_loss"])]
-    best = best[["run_id", "label", "experiment", "seed", "best_step", "best_val_loss"]]
-    return best.rename(columns={"best_step": "step", "best_val_loss": "val_loss"}).reset_index(drop=True)
-
-
-def turn_steps(above_best: pd.DataFrame, margin: float) -> pd.Series:
-    """Per run: the first step after its best where val is more than `margin` above that best
-    (rows of the val_above_best view); runs that never climb that far are left out."""
-    climbed = above_best[above_best["above_best"] > margin]
-    return climbed.groupby("run_id")["step"].min().astype(float)
-
-
-def overfitting_table(runs: pd.DataFrame, above_best: pd.DataFrame, margin: float) -> pd.DataFrame:
-    """Per run with a best point (run_summary): where val bottoms out, when it turns (by `margin`),
-    how far it climbs, and the train/val gap at the end."""
-    rows = runs[finite(runs["best_val_loss"])]
-    table = pd.DataFrame(
-        {
-            "run_id": rows["run_id"],
-            "label": rows["label"],
-            "experiment": rows["experiment"],
-            "min_val": rows["best_val_loss"],
-            "min_step": rows["best_step"],
-            "turn_step": rows["run_id"].map(turn_steps(above_best, margin)),
-            "final_step": rows["final_val_step"],
-            "final_val": rows["final_val_loss"],
-            "val_rise": rows["val_rise"],
-            "final_train": rows["final_train_loss"],
-            "gap": rows["train_val_gap"],
-        }
-    )
-    return table.reset_index(drop=True)
+# shared with the report, for the views (`name as name`: a name the views take from here)
+from anatomy.chart_data import (
+    best_points as best_points,
+    depth_cells as depth_cells,
+    finite as finite,
+    length_curves as length_curves,
+    long_curves as long_curves,
+    overfitting_table as overfitting_table,
+    part_benefit as part_benefit,
+    turn_steps as turn_steps,
+    versus_baseline as versus_baseline,
+)
 
 
 def divergence_points(runs: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
@@ -106,107 +56,8 @@ def divergence_points(runs: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame
     return pd.DataFrame(rows, columns=["run_id", "label", "experiment", "seed", "diverged_step", "step", "val_loss"])
 
 
-def direction_words(direction: str, baseline: str) -> str:
-    """How an ablation changed its baseline: "added to vanilla", "removed from llama"."""
-    return f"added to {baseline}" if direction == "add" else f"removed from {baseline}"
-
-
-def part_benefit(ablations: pd.DataFrame) -> pd.DataFrame:
-    """What each part is worth in best val loss (nats; positive = the part helps), both ways: the
-    ablation_summary's differences, turned so that right is better.
-
-    Added to a baseline: benefit = baseline - (baseline + part) = -delta.
-    Removed from a baseline: benefit = (baseline - part) - baseline = delta.
-    The min/max are over seeds, each seed compared with the baseline run of the same seed.
-    """
-    columns = ["part", "direction", "baseline", "experiment", "benefit", "benefit_low", "benefit_high", "n_seeds"]
-    if ablations.empty:
-        return pd.DataFrame(columns=columns)
-    sign = np.where(ablations["direction"] == "add", -1.0, 1.0)
-    low = sign * ablations["delta_best_val_min"]
-    high = sign * ablations["delta_best_val_max"]
-    return pd.DataFrame(
-        {
-            "part": ablations["part"],
-            "direction": [direction_words(d, b) for d, b in zip(ablations["direction"], ablations["baseline"])],
-            "baseline": ablations["baseline"],
-            "experiment": ablations["experiment"],
-            "benefit": sign * ablations["delta_best_val_mean"],
-            "benefit_low": np.minimum(low, high),
-            "benefit_high": np.maximum(low, high),
-            "n_seeds": ablations["n_seeds"],
-        },
-        columns=columns,
-    )
-
-
 def seed_spread(experiments: pd.DataFrame, names) -> float:
     """The largest spread of best val over seeds (experiment_summary) among these experiments:
     the noise floor."""
     spread = experiments.loc[experiments["experiment"].isin(list(names)), "best_val_spread"]
     return float(spread.max()) if len(spread) else np.nan
-
-
-def versus_baseline(comparisons: pd.DataFrame, experiments) -> pd.DataFrame:
-    """These experiments' best val minus their baseline's, paired by seed (baseline_summary):
-    mean, min, max, in the order given."""
-    rows = comparisons.set_index("experiment").reindex(list(experiments)).dropna(subset=["baseline"])
-    rows = rows[rows["n_seeds"] > 0].reset_index()
-    return pd.DataFrame(
-        {
-            "experiment": rows["experiment"],
-            "baseline": rows["baseline"],
-            "delta": rows["delta_best_val_mean"],
-            "delta_low": rows["delta_best_val_min"],
-            "delta_high": rows["delta_best_val_max"],
-            "n_seeds": rows["n_seeds"],
-        },
-        columns=["experiment", "baseline", "delta", "delta_low", "delta_high", "n_seeds"],
-    )
-
-
-# The exams
-
-
-def length_curves(length: pd.DataFrame) -> pd.DataFrame:
-    """Per experiment and position bucket of each run's longest readable window: the loss, mean over seeds.
-
-    Featured (drawn bold): the headline models and every experiment about RoPE (its ablations and
-    the two broken RoPEs)."""
-    # a window where nothing could be read (a val split too short for it) has no curve to give
-    readable = length[length["possible"]].groupby("run_id")["window_len"].max()
-    longest = length[length["window_len"] == length["run_id"].map(readable)]
-    longest = longest.assign(featured=(longest["group"] == "headline") | (longest["part"] == "rope"))
-    curves = longest.groupby(["experiment", "positions", "bucket_start", "bucket_end"], as_index=False).agg(
-        loss=("loss", "mean"),
-        predictions=("predictions", "sum"),
-        runs=("run_id", "nunique"),
-        ctx_len=("ctx_len", "max"),
-        window_len=("window_len", "max"),
-        possible=("possible", "all"),
-        featured=("featured", "any"),
-    )
-    curves["position"] = (curves["bucket_start"] + curves["bucket_end"]) / 2
-    return curves
-
-
-def depth_cells(depth: pd.DataFrame) -> pd.DataFrame:
-    """The stability map's cells (charts.stability_map): what became of each run, and its label."""
-    state = np.select(
-        [depth["status"] == "running", depth["diverged"], depth["trained"]],
-        ["running", "diverged", "trained"],
-        "did not learn",
-    )
-    text = [
-        "running"
-        if s == "running"
-        else f"diverged @ {int(step)}"
-        if s == "diverged" and pd.notna(step)
-        else "diverged"
-        if s == "diverged"
-        else f"best val {best:.3f}"
-        if pd.notna(best) and math.isfinite(best)
-        else "no val"
-        for s, step, best in zip(state, depth["diverged_step"], depth["best_val_loss"])
-    ]
-    return depth.assign(state=state, text=text, lr_label=[f"{lr:g}" for lr in depth["lr"]])

@@ -1,9 +1,10 @@
 """Reading the results database: the only place the dashboard touches DuckDB.
 
-Every query opens its own read-only connection and closes it at once (`python -m anatomy
-collect` replaces the file while the dashboard runs, and a held connection would keep
-reading the old one). Results are cached by Streamlit and keyed on the file's identity, so
-a rebuilt database is picked up on the next rerun.
+`python -m anatomy collect` replaces the file while the dashboard runs. Each render of a page
+opens the database once, makes all its queries on that read-only connection and closes it
+when the render ends: one render reads one database, even if a collect lands in the middle of
+it (`one_database_per_render`), and the next render reads the new one. Results are cached by
+Streamlit and keyed on the file's identity, so a rebuilt database is picked up on the next rerun.
 
 What can go wrong is turned into a `DatabaseProblem` with words for the learner: no
 database yet, a database being rebuilt, a file that is not a results database.
@@ -17,14 +18,20 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import duckdb
 import pandas as pd
 import streamlit as st
 
-from anatomy.results import open_read_only
+from anatomy.errors import AnatomyError
+from anatomy.reference import CORPUS_FACTS
+from anatomy.report_data import load
+from anatomy.results import being_collected, collect, database_path_problem, missing_columns, open_read_only
 
 DEFAULT_DB = "results/anatomy.duckdb"
 DB_ENV_VAR = "ANATOMY_DB"
@@ -68,8 +75,6 @@ def reference_db() -> str | None:
         return None
     newest = max(path.stat().st_mtime_ns for path in REFERENCE_DIR.rglob("*") if path.is_file())
     if not REFERENCE_DB.exists() or REFERENCE_DB.stat().st_mtime_ns < newest or _made_by_older_version(REFERENCE_DB):
-        from anatomy.results import collect  # the one writer of databases, as for any collect
-
         collect(
             runs, REFERENCE_DB, None, REFERENCE_DIR / "benchmarks", allow_empty=True, exams_root=REFERENCE_DIR / "exams"
         )
@@ -78,7 +83,6 @@ def reference_db() -> str | None:
 
 def _made_by_older_version(path: Path) -> bool:
     """Whether a database lacks columns of this version's schema (built before an upgrade)."""
-    from anatomy.results import missing_columns
 
     try:
         with open_read_only(path) as con:
@@ -128,18 +132,24 @@ def reference_note() -> str:
     )
 
 
-def file_version(path: str) -> tuple[int, int, int]:
-    """Changes whenever collect renames a new database into place (a new inode)."""
+Version = tuple[int, int, int]
+
+
+def file_version(path: str) -> Version:
+    """Changes whenever collect renames a new database into place (a new inode). A path that is no
+    file (a folder; a named pipe, which DuckDB would wait on for good) is said here, before any open."""
     try:
         stat = os.stat(path)
     except FileNotFoundError:
         raise _missing(Path(path)) from None
+    problem = database_path_problem(path)  # in the words `collect --db` and `report --db` use
+    if problem is not None:
+        raise DatabaseProblem("invalid", f"`{path}` {problem}. Choose the file that `python -m anatomy collect` wrote.")
     return (stat.st_ino, stat.st_mtime_ns, stat.st_size)
 
 
 def _missing(path: Path) -> DatabaseProblem:
     # collect says whether it is writing the file (a temporary file it left when killed is no rebuild)
-    from anatomy.results import being_collected
 
     if being_collected(path):
         return DatabaseProblem("rebuilding", f"The database `{path}` is being rebuilt right now.")
@@ -170,46 +180,119 @@ def _not_a_database(path: Path) -> DatabaseProblem | None:
     return None
 
 
-def run_query(path: str, sql: str) -> pd.DataFrame:
-    """One query on its own short read-only connection."""
-    try:
-        with open_read_only(path) as con:
-            return con.execute(sql).df()
-    except duckdb.CatalogException as err:
-        raise DatabaseProblem(
+def _in_words(path: str, err: duckdb.Error) -> DatabaseProblem | None:
+    """What a DuckDB error met opening or querying `path` means for the learner (None: a bug)."""
+    if isinstance(err, duckdb.CatalogException):
+        return DatabaseProblem(
             "invalid", f"`{path}` is not a results database of this project ({err}). Rebuild it with collect."
-        ) from None
-    except duckdb.PermissionException as err:  # a view that reads outside the database: refused
-        raise DatabaseProblem(
+        )
+    if isinstance(err, duckdb.PermissionException):  # a view that reads outside the database: refused
+        return DatabaseProblem(
             "invalid",
             f"`{path}` asks to read outside itself, which the dashboard refuses ({err}). Rebuild it with collect.",
-        ) from None
-    except (duckdb.IOException, duckdb.InvalidInputException, duckdb.SerializationException) as err:
+        )
+    if isinstance(err, (duckdb.IOException, duckdb.InvalidInputException, duckdb.SerializationException)):
         if not Path(path).exists():
-            raise _missing(Path(path)) from None
+            return _missing(Path(path))
         not_a_database = _not_a_database(Path(path))
         if not_a_database is not None:
-            raise not_a_database from None
+            return not_a_database
         # a lock held by a writer, or a file caught half-way through a copy
-        raise DatabaseProblem(
+        return DatabaseProblem(
             "rebuilding", f"The database `{path}` cannot be opened right now; it may be being rebuilt ({err})."
-        ) from None
+        )
+    return None
+
+
+def open_database(path: str) -> tuple[Version, duckdb.DuckDBPyConnection]:
+    """A read-only connection to `path`, and the version of the file it reads. Raises DatabaseProblem."""
+    while True:
+        version = file_version(path)
+        try:
+            con = open_read_only(path)
+        except duckdb.Error as err:
+            if (problem := _in_words(path, err)) is None:
+                raise
+            raise problem from None
+        if file_version(path) == version:  # no new file renamed into place meanwhile: `con` reads `version`
+            return version, con
+        con.close()  # a collect landed just then: open the new file
+
+
+def execute(con: duckdb.DuckDBPyConnection, path: str, sql: str) -> pd.DataFrame:
+    """One query on an open connection to `path`, its errors in words."""
+    try:
+        return con.execute(sql).df()
+    except duckdb.Error as err:
+        if (problem := _in_words(path, err)) is None:
+            raise
+        raise problem from None
+
+
+def run_query(path: str, sql: str) -> pd.DataFrame:
+    """One query on its own short read-only connection."""
+    _, con = open_database(path)
+    with con:
+        return execute(con, path, sql)
+
+
+# ---------------------------------------------------------------------------------------------
+# One render reads one database
+#
+# A page makes several queries, and collect may put a new file in place between two of them (the
+# README invites watching a grid fill in). Had each query opened the file anew, one render could
+# draw the runs of the old database beside the experiments of the new one. So a render opens each
+# database once, at its first query, and makes all its queries on that connection: it reads the
+# file it opened even after collect renames a new one over it (the old file lives on while open).
+# The app closes them when the render ends, so the next render reads the new file.
+
+# {path: (version, connection)} of the render running in this thread (a session's script thread)
+_render = threading.local()
+
+
+@contextmanager
+def one_database_per_render() -> Iterator[None]:
+    """Wraps each run of the app (streamlit_app.py): the connections its queries open stay open
+    until it ends, then close."""
+    _render.databases = {}
+    try:
+        yield
+    finally:
+        databases, _render.databases = _render.databases, None
+        for _, con in databases.values():
+            con.close()
+
+
+@contextmanager
+def database(path: str) -> Iterator[tuple[Version, duckdb.DuckDBPyConnection]]:
+    """The connection to read `path` on, and the version it reads: the render's, opened at its
+    first query; outside a render (a test, a script), one for this read alone."""
+    databases = getattr(_render, "databases", None)
+    if databases is None:
+        version, con = open_database(path)
+        with con:
+            yield version, con
+        return
+    if path not in databases:
+        databases[path] = open_database(path)
+    yield databases[path]
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def _cached_query(path: str, version: tuple[int, int, int], sql: str) -> pd.DataFrame:
-    del version  # only part of the cache key
-    return run_query(path, sql)
+def _cached_query(path: str, version: Version, sql: str, _con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    # keyed by path, version and sql: `_con` reads that version (Streamlit leaves _names out of the key)
+    return execute(_con, path, sql)
 
 
 def query(path: str, sql: str) -> pd.DataFrame:
-    return _cached_query(path, file_version(path), sql)
+    """`sql` on the database at `path`, as this render reads it."""
+    with database(path) as (version, con):
+        return _cached_query(path, version, sql, con)
 
 
 def corpora(path: str, experiments: list[str]) -> list[dict]:
     """What the runs of these experiments record of their corpus (config.json's data), one dict
     per distinct corpus, values as recorded; anatomy.reference.corpus_differences tells two apart."""
-    from anatomy.reference import CORPUS_FACTS
 
     names = ", ".join("'" + name.replace("'", "''") + "'" for name in experiments)
     found = query(
@@ -251,7 +334,6 @@ def run_label(experiment: str, seed) -> str:
 
 def check_schema(path: str) -> None:
     """A database made by an older version lacks columns the views read: say so, not crash."""
-    from anatomy.results import missing_columns
 
     found = query(path, "SELECT table_name, column_name FROM information_schema.columns")
     missing = missing_columns(set(zip(found["table_name"], found["column_name"])))
@@ -500,24 +582,32 @@ def show_problem(problem: DatabaseProblem) -> None:
 # database as the report does (anatomy.report_data.load), not through the queries above.
 
 
-@st.cache_data(show_spinner=False, max_entries=4)
-def _cached_report_data(path: str, version: tuple[int, int, int]):
-    del version  # only part of the cache key
-    from anatomy.report_data import load
+class DatabaseChanged(Exception):
+    """A collect renamed a new file into place while it was being read."""
 
-    return load(Path(path))
+
+@st.cache_data(show_spinner=False, max_entries=4)
+def _cached_report_data(path: str, version: Version):
+
+    data = load(Path(path))  # on one connection of its own: one file, but which one?
+    if file_version(path) != version:  # `version` before the load and after it: the file it read
+        raise DatabaseChanged  # (nothing is cached)
+    return data
 
 
 def load_report_data(path: str):
     """Every run of the database, the grid's and the studies', as `anatomy report` reads them
-    (an anatomy.report_data.ReportData). Raises DatabaseProblem."""
-    from anatomy.errors import AnatomyError
+    (an anatomy.report_data.ReportData), in one read: the Studies page draws from it alone.
+    Raises DatabaseProblem."""
 
     check_schema(path)  # a missing, busy, foreign or older database, in the words of every page
-    try:
-        return _cached_report_data(path, file_version(path))
-    except AnatomyError as err:  # what the schema check cannot see; the report's own words
-        raise DatabaseProblem("invalid", str(err)) from None
+    while True:
+        try:
+            return _cached_report_data(path, file_version(path))
+        except DatabaseChanged:
+            continue  # a collect landed during the read: read the new file
+        except AnatomyError as err:  # what the schema check cannot see; the report's own words
+            raise DatabaseProblem("invalid", str(err)) from None
 
 
 def require_exams() -> ExamResults:

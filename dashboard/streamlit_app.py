@@ -51,4 +51,5 @@ with st.sidebar:
 
 if loaders.is_reference(st.session_state.get("db_path") or ""):
     st.info(loaders.reference_note(), icon=":material/verified:")
-page.run()
+with loaders.one_database_per_render():  # a collect landing mid-page cannot mix two databases
+    page.run()

@@ -369,6 +369,78 @@ def test_a_database_with_no_runs_yet(tmp_path, monkeypatch):
     assert "holds no runs yet" in app.info[0].value
 
 
+def test_a_folder_as_the_database_is_named_as_such(tmp_path, monkeypatch):
+    """Not "may be being rebuilt": the words of `collect --db` and `report --db`."""
+    app = open_page(tmp_path, "curves", monkeypatch)
+    assert not app.warning
+    assert "is a folder, expected a DuckDB file" in app.error[0].value and str(tmp_path) in app.error[0].value
+
+
+def test_a_named_pipe_as_the_database_is_refused_not_waited_on(tmp_path, monkeypatch):
+    """Opening a named pipe waits for a writer: the page would hang for good."""
+    import threading
+
+    pipe = tmp_path / "anatomy.duckdb"
+    os.mkfifo(pipe)
+    done = threading.Event()
+
+    def free_a_stuck_reader():  # without the check: so that the test fails, not hangs
+        while not done.wait(2):
+            try:
+                os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:
+                pass  # no reader waiting on the pipe: as it should be
+
+    threading.Thread(target=free_a_stuck_reader, daemon=True).start()
+    try:
+        app = open_page(pipe, "curves", monkeypatch)
+    finally:
+        done.set()
+    assert "is not a regular file (a named pipe): expected a DuckDB file" in app.error[0].value
+
+
+def test_one_render_reads_one_database_while_collect_replaces_it(tmp_path, monkeypatch):
+    """Issue #28, item 3: a collect lands between two queries of one render (here: right after
+    the page read its runs). The page must not take runs from the old database and experiments
+    from the new one: it shows the old one whole, and the next render the new one whole."""
+    runs, db = tmp_path / "runs", tmp_path / "anatomy.duckdb"
+    write_fixture_grid(runs)
+    collect(runs, db)
+    write_run_folder(runs, "llama_qk_norm", 42, group="break", part="qk_norm")
+    collect(runs, tmp_path / "newer.duckdb")  # what the collect in the middle of the render writes
+    older, newer = labels_of(db), labels_of(tmp_path / "newer.duckdb")
+    real_execute, replaced = loaders.execute, []
+
+    def collect_lands_after_the_runs(con, path, sql):
+        found = real_execute(con, path, sql)
+        if "FROM run_summary" in sql and not replaced:
+            os.replace(tmp_path / "newer.duckdb", db)  # as collect puts a database into place
+            replaced.append(sql)
+        return found
+
+    drawn_from = []  # the Results each render drew its page from
+    real_load = loaders.load_results
+
+    def load_results(path):
+        drawn_from.append(real_load(path))
+        return drawn_from[-1]
+
+    def one_database(shown: loaders.Results, labels: set[str]) -> None:
+        assert set(shown.runs["label"]) == labels  # the runs of one database ...
+        assert set(shown.experiments["experiment"]) == set(shown.runs["experiment"])  # ... its experiments
+        assert set(shown.band["experiment"]) <= set(shown.runs["experiment"])  # ... and its curves
+
+    monkeypatch.setattr(loaders, "execute", collect_lands_after_the_runs)
+    monkeypatch.setattr(loaders, "load_results", load_results)
+    app = open_page(db, "overview", monkeypatch)
+    assert replaced
+    one_database(drawn_from[-1], older)  # the render the collect landed in: the old database whole
+    assert app.metric[0].value == str(len(older))  # "runs collected", as the page says it
+    app.run()
+    one_database(drawn_from[-1], newer)  # the next render: the new one whole
+    assert app.metric[0].value == str(len(newer))
+
+
 def test_sidebar_path_and_a_rebuilt_database_are_picked_up(fixture_grid_db, tmp_path, monkeypatch):
     app = open_page(tmp_path / "missing.duckdb", "overview", monkeypatch)
     assert app.info and not app.dataframe

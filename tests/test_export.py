@@ -276,6 +276,28 @@ def test_an_export_over_an_old_one_replaces_its_files_as_a_set(llama_runs, tmp_p
     assert (out / "notes.md").read_text() == "mine"
 
 
+def test_a_full_disk_is_one_line_naming_the_file(llama_runs, tmp_path, monkeypatch, capsys):
+    """Issue #28, item 5: `OSError: [Errno 28]` and a traceback, as one line naming the weights."""
+    import errno
+    import os
+
+    out = tmp_path / "hf"
+    real_write = Path.write_bytes
+
+    def write_bytes(self, data):
+        if self.name.startswith(f".{WEIGHTS_FILE}."):  # the weights' temporary file
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_write(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", write_bytes)
+    assert main(["export", str(llama_runs["mha"]), str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {out / WEIGHTS_FILE}: cannot write: no space left on device; free some space")
+    assert err.count("\n") == 1
+    assert not (out / CONFIG_FILE).exists()  # no config.json: transformers loads no half export
+    assert not list(out.glob(".*.tmp"))
+
+
 # ---------------------------------------------------------------------------------------------
 # The README
 # ---------------------------------------------------------------------------------------------

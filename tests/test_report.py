@@ -555,7 +555,8 @@ def test_readme_results_come_from_the_shipped_reference_runs():
 
 def test_the_report_text_needs_neither_the_dashboard_nor_torch(tmp_path):
     """`anatomy report --no-figures` works wherever the package is installed: only the figures
-    draw with the dashboard's charts (Altair), and only one claim loads the model (torch)."""
+    need Altair (anatomy/charts.py), only one claim loads the model (torch), and the package never
+    imports the dashboard (tests/test_layers.py holds that for every module)."""
     code = "import sys, anatomy.report; print(sorted(m for m in ('dashboard', 'torch', 'altair') if m in sys.modules))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
     assert result.returncode == 0, result.stderr

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import math
+import os
+import stat
+import threading
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import duckdb
 import pytest
@@ -506,6 +512,113 @@ def test_db_pointing_at_a_folder_is_one_line(fixture_runs, tmp_path, capsys):
     runs_root, _ = fixture_runs
     assert main(["collect", "--runs", str(runs_root), "--db", str(tmp_path)]) == 2
     assert f"--db {tmp_path}: is a folder, expected a DuckDB file\n" in capsys.readouterr().err
+
+
+def test_a_reader_opened_after_a_collect_reads_the_new_file_while_the_old_one_is_open(collected):
+    """A plain second connect to a path gets the database a first connection still holds open:
+    a dashboard render holding the old file would make the next render read it under the new
+    file's name (issue #28, item 3). Each reader reads the file at the path when it opened."""
+    runs_root, db, _, counts = collected
+    with results.open_read_only(db) as old:
+        write_run_folder(runs_root, "llama_qk_norm", 42, group="break", part="qk_norm")
+        results.collect(runs_root, db)  # renames a new file into place
+        with results.open_read_only(db) as new:
+            assert new.execute("SELECT count(*) FROM runs").fetchone()[0] == counts["runs"] + 1
+        assert old.execute("SELECT count(*) FROM runs").fetchone()[0] == counts["runs"]
+
+
+@contextmanager
+def freeing_readers_of(pipe: Path) -> Iterator[None]:
+    """Whoever opens `pipe` to read waits for a writer: be one every 2 s, so that a test of code
+    that should not open it fails instead of hanging."""
+    done = threading.Event()
+
+    def free():
+        while not done.wait(2):
+            try:
+                os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:
+                pass  # nobody waiting on it
+
+    threading.Thread(target=free, daemon=True).start()
+    try:
+        yield
+    finally:
+        done.set()
+
+
+def test_db_that_is_a_named_pipe_is_one_line_not_a_hang(fixture_runs, tmp_path, capsys):
+    """Issue #28, item 11b: `report --db` on a named pipe waited for good; collect replaced it."""
+    runs_root, _ = fixture_runs
+    pipe = tmp_path / "anatomy.duckdb"
+    os.mkfifo(pipe)
+    said = f"--db {pipe}: is not a regular file (a named pipe): expected a DuckDB file\n"
+    with freeing_readers_of(pipe):
+        assert main(["collect", "--runs", str(runs_root), "--db", str(pipe)]) == 2
+        assert said in capsys.readouterr().err
+        assert main(["report", "--db", str(pipe), "--out", str(tmp_path / "report"), "--no-figures"]) == 2
+        assert said in capsys.readouterr().err
+    assert stat.S_ISFIFO(os.stat(pipe).st_mode)  # left as it was
+    # a device says what it is (not collected into: renaming over /dev/null would replace it)
+    assert (
+        results.database_path_problem("/dev/null")
+        == "is not a regular file (a character device): expected a DuckDB file"
+    )
+    assert results.database_path_problem(tmp_path / "missing.duckdb") is None  # each reader says that itself
+
+
+NO_SPACE = "No space left on device"
+# what a full disk raises while collect writes: the OS's error, and DuckDB's, which loses the errno
+FULL_DISK_ERRORS = {
+    "oserror": OSError(errno.ENOSPC, NO_SPACE),
+    "duckdb_io": duckdb.IOException(f'IO Error: Could not write file ".anatomy.duckdb.x.tmp": {NO_SPACE}'),
+    "duckdb_fatal": duckdb.FatalException(
+        "FATAL Error: Failed to create checkpoint because of error: "
+        f'Could not write file ".anatomy.duckdb.x.tmp": {NO_SPACE}'
+    ),
+}
+
+
+@pytest.mark.parametrize("error", list(FULL_DISK_ERRORS))
+def test_a_full_disk_while_collecting_is_one_line_naming_the_database(collected, monkeypatch, capsys, error):
+    """Issue #28, item 5: DuckDB's 25-line FatalException, as one line; the old database stays."""
+    runs_root, db, json_path, counts = collected
+    real_table = results._arrow_table
+
+    def disk_full_at_the_samples(rows, columns):
+        if columns is results.SAMPLE_COLUMNS:
+            raise FULL_DISK_ERRORS[error]
+        return real_table(rows, columns)
+
+    monkeypatch.setattr(results, "_arrow_table", disk_full_at_the_samples)
+    write_run_folder(runs_root, "llama_qk_norm", 42, group="break", part="qk_norm")
+    argv = ["collect", "--runs", str(runs_root), "--db", str(db), "--json", str(json_path)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {db}: cannot write: no space left on device; free some space")
+    assert err.count("\n") == 1
+    assert query(db, "SELECT count(*) FROM runs")[0][0] == counts["runs"]
+    assert sorted(path.name for path in db.parent.iterdir()) == KEPT_BESIDE_THE_DATABASE
+
+
+def test_a_full_disk_while_writing_results_json_names_it(collected, monkeypatch, capsys):
+    runs_root, db, json_path, counts = collected
+    real_write = Path.write_text
+
+    def write_text(self, *args, **kwargs):
+        if self.name.startswith(f".{json_path.name}."):  # results.json's temporary file
+            raise OSError(errno.ENOSPC, NO_SPACE)
+        return real_write(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", write_text)
+    write_run_folder(runs_root, "llama_qk_norm", 42, group="break", part="qk_norm")
+    argv = ["collect", "--runs", str(runs_root), "--db", str(db), "--json", str(json_path)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {json_path}: cannot write: no space left on device") and err.count("\n") == 1
+    # the database goes into place after its results.json: neither changed
+    assert query(db, "SELECT count(*) FROM runs")[0][0] == counts["runs"]
+    assert sorted(path.name for path in db.parent.iterdir()) == KEPT_BESIDE_THE_DATABASE
 
 
 # --- leftovers and drops ------------------------------------------------------------------------

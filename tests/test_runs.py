@@ -90,3 +90,83 @@ def test_only_a_full_disk_is_turned_into_one_line(tmp_path):
     with pytest.raises(RuntimeError, match="size mismatch"):
         with naming_a_full_disk(target):
             raise RuntimeError("size mismatch for lm_head.weight")
+
+
+# --- a full disk in every writer of anatomy/atomic.py (issue #28, item 5) -------------------------
+
+
+def test_the_full_disk_helper_lives_with_the_writes():
+    """Moved to anatomy/atomic.py, the owner of writes; train and generate import it from runs."""
+    from anatomy import atomic, runs
+
+    assert runs.naming_a_full_disk is atomic.naming_a_full_disk
+
+
+def no_space(*args, **kwargs):
+    import errno
+    import os
+
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+@pytest.mark.parametrize("writer", ["write_text", "write_bytes", "write_json", "atomic_path", "atomic_folder"])
+def test_every_atomic_writer_names_a_full_disk(tmp_path, monkeypatch, writer):
+    """Report, reference, export and collect write through these: each gets the one line for free
+    (report's figures are saved into an atomic_path by vl-convert, for one)."""
+    from anatomy import atomic
+
+    target = tmp_path / "out" / "report.md"
+    target.parent.mkdir()
+    target.write_text("the old report")
+    monkeypatch.setattr(Path, "write_text", no_space)
+    monkeypatch.setattr(Path, "write_bytes", no_space)
+    with pytest.raises(AnatomyError) as raised:
+        if writer == "write_text":
+            atomic.write_text(target, "new")
+        elif writer == "write_bytes":
+            atomic.write_bytes(target, b"new")
+        elif writer == "write_json":
+            atomic.write_json(target, {"new": 1})
+        elif writer == "atomic_path":
+            with atomic.atomic_path(target) as tmp:
+                tmp.write_bytes(b"a png")  # as a chart's save fills it
+        else:
+            target = tmp_path / "out" / "shipped"
+            with atomic.atomic_folder(target) as folder:
+                (folder / "summary.json").write_text("{}")
+    said = str(raised.value)
+    assert said == f"{target}: cannot write: no space left on device; free some space and run the command again"
+    monkeypatch.undo()
+    assert (tmp_path / "out" / "report.md").read_text() == "the old report"  # the old file is whole
+    assert not list((tmp_path / "out").glob(".*.tmp"))  # and no temporary is left
+
+
+def test_a_full_disk_making_a_folder_to_write_into_is_one_line(tmp_path, monkeypatch):
+    from anatomy import atomic
+
+    monkeypatch.setattr(Path, "mkdir", no_space)
+    with pytest.raises(AnatomyError, match=r"report: cannot write: no space left on device"):
+        with atomic.writing_into(tmp_path / "report"):
+            pass
+
+
+def test_duckdb_full_disk_is_recognised_by_its_words_and_nested_writes_keep_their_name(tmp_path):
+    """DuckDB loses the errno: its IOException or FatalException says it in the system's words."""
+    import duckdb
+
+    from anatomy.atomic import naming_a_full_disk
+
+    db = tmp_path / "anatomy.duckdb"
+    with pytest.raises(AnatomyError, match=r"anatomy\.duckdb: cannot write: no space left on device;"):
+        with naming_a_full_disk(db):
+            raise duckdb.FatalException('Could not write file ".anatomy.duckdb.x.tmp": No space left on device')
+    with pytest.raises(AnatomyError, match=r"\(disk quota exceeded\)"):
+        with naming_a_full_disk(db):
+            raise duckdb.IOException('Could not write file "x": Disk quota exceeded')
+    with pytest.raises(duckdb.IOException, match="Permission denied"):  # not a full disk: its own words
+        with naming_a_full_disk(db):
+            raise duckdb.IOException('Cannot open file "x": Permission denied')
+    # the innermost writer names its file (results.json written while collecting the database)
+    with pytest.raises(AnatomyError, match=r"^.*results\.json: cannot write"):
+        with naming_a_full_disk(db), naming_a_full_disk(tmp_path / "results.json"):
+            no_space()

@@ -8,7 +8,7 @@ import pytest
 
 from anatomy import report, results
 from anatomy.report_data import load, only_runs_of
-from anatomy.scale_report import best_val_by_size, scale_data, sizes, verdict
+from anatomy.scale_report import best_val_by_size, scale_data, sizes, verdict, where_it_wins
 from run_folders import LLAMA_PARTS, write_fixture_grid, write_run_folder
 
 SEEDS = (42, 7)
@@ -140,3 +140,11 @@ def test_a_verdict_that_flips_in_bf16_is_said(tmp_path):
         "| The mini-LLaMA learns faster: its best val comes earlier | **reproduced** | **not reproduced** | **no** |"
         in section
     )
+
+
+def test_one_seed_is_not_called_no_win(tmp_path):
+    runs_root = tmp_path / "runs"
+    scale_runs(runs_root, {"l": (1.8, 1.5)}, seeds=(7,))
+    results.collect(runs_root, tmp_path / "db.duckdb")
+    study = scale_data(load(tmp_path / "db.duckdb"))
+    assert where_it_wins(sizes(study)).startswith("No size has both models at two seeds yet")

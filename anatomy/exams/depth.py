@@ -35,7 +35,8 @@ import numpy as np
 
 from anatomy.atomic import check_folder_target
 from anatomy.errors import AnatomyError
-from anatomy.run_files import check_value, read_run_config, read_summary
+from anatomy.run_files import check_value, read_metrics, read_run_config, read_summary
+from anatomy.tokenizer import load_tokenized
 
 DEPTH_FOLDER = "depth"  # under results/exams/
 DEFAULT_OUT = Path("results") / "exams" / DEPTH_FOLDER
@@ -141,8 +142,6 @@ def _best(metrics: list[dict]) -> tuple[float | None, int | None]:
 def read_cell(folder: Path) -> dict[str, Any]:
     """One cell's exam_depth row, from its config.json, summary.json and metrics.jsonl. A cell
     without summary.json is still training (status "running"), with what it has so far."""
-    from anatomy.results import read_metrics  # here: anatomy.results imports this module to collect
-
     config_path, summary_path = folder / "config.json", folder / "summary.json"
     config = read_run_config(config_path)
     model, train = config["model"], config["train"]
@@ -336,8 +335,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from anatomy.tokenizer import load_tokenized
-    from anatomy.trainer import split_overrides, train  # here: reading the map needs no torch
+    from anatomy.trainer import split_overrides, train  # torch: reading the map (collect) needs none
 
     check_folder_target(args.out, "--out")
     model_overrides, train_overrides = split_overrides(args.overrides)

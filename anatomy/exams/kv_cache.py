@@ -37,7 +37,7 @@ from typing import Any
 
 import torch
 
-from anatomy.devices import pick_device
+from anatomy.devices import pick_device, sync
 from anatomy.errors import AnatomyError
 from anatomy.exams import run_exam_output, write_result
 from anatomy.generate import DEFAULT_TEMPERATURE, load_model, pick_next, window_start
@@ -164,14 +164,6 @@ def generate_ids(model: MiniLM, context: list[int], chars: int, use_cache: bool,
     return ids[len(context) :]
 
 
-def synchronize(device: torch.device) -> None:
-    """Wait for the device's queued work, so the clock measures it (CPU work is already done)."""
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    elif device.type == "mps":
-        torch.mps.synchronize()
-
-
 def time_context(model: MiniLM, context: int, chars: int, rounds: int) -> list[dict[str, Any]]:
     """Two rows for one context, cached and recomputed: the median over rounds that alternate
     the two, so a machine that slows down mid-way slows both alike."""
@@ -182,10 +174,10 @@ def time_context(model: MiniLM, context: int, chars: int, rounds: int) -> list[d
     times: dict[bool, list[float]] = {True: [], False: []}
     for _ in range(rounds):
         for use_cache in (True, False):
-            synchronize(device)
+            sync(device)
             start = time.perf_counter()
             generate_ids(model, ids, chars, use_cache)
-            synchronize(device)
+            sync(device)
             times[use_cache].append(time.perf_counter() - start)
     rows = []
     for use_cache, samples in times.items():

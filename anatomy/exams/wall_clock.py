@@ -40,10 +40,9 @@ import torch
 from torch import nn
 
 from anatomy.atomic import check_file_target, write_json
-from anatomy.bench import CHAPTER_VOCAB, sync
 from anatomy.compiling import forward_backward
-from anatomy.config import DEVICE_PATTERN, ModelConfig, parse_value, preset
-from anatomy.devices import pick_device
+from anatomy.config import CHAPTER_VOCAB, DEVICE_PATTERN, ModelConfig, parse_value, preset
+from anatomy.devices import pick_device, sync
 from anatomy.errors import AnatomyError
 from anatomy.model import FFNS, CausalSelfAttention, MiniLM, RotaryEmbedding, apply_rope, make_norm
 from anatomy.run_files import check_value, read_json_object
