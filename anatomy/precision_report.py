@@ -40,17 +40,19 @@ def fp32_twins(study: ReportData, grid: ReportData) -> pd.DataFrame:
         | pairs["corpus_digest_fp32"].isna()
         | (pairs["corpus_digest_bf16"] == pairs["corpus_digest_fp32"])
     )
-    return pairs[same_text].sort_values(["n_parts", "seed"], ascending=[True, False])
+    return pairs[same_text].sort_values(["n_parts", "n_layer", "seed"], ascending=[True, True, False])
 
 
-def model_name(n_parts: int) -> str:
-    return {0: "vanilla (2017)", 5: "mini-LLaMA"}.get(int(n_parts), f"{int(n_parts)} of the five parts")
+def model_name(n_parts: int, n_layer: int, usual_layers: int) -> str:
+    name = {0: "vanilla (2017)", 5: "mini-LLaMA"}.get(int(n_parts), f"{int(n_parts)} of the five parts")
+    return name if n_layer == usual_layers else f"{name}, {int(n_layer)} layers"
 
 
 def comparison_table(pairs: pd.DataFrame) -> str:
     rows = []
+    usual_layers = pairs["n_layer"].min()  # the headline's depth; a deeper twin is named by its layers
     for _, pair in pairs.iterrows():
-        cells = [model_name(pair["n_parts"]), str(int(pair["seed"]))]
+        cells = [model_name(pair["n_parts"], pair["n_layer"], usual_layers), str(int(pair["seed"]))]
         for column in COMPARED:
             fp32, bf16 = pair[f"{column}_fp32"], pair[f"{column}_bf16"]
             if column == "best_step":
