@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from anatomy.groups import STUDY_GROUPS
+
 REPO = Path(__file__).resolve().parents[1]
 WORKFLOW = REPO / "workflow"
 
@@ -249,7 +251,8 @@ def test_precision_check_trains_the_headline_pair_in_bf16_beside_the_grid(workdi
     result = snakemake(workdir, "-n", "-p", "precision_check")
     assert result.returncode == 0, result.stderr + result.stdout
     commands = train_commands(result.stdout)
-    assert set(commands) == expected_runs(["vanilla_bf16", "llama_bf16"])
+    # the headline pair in bf16, both seeds, and one 12-layer run (seed 42): the deep size class's cost
+    assert set(commands) == expected_runs(["vanilla_bf16", "llama_bf16"]) | {("deep_pre_nowarmup_bf16", 42)}
     assert {precision_of(command) for command in commands.values()} == {"bf16"}
     # the grid's own runs are fp32 (config `precision`), and `all` never runs the studies
     grid = train_commands(snakemake(workdir, "-n", "-p").stdout)
@@ -949,7 +952,9 @@ def test_quick_grid_end_to_end(tmp_path):
     assert sorted(found["depth_cells"]) == [("post", 3.0e-4), ("post", 1.0e-2), ("pre", 3.0e-4), ("pre", 1.0e-2)]
     # each run has the baseline its entry names (blow_up's only in the test's config), and is paired with it
     declared = yaml.safe_load((WORKFLOW / "experiments.yaml").read_text(encoding="utf-8"))["experiments"]
-    baselines = {name: entry.get("baseline") for name, entry in declared.items()} | {"blow_up": "vanilla"}
+    # the grid's experiments: the studies beside it (anatomy/groups.py) are not part of `all`
+    grid = {name: entry for name, entry in declared.items() if entry["group"] not in STUDY_GROUPS}
+    baselines = {name: entry.get("baseline") for name, entry in grid.items()} | {"blow_up": "vanilla"}
     assert dict(found["baselines"]) == baselines
     assert {(name, baseline) for name, baseline, _ in found["compared"]} == {
         (name, baseline) for name, baseline in baselines.items() if baseline
