@@ -953,8 +953,8 @@ def test_quick_grid_end_to_end(tmp_path):
     # each run has the baseline its entry names (blow_up's only in the test's config), and is paired with it
     declared = yaml.safe_load((WORKFLOW / "experiments.yaml").read_text(encoding="utf-8"))["experiments"]
     # the grid's experiments: the studies beside it (anatomy/groups.py) are not part of `all`
-    grid = {name: entry for name, entry in declared.items() if entry["group"] not in STUDY_GROUPS}
-    baselines = {name: entry.get("baseline") for name, entry in grid.items()} | {"blow_up": "vanilla"}
+    grid_entries = {name: entry for name, entry in declared.items() if entry["group"] not in STUDY_GROUPS}
+    baselines = {name: entry.get("baseline") for name, entry in grid_entries.items()} | {"blow_up": "vanilla"}
     assert dict(found["baselines"]) == baselines
     assert {(name, baseline) for name, baseline, _ in found["compared"]} == {
         (name, baseline) for name, baseline in baselines.items() if baseline
