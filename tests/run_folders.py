@@ -208,3 +208,28 @@ def write_fixture_grid(runs_root: Path, benchmarks_root: Path | None = None) -> 
             "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
             "12.5\t0:00:12\t310.2\t900.1\t300.0\t305.5\t0.01\t1.2\t95.0\t11.9\n"
         )
+
+
+# The scale study's training-set sizes for fixture runs: 100 steps x 256 tokens read them 64 times,
+# 8 times and once
+SCALE_SIZES = {"s": 400, "m": 3_200, "l": 25_600}
+
+
+def write_scale_runs(runs_root: Path, floors: dict[str, tuple[float, float]], seeds=(42, 7), turn_step: int = 50):
+    """The scale study's stage 1 as run folders: vanilla and llama at each size (a SCALE_SIZES key),
+    in bf16, with (vanilla, llama) best-val floors."""
+    for size, (vanilla_floor, llama_floor) in floors.items():
+        data = {"vocab_size": 50, "train_tokens": SCALE_SIZES[size], "val_tokens": 500, "corpus": f"poems_{size}"}
+        for seed in seeds:
+            common = dict(group="scale", data=data, train={"precision": "bf16"}, turn_step=turn_step)
+            write_run_folder(runs_root, f"scale_vanilla_{size}", seed, preset="vanilla", floor=vanilla_floor, **common)
+            write_run_folder(
+                runs_root,
+                f"scale_llama_{size}",
+                seed,
+                preset="llama",
+                model=LLAMA_PARTS,
+                floor=llama_floor,
+                baseline=f"scale_vanilla_{size}",
+                **common,
+            )

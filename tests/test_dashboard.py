@@ -20,7 +20,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from anatomy.results import SCHEMA_PATH, collect
-from run_folders import LLAMA_PARTS, write_fixture_grid, write_run_folder
+from run_folders import LLAMA_PARTS, write_fixture_grid, write_run_folder, write_scale_runs
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:  # the dashboard is an app folder, not an installed package
@@ -741,7 +741,6 @@ def test_a_view_that_reads_outside_the_database_is_refused_in_words(tmp_path):
 # Studies: the questions asked beside the grid, in the report's own sentences
 
 # fixture runs read 100 steps x 256 tokens: these sizes are read 64 times, 8 times and once
-SCALE_SIZES = {"s": 400, "m": 3_200, "l": 25_600}
 
 
 @pytest.fixture(scope="module")
@@ -751,22 +750,7 @@ def studies_db(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("studies_db")
     runs = root / "runs"
     write_fixture_grid(runs)
-    floors = {"s": (2.0, 2.0), "m": (1.9, 1.8), "l": (1.8, 1.5)}
-    for size, (vanilla_floor, llama_floor) in floors.items():
-        data = {"vocab_size": 50, "train_tokens": SCALE_SIZES[size], "val_tokens": 500, "corpus": f"poems_{size}"}
-        for seed in (42, 7):
-            common = dict(group="scale", data=data, train={"precision": "bf16"})
-            write_run_folder(runs, f"scale_vanilla_{size}", seed, preset="vanilla", floor=vanilla_floor, **common)
-            write_run_folder(
-                runs,
-                f"scale_llama_{size}",
-                seed,
-                preset="llama",
-                model=LLAMA_PARTS,
-                floor=llama_floor,
-                baseline=f"scale_vanilla_{size}",
-                **common,
-            )
+    write_scale_runs(runs, {"s": (2.0, 2.0), "m": (1.9, 1.8), "l": (1.8, 1.5)})
     for seed in (42, 7):  # the grid's headline pair again in bf16, a hair off its fp32 twins
         bf16 = dict(group="precision", train={"precision": "bf16"})
         write_run_folder(runs, "vanilla_bf16", seed, preset="vanilla", floor=2.301, turn_step=70, **bf16)

@@ -9,30 +9,9 @@ import pytest
 from anatomy import report, results
 from anatomy.report_data import load, only_runs_of
 from anatomy.scale_report import best_val_by_size, scale_data, sizes, verdict, where_it_wins
-from run_folders import LLAMA_PARTS, write_fixture_grid, write_run_folder
+from run_folders import LLAMA_PARTS, SCALE_SIZES, write_fixture_grid, write_run_folder, write_scale_runs
 
 SEEDS = (42, 7)
-# fixture runs read 100 steps x 256 tokens: the sizes are read 64 times, 8 times and once
-SIZES = {"s": 400, "m": 3_200, "l": 25_600}
-
-
-def scale_runs(runs_root, floors: dict[str, tuple[float, float]], seeds=SEEDS, turn_step: int = 50):
-    """The scale study's stage 1: vanilla and llama at each size, with (vanilla, llama) best-val floors."""
-    for size, (vanilla_floor, llama_floor) in floors.items():
-        data = {"vocab_size": 50, "train_tokens": SIZES[size], "val_tokens": 500, "corpus": f"poems_{size}"}
-        for seed in seeds:
-            common = dict(group="scale", data=data, train={"precision": "bf16"}, turn_step=turn_step)
-            write_run_folder(runs_root, f"scale_vanilla_{size}", seed, preset="vanilla", floor=vanilla_floor, **common)
-            write_run_folder(
-                runs_root,
-                f"scale_llama_{size}",
-                seed,
-                preset="llama",
-                model=LLAMA_PARTS,
-                floor=llama_floor,
-                baseline=f"scale_vanilla_{size}",
-                **common,
-            )
 
 
 @pytest.fixture
@@ -40,7 +19,7 @@ def grid_and_scale(tmp_path):
     runs_root = tmp_path / "runs"
     write_fixture_grid(runs_root)
     # llama: no better on the smallest size, lower by 0.1 on the middle one, by 0.3 on the largest
-    scale_runs(runs_root, {"s": (2.0, 2.0), "m": (1.9, 1.8), "l": (1.8, 1.5)})
+    write_scale_runs(runs_root, {"s": (2.0, 2.0), "m": (1.9, 1.8), "l": (1.8, 1.5)})
     db = tmp_path / "anatomy.duckdb"
     results.collect(runs_root, db)
     return load(db)
@@ -48,7 +27,7 @@ def grid_and_scale(tmp_path):
 
 def test_the_scale_section_finds_each_size_and_where_llama_wins(grid_and_scale):
     found = sizes(scale_data(grid_and_scale))
-    assert [size.train_tokens for size in found] == list(SIZES.values())
+    assert [size.train_tokens for size in found] == list(SCALE_SIZES.values())
     assert [size.side for size in found] == [0, -1, -1]
     assert found[-1].gap.round(3).tolist() == [-0.3, -0.3]
     text = report.render(grid_and_scale, [])
@@ -68,7 +47,7 @@ def test_the_grid_tables_never_take_a_study_run(grid_and_scale):
 
 def test_one_seed_cannot_judge_the_hypothesis(tmp_path):
     runs_root = tmp_path / "runs"
-    scale_runs(runs_root, {"l": (1.8, 1.5)}, seeds=(42,))
+    write_scale_runs(runs_root, {"l": (1.8, 1.5)}, seeds=(42,))
     results.collect(runs_root, tmp_path / "db.duckdb")
     study = scale_data(load(tmp_path / "db.duckdb"))
     assert verdict(study, sizes(study)).startswith("**not testable here yet**: on 25,600 characters")
@@ -76,7 +55,7 @@ def test_one_seed_cannot_judge_the_hypothesis(tmp_path):
 
 def test_no_size_read_at_most_once_is_not_testable(tmp_path):
     runs_root = tmp_path / "runs"
-    scale_runs(runs_root, {"s": (2.0, 1.9), "m": (1.9, 1.8)})
+    write_scale_runs(runs_root, {"s": (2.0, 1.9), "m": (1.9, 1.8)})
     results.collect(runs_root, tmp_path / "db.duckdb")
     study = scale_data(load(tmp_path / "db.duckdb"))
     assert verdict(study, sizes(study)).startswith("**not testable here yet**: no size whose runs read")
@@ -85,8 +64,8 @@ def test_no_size_read_at_most_once_is_not_testable(tmp_path):
 
 def test_stage2_ablations_are_judged_at_the_largest_size(tmp_path):
     runs_root = tmp_path / "runs"
-    scale_runs(runs_root, {"l": (1.8, 1.5)})
-    data = {"vocab_size": 50, "train_tokens": SIZES["l"], "val_tokens": 500}
+    write_scale_runs(runs_root, {"l": (1.8, 1.5)})
+    data = {"vocab_size": 50, "train_tokens": SCALE_SIZES["l"], "val_tokens": 500}
     for seed in SEEDS:  # SwiGLU removed from llama: 0.2 higher
         write_run_folder(
             runs_root,
@@ -144,7 +123,7 @@ def test_a_verdict_that_flips_in_bf16_is_said(tmp_path):
 
 def test_one_seed_is_not_called_no_win(tmp_path):
     runs_root = tmp_path / "runs"
-    scale_runs(runs_root, {"l": (1.8, 1.5)}, seeds=(7,))
+    write_scale_runs(runs_root, {"l": (1.8, 1.5)}, seeds=(7,))
     results.collect(runs_root, tmp_path / "db.duckdb")
     study = scale_data(load(tmp_path / "db.duckdb"))
     assert where_it_wins(sizes(study)).startswith("No size has both models at two seeds yet")
