@@ -254,12 +254,21 @@ NO_BLANK_LINE = rf"(?:(?!{BLANK_LINE}).)*?"  # markup never spans a blank line; 
 
 # Template code blocks: their content is code even outside a Markdown fence. Hexo's codeblock
 # and code, Jekyll's highlight, Liquid's raw (no tags inside), Hugo's highlight shortcode.
-LIQUID_CODE_BLOCK = re.compile(
-    r"\{%-?\s*(?P<tag>codeblock|code|highlight|raw)\b.*?%\}(?P<code>.*?)\{%-?\s*end(?P=tag)\s*-?%\}", re.DOTALL
+# An opening holds no blank line and no second opening, like any template tag (below); its
+# closing is looked for once per kind, so a thousand unclosed `{% raw %}` cost one search.
+LIQUID_CODE_OPENING = re.compile(
+    r"\{%-?\s*(?P<tag>codeblock|code|highlight|raw)\b(?:(?!\n[ \t]*\n|\{%).)*?%\}", re.DOTALL
 )
-HUGO_CODE_BLOCK = re.compile(
-    r"\{\{[<%]\s*highlight\b.*?[>%]\}\}(?P<code>.*?)\{\{[<%]\s*/highlight\s*[>%]\}\}", re.DOTALL
-)
+HUGO_CODE_OPENING = re.compile(r"\{\{[<%]\s*highlight\b(?:(?!\n[ \t]*\n|\{\{).)*?[>%]\}\}", re.DOTALL)
+
+
+def liquid_closing(opening: re.Match) -> re.Pattern:
+    return re.compile(r"\{%-?\s*end" + opening["tag"] + r"\s*-?%\}")
+
+
+def hugo_closing(opening: re.Match) -> re.Pattern:
+    return re.compile(r"\{\{[<%]\s*/highlight\s*[>%]\}\}")
+
 
 # A code span, kept as written: `x`, ``a ` b``.
 CODE_SPAN = re.compile(rf"(?<!`)(?P<ticks>`+)(?!`){NO_BLANK_LINE}(?<!`)(?P=ticks)(?!`)", re.DOTALL)
@@ -395,9 +404,9 @@ def unused_character(text: str) -> str:
 def code_and_prose(body: str) -> list[tuple[bool, str]]:
     """The body cut into (is_code, text) pieces that join back into it."""
     pieces = markdown_code_blocks(body)
-    pieces = split_out_code(pieces, LIQUID_CODE_BLOCK, "code")
-    pieces = split_out_code(pieces, HUGO_CODE_BLOCK, "code")
-    return split_out_code(pieces, CODE_SPAN, 0)
+    pieces = split_out_code(pieces, lambda text: template_code_spans(text, LIQUID_CODE_OPENING, liquid_closing))
+    pieces = split_out_code(pieces, lambda text: template_code_spans(text, HUGO_CODE_OPENING, hugo_closing))
+    return split_out_code(pieces, lambda text: (match.span() for match in CODE_SPAN.finditer(text)))
 
 
 def markdown_code_blocks(body: str) -> list[tuple[bool, str]]:
@@ -415,18 +424,33 @@ def markdown_code_blocks(body: str) -> list[tuple[bool, str]]:
     return pieces + [(False, body[position:])]
 
 
-def split_out_code(pieces: list[tuple[bool, str]], pattern: re.Pattern, group) -> list[tuple[bool, str]]:
-    """The prose pieces cut further: each match's `group` becomes code."""
+def split_out_code(pieces: list[tuple[bool, str]], code_spans) -> list[tuple[bool, str]]:
+    """The prose pieces cut further: each (start, end) that `code_spans(text)` yields becomes code."""
     result = []
     for is_code, text in pieces:
         position = 0
         if not is_code:
-            for match in pattern.finditer(text):
-                start, end = match.span(group)
+            for start, end in code_spans(text):
                 result += [(False, text[position:start]), (True, text[start:end])]
                 position = end
         result.append((is_code, text[position:]))
     return result
+
+
+def template_code_spans(text: str, opening_pattern: re.Pattern, closing_of) -> Iterator[tuple[int, int]]:
+    """Where the code of each template code block lies: from an opening tag to the first closing
+    that `closing_of(opening)` matches. Its tags stay prose, where they are removed as markup.
+    A closing not found is remembered: no later opening of that kind can find one either."""
+    position, unclosed = 0, set()
+    while opening := opening_pattern.search(text, position):
+        closing_pattern = closing_of(opening)
+        closing = None if closing_pattern.pattern in unclosed else closing_pattern.search(text, opening.end())
+        if closing is None:
+            unclosed.add(closing_pattern.pattern)
+            position = opening.end()
+            continue
+        yield opening.end(), closing.start()
+        position = closing.end()
 
 
 def clean_prose(text: str, marker: str, tally: MarkupTally) -> str:
@@ -452,9 +476,30 @@ def html_to_text(text: str, marker: str, tally: MarkupTally) -> str:
 
 def as_html(text: str) -> str:
     """Prose as the HTML parser should read it: each `&` and `<` that CommonMark reads as text
-    escaped, so that the parser gives it back as text."""
+    escaped, so that the parser gives it back as text. Raw HTML is passed over whole, so that a
+    `<` inside a comment or an attribute is not looked at again."""
     text = BARE_AMPERSAND.sub("&amp;", text)
-    return re.sub("<", lambda less: "<" if COMMONMARK_HTML.match(text, less.start()) else "&lt;", text)
+    last_closing = {closing: text.rfind(closing) for _, closing in RAW_HTML_CLOSINGS}
+    pieces, position = [], 0
+    while (less := text.find("<", position)) >= 0:
+        html = None if html_never_closed(text, less, last_closing) else COMMONMARK_HTML.match(text, less)
+        end = html.end() if html else less + 1
+        pieces += [text[position:less], text[less:end] if html else "&lt;"]
+        position = end
+    return "".join(pieces) + text[position:]
+
+
+# Raw HTML that runs to a closing string. Where none follows, the regex would search to the end
+# of the text from each opening: 8,000 unclosed `<!--` took 12 s.
+RAW_HTML_CLOSINGS = (("<!--", "-->"), ("<?", "?>"), ("<![CDATA[", "]]>"), ("<!", ">"))
+
+
+def html_never_closed(text: str, less: int, last_closing: dict[str, int]) -> bool:
+    """Whether the `<` at `less` opens raw HTML whose closing string comes nowhere after it."""
+    for opening, closing in RAW_HTML_CLOSINGS:
+        if text.startswith(opening, less):
+            return last_closing[closing] < less
+    return False
 
 
 def drop_emptied_lines(text: str, marker: str, tally: MarkupTally) -> str:
