@@ -14,9 +14,8 @@ import pandas as pd
 
 from anatomy.config import ModelConfig
 from anatomy.exams.depth import LEARNED_MARGIN
+from anatomy.results_data import MODEL_FIELDS, Results
 from anatomy.report_data import (
-    MODEL_FIELDS,
-    ReportData,
     ablation_deltas,
     deep_runs,
     delta_text,
@@ -64,7 +63,7 @@ class Claim:
     verdict: str
 
 
-def claims(data: ReportData) -> list[Claim]:
+def claims(data: Results) -> list[Claim]:
     vanilla, llama = headline_of(data, "vanilla"), headline_of(data, "llama")
     both = sorted(set(vanilla["seed"]) & set(llama["seed"]))
     out = []
@@ -157,14 +156,14 @@ def claims(data: ReportData) -> list[Claim]:
     return out
 
 
-def headline_gap(data: ReportData) -> tuple[pd.Series, float]:
+def headline_gap(data: Results) -> tuple[pd.Series, float]:
     """The mini-LLaMA's best val minus vanilla's, seed by seed (negative: llama lower), and the
     two models' seed noise: the overall gain the five parts are asked to account for."""
     vanilla, llama = headline_of(data, "vanilla"), headline_of(data, "llama")
     return paired_deltas(llama, vanilla), headline_noise(data)
 
 
-def _memorised_sample(data: ReportData) -> Claim:
+def _memorised_sample(data: Results) -> Claim:
     claim = "The mini-LLaMA's sample from its final weights sounds right partly because it is memorised"
     chapter = "confessed, not measured"
     llama = headline_of(data, "llama")
@@ -218,7 +217,7 @@ EFFECT_SUMMARY = {
 }
 
 
-def part_effects(data: ReportData, part: str) -> tuple[str, str] | None:
+def part_effects(data: Results, part: str) -> tuple[str, str] | None:
     """What having the part does to best val, (added to vanilla, removed from llama), each HELPS,
     HURTS or NOT_BEYOND_NOISE. None until both directions have two seeds with a best val on both
     sides: one seed cannot tell a change from the seed noise."""
@@ -234,7 +233,7 @@ def part_effects(data: ReportData, part: str) -> tuple[str, str] | None:
     return effects[0], effects[1]
 
 
-def _which_part(data: ReportData) -> Claim:
+def _which_part(data: Results) -> Claim:
     claim, chapter = (
         "Which part earned the gain",
         "could not tell (no ablation); guessed SwiGLU and RMSNorm, RoPE helping",
@@ -268,7 +267,7 @@ def _which_part(data: ReportData) -> Claim:
     return Claim(claim, chapter, "; ".join(said), verdict)
 
 
-def _deep_claim(data: ReportData) -> Claim:
+def _deep_claim(data: Results) -> Claim:
     claim = "A 12-layer post-norm model without warmup struggles or diverges; pre-norm keeps it stable"
     chapter = "left to the reader"
     post, pre = deep_runs(data, "post"), deep_runs(data, "pre")
@@ -310,7 +309,7 @@ def _deep_claim(data: ReportData) -> Claim:
     return Claim(claim, chapter, measured, verdict)
 
 
-def depth_map_break(data: ReportData, peak_lr: float) -> str | None:
+def depth_map_break(data: Results, peak_lr: float) -> str | None:
     """Where the depth map (12 layers, no warmup, over lr) shows post-norm failing at an lr at
     which pre-norm still trains: the chapter's break, said to be at a higher lr than the deep
     pair's peak only when it is."""
@@ -329,7 +328,7 @@ def depth_map_break(data: ReportData, peak_lr: float) -> str | None:
     )
 
 
-def _rope_claim(data: ReportData) -> Claim:
+def _rope_claim(data: Results) -> Claim:
     claim = "Breaking RoPE (k unrotated, or k paired differently from q) hurts; which hurts more, and does either collapse to chance?"
     chapter = "left to the reader"
     broken = data.runs[(data.runs["rope_break"].notna()) & (data.runs["rope_break"] != "none")]
@@ -383,7 +382,7 @@ def which_break_hurts_more(deltas: dict[str, pd.Series], noise: float) -> tuple[
     return "neither hurts more beyond seed noise", True
 
 
-def _mqa_claim(data: ReportData) -> Claim:
+def _mqa_claim(data: Results) -> Claim:
     claim = "MQA (one KV head) costs little in val loss and keeps a KV cache a quarter of MHA's"
     chapter = "left to the reader; cache 1/4 of MHA with 4 heads"
     runs = data.runs

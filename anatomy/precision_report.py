@@ -14,7 +14,8 @@ import dataclasses
 import pandas as pd
 
 from anatomy.claims import claims
-from anatomy.report_data import MODEL_FIELDS, ReportData, fmt, headline_noise, md_table, only_runs_of
+from anatomy.results_data import MODEL_FIELDS, Results
+from anatomy.report_data import fmt, headline_noise, md_table, only_runs_of
 
 STUDY = "precision"
 HEADLINE_CLAIMS = 3  # claims() starts with the headline's: learns faster, lower best val, memorises
@@ -29,7 +30,7 @@ COMPARED = {  # column -> how the table names it
 TWIN_KEYS = sorted(MODEL_FIELDS - {"vocab_size"}) + ["n_parts", "seed", "vocab_size", "train_tokens", "val_tokens"]
 
 
-def fp32_twins(study: ReportData, grid: ReportData) -> pd.DataFrame:
+def fp32_twins(study: Results, grid: Results) -> pd.DataFrame:
     """One row per bf16 run that has an fp32 twin in the grid: both runs' numbers side by side
     (columns NAME_bf16 and NAME_fp32)."""
     mine = study.runs[study.runs["precision"] == "bf16"]
@@ -64,7 +65,7 @@ def comparison_table(pairs: pd.DataFrame) -> str:
     return md_table(["model", "seed", *(f"{name}, fp32 → bf16" for name in COMPARED.values())], rows)
 
 
-def in_twins_roles(study: ReportData, pairs: pd.DataFrame) -> ReportData:
+def in_twins_roles(study: Results, pairs: pd.DataFrame) -> Results:
     """Each bf16 run in its fp32 twin's group (the headline pair as headline, a deep run as a break
     test), so that claims() finds the roles in the bf16 runs as it finds them in the grid."""
     groups = pairs.set_index("run_id_bf16")["group_fp32"]
@@ -72,7 +73,7 @@ def in_twins_roles(study: ReportData, pairs: pd.DataFrame) -> ReportData:
     return dataclasses.replace(study, runs=runs)
 
 
-def verdict_rows(study: ReportData, grid: ReportData, pairs: pd.DataFrame) -> tuple[list[list[str]], bool]:
+def verdict_rows(study: Results, grid: Results, pairs: pd.DataFrame) -> tuple[list[list[str]], bool]:
     """Each headline claim's verdict in fp32 and in bf16, and whether every one is the same."""
     fp32 = claims(grid)[:HEADLINE_CLAIMS]
     bf16 = claims(in_twins_roles(study, pairs))[:HEADLINE_CLAIMS]
@@ -87,7 +88,7 @@ class PrecisionFindings:
     verdicts: str  # the headline claims' verdicts in fp32 and in bf16 (a Markdown table)
 
 
-def precision_findings(data: ReportData) -> PrecisionFindings | None:
+def precision_findings(data: Results) -> PrecisionFindings | None:
     """The study's findings (the report's section and the dashboard's page say them alike), or
     None while no bf16 run has an fp32 twin."""
     study, grid = only_runs_of(data, STUDY), only_runs_of(data, None)
@@ -108,7 +109,7 @@ def precision_findings(data: ReportData) -> PrecisionFindings | None:
     return PrecisionFindings(answer, comparison_table(pairs), verdicts)
 
 
-def precision_section(data: ReportData) -> str | None:
+def precision_section(data: Results) -> str | None:
     """The report's section: the comparison, the answer, the verdicts side by side."""
     findings = precision_findings(data)
     if findings is None:

@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import math
 import os
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from anatomy import chart_data
@@ -35,8 +33,7 @@ from anatomy.claims import (
 )
 from anatomy.errors import AnatomyError
 from anatomy.groups import STUDY_GROUPS, is_study
-from anatomy.exams import fraction_words, speedup_words, weighted_loss
-from anatomy.exams.depth import DEPTH_FOLDER
+from anatomy.exam_findings import PART_EXAMS, PART_NAMES, exam_rows, seed_list
 from anatomy.precision_report import HEADLINE_CLAIMS, precision_section
 from anatomy.scale_report import (
     best_val_by_size,
@@ -45,10 +42,9 @@ from anatomy.scale_report import (
     scale_answer,
     scale_section,
 )
+from anatomy.results_data import Results, load, load_runs
 from anatomy.report_data import (
-    ReportData,
     ablation_deltas,
-    attention_kind,
     deep_runs,
     delta_text,
     fmt,
@@ -56,16 +52,12 @@ from anatomy.report_data import (
     headline_noise,
     headline_of,
     job_seconds,
-    load,
-    load_runs,
     md_table,
     only_runs_of,
-    paired_deltas,
     per_seed,
     read_provenance,
     seeds_of,
     side_beyond_noise,
-    stability_text,
 )
 
 # The README sections this report writes, each between `<!-- report:NAME:start -->` and
@@ -96,7 +88,7 @@ def beyond_noise(deltas: pd.Series, noise: float) -> str:
     return "**yes**" if side else "no"
 
 
-def headline_section(data: ReportData) -> str:
+def headline_section(data: Results) -> str:
     rows = []
     for model, name in (("vanilla", "vanilla (2017)"), ("llama", "mini-LLaMA")):
         runs = headline_of(data, model)
@@ -139,7 +131,7 @@ def headline_section(data: ReportData) -> str:
     return md_table(["model", "seeds", "params", "best val", "at step", "final val", "final train"], rows)
 
 
-def ablation_section(data: ReportData) -> str:
+def ablation_section(data: Results) -> str:
     if data.ablations.empty:
         return "No ablation runs yet: `snakemake --cores 1 ablations` trains them."
     noise = headline_noise(data)
@@ -170,7 +162,7 @@ def ablation_section(data: ReportData) -> str:
     )
 
 
-def break_section(data: ReportData) -> str:
+def break_section(data: Results) -> str:
     breaks = data.runs[data.runs["group"] == "break"]
     if breaks.empty:
         return "No break-test runs yet: `snakemake --cores 1 break_tests` trains them."
@@ -222,7 +214,7 @@ def break_section(data: ReportData) -> str:
     )
 
 
-def memorisation_section(data: ReportData) -> str:
+def memorisation_section(data: Results) -> str:
     """Copied share of the headline models' samples, at the best checkpoint and the last."""
     headline = data.runs[data.runs["group"] == "headline"]
     rows = []
@@ -262,7 +254,7 @@ def memorisation_section(data: ReportData) -> str:
     )
 
 
-def overfitting_section(data: ReportData) -> str:
+def overfitting_section(data: Results) -> str:
     rows = []
     for experiment, runs in data.runs.groupby("experiment", sort=True):
         finite = runs[runs["best_val_loss"].notna()]
@@ -293,7 +285,7 @@ def overfitting_section(data: ReportData) -> str:
     )
 
 
-def claims_section(data: ReportData) -> str:
+def claims_section(data: Results) -> str:
     return md_table(
         ["the chapter says", "chapter's figure", "measured here", "verdict"],
         [[c.claim, c.chapter, c.measured, c.verdict] for c in claims(data)],
@@ -330,7 +322,7 @@ def finished_words(grid: dict[str, Any]) -> str:
     return f"runs finished on {first}. " if first == last else f"runs finished {first} to {last}. "
 
 
-def costs_section(data: ReportData) -> str:
+def costs_section(data: Results) -> str:
     """Time per target and for the whole grid, from the shipped runs' records (grid.json); the
     studies' runs have rows of their own, never counted in the grid's."""
     if not data.provenance:
@@ -375,7 +367,7 @@ def costs_section(data: ReportData) -> str:
 NIGHT_HOURS = 8  # the goal: the whole grid in one night
 
 
-def night_in_bf16(data: ReportData, grid_records: dict[str, Any], bf16_records: dict[str, Any]) -> str:
+def night_in_bf16(data: Results, grid_records: dict[str, Any], bf16_records: dict[str, Any]) -> str:
     """The grid's training in bf16, estimated from measured runs: each grid run costs what the
     precision study's run of its depth cost (4 layers, 12 layers), both on this machine."""
     if not bf16_records:
@@ -401,35 +393,10 @@ def night_in_bf16(data: ReportData, grid_records: dict[str, Any], bf16_records: 
 
 
 # ---------------------------------------------------------------------------------------------
-# Which part wins where: each part's training loss beside the exam made for it (anatomy/exams/).
-# The findings are computed as the dashboard's Exams page computes them (dashboard/views/exams.py).
-
-PART_NAMES = {"rmsnorm": "RMSNorm", "prenorm": "pre-norm", "rope": "RoPE", "gqa": "GQA", "swiglu": "SwiGLU"}
-# part -> (the exam made for it, what it measures)
-PART_EXAMS = {
-    "rmsnorm": ("wall_clock", "wall clock: the norm alone, forward + backward, hand-written vs fused"),
-    "prenorm": ("depth", "depth map: deep models without warmup, post- vs pre-norm over the learning rate"),
-    "rope": ("length", "length: loss by position, on windows longer than the training length"),
-    "gqa": ("kv_cache", "KV cache: bytes per token, generation with and without the cache"),
-    "swiglu": ("wall_clock", "wall clock: the FFN alone, forward + backward, hand-written vs fused"),
-}
-# wall_clock variants by the names the text gives them
-VARIANT_NAMES = {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm", "gelu": "GELU FFN", "swiglu": "SwiGLU FFN"}
-ATTENTION_ORDER = ("MHA", "GQA", "MQA")  # most KV heads first
+# Which part wins where: each part's training loss beside the exam made for it (anatomy/exam_findings.py)
 
 
-def not_measured(exam: str) -> str:
-    return f"not measured yet: run `snakemake --cores 1 exams` (or `python -m anatomy exam {exam}`)"
-
-
-def seed_list(deltas: pd.Series) -> str:
-    """Per-seed differences, seeds as the report lists them (42 / 7)."""
-    ordered = deltas.sort_index(ascending=False)
-    seeds = " / ".join(str(int(seed)) for seed in ordered.index)
-    return f"{' / '.join(fmt(v, sign=True) for v in ordered)} (seed{'s' if len(ordered) > 1 else ''} {seeds})"
-
-
-def training_loss_text(data: ReportData, part: str) -> str:
+def training_loss_text(data: Results, part: str) -> str:
     """What the ablations say: the change in best val, the part added to vanilla and removed from llama."""
     said = []
     for direction, words in (("add", "added to vanilla"), ("remove", "removed from llama")):
@@ -443,7 +410,7 @@ def training_loss_text(data: ReportData, part: str) -> str:
     return "; ".join(said)
 
 
-def training_loss_verdict(data: ReportData, part: str) -> str:
+def training_loss_verdict(data: Results, part: str) -> str:
     """What the ablations say about the part, added to vanilla and removed from llama (claims.part_effects)."""
     effects = part_effects(data, part)
     if effects is None:
@@ -467,364 +434,7 @@ def training_loss_verdict(data: ReportData, part: str) -> str:
     )
 
 
-# The wall clock (RMSNorm, SwiGLU)
-
-
-def wall_clock_times(data: ReportData, part: str) -> pd.DataFrame:
-    """Per variant of one part: manual and fused median ms (NaN where not timed) and the shape."""
-    rows = data.exams.wall_clock[data.exams.wall_clock["part"] == part]
-    if rows.empty:
-        return pd.DataFrame(columns=["manual", "fused", "shape"])
-    times = rows.pivot_table(index="variant", columns="impl", values="median_ms").reindex(columns=["manual", "fused"])
-    return times.join(rows.groupby("variant")["shape"].first())
-
-
-def impl_text(times: pd.DataFrame, variant: str) -> str:
-    name = VARIANT_NAMES.get(variant, variant)
-    if variant not in times.index:
-        return f"{name} not timed yet"
-    manual, fused = times.loc[variant, "manual"], times.loc[variant, "fused"]
-    if math.isnan(manual) or math.isnan(fused):
-        impl, ms = ("manual", manual) if math.isnan(fused) else ("fused", fused)
-        return f"{name} {ms:.3f} ms ({impl} only)"
-    return f"{name} hand-written {manual:.3f} ms vs fused {fused:.3f} ms ({manual / fused:.1f}x)"
-
-
-def wall_clock_text(data: ReportData, part: str, mine: str, other: str) -> str:
-    times = wall_clock_times(data, part)
-    if times.empty:
-        return not_measured("wall_clock")
-    shape = times["shape"].dropna().iloc[0]
-    return f"{impl_text(times, mine)}; {impl_text(times, other)} (forward + backward on {shape})"
-
-
-def wall_clock_finding(data: ReportData, part: str, mine: str, other: str) -> str | None:
-    """Mine against the other variant (fused, and hand-written), and what writing mine by hand costs."""
-    times = wall_clock_times(data, part)
-    if mine not in times.index or other not in times.index:
-        return None
-    fused, manual = (times.loc[mine, impl] / times.loc[other, impl] for impl in ("fused", "manual"))
-    name, other_name = VARIANT_NAMES[mine], VARIANT_NAMES[other]
-    if math.isnan(fused) and math.isnan(manual):
-        return None
-    if math.isnan(fused):
-        return f"on the wall clock, hand-written {name} takes {manual:.2f}x the {other_name}'s time"
-    sentence = f"on the wall clock, fused {name} takes {fused:.2f}x the {other_name}'s time"
-    if not math.isnan(manual):
-        sentence += f" (hand-written {manual:.2f}x)"
-    by_hand = times.loc[mine, "manual"] / times.loc[mine, "fused"]
-    if not math.isnan(by_hand):
-        sentence += f", and written by hand {by_hand:.1f}x its own fused time"
-    return sentence
-
-
-# The depth map (pre-norm)
-
-
-def telling_lr(depth: pd.DataFrame) -> float | None:
-    """The learning rate whose gradient norms say the most: the largest at which post-norm failed
-    and pre-norm has a cell, preferring one where pre-norm trained; None if post-norm never failed."""
-    post, pre = depth["norm_pos"] == "post", depth["norm_pos"] == "pre"
-    both = sorted(set(depth.loc[post & ~depth["trained"], "lr"]) & set(depth.loc[pre, "lr"]), reverse=True)
-    pre_trained = [lr for lr in both if lr in set(depth.loc[pre & depth["trained"], "lr"])]
-    return (pre_trained or both or [None])[0]
-
-
-def last_ratio(spread: pd.DataFrame, run_id: str) -> pd.Series | None:
-    """The run's last logged step with a finite first-to-last gradient-norm ratio."""
-    rows = spread[(spread["run_id"] == run_id) & spread["first_to_last"].notna()]
-    rows = rows[np.isfinite(rows["first_to_last"].astype(float)) & (rows["first_to_last"] > 0)]
-    return rows.sort_values("step").iloc[-1] if not rows.empty else None
-
-
-# A first-to-last gradient ratio below this means the first block learns next to nothing.
-VANISHED_RATIO = 1e-3
-
-
-def vanished_note(ratio: float) -> str:
-    """What a first / last block gradient ratio means when the first block's has vanished; else nothing."""
-    return "; the first block's gradient has all but vanished" if ratio < VANISHED_RATIO else ""
-
-
-def gradient_text(data: ReportData) -> str | None:
-    """At the telling lr, the first block's gradient norm over the last block's, post against pre."""
-    depth = data.exams.depth
-    lr = telling_lr(depth)
-    if lr is None:
-        return None
-    said = []
-    for norm_pos in ("post", "pre"):
-        cell = depth[(depth["norm_pos"] == norm_pos) & (depth["lr"] == lr)]["cell"].iloc[0]
-        ratio = last_ratio(data.exams.grad_norm_spread, f"{DEPTH_FOLDER}/{cell}")
-        said.append(
-            f"{norm_pos}-norm no norms logged"
-            if ratio is None
-            else f"{norm_pos}-norm {ratio['first_to_last']:.3g}x (step {int(ratio['step'])}"
-            f"{vanished_note(ratio['first_to_last'])})"
-        )
-    return f"at lr {lr:g}, first / last block's gradient norm at the last logged step: {', '.join(said)}"
-
-
-def depth_text(data: ReportData) -> str:
-    depth = data.exams.depth
-    if depth.empty:
-        return not_measured("depth")
-    layers = "/".join(str(n) for n in sorted(depth["n_layer"].unique()))
-    said = f"{layers} layers, no warmup: {stability_text(data.exams.depth_stability)}"
-    gradients = gradient_text(data)
-    return f"{said}; {gradients}" if gradients else said
-
-
-def depth_finding(data: ReportData) -> str | None:
-    stability = data.exams.depth_stability.set_index("norm_pos")
-    if not {"post", "pre"} <= set(stability.index):
-        return None
-    post, pre = stability.loc["post", "max_trained_lr"], stability.loc["pre", "max_trained_lr"]
-    if pd.isna(pre) and pd.isna(post):
-        return "without warmup neither wiring trains at any learning rate tried"
-    if pd.isna(post):
-        return f"without warmup pre-norm trains up to lr {pre:g}, where post-norm trains at none tried"
-    if pd.isna(pre) or post > pre:
-        return "without warmup post-norm trains at a larger learning rate than pre-norm"
-    if post == pre:
-        return f"without warmup both wirings train up to the same lr, {pre:g}"
-    return f"without warmup pre-norm still trains at {pre / post:.3g}x the largest lr post-norm survives ({pre:g} vs {post:g})"
-
-
-# The length exam (RoPE)
-
-
-def run_length(rows: pd.DataFrame) -> dict[str, Any] | None:
-    """One run on its longest readable window: loss within the training length and at the farthest bucket."""
-    readable = rows[rows["possible"]]
-    if readable.empty:
-        return None
-    window = rows[rows["window_len"] == readable["window_len"].max()]
-    ctx_len = int(window["ctx_len"].max())
-    within = window[(window["bucket_end"] < ctx_len) & window["possible"]]
-    far = window[window["bucket_start"] == window["bucket_start"].max()].iloc[0]
-    return {
-        "window": int(far["window_len"]),
-        "ctx_len": ctx_len,
-        "within_span": f"0-{int(within['bucket_end'].max())}" if not within.empty else "–",
-        "within": weighted_loss(within),
-        "far_span": f"{int(far['bucket_start'])}-{int(far['bucket_end'])}",
-        "far_start": int(far["bucket_start"]),
-        "far": float(far["loss"]) if far["possible"] else math.nan,
-    }
-
-
-def length_by_run(data: ReportData, runs: pd.DataFrame) -> pd.DataFrame:
-    """run_length of each of these runs that was examined, with its seed, most recent seed first."""
-    found = []
-    for run in runs.sort_values("seed", ascending=False).itertuples():
-        measured = run_length(data.exams.length[data.exams.length["run_id"] == run.run_id])
-        if measured is not None:
-            found.append({"seed": int(run.seed), "experiment": run.experiment, **measured})
-    return pd.DataFrame(found)
-
-
-def length_pair_text(name: str, measured: pd.DataFrame) -> str:
-    """The far bucket's loss against the loss within the training length, seed by seed."""
-    first = measured.iloc[0]
-    if first["far_start"] < first["ctx_len"]:
-        return f"{name} read only within its training length (0-{first['ctx_len'] - 1}): {per_seed(measured, 'within')}"
-    if len(measured[["window", "far_span", "within_span"]].drop_duplicates()) > 1:  # seeds read on different windows
-        return f"{name}: " + "; ".join(
-            f"seed {r.seed}: {fmt(r.far)} at {r.far_span} of {r.window:,} vs {fmt(r.within)} at {r.within_span}"
-            for r in measured.itertuples()
-        )
-    return (
-        f"{name}: {per_seed(measured, 'far')} at positions {first['far_span']} of {first['window']:,}-character "
-        f"windows vs {per_seed(measured, 'within')} at {first['within_span']} "
-        f"(seed{'s' if len(measured) > 1 else ''} {seeds_of(measured)})"
-    )
-
-
-def rope_runs(data: ReportData) -> pd.DataFrame:
-    """The RoPE (unbroken) runs whose length the exam read: the mini-LLaMA's if it was examined,
-    else the RoPE experiment with the most of the five parts (an ablation before a break test)."""
-    runs = data.runs[(data.runs["positions"] == "RoPE") & data.runs["run_id"].isin(data.exams.length["run_id"])]
-    if runs.empty:
-        return runs
-    rank = runs.assign(group_rank=runs["group"].map({"headline": 0, "ablation": 1}).fillna(2))
-    chosen = rank.sort_values(["n_parts", "group_rank"], ascending=[False, True], kind="stable")["experiment"].iloc[0]
-    return runs[runs["experiment"] == chosen]
-
-
-def run_name(runs: pd.DataFrame) -> str:
-    first = runs.iloc[0]
-    if first["group"] == "headline" and first["n_parts"] in (0, 5):
-        return "mini-LLaMA" if first["n_parts"] == 5 else "vanilla"
-    return f"`{first['experiment']}`"
-
-
-def learned_text(data: ReportData) -> str:
-    """What the length exam says of learned position tables: where they stop, and why."""
-    length = data.exams.length.merge(data.runs[["run_id", "experiment", "positions"]], on="run_id")
-    learned = length[length["positions"] == "learned positions"]
-    if learned.empty:
-        return "learned positions: not examined yet"
-    # a window with readable positions inside the table and none past it
-    readable = set(learned.loc[learned["possible"], "run_id"])
-    stopped = learned[
-        ~learned["possible"] & (learned["bucket_start"] >= learned["ctx_len"]) & learned["run_id"].isin(readable)
-    ]
-    if stopped.empty:
-        return "learned positions: examined only within the training length"
-    first = stopped.iloc[0]
-    n_experiments = stopped["experiment"].nunique()
-    return (
-        f"learned positions ({n_experiments} experiment{'s' if n_experiments > 1 else ''}): not possible past "
-        f"position "
-        f"{int(first['ctx_len']) - 1} ({first['reason']})"
-    )
-
-
-def length_text(data: ReportData) -> str:
-    if data.exams.length.empty:
-        return not_measured("length RUN_DIR")
-    rope = rope_runs(data)
-    said = [
-        length_pair_text(f"RoPE, {run_name(rope)}", length_by_run(data, rope))
-        if not rope.empty
-        else "RoPE: not examined yet",
-        learned_text(data),
-    ]
-    broken = data.runs[data.runs["positions"].str.startswith("RoPE broken")]
-    for kind, runs in broken.groupby("positions"):
-        measured = length_by_run(data, runs)
-        said.append(f"{kind}: not examined yet" if measured.empty else length_pair_text(kind, measured))
-    return "; ".join(said)
-
-
-def length_finding(data: ReportData) -> str | None:
-    rope = rope_runs(data)
-    measured = length_by_run(data, rope) if not rope.empty else pd.DataFrame()
-    if measured.empty or measured["far_start"].min() < measured["ctx_len"].max() or measured["far"].isna().any():
-        return None
-    ratio = measured["far"].mean() / measured["within"].mean()
-    sentence = (
-        f"past its training length RoPE ({run_name(rope)}) reads on, at {ratio:.2f}x its loss within it "
-        f"(positions {measured['far_span'].iloc[0]} against {measured['within_span'].iloc[0]}, mean over seeds)"
-    )
-    if learned_text(data).startswith("learned positions ("):
-        sentence += ", where a learned position table cannot read at all"
-    return sentence
-
-
-# The KV cache (GQA)
-
-
-def bytes_per_token(data: ReportData) -> pd.DataFrame:
-    """Per attention kind: KV heads and the measured cache bytes per cached position (median over runs)."""
-    cache = data.exams.kv_cache.merge(data.runs[["run_id", "n_head"]], on="run_id")
-    if cache.empty:
-        return pd.DataFrame(columns=["attention", "n_kv_head", "measured"])
-    cache = cache.assign(
-        attention=[attention_kind(h, kv) for h, kv in zip(cache["n_head"], cache["n_kv_head"])],
-        measured=cache["measured_bytes"] / cache["tokens"],
-    )
-    return cache.groupby(["attention", "n_kv_head"], as_index=False)["measured"].median()
-
-
-def cache_speedup(data: ReportData) -> pd.Series | None:
-    """At the longest context timed both ways (GQA's if it was timed): cached and recomputed characters per second."""
-    timing = data.exams.kv_timing.merge(data.runs[["run_id", "n_head"]], on="run_id")
-    if timing.empty:
-        return None
-    timing = timing.assign(attention=[attention_kind(h, kv) for h, kv in zip(timing["n_head"], timing["n_kv_head"])])
-    speeds = timing.pivot_table(
-        index=["attention", "context"], columns="cached", values="chars_per_s", aggfunc="median"
-    ).reindex(columns=[True, False])
-    speeds = speeds.set_axis(["cached", "recomputed"], axis=1).dropna().reset_index()
-    if speeds.empty:
-        return None
-    kind = "GQA" if (speeds["attention"] == "GQA").any() else speeds["attention"].iloc[0]
-    return speeds[speeds["attention"] == kind].sort_values("context").iloc[-1]
-
-
-def gib(n_bytes: float) -> str:
-    value = n_bytes / 2**30
-    return f"{value:,.0f} GiB" if value >= 10 else f"{value:.3g} GiB"
-
-
-def mqa_text(data: ReportData) -> str:
-    """MQA's best val against the mini-LLaMA's (GQA), seed by seed."""
-    mqa = data.runs[(data.runs["group"] == "break") & (data.runs["n_kv_head"] == 1)]
-    llama = headline_of(data, "llama")
-    deltas = paired_deltas(mqa, llama)
-    if mqa.empty or llama.empty or deltas.empty:
-        return "MQA's best val vs the mini-LLaMA's: not trained yet"
-    return f"MQA's best val vs the mini-LLaMA's {seed_list(deltas)}"
-
-
-def kv_heads(n: int) -> str:
-    return f"{n} KV head{'s' if n != 1 else ''}"
-
-
-def kv_cache_text(data: ReportData) -> str:
-    exams = data.exams
-    if exams.kv_cache.empty and exams.kv_timing.empty:
-        return f"{not_measured('kv_cache RUN_DIR')}; {mqa_text(data)}"
-    kinds = bytes_per_token(data).set_index("attention")
-    sizes = [
-        f"{kind} ({kv_heads(int(kinds.loc[kind, 'n_kv_head']))}) {kinds.loc[kind, 'measured']:,.0f}"
-        if kind in kinds.index
-        else f"{kind} not measured yet"
-        for kind in ATTENTION_ORDER
-    ]
-    said = [
-        "cache bytes per token, measured: " + ", ".join(sizes) if not kinds.empty else "cache bytes: not measured yet"
-    ]
-    speed = cache_speedup(data)
-    said.append(
-        "generation not timed both ways yet"
-        if speed is None
-        else f"at {int(speed['context']):,} characters of context the cache makes {speed['attention']} generation "
-        f"{speedup_words(speed['cached'], speed['recomputed'])} ({speed['cached']:,.1f} vs {speed['recomputed']:,.1f} characters/s)"
-    )
-    if not exams.kv_scale.empty:
-        scale = exams.kv_scale
-        said.append(
-            f"at LLaMA scale ({int(scale['tokens'].iloc[0]):,} tokens) "
-            + " vs ".join(f"{gib(row.bytes)} for {row.name}" for row in scale.itertuples())
-        )
-    return "; ".join(said + [mqa_text(data)])
-
-
-def kv_cache_finding(data: ReportData) -> str | None:
-    kinds = bytes_per_token(data).set_index("attention")
-    said = []
-    if {"MHA", "GQA"} <= set(kinds.index):
-        said.append(
-            f"GQA's cache is {fraction_words(kinds.loc['GQA', 'measured'] / kinds.loc['MHA', 'measured'])} "
-            "MHA's per token"
-        )
-    speed = cache_speedup(data)
-    if speed is not None:
-        said.append(
-            f"that cache makes generation {speedup_words(speed['cached'], speed['recomputed'])} than "
-            f"recomputing the context, at {int(speed['context']):,} characters"
-        )
-    return " and ".join(said) or None
-
-
-def exam_rows(data: ReportData) -> dict[str, tuple[str, str | None]]:
-    """Per part: what its exam shows (the table's cell) and its finding (a clause, None when unmeasured)."""
-    return {
-        "rmsnorm": (
-            wall_clock_text(data, "norm", "rmsnorm", "layernorm"),
-            wall_clock_finding(data, "norm", "rmsnorm", "layernorm"),
-        ),
-        "prenorm": (depth_text(data), depth_finding(data)),
-        "rope": (length_text(data), length_finding(data)),
-        "gqa": (kv_cache_text(data), kv_cache_finding(data)),
-        "swiglu": (wall_clock_text(data, "ffn", "swiglu", "gelu"), wall_clock_finding(data, "ffn", "swiglu", "gelu")),
-    }
-
-
-def exams_section(data: ReportData) -> str:
+def exams_section(data: Results) -> str:
     """One row per part: the training loss's verdict beside the exam made for it."""
     shown = exam_rows(data)
     rows = [
@@ -853,7 +463,7 @@ def exams_section(data: ReportData) -> str:
 # vl-convert)
 
 
-def figure_charts(everything: ReportData) -> dict[str, Any]:
+def figure_charts(everything: Results) -> dict[str, Any]:
     """The figures the data allow, as Altair charts by name (the grid's, then the studies')."""
     from anatomy import charts  # Altair: imported only when figures are drawn, so the text needs none
 
@@ -893,12 +503,12 @@ def figure_charts(everything: ReportData) -> dict[str, Any]:
     return {**drawn, **exam_charts(data)}
 
 
-def exam_charts(data: ReportData) -> dict[str, Any]:
+def exam_charts(data: Results) -> dict[str, Any]:
     """The exams' figures whose data exist: RoPE's loss by position and pre-norm's stability map."""
     from anatomy import charts  # Altair, as in figure_charts
 
     drawn: dict[str, Any] = {}
-    length = data.exams.length.merge(data.runs[["run_id", "experiment", "group", "part", "positions"]], on="run_id")
+    length = data.exams.length[data.exams.length["run_id"].isin(data.runs["run_id"])]
     curves = chart_data.length_curves(length)
     if not curves.empty:
         ctx_lens = curves["ctx_len"].unique()
@@ -941,7 +551,7 @@ def figure_link(name: str, figure_names: list[str], image_prefix: str) -> str:
     return f"\n\n![{FIGURE_TITLES[name]}]({image_prefix}{name}.png)" if name in figure_names else ""
 
 
-def render(everything: ReportData, figure_names: list[str], image_prefix: str = "", costs: bool = True) -> str:
+def render(everything: Results, figure_names: list[str], image_prefix: str = "", costs: bool = True) -> str:
     """The report's Markdown body (### sections); figures are linked as image_prefix + name.png.
     The grid's sections read the grid's runs only; each study has a section of its own."""
     data = only_runs_of(everything, None)
@@ -1000,7 +610,7 @@ def render(everything: ReportData, figure_names: list[str], image_prefix: str = 
     return "\n".join(lines) + "\n"
 
 
-def headline_block(everything: ReportData, figure_names: list[str], image_prefix: str) -> str:
+def headline_block(everything: Results, figure_names: list[str], image_prefix: str) -> str:
     """The README's headline: the two models, the headline claims' verdicts, and the scale
     study's answer once it has one (the full report holds the rest)."""
     data = only_runs_of(everything, None)
@@ -1018,7 +628,7 @@ def headline_block(everything: ReportData, figure_names: list[str], image_prefix
     return "\n\n".join(parts) + "\n"
 
 
-def readme_blocks(data: ReportData, figure_names: list[str], image_prefix: str) -> dict[str, str]:
+def readme_blocks(data: Results, figure_names: list[str], image_prefix: str) -> dict[str, str]:
     """The README's generated sections by name (README_BLOCKS)."""
     costs = costs_section(data) or "No shipped run records its wall time yet."
     return {"headline": headline_block(data, figure_names, image_prefix), "costs": costs + "\n"}

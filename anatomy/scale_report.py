@@ -19,8 +19,8 @@ import math
 import pandas as pd
 
 from anatomy.config import TrainConfig
+from anatomy.results_data import Results
 from anatomy.report_data import (
-    ReportData,
     fmt,
     job_seconds,
     md_table,
@@ -47,11 +47,11 @@ class Size:
     side: int | None  # side_beyond_noise of the gap
 
 
-def scale_data(everything: ReportData) -> ReportData:
+def scale_data(everything: Results) -> Results:
     return only_runs_of(everything, STUDY)
 
 
-def pair_runs(study: ReportData, lr: float = TrainConfig.lr) -> pd.DataFrame:
+def pair_runs(study: Results, lr: float = TrainConfig.lr) -> pd.DataFrame:
     """The study's vanilla and mini-LLaMA runs at one learning rate (the default: stages 1 and 2's)."""
     runs = study.runs
     return runs[runs["n_parts"].isin(list(MODELS)) & (runs["lr"] == lr) & runs["part"].isna()]
@@ -64,7 +64,7 @@ def tokens_read(runs: pd.DataFrame, metrics: pd.DataFrame, step_column: str) -> 
     return pd.Series([seen.get(key, math.nan) for key in keys], index=runs.index, dtype=float)
 
 
-def sizes(study: ReportData) -> list[Size]:
+def sizes(study: Results) -> list[Size]:
     """Each training-set size with both models, smallest first."""
     pairs = pair_runs(study)
     found = []
@@ -92,14 +92,14 @@ def final_steps(runs: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
 BEYOND = {-1: "**yes**, llama lower", 1: "**yes**, vanilla lower", 0: "no", None: "needs two seeds"}
 
 
-def times_read(study: ReportData, train_tokens: int) -> float:
+def times_read(study: Results, train_tokens: int) -> float:
     """How many times the runs of one training-set size read their text by their last evaluation
     (the median over them: every run of a size takes the same steps)."""
     runs = final_steps(study.runs[study.runs["train_tokens"] == train_tokens], study.metrics)
     return float((tokens_read(runs, study.metrics, "last_step") / train_tokens).median())
 
 
-def minutes_per_run(study: ReportData, train_tokens: int) -> str:
+def minutes_per_run(study: Results, train_tokens: int) -> str:
     """The mean training job of this size's shipped runs, in minutes (grid.json); "–" unrecorded."""
     records = (study.provenance or {}).get("runs", {})
     run_ids = study.runs.loc[study.runs["train_tokens"] == train_tokens, "run_id"]
@@ -107,7 +107,7 @@ def minutes_per_run(study: ReportData, train_tokens: int) -> str:
     return f"{sum(jobs) / len(jobs) / 60:.1f}" if jobs else "–"
 
 
-def size_table(study: ReportData, found: list[Size]) -> str:
+def size_table(study: Results, found: list[Size]) -> str:
     rows = []
     for size in found:
         rows.append(
@@ -143,7 +143,7 @@ def size_table(study: ReportData, found: list[Size]) -> str:
     )
 
 
-def verdict(study: ReportData, found: list[Size]) -> str:
+def verdict(study: Results, found: list[Size]) -> str:
     """The chapter's hypothesis: learning fast is pure gain when the data is read less than once,
     judged at the largest size whose run reads its training text at most once."""
     once = []
@@ -185,7 +185,7 @@ def where_it_wins(found: list[Size]) -> str:
     return sentence[0].upper() + sentence[1:]
 
 
-def largest_as_headline(study: ReportData) -> ReportData | None:
+def largest_as_headline(study: Results) -> Results | None:
     """The largest size's pair in the headline's roles and the ablations against them (stage 2), so
     that the report's ablation table judges them with this size's seed noise; None without any."""
     found = sizes(study)
@@ -200,7 +200,7 @@ def largest_as_headline(study: ReportData) -> ReportData | None:
     return dataclasses.replace(study, runs=runs, ablations=ablations.reset_index(drop=True))
 
 
-def other_lr_text(study: ReportData) -> str | None:
+def other_lr_text(study: Results) -> str | None:
     """Stage 3: the pair at another learning rate, against the same pair at the default one."""
     runs = study.runs[study.runs["n_parts"].isin(list(MODELS)) & study.runs["part"].isna()]
     other = sorted(set(runs["lr"]) - {TrainConfig.lr})
@@ -227,7 +227,7 @@ def other_lr_text(study: ReportData) -> str | None:
     return " ".join(sentences) or None
 
 
-def scale_answer(everything: ReportData) -> str | None:
+def scale_answer(everything: Results) -> str | None:
     """The study's answer in two sentences (the report's section and the README's headline), or
     None before any size has both models."""
     study = scale_data(everything)
@@ -240,7 +240,7 @@ def scale_answer(everything: ReportData) -> str | None:
     )
 
 
-def scale_section(everything: ReportData) -> str | None:
+def scale_section(everything: Results) -> str | None:
     """The section's text without its ablation table (the report adds that), or None before
     any size has both models."""
     study = scale_data(everything)
@@ -261,7 +261,7 @@ def scale_section(everything: ReportData) -> str | None:
     return "\n\n".join(parts)
 
 
-def best_val_by_size(study: ReportData) -> pd.DataFrame:
+def best_val_by_size(study: Results) -> pd.DataFrame:
     """One row per run of the pair at the default lr: size, model, seed, best val (the figure's data,
     anatomy.charts.best_val_by_size_chart)."""
     runs = pair_runs(study)

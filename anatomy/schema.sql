@@ -8,6 +8,18 @@
 -- Losses are in nats per character. A NaN or infinite loss is stored as such (it is how a
 -- diverged run looks); a NULL val_loss is a row where val was not evaluated.
 
+-- The roles the report and the dashboard name runs by, from the model settings, so that they
+-- hold for any experiment name: how a model knows positions (RoPE, a broken RoPE, or a learned
+-- table), and how many query heads share a KV head (MHA one each, MQA one for all, GQA groups).
+CREATE MACRO position_kind(pos_type, rope_break) AS
+    CASE
+        WHEN coalesce(pos_type, '') <> 'rope' THEN 'learned positions'
+        WHEN coalesce(rope_break, 'none') <> 'none' THEN 'RoPE broken: ' || replace(rope_break, '_', ' ')
+        ELSE 'RoPE'
+    END;
+CREATE MACRO attention_kind(n_head, n_kv_head) AS
+    CASE WHEN n_kv_head >= n_head THEN 'MHA' WHEN n_kv_head = 1 THEN 'MQA' ELSE 'GQA' END;
+
 CREATE TABLE runs (
     run_id           VARCHAR PRIMARY KEY,  -- folder relative to the runs root: "vanilla/seed42"
     experiment       VARCHAR NOT NULL,
@@ -137,6 +149,8 @@ SELECT
     r.corpus, r.corpus_digest, r.vocab_size, r.train_tokens, r.val_tokens, r."precision",
     r.n_layer, r.ctx_len, r.n_head, r.n_kv_head, r.norm_type, r.norm_pos, r.pos_type, r.rope_break, r.ffn_type,
     r.params, r.device, r.status, r.diverged, r.diverged_step,
+    position_kind(r.pos_type, r.rope_break) AS positions,
+    attention_kind(r.n_head, r.n_kv_head) AS attention,
     coalesce(p.last_step, r.steps_done) AS last_step,
     p.n_evals,
     p.elapsed_s,
@@ -386,3 +400,82 @@ SELECT
 FROM grad_norms g
 JOIN ends e USING (run_id)
 GROUP BY g.run_id, g.step;
+
+-- The exams' findings: every number the report and the dashboard's Exams page state.
+
+-- RoPE: per run, on the longest window it could read at all: the mean loss within the training
+-- length (each bucket weighted by its predictions), and the loss at the farthest positions
+-- (NULL where the model cannot read that far: a learned table). far_over_within: how much worse
+-- reading past the training length is.
+CREATE VIEW length_reach AS
+WITH longest AS (
+    SELECT run_id, max(window_len) AS window_len FROM exam_length WHERE possible GROUP BY run_id
+),
+windows AS (
+    SELECT e.* FROM exam_length e JOIN longest USING (run_id, window_len)
+),
+within AS (
+    SELECT run_id, sum(loss * predictions) / sum(predictions) AS within_loss, max(bucket_end) AS within_end
+    FROM windows WHERE possible AND bucket_end < ctx_len AND isfinite(loss) GROUP BY run_id
+),
+far AS (
+    SELECT w.run_id, w.bucket_start AS far_start, w.bucket_end AS far_end, w.possible AS far_possible,
+        CASE WHEN w.possible THEN w.loss END AS far_loss
+    FROM windows w
+    JOIN (SELECT run_id, max(bucket_start) AS bucket_start FROM windows GROUP BY run_id) m USING (run_id, bucket_start)
+)
+SELECT
+    l.run_id, r.experiment, r.seed, position_kind(r.pos_type, r.rope_break) AS positions,
+    l.window_len, (SELECT max(ctx_len) FROM windows x WHERE x.run_id = l.run_id) AS ctx_len,
+    i.within_loss, i.within_end, f.far_start, f.far_end, f.far_possible, f.far_loss,
+    f.far_loss / i.within_loss AS far_over_within
+FROM longest l
+JOIN runs r USING (run_id)
+LEFT JOIN within i USING (run_id)
+LEFT JOIN far f USING (run_id);
+
+-- GQA: the cache's bytes per cached position, measured and by the formula, per attention kind
+-- (median over the runs measured).
+CREATE VIEW kv_cache_per_token AS
+SELECT
+    attention_kind(r.n_head, c.n_kv_head) AS attention,
+    c.n_kv_head,
+    median(c.measured_bytes / c.tokens) AS measured,
+    median(c.formula_bytes / c.tokens) AS formula,
+    string_agg(DISTINCT r.experiment, ', ' ORDER BY r.experiment) AS experiments
+FROM exam_kv_cache c
+JOIN runs r USING (run_id)
+GROUP BY ALL;
+
+-- GQA: characters per second with the cache and with the whole context recomputed, per attention
+-- kind and context (median over runs), where both were timed; speedup is the one over the other.
+CREATE VIEW kv_cache_speedup AS
+SELECT *, cached / recomputed AS speedup
+FROM (
+    SELECT
+        attention_kind(r.n_head, t.n_kv_head) AS attention,
+        t.context,
+        median(t.chars_per_s) FILTER (WHERE t.cached) AS cached,
+        median(t.chars_per_s) FILTER (WHERE NOT t.cached) AS recomputed
+    FROM exam_kv_timing t
+    JOIN runs r USING (run_id)
+    GROUP BY ALL
+)
+WHERE cached IS NOT NULL AND recomputed IS NOT NULL;
+
+-- GQA at LLaMA scale, in GiB (2^30 bytes).
+CREATE VIEW kv_cache_at_scale AS
+SELECT *, bytes / 1073741824.0 AS gib FROM exam_kv_scale;
+
+-- Pitfall 4: per part and variant, the hand-written and the fused median time (NULL where it was
+-- timed one way only), and how many times slower by hand.
+CREATE VIEW wall_clock_ratios AS
+SELECT *, manual_ms / fused_ms AS manual_over_fused
+FROM (
+    SELECT
+        part, variant, min(shape) AS shape,
+        max(median_ms) FILTER (WHERE impl = 'manual') AS manual_ms,
+        max(median_ms) FILTER (WHERE impl = 'fused') AS fused_ms
+    FROM exam_wall_clock
+    GROUP BY part, variant
+);

@@ -14,6 +14,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from anatomy.exam_findings import ATTENTION_ORDER
 from anatomy.charts import DIVERGED_RED, fixed_scale, run_colors, text_inside, y_loss
 
 # the report's charts, for the views (`name as name`: a name the views take from here)
@@ -104,7 +105,6 @@ def memorisation_chart(measured: pd.DataFrame, height: int = 320) -> alt.Chart:
 # ---------------------------------------------------------------------------------------------
 # The exams (the Exams page): each part tested where it is made to pay
 
-ATTENTION_ORDER = ["MHA", "GQA", "MQA"]  # most KV heads first
 IMPL_COLORS = {"manual": "#9d755d", "fused": "#54a24b"}
 
 

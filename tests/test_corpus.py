@@ -893,8 +893,14 @@ def test_a_page_of_paragraphs_and_a_paragraph_of_stray_tags_take_linear_time():
 
 @pytest.mark.parametrize(
     "unclosed",
-    ["<!-- 没有闭合 ", "<? 没有闭合 ", "<![CDATA[ 没有闭合 ", "{% raw %} 没有闭合 ", "{% codeblock %} 没有闭合\n",
-     "{{< highlight go >}} 没有闭合\n"],
+    [
+        "<!-- 没有闭合 ",
+        "<? 没有闭合 ",
+        "<![CDATA[ 没有闭合 ",
+        "{% raw %} 没有闭合 ",
+        "{% codeblock %} 没有闭合\n",
+        "{{< highlight go >}} 没有闭合\n",
+    ],
 )
 def test_thousands_of_unclosed_openings_take_linear_time(unclosed):
     # Each opening was searched past to the end of the text for its closing: 8,000 unclosed

@@ -409,14 +409,21 @@ def test_one_render_reads_one_database_while_collect_replaces_it(tmp_path, monke
     write_run_folder(runs, "llama_qk_norm", 42, group="break", part="qk_norm")
     collect(runs, tmp_path / "newer.duckdb")  # what the collect in the middle of the render writes
     older, newer = labels_of(db), labels_of(tmp_path / "newer.duckdb")
-    real_execute, replaced = loaders.execute, []
+    real_read, replaced = loaders.read, []
 
-    def collect_lands_after_the_runs(con, path, sql):
-        found = real_execute(con, path, sql)
-        if "FROM run_summary" in sql and not replaced:
-            os.replace(tmp_path / "newer.duckdb", db)  # as collect puts a database into place
-            replaced.append(sql)
-        return found
+    class CollectLandsAfterTheRuns:
+        """The render's connection, but a collect puts the newer database in place right after
+        the runs were read."""
+
+        def __init__(self, con):
+            self.con = con
+
+        def execute(self, sql, *args):
+            found = self.con.execute(sql, *args)
+            if "FROM run_summary" in sql and not replaced:
+                os.replace(tmp_path / "newer.duckdb", db)  # as collect puts a database into place
+                replaced.append(sql)
+            return found
 
     drawn_from = []  # the Results each render drew its page from
     real_load = loaders.load_results
@@ -430,7 +437,7 @@ def test_one_render_reads_one_database_while_collect_replaces_it(tmp_path, monke
         assert set(shown.experiments["experiment"]) == set(shown.runs["experiment"])  # ... its experiments
         assert set(shown.band["experiment"]) <= set(shown.runs["experiment"])  # ... and its curves
 
-    monkeypatch.setattr(loaders, "execute", collect_lands_after_the_runs)
+    monkeypatch.setattr(loaders, "read", lambda con, path: real_read(CollectLandsAfterTheRuns(con), path))
     monkeypatch.setattr(loaders, "load_results", load_results)
     app = open_page(db, "overview", monkeypatch)
     assert replaced
@@ -762,7 +769,7 @@ def studies_db(tmp_path_factory) -> Path:
 
 def test_the_studies_page_says_the_reports_findings(studies_db, monkeypatch):
     from anatomy.precision_report import precision_findings
-    from anatomy.report_data import load
+    from anatomy.results_data import load
     from anatomy.scale_report import scale_answer, scale_data, sizes, verdict, where_it_wins
 
     everything = load(studies_db)

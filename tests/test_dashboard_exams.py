@@ -22,6 +22,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:  # the dashboard is an app folder, not an installed package
     sys.path.insert(0, str(REPO_ROOT))
 from anatomy.results import model_columns  # noqa: E402
+from anatomy import exam_findings as findings  # noqa: E402
+from anatomy.results_data import load  # noqa: E402
 from dashboard import charts, loaders  # noqa: E402
 
 APP = REPO_ROOT / "dashboard" / "streamlit_app.py"
@@ -341,43 +343,58 @@ def test_each_exam_says_what_its_rows_show(exam_db, monkeypatch):
         "The wall clock of each part",
     ]
 
-    # RoPE: llama's two seeds averaged per bucket; within the training length the two inside
-    # buckets weighted by their predictions: (3.1 x 32 + 2.1 x 96) / 128 = 2.35 (unweighted: 2.6)
-    assert (
-        "At 1,024 characters RoPE (llama) has a loss of **2.700** at positions 512-1023 against **2.350** "
-        "within the training length (positions 0-127)"
-    ) in prose
-    assert "a learned position table (vanilla) cannot read past position 127 at all" in prose
-    table = app.dataframe[0].value.set_index("experiment")
-    assert table.loc["vanilla", "far_loss"] == "cannot read" and table.loc["vanilla", "far_over_within"] == "–"
-    assert table.loc["llama", "far_loss"] == "2.7000"
+    # every finding is the report's own clause as a sentence (anatomy/exam_findings.py, whose
+    # wording tests/test_report_exams.py asserts), made from the same views of this database
+    data = load(exam_db)
+    for clause in (findings.length_finding(data), findings.kv_cache_finding(data), findings.depth_finding(data)):
+        assert clause is not None and f"**{findings.sentence(clause)}**" in prose
+    for detail in (findings.length_text(data), findings.kv_cache_text(data), findings.depth_text(data, bold=True)):
+        assert findings.sentence(detail) in prose
+
+    # RoPE (the length_reach view): within the training length the two inside buckets weighted by
+    # their predictions, (3.0 x 32 + 2.0 x 96) / 128 = 2.25 (unweighted: 2.5); far: the last bucket
+    reach = data.exams.length_reach.set_index("run_id")
+    assert reach.loc["llama/seed42", "within_loss"] == pytest.approx(2.25)
+    assert reach.loc["llama/seed42", "far_loss"] == pytest.approx(2.6)
+    assert reach.loc["llama/seed42", "far_over_within"] == pytest.approx(2.6 / 2.25)
+    assert not reach.loc["vanilla/seed42", "far_possible"] and pd.isna(reach.loc["vanilla/seed42", "far_loss"])
+    assert "learned positions (1 experiment): not possible past position 127" in prose
+    table = app.dataframe[0].value.set_index("run")
+    assert table.loc["vanilla · seed 42", "far_loss"] == "cannot read"
+    assert table.loc["vanilla · seed 42", "far_over_within"] == "–"
+    assert table.loc["llama · seed 42", "far_loss"] == "2.6000"
     assert "5 of 7 runs examined; not yet: deep_post_nowarmup · seed 42, llama_minus_gqa · seed 42." in prose
     assert f"mqa · seed 42: no window could be read ({TOO_SHORT})." in prose
 
-    # GQA: bytes per token = 2 x 4 layers x KV heads x 32 x 4 bytes
-    assert "MQA's cache is a quarter of MHA's: **1,024** vs **4,096** bytes per token; GQA (2 KV heads) 2,048." in prose
+    # GQA: bytes per token = 2 x 4 layers x KV heads x 32 x 4 bytes; the cache at 2,048 characters
+    # 500 against 50 characters per second; 7B-class at LLaMA scale
+    per_token = data.exams.kv_per_token.set_index("attention")["measured"]
+    assert per_token.to_dict() == {"MHA": 4096, "GQA": 2048, "MQA": 1024}
+    speedup = data.exams.kv_speedup.set_index(["attention", "context"])["speedup"]
+    assert speedup[("GQA", 2048)] == pytest.approx(10.0)
+    assert list(data.exams.kv_scale["gib"]) == [64, 16]
     assert "the bytes equal the formula in all 9 rows" in prose
-    assert "At 2,048 characters of context the cache makes GQA generation **10.0x faster**: 500 against 50.0" in prose
-    assert "**64 GiB** for 7B-class, 32 KV heads (MHA) against **16 GiB** for 7B-class, 8 KV heads (GQA)" in prose
 
     # pre-norm: the largest lr each wiring trains at, and where it starts failing
     assert (
-        "With 12 layers and no warmup, post-norm trains up to lr **0.001** (fails from 0.003), "
-        "pre-norm trains up to lr **0.003** (fails from 0.01)."
+        "12 layers, no warmup: post-norm trains up to lr **0.001** (fails from 0.003), "
+        "pre-norm trains up to lr **0.003** (fails from 0.01)"
     ) in prose
     # the default run is the post-norm 12-layer grid run
     assert app.selectbox(key="exams_grad_run").value == "deep_post_nowarmup/seed42"
     first, last = grad_norm(0, 1) / grad_norm(11, 1), grad_norm(0, 5) / grad_norm(11, 5)
     assert (
-        f"In deep_post_nowarmup · seed 42 the first block's gradient norm is **{first:.3g}x** the last block's "
-        f"at step 1 and **{last:.3g}x** at step 5."
+        f"In deep_post_nowarmup · seed 42 the first block's gradient norm is {first:.3g}x the last block's "
+        f"at step 1 and {last:.3g}x at step 5."
     ) in prose
 
-    # wall clock: the largest manual / fused ratio, and the part timed one way only
+    # wall clock (the wall_clock_ratios view): the largest manual / fused ratio, the control's
+    ratios = data.exams.wall_clock_ratios.set_index("variant")["manual_over_fused"]
+    assert ratios["mha"] == pytest.approx(6.0) and ratios["rope (no fused kernel)"] == pytest.approx(1.03)
     assert (
-        "The hand-written mha (attention) is **6.0x** slower than its fused version: 9.000 ms against 1.500 ms, "
-        "forward and backward on 32x128x128. The control (rope (no fused kernel), one code timed as both) comes "
-        "out at 1.03x: the noise of these timings."
+        "**The hand-written mha (attention) is 6.0x slower than its fused version: 9.000 ms against 1.500 ms, "
+        "forward and backward on 32x128x128; the control (rope (no fused kernel), one code timed as both) comes "
+        "out at 1.03x: the noise of these timings.**"
     ) in prose
     assert "Timed one way only: ffn · swiglu (manual only)" in prose
 
@@ -457,7 +474,7 @@ def test_a_database_with_no_runs_still_shows_the_exams_that_need_none(tmp_path, 
         [wall_clock_row("ffn", "swiglu", "manual", 3.0), wall_clock_row("ffn", "swiglu", "fused", 1.0)],
     )
     app = open_exams(db, monkeypatch)
-    assert "The hand-written swiglu (ffn) is **3.0x** slower than its fused version" in texts(app)
+    assert "The hand-written swiglu (ffn) is 3.0x slower than its fused version" in texts(app)
 
 
 def test_a_grid_examined_in_part(tmp_path, monkeypatch):
@@ -478,11 +495,13 @@ def test_a_grid_examined_in_part(tmp_path, monkeypatch):
     insert(db, "exam_wall_clock", [wall_clock_row("norm", "rmsnorm", "manual", 1.5)])
     app = open_exams(db, monkeypatch)
     prose = texts(app)
-    assert "RoPE (llama) has a loss of **2.600** at positions 512-1023 against **2.250**" in prose
+    data = load(db)
+    assert findings.sentence(findings.length_text(data)) in prose
+    assert "RoPE, mini-LLaMA: 2.600 at positions 512-1023 of 1,024-character windows vs 2.250" in prose
     assert "cannot read past" not in prose  # no row says the learned table stops: none was asked for
     assert "vanilla (learned positions) has no rows past its training length (128)" in prose
     assert "5 of 7 runs examined" not in prose and "2 of 7 runs examined" in prose
-    assert "Only GQA (2 KV heads) is measured so far: **2,048** bytes of cache per token." in prose
+    assert "Cache bytes per token, measured: MHA not measured yet, GQA (2 KV heads) 2,048" in prose
     assert "Not measured yet: MHA, MQA" in prose
     assert "No generation timings" in prose
     assert "post-norm trains up to lr **0.0003** (fails from 0.001), pre-norm: no cell yet." in prose
@@ -499,7 +518,7 @@ def test_a_database_from_before_the_exams_says_to_collect_again(tmp_path, monkey
     insert(db, "runs", GRID[:2])
     app = open_exams(db, monkeypatch)
     (warning,) = app.warning
-    assert "was collected before the exams existed" in warning.value
+    assert "was made by an older version of this project" in warning.value
     assert f"python -m anatomy collect --runs results/runs --db {db}" in warning.value
     assert not app.header and not app.get("vega_lite_chart")
 
@@ -514,10 +533,15 @@ def test_no_database_says_how_to_make_one(tmp_path, monkeypatch):
 # Loaders and chart builders
 
 
-def test_position_and_attention_kinds_have_names():
-    assert loaders.position_kind("rope", "k_adjacent") == "RoPE broken: k adjacent"
-    assert loaders.position_kind("learned", "none") == "learned positions"
-    assert [loaders.attention_kind(4, kv) for kv in (4, 2, 1)] == ["MHA", "GQA", "MQA"]
+def test_position_and_attention_kinds_are_named_once_in_sql(tmp_path):
+    db = new_database(tmp_path / "anatomy.duckdb")
+    insert(db, "runs", GRID)
+    runs = load(db).runs.set_index("run_id")
+    assert runs.loc["rope_k_unrotated/seed42", "positions"] == "RoPE broken: k unrotated"
+    assert runs.loc["vanilla/seed42", "positions"] == "learned positions"
+    assert runs.loc["llama/seed42", "positions"] == "RoPE"
+    kinds = runs.loc[["llama_minus_gqa/seed42", "llama/seed42", "mqa/seed42"], "attention"]
+    assert list(kinds) == ["MHA", "GQA", "MQA"]
 
 
 def test_length_chart_colours_by_positions_and_marks_the_training_length():

@@ -225,7 +225,7 @@ def test_cli_says_in_one_line_that_a_folder_has_no_checkpoint(tmp_path, capsys):
 
 
 def test_the_cache_speedup_is_said_as_faster_or_slower():
-    from anatomy.exams import speedup_words
+    from anatomy.exam_findings import speedup_words
 
-    assert speedup_words(325.0, 16.0) == "20.3x faster"
-    assert speedup_words(400.0, 800.0) == "2.0x slower"  # a cache that costs more than it saves
+    assert speedup_words(325.0 / 16.0) == "20.3x faster"
+    assert speedup_words(400.0 / 800.0) == "2.0x slower"  # a cache that costs more than it saves

@@ -13,7 +13,8 @@ import pytest
 
 from anatomy import claims, report
 from anatomy.cli import main
-from anatomy.report_data import load, load_runs, read_provenance
+from anatomy.report_data import read_provenance
+from anatomy.results_data import load, load_runs
 from anatomy.results import collect
 from run_folders import LLAMA_PARTS, write_run_folder
 

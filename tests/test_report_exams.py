@@ -18,11 +18,11 @@ import duckdb
 import pandas as pd
 import pytest
 
-from anatomy import claims, report
+from anatomy import claims, exam_findings, report
 from anatomy.cli import main
 from anatomy.errors import AnatomyError
 from anatomy.exams import wall_clock
-from anatomy.report_data import load, load_runs
+from anatomy.results_data import load, load_runs
 from anatomy.results import SCHEMA_PATH, collect
 from run_folders import LLAMA_PARTS, write_run_folder
 from tiny_runs import examine
@@ -383,8 +383,8 @@ def test_a_deep_pair_that_trains_points_to_the_break_the_depth_map_shows(tmp_pat
 
 
 def test_a_vanished_first_block_gradient_is_named():
-    assert report.vanished_note(2.92e-19) == "; the first block's gradient has all but vanished"
-    assert report.vanished_note(0.5) == ""
+    assert exam_findings.vanished_note(2.92e-19) == "; the first block's gradient has all but vanished"
+    assert exam_findings.vanished_note(0.5) == ""
 
 
 def test_the_training_loss_column_and_the_sentences_come_from_the_data(examined_db):
@@ -484,27 +484,30 @@ def test_the_exams_of_no_run_report_without_any_runs(tmp_path):
     assert_no_nan(text)
 
 
-def test_a_database_from_before_the_exams_asks_to_collect_again(tmp_path):
+def test_an_older_database_is_named_with_what_it_lacks_and_the_command_that_rebuilds_it(tmp_path):
+    """The one check of every reader (the report, the dashboard): a view an older version did not
+    have, or a column it did not write, is named, with the collect command that rebuilds it."""
     write_grid(tmp_path / "runs")
     db = tmp_path / "anatomy.duckdb"
     collect(tmp_path / "runs", db)
     with duckdb.connect(str(db)) as con:
         con.execute("DROP VIEW depth_stability")
-    with pytest.raises(AnatomyError, match="collected before the exams existed .*depth_stability.*collect it again"):
+    with pytest.raises(AnatomyError) as err:
         load(db)
-
-
-def test_a_database_missing_a_newer_column_asks_to_collect_again(tmp_path):
-    write_grid(tmp_path / "runs")
-    db = tmp_path / "anatomy.duckdb"
-    collect(tmp_path / "runs", db)
-    # as an older version made it: the view that reads exam_depth goes, and comes back, with the column
+    assert str(err.value).startswith(
+        f"`{db}` was made by an older version of this project (it has no "
+        "depth_stability.cells, depth_stability.max_trained_lr, depth_stability.min_failed_lr, ...). "
+    )
+    assert str(err.value).endswith(
+        f"Collect it again to rebuild it from the run folders: "
+        f"`python -m anatomy collect --runs results/runs --db {db}`."
+    )
+    # as an older version made it: the view that reads exam_depth comes back, without the column
     view = re.search(r"CREATE VIEW depth_stability AS.*?;", SCHEMA_PATH.read_text(encoding="utf-8"), re.S).group(0)
     with duckdb.connect(str(db)) as con:
-        con.execute("DROP VIEW depth_stability")
         con.execute("ALTER TABLE exam_depth DROP COLUMN unigram_loss")
         con.execute(view)
-    with pytest.raises(AnatomyError, match=r"collected by an older version \(no exam_depth.unigram_loss\)"):
+    with pytest.raises(AnatomyError, match=r"older version of this project \(it has no exam_depth.unigram_loss\)"):
         load(db)
 
 

@@ -707,7 +707,7 @@ def test_a_run_is_never_paired_with_a_baseline_on_another_corpus(tmp_path):
 def test_reading_a_database_never_runs_what_its_views_ask_outside_it(collected, tmp_path):
     """A results database is data: a view planted to read a file (or an address) is refused by
     every reader, while the project's own views still answer."""
-    from anatomy.report_data import load
+    from anatomy.results_data import load
 
     db = tmp_path / "hostile.duckdb"
     db.write_bytes(collected[1].read_bytes())

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from anatomy import report, results
-from anatomy.report_data import load, only_runs_of
+from anatomy.report_data import only_runs_of
+from anatomy.results_data import load
 from anatomy.scale_report import best_val_by_size, scale_data, sizes, verdict, where_it_wins
 from run_folders import LLAMA_PARTS, SCALE_SIZES, write_fixture_grid, write_run_folder, write_scale_runs
 

@@ -17,11 +17,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import math
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
 
 from anatomy.atomic import check_file_target, write_json
 
@@ -64,36 +62,3 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=sorted(EXAMS),
         help="which exam: " + "; ".join(f"{name}: {text}" for name, text in EXAMS.items()),
     )
-
-
-def speedup_words(cached_per_s: float, recomputed_per_s: float) -> str:
-    """The KV cache's effect on generation speed, in words: "20.3x faster", or "2.0x slower" where
-    it costs more than it saves (a tiny model at a short context). Shared by the report and the
-    dashboard, so both say it the same way."""
-    ratio = cached_per_s / recomputed_per_s
-    return f"{ratio:.1f}x faster" if ratio >= 1 else f"{1 / ratio:.1f}x slower"
-
-
-# How a cache compares with another's, in words where the ratio is a plain fraction
-FRACTIONS = {1 / 2: "half of", 1 / 4: "a quarter of", 1 / 8: "an eighth of"}
-
-
-def fraction_words(ratio: float) -> str:
-    """One size against another: "half of", "a quarter of", else "0.37x". Shared by the report and
-    the dashboard, so both say it the same way."""
-    for fraction, words in FRACTIONS.items():
-        if math.isclose(ratio, fraction, rel_tol=1e-6):
-            return words
-    return f"{ratio:.2f}x"
-
-
-def weighted_loss(buckets) -> float:
-    """The mean loss over these loss-by-position buckets' predictions (each bucket weighted by how
-    many it has; non-finite losses left out). Shared by the report and the dashboard."""
-    buckets = buckets[np.isfinite(buckets["loss"].astype(float))]
-    if buckets.empty:
-        return math.nan
-    weights = buckets["predictions"].astype(float)
-    if not (weights > 0).all():
-        return float(buckets["loss"].mean())
-    return float((buckets["loss"] * weights).sum() / weights.sum())

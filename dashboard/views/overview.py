@@ -18,8 +18,9 @@ def reference_band(path: str, experiments: list[str]) -> tuple[pd.DataFrame | No
     if reference is None:
         return None, ""
     try:
-        band = loaders.load_results(reference).band
-        theirs, ours = loaders.corpora(reference, experiments), loaders.corpora(path, experiments)
+        shipped = loaders.load_results(reference)
+        band = shipped.band
+        theirs, ours = loaders.corpora(shipped, experiments), loaders.corpora(loaders.load_results(path), experiments)
     except loaders.DatabaseProblem:
         return None, ""
     for mine in ours:

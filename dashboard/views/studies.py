@@ -33,12 +33,7 @@ def size_label(size: int, read: float) -> str:
     return f"{size:,} characters" + (f" (read {read:.3g}x)" if pd.notna(read) else "")
 
 
-path = st.session_state.get("db_path") or loaders.default_db_path()
-try:
-    everything = loaders.load_report_data(path)
-except loaders.DatabaseProblem as problem:
-    loaders.show_problem(problem)
-    st.stop()
+everything = loaders.require_results(runs_needed=False)  # a database of no runs says so below
 
 st.title("Studies")
 st.caption(
