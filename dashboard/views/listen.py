@@ -3,7 +3,11 @@
 The text comes from the package's own generation code (`anatomy.generate.stream`), so the same
 run, checkpoint, prefix, temperature and seed give the same text here as
 `python -m anatomy generate`. Copied spans are found against the run's training text
-(`anatomy.memorisation`), when its corpus folder is on disk.
+(`anatomy.memorisation`). On a fresh clone the default corpus's folder (results/corpus) is not
+there yet: it is built on first use, as the workflow would build it (`anatomy.default_corpus`).
+
+Each generation is kept in the session with the settings that made it (the last HISTORY of
+them), so that changing a control and generating again puts the new text beside the old.
 """
 
 from __future__ import annotations
@@ -13,13 +17,18 @@ from pathlib import Path
 
 import streamlit as st
 
+from anatomy.default_corpus import build_default_corpus, is_default_corpus, workflow_source
 from anatomy.errors import AnatomyError
-from anatomy.generate import load_model, stream
+from anatomy.generate import load_model, stream, window_start
 from anatomy.memorisation import Memorisation, data_dir_of
+from anatomy.reference import corpus_differences
+from anatomy.run_files import read_run_config
+from anatomy.tokenizer import SPLIT_FILE, read_json
 from dashboard import loaders
 from dashboard.sample_text import highlighted
 
 REFRESH_EVERY = 5  # characters between screen updates: each update is a message to the browser
+HISTORY = 4  # generations kept on the page, newest first
 
 
 @st.cache_resource(show_spinner="Loading the weights…", max_entries=8)
@@ -29,7 +38,8 @@ def cached_model(run_dir: str, checkpoint: str, version: float):
 
 
 @st.cache_resource(show_spinner="Indexing the training text…", max_entries=4)
-def cached_memorisation(data_dir: str) -> Memorisation:
+def cached_memorisation(data_dir: str, version: float) -> Memorisation:
+    del version  # only part of the cache key: a rebuilt corpus has a new split.json
     return Memorisation(Path(data_dir))
 
 
@@ -41,13 +51,147 @@ def weights_file(run_dir: Path, checkpoint: str) -> Path | None:
     return None
 
 
-def measurer(run_dir: Path) -> Memorisation | None:
-    """Copies are measured against the run's own training text, when its corpus is on disk."""
-    try:
-        return cached_memorisation(str(data_dir_of(run_dir)))
-    except AnatomyError:
-        return None
+# ---------------------------------------------------------------------------------------------
+# The training text that copies are measured against
 
+
+def corpus_folder(data_dir: Path) -> tuple[bool, str]:
+    """Make sure the run's tokenized corpus is on disk: (whether it is, what the learner is told).
+    The default corpus is built here if missing (about a second); a named corpus is not."""
+    if (data_dir / SPLIT_FILE).is_file():
+        return True, ""
+    if not is_default_corpus(data_dir):
+        return False, (
+            f"copies not measured: the run's corpus folder `{data_dir}` is not here "
+            f"(make it with `snakemake --cores 1 {data_dir}/{SPLIT_FILE}`)"
+        )
+    source = workflow_source()
+    with st.spinner(f"Building the training text: `{source}` into `{data_dir}`, as the workflow does…"):
+        try:
+            build_default_corpus(data_dir)
+        except AnatomyError as err:
+            return False, f"copies not measured: `{data_dir}` is not here, and building it failed: {err}"
+    return True, f"`{data_dir}` was not here: built it from `{source}` (once), as the workflow would"
+
+
+def measurer(run_dir: Path) -> tuple[Memorisation | None, str]:
+    """What measures this run's copies (None: nothing can), and a note on it for the page."""
+    try:
+        data_dir = data_dir_of(run_dir)
+        there, note = corpus_folder(data_dir)
+        if not there:
+            return None, note
+        split = read_json(data_dir / SPLIT_FILE)
+        # measured against another text, the marks would be wrong: the corpus must be the run's own
+        differ = corpus_differences(read_run_config(run_dir / "config.json")["data"], split)
+        if differ:
+            differ = ", ".join(differ)
+            return None, f"copies not measured: `{data_dir}` is not the corpus this run trained on ({differ} differ)"
+        return cached_memorisation(str(data_dir), (data_dir / SPLIT_FILE).stat().st_mtime), note
+    except AnatomyError as err:
+        return None, f"copies not measured: {err}"
+
+
+# ---------------------------------------------------------------------------------------------
+# One generation: its settings and, per run, its text and figures
+
+
+def settings_line(number: int, settings: dict) -> str:
+    return (
+        f"**Generation {number}** · `{settings['checkpoint']}` · temperature {settings['temperature']:g} · "
+        f"seed {settings['seed']} · prefix `{settings['prefix']!r}` · {settings['chars']} characters"
+    )
+
+
+def cache_text(pane: dict) -> str:
+    """The cache's size, and why it drops: it holds at most ctx_len positions (anatomy/generate.py)."""
+    ctx_len = pane["ctx_len"]
+    return (
+        f"KV cache {pane['cache_bytes'] / 1024:,.1f} KiB for {pane['positions']} positions (at most ctx_len = "
+        f"{ctx_len}, the window the model sees: once the text outgrows it, the window jumps ahead by "
+        f"{max(1, ctx_len // 2)} and the cache is rebuilt from the text still inside, so it shrinks)"
+    )
+
+
+def stats_caption(pane: dict) -> str:
+    copied = f"copied {pane['copied_fraction']:.1%}" if pane["copied_fraction"] is not None else pane["copy_note"]
+    return f"{pane['characters']} characters · {pane['rate']:,.0f} characters/s · {cache_text(pane)} · {copied}"
+
+
+def show_pane(slots: tuple, pane: dict) -> None:
+    text_slot, stats_slot = slots
+    text_slot.html(highlighted(pane["text"], pane["spans"]))
+    stats_slot.caption(stats_caption(pane))
+
+
+def generation_slots(number: int, settings: dict, labels: list[str], notes: list[str]) -> dict[str, tuple]:
+    """The heading of one generation and an empty text and caption per run, side by side."""
+    st.markdown(settings_line(number, settings))
+    for note in notes:
+        st.caption(note)
+    slots = {}
+    for column, label in zip(st.columns(len(labels)), labels):
+        with column:
+            st.markdown(f"**{label}**")
+            slots[label] = (st.empty(), st.empty())
+    return slots
+
+
+def show_generation(record: dict) -> None:
+    with st.container(border=True):
+        slots = generation_slots(record["number"], record["settings"], list(record["panes"]), record["notes"])
+        for label, pane in record["panes"].items():
+            show_pane(slots[label], pane)
+
+
+def generate(ready: dict, settings: dict, number: int) -> dict:
+    """Stream every ready run, one character from each in turn, onto the page; the generation.
+    Each run's speed is its own: only the time spent in its own stream counts."""
+    streams, panes, measures, notes = {}, {}, {}, []
+    for label, (run_dir, weights) in ready.items():
+        model, tokenizer = cached_model(str(run_dir), settings["checkpoint"], weights.stat().st_mtime)
+        streams[label] = stream(
+            model, tokenizer, settings["chars"], settings["temperature"], settings["prefix"], settings["seed"]
+        )
+        measures[label] = measurer(run_dir)
+        measure, note = measures[label]
+        if measure is not None and note and note not in notes:  # the corpus was built just now
+            notes.append(note)
+        panes[label] = {"text": settings["prefix"], "ctx_len": model.cfg.ctx_len, "seconds": 0.0}
+    with st.container(border=True):
+        slots = generation_slots(number, settings, list(ready), notes)
+        for step in range(1, settings["chars"] + 1):
+            for label, characters in streams.items():
+                started = time.perf_counter()
+                char, cache_bytes = next(characters)
+                pane = panes[label]
+                pane["seconds"] += time.perf_counter() - started
+                pane["text"] += char
+                pane["cache_bytes"] = cache_bytes
+            if step % REFRESH_EVERY and step != settings["chars"]:
+                continue
+            for label, pane in panes.items():
+                update_figures(pane, step, settings["prefix"], measures[label])
+                show_pane(slots[label], pane)
+    return {"number": number, "settings": settings, "panes": panes, "notes": notes}
+
+
+def update_figures(pane: dict, step: int, prefix: str, measure: tuple) -> None:
+    """What the caption shows after `step` characters: speed, cache, copies. `measure`: what
+    measurer() gave, (the measurer or None, its note)."""
+    pane["characters"] = step
+    pane["rate"] = step / max(pane["seconds"], 1e-9)
+    # the cache holds the tokens the last step read: those before the newest, from the window's start
+    read = len(prefix) + step - 1
+    pane["positions"] = read - window_start(read, pane["ctx_len"])
+    figures = measure[0](pane["text"], prefix) if measure[0] else None
+    pane["spans"] = figures["copied_spans"] if figures else []
+    pane["copied_fraction"] = figures["copied_fraction"] if figures else None
+    pane["copy_note"] = measure[1]
+
+
+# ---------------------------------------------------------------------------------------------
+# The page
 
 results = loaders.require_results()
 runs = results.runs[results.runs["status"] != "running"]
@@ -56,7 +200,10 @@ st.title("Listen to it")
 st.caption(
     "Before any number, the text. Pick a run (or two, to hear them side by side), a checkpoint and how to "
     "sample; the text is written as it is generated. Highlighted: spans of 12+ characters copied verbatim "
-    "from the training text (hover one for its post)."
+    "from the training text (hover one for its post). On a fresh clone the tokenized training text "
+    f"(`results/corpus`, from `{workflow_source()}`) is not there yet: the first generation builds it, as the "
+    "workflow would. Each generation stays on the page with its settings (the last "
+    f"{HISTORY}): change a control and generate again to compare."
 )
 
 root = Path(
@@ -80,6 +227,7 @@ temperature = cols[2].number_input(
 )
 chars = cols[3].number_input("Characters", 1, 2000, 300, 50, key="listen_chars")
 seed = cols[4].number_input("Seed", 0, 2**31 - 1, 0, 1, key="listen_seed")
+history = st.session_state.setdefault("listen_history", [])
 if not chosen or not checkpoint:
     st.info("Choose a run and a checkpoint.")
     st.stop()
@@ -89,10 +237,10 @@ panes = st.columns(len(chosen))
 ready = {}
 for pane, (label, run) in zip(panes, chosen_runs.iterrows()):
     run_dir = root / run["run_id"]
-    with pane:
-        st.markdown(f"**{label}** · `{checkpoint}`")
-        weights = weights_file(run_dir, checkpoint)
-        if weights is None:
+    weights = weights_file(run_dir, checkpoint)
+    if weights is None:
+        with pane:
+            st.markdown(f"**{label}** · `{checkpoint}`")
             st.info(
                 f"No `{checkpoint}` weights on disk for this run (looked in `{run_dir}`): checkpoints are not "
                 "committed, and the reference results ship weights only for the seed-42 headline runs. "
@@ -105,40 +253,34 @@ for pane, (label, run) in zip(panes, chosen_runs.iterrows()):
             )
             if not stored.empty:
                 st.text(stored["text"].iloc[0])
-            continue
-        ready[label] = (run_dir, weights, st.empty(), st.empty())
+        continue
+    ready[label] = (run_dir, weights)
 
-if ready and st.button("Generate", type="primary", key="listen_go"):
-    streams, texts, measure = {}, {}, {}
-    try:
-        for label, (run_dir, weights, _, _) in ready.items():
-            model, tokenizer = cached_model(str(run_dir), checkpoint, weights.stat().st_mtime)
-            streams[label] = stream(model, tokenizer, int(chars), float(temperature), prefix, int(seed))
-            texts[label] = prefix
-            measure[label] = measurer(run_dir)
-        started, cache_bytes = time.perf_counter(), dict.fromkeys(ready, 0)
-        for step in range(1, int(chars) + 1):
-            for label, characters in streams.items():  # one character from each, in turn
-                char, cache_bytes[label] = next(characters)
-                texts[label] += char
-            if step % REFRESH_EVERY and step != int(chars):
-                continue
-            speed = step * len(streams) / max(time.perf_counter() - started, 1e-9)
-            for label, (_, _, text_slot, stats_slot) in ready.items():
-                figures = measure[label](texts[label], prefix) if measure[label] else None
-                text_slot.html(highlighted(texts[label], figures["copied_spans"] if figures else []))
-                copied = (
-                    f" · copied {figures['copied_fraction']:.1%}"
-                    if figures
-                    else " · copies not measured: the run's corpus folder is not here (make it with "
-                    "`snakemake --cores 1 results/corpus/split.json`)"
-                )
-                stats_slot.caption(
-                    f"{step} characters · {speed:,.0f} characters/s · "
-                    f"KV cache {cache_bytes[label] / 1024:,.1f} KiB{copied}"
-                )
-    except AnatomyError as err:
-        st.error(str(err), icon=":material/error:")
-    st.session_state["listen_texts"] = texts
-elif ready:
+buttons = st.columns([1, 1, 6])
+go = bool(ready) and buttons[0].button("Generate", type="primary", key="listen_go")
+if history and buttons[1].button("Clear", key="listen_clear"):
+    history.clear()
+newest = st.container()  # above the older generations, filled while they are already on screen
+for record in history[: HISTORY - 1] if go else history:
+    show_generation(record)
+if go:
+    settings = {
+        "checkpoint": checkpoint,
+        "prefix": prefix,
+        "temperature": float(temperature),
+        "chars": int(chars),
+        "seed": int(seed),
+    }
+    number = st.session_state.get("listen_count", 0) + 1
+    with newest:
+        try:
+            record = generate(ready, settings, number)
+        except AnatomyError as err:
+            st.error(str(err), icon=":material/error:")
+        else:
+            st.session_state["listen_count"] = number
+            history.insert(0, record)
+            del history[HISTORY:]
+            st.session_state["listen_texts"] = {label: pane["text"] for label, pane in record["panes"].items()}
+elif ready and not history:
     st.caption("Press Generate to start.")
