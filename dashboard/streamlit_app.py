@@ -24,6 +24,7 @@ st.set_page_config(page_title="llm-anatomy lab", page_icon=":material/biotech:",
 VIEWS = Path(__file__).parent / "views"
 pages = [
     st.Page(VIEWS / "overview.py", title="Overview", icon=":material/dashboard:", default=True),
+    st.Page(VIEWS / "progress.py", title="Progress", icon=":material/pending_actions:"),
     st.Page(VIEWS / "listen.py", title="Listen", icon=":material/hearing:"),
     st.Page(VIEWS / "curves.py", title="Curves", icon=":material/show_chart:"),
     st.Page(VIEWS / "overfitting.py", title="Overfitting turn", icon=":material/trending_up:"),
