@@ -83,29 +83,23 @@ def direction_words(direction: str, baseline: str) -> str:
     return f"added to {baseline}" if direction == "add" else f"removed from {baseline}"
 
 
-def part_benefit(ablations: pd.DataFrame) -> pd.DataFrame:
-    """What each part is worth in best val loss (nats; positive = the part helps), both ways: the
-    ablation_summary's differences, turned so that right is better.
-
-    Added to a baseline: benefit = baseline - (baseline + part) = -delta.
-    Removed from a baseline: benefit = (baseline - part) - baseline = delta.
-    The min/max are over seeds, each seed compared with the baseline run of the same seed.
-    """
-    columns = ["part", "direction", "baseline", "experiment", "benefit", "benefit_low", "benefit_high", "n_seeds"]
+def part_deltas(ablations: pd.DataFrame) -> pd.DataFrame:
+    """Each ablation's Δ best val (nats per character): the experiment minus its baseline, the sign
+    every table, chart and sentence of the project uses (negative: lower loss). Removing a part
+    that helps therefore shows positive, adding one negative. The low/high are over seeds, each
+    seed compared with the baseline run of the same seed."""
+    columns = ["part", "direction", "baseline", "experiment", "delta", "delta_low", "delta_high", "n_seeds"]
     if ablations.empty:
         return pd.DataFrame(columns=columns)
-    sign = np.where(ablations["direction"] == "add", -1.0, 1.0)
-    low = sign * ablations["delta_best_val_min"]
-    high = sign * ablations["delta_best_val_max"]
     return pd.DataFrame(
         {
             "part": ablations["part"],
             "direction": [direction_words(d, b) for d, b in zip(ablations["direction"], ablations["baseline"])],
             "baseline": ablations["baseline"],
             "experiment": ablations["experiment"],
-            "benefit": sign * ablations["delta_best_val_mean"],
-            "benefit_low": np.minimum(low, high),
-            "benefit_high": np.maximum(low, high),
+            "delta": ablations["delta_best_val_mean"],
+            "delta_low": ablations["delta_best_val_min"],
+            "delta_high": ablations["delta_best_val_max"],
             "n_seeds": ablations["n_seeds"],
         },
         columns=columns,

@@ -9,6 +9,8 @@ report imports this module only when it draws figures, so its text needs no Alta
 
 from __future__ import annotations
 
+import zlib
+
 import altair as alt
 import pandas as pd
 
@@ -19,18 +21,28 @@ DIVERGED_RED = "#d62728"
 TURN_RED = "#e45756"
 
 
-def color_scale(names) -> alt.Scale:
-    """A fixed colour per name (vanilla blue, llama orange, then the palette in order)."""
-    names = list(dict.fromkeys(names))
+def stable_color(name: str, taken: set[str]) -> str:
+    """A name's own colour, the same on every page and in every selection: picked by a hash of
+    the name (crc32, stable across runs of Python), the next free one only where two names of one
+    chart would share it."""
     spare = [c for c in PALETTE if c not in PINNED.values()]
-    colors, i = [], 0
-    for name in names:
-        if name in PINNED:
-            colors.append(PINNED[name])
-        else:
-            colors.append(spare[i % len(spare)])
-            i += 1
-    return alt.Scale(domain=names, range=colors)
+    start = zlib.crc32(name.encode("utf-8")) % len(spare)
+    for step in range(len(spare)):
+        color = spare[(start + step) % len(spare)]
+        if color not in taken:
+            return color
+    return spare[start]  # more names than colours: repeat, as any palette must
+
+
+def color_scale(names) -> alt.Scale:
+    """A fixed colour per name: vanilla blue and llama orange (the two models' roles), any other
+    name its own (`stable_color`), so a run keeps its colour when the selection changes."""
+    names = list(dict.fromkeys(names))
+    colors, taken = {}, set()
+    for name in [n for n in names if n in PINNED] + sorted(n for n in names if n not in PINNED):
+        colors[name] = PINNED.get(name) or stable_color(name, taken)
+        taken.add(colors[name])
+    return alt.Scale(domain=names, range=[colors[name] for name in names])
 
 
 def run_colors(labels, experiments) -> alt.Scale:
@@ -310,12 +322,13 @@ def overfitting_chart(run: pd.DataFrame, row: pd.Series, margin: float, height: 
     return alt.layer(*layers).properties(height=height)
 
 
-def benefit_chart(benefit: pd.DataFrame, noise: float, height_per_row: int = 36) -> alt.LayerChart:
-    """Per part, how much best val it is worth, both ways, with the seed range as error bars."""
-    benefit = benefit.assign(row=benefit["part"] + " · " + benefit["direction"])
-    rows = sorted(benefit["row"])
+def ablation_chart(deltas: pd.DataFrame, noise: float, height_per_row: int = 36) -> alt.LayerChart:
+    """Per ablation (a row of chart_data.part_deltas), its Δ best val against its baseline, with the
+    seed range as error bars, over the band of the seed noise."""
+    deltas = deltas.assign(row=deltas["part"] + " · " + deltas["direction"])
+    rows = sorted(deltas["row"])
     # each way in its baseline's colour (added to vanilla: vanilla's blue), added before removed
-    ways = benefit.drop_duplicates("direction").sort_values("direction")
+    ways = deltas.drop_duplicates("direction").sort_values("direction")
     baseline_colors = color_scale(ways["baseline"])
     colour_of = dict(zip(baseline_colors.domain, baseline_colors.range))
     direction_scale = alt.Scale(domain=list(ways["direction"]), range=[colour_of[b] for b in ways["baseline"]])
@@ -323,9 +336,9 @@ def benefit_chart(benefit: pd.DataFrame, noise: float, height_per_row: int = 36)
     tooltip = [
         alt.Tooltip("experiment:N"),
         alt.Tooltip("direction:N"),
-        alt.Tooltip("benefit:Q", title="gain (nats)", format="+.4f"),
-        alt.Tooltip("benefit_low:Q", title="seed min", format="+.4f"),
-        alt.Tooltip("benefit_high:Q", title="seed max", format="+.4f"),
+        alt.Tooltip("delta:Q", title="Δ best val (nats/char)", format="+.4f"),
+        alt.Tooltip("delta_low:Q", title="seed min", format="+.4f"),
+        alt.Tooltip("delta_high:Q", title="seed max", format="+.4f"),
         alt.Tooltip("n_seeds:Q", title="seeds"),
     ]
     layers = []
@@ -342,10 +355,10 @@ def benefit_chart(benefit: pd.DataFrame, noise: float, height_per_row: int = 36)
         )
     zero = alt.Chart(pd.DataFrame({"x": [0.0]})).mark_rule(color="#555555").encode(x="x:Q")
     bars = (
-        alt.Chart(benefit)
+        alt.Chart(deltas)
         .mark_bar(height=18, opacity=0.9)
         .encode(
-            x=alt.X("benefit:Q", title="gain in best val loss from having the part (nats; right = it helps)"),
+            x=alt.X("delta:Q", title="Δ best val, experiment − baseline (nats/char; negative = lower loss)"),
             y=y,
             color=alt.Color(
                 "direction:N",
@@ -357,9 +370,9 @@ def benefit_chart(benefit: pd.DataFrame, noise: float, height_per_row: int = 36)
         )
     )
     errors = (
-        alt.Chart(benefit)
+        alt.Chart(deltas)
         .mark_errorbar(ticks=True, color="#222222", thickness=1.5)
-        .encode(x=alt.X("benefit_low:Q", title=""), x2="benefit_high:Q", y=y, tooltip=tooltip)
+        .encode(x=alt.X("delta_low:Q", title=""), x2="delta_high:Q", y=y, tooltip=tooltip)
     )
     layers += [bars, errors, zero]
     return alt.layer(*layers).properties(height=alt.Step(height_per_row))  # a fixed height per row

@@ -17,6 +17,7 @@ from anatomy.exams.depth import LEARNED_MARGIN
 from anatomy.results_data import MODEL_FIELDS, Results
 from anatomy.report_data import (
     ablation_deltas,
+    baseline_deltas,
     deep_runs,
     delta_text,
     fmt,
@@ -61,6 +62,33 @@ class Claim:
     chapter: str
     measured: str
     verdict: str
+
+
+# The claims in the order `claims` makes them, by the names the dashboard's pages ask for them by
+CLAIM_KEYS = (
+    "learns_faster",
+    "lower_valley",
+    "memorises",
+    "copied",
+    "which_part",
+    "deep_postnorm",
+    "broken_rope",
+    "mqa",
+)
+
+
+def claims_by_key(data: Results) -> dict[str, Claim]:
+    made = claims(data)
+    assert len(made) == len(CLAIM_KEYS), "a claim was added: name it in CLAIM_KEYS"
+    return dict(zip(CLAIM_KEYS, made))
+
+
+def finding_text(claim: Claim) -> str:
+    """One claim as the sentence a dashboard page opens with: the verdict, the claim, what was
+    measured and the chapter's figure; the report's table holds the same four cells."""
+    verdict = claim.verdict.replace("**", "")
+    verdict = verdict[:1].upper() + verdict[1:]
+    return f"**{verdict}.** *{claim.claim}.* Measured: {claim.measured}. The chapter: {claim.chapter}."
 
 
 def claims(data: Results) -> list[Claim]:
@@ -215,6 +243,31 @@ EFFECT_SUMMARY = {
     (HURTS, NOT_BEYOND_NOISE): "hurts vanilla, llama does not clearly miss it",
     (HURTS, HURTS): "hurts both ways",
 }
+
+
+def largest_ablation_change(data: Results) -> str | None:
+    """The ablation that moves best val most, either way (the longest bar of the ablation chart),
+    in words, against the seed noise; None before any ablation ran."""
+    ablations = data.ablations.dropna(subset=["delta_best_val_mean"])
+    if ablations.empty:
+        return None
+    row = ablations.loc[ablations["delta_best_val_mean"].abs().idxmax()]
+    deltas = baseline_deltas(data, row["experiment"])
+    noise = headline_noise(data)
+    against = {
+        None: "measured with fewer than two seeds",
+        0: f"not beyond the seed noise ({fmt(noise)}) with every seed",
+    }.get(side_beyond_noise(deltas, noise), f"beyond the seed noise ({fmt(noise)}) with every seed")
+    way = (
+        f"adding {row['part']} to {row['baseline']}"
+        if row["direction"] == "add"
+        else (f"removing {row['part']} from {row['baseline']}")
+    )
+    change = "lowers" if row["delta_best_val_mean"] < 0 else "raises"
+    return (
+        f"The largest change of any ablation: {way} {change} its best val by {abs(row['delta_best_val_mean']):.3f} "
+        f"(Δ {delta_text(deltas)}), {against}."
+    )
 
 
 def part_effects(data: Results, part: str) -> tuple[str, str] | None:

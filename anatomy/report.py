@@ -29,6 +29,7 @@ from anatomy.claims import (
     NOT_BEYOND_NOISE,
     PARTS,
     claims,
+    largest_ablation_change,
     part_effects,
 )
 from anatomy.errors import AnatomyError
@@ -158,8 +159,9 @@ def ablation_section(data: Results) -> str:
     return (
         f"{table}\n\nΔ is the experiment's best val minus its baseline's, seed by seed (mean, then the range "
         f"over seeds): negative means lower loss. Seed noise is the largest spread of the headline models' best val over "
-        f"seeds, {fmt(noise)} nats; a part beyond it moves every seed further than the seed alone does."
-    )
+        f"seeds, {fmt(noise)} nats; a part beyond it moves every seed further than the seed alone does. "
+        + (largest_ablation_change(data) or "")
+    ).rstrip()
 
 
 def break_section(data: Results) -> str:
@@ -489,8 +491,8 @@ def figure_charts(everything: Results) -> dict[str, Any]:
                 width=760, title=f"{run['label'].iloc[0]}: the overfitting turn"
             )
     if not data.ablations.empty:
-        drawn["ablations"] = charts.benefit_chart(
-            chart_data.part_benefit(data.ablations), headline_noise(data)
+        drawn["ablations"] = charts.ablation_chart(
+            chart_data.part_deltas(data.ablations), headline_noise(data)
         ).properties(width=680)
     deep = pd.concat([deep_runs(data, "post"), deep_runs(data, "pre")])
     if not deep.empty:

@@ -20,7 +20,7 @@ from anatomy.chart_data import (
     length_curves as length_curves,
     long_curves as long_curves,
     overfitting_table as overfitting_table,
-    part_benefit as part_benefit,
+    part_deltas as part_deltas,
     turn_steps as turn_steps,
     versus_baseline as versus_baseline,
 )

@@ -22,7 +22,7 @@ from anatomy.charts import (
     DEPTH_STATES as DEPTH_STATES,
     PINNED as PINNED,
     POSITION_COLORS as POSITION_COLORS,
-    benefit_chart as benefit_chart,
+    ablation_chart as ablation_chart,
     best_val_by_size_chart as best_val_by_size_chart,
     delta_chart as delta_chart,
     length_chart as length_chart,

@@ -15,28 +15,37 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 import pytest
+from streamlit.proto.Metric_pb2 import Metric
 from streamlit.testing.v1 import AppTest
 
+from anatomy.claims import claims_by_key, finding_text, largest_ablation_change
+from anatomy.report_data import baseline_deltas, headline_noise, only_runs_of, side_beyond_noise
 from anatomy.results import SCHEMA_PATH, collect
+from anatomy.results_data import load
 from run_folders import LLAMA_PARTS, write_fixture_grid, write_run_folder, write_scale_runs
+
+from dashboard_pages import APP, chart_specs, chart_tables, no_reference, open_page, texts  # noqa: F401 (no_reference: a fixture)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:  # the dashboard is an app folder, not an installed package
     sys.path.insert(0, str(REPO_ROOT))
 from dashboard import analysis, loaders  # noqa: E402
 
-APP = REPO_ROOT / "dashboard" / "streamlit_app.py"
-PAGES = ["overview", "listen", "curves", "overfitting", "ablations", "breaks", "exams", "studies", "samples"]
-
-
-@pytest.fixture(autouse=True)
-def no_reference(tmp_path_factory, monkeypatch):
-    """No shipped reference results unless a test ships some: the views are tested on their own."""
-    empty = tmp_path_factory.mktemp("no_reference")
-    monkeypatch.setattr(loaders, "REFERENCE_DIR", empty / "reference")
-    monkeypatch.setattr(loaders, "REFERENCE_DB", empty / "reference.duckdb")
+PAGES = [
+    "overview",
+    "progress",
+    "listen",
+    "curves",
+    "overfitting",
+    "ablations",
+    "breaks",
+    "exams",
+    "studies",
+    "samples",
+]
+# every page but Progress reads the database (Progress reads the run folders while they train)
+DATABASE_PAGES = [page for page in PAGES if page != "progress"]
 
 
 @pytest.fixture
@@ -50,38 +59,6 @@ def shipped_reference(tmp_path, monkeypatch):
     monkeypatch.setattr(loaders, "REFERENCE_DIR", tmp_path / "reference")
     monkeypatch.setattr(loaders, "REFERENCE_DB", tmp_path / "reference.duckdb")
     return tmp_path / "reference"
-
-
-def open_page(db: Path | str, page: str, monkeypatch) -> AppTest:
-    monkeypatch.setenv("ANATOMY_DB", str(db))
-    app = AppTest.from_file(str(APP), default_timeout=60)
-    app.run()
-    if page != "overview":
-        app.switch_page(f"views/{page}.py").run()
-    assert not app.exception, [e.value for e in app.exception]
-    return app
-
-
-def chart_tables(app: AppTest) -> list[pd.DataFrame]:
-    """The data behind each Altair chart on the page, one DataFrame per chart (all layers)."""
-    tables = []
-    for chart in app.get("vega_lite_chart"):
-        frames = [pa.ipc.open_stream(d.data.data).read_all().to_pandas() for d in chart.proto.datasets]
-        tables.append(pd.concat(frames, ignore_index=True) if frames else pd.DataFrame())
-    return tables
-
-
-def chart_specs(app: AppTest) -> list[dict]:
-    return [json.loads(chart.proto.spec) for chart in app.get("vega_lite_chart")]
-
-
-def texts(app: AppTest) -> str:
-    """Every piece of prose on the page, one string."""
-    parts = []
-    for kind in ("title", "subheader", "markdown", "caption", "info", "warning", "error", "text"):
-        parts += [str(element.value) for element in getattr(app, kind)]
-    parts += [str(m.label) + str(m.value) for m in app.metric]
-    return "\n".join(parts)
 
 
 def db_rows(db: Path, sql: str) -> list[tuple]:
@@ -120,7 +97,16 @@ def test_overview_shows_the_headline_runs(dashboard_db, monkeypatch):
     # the model with no baseline first; the other against the baseline it names, paired by seed
     assert [m.label.split(":")[0] for m in app.metric[4:]] == ["vanilla", "llama"]
     (delta,) = db_rows(dashboard_db, "SELECT delta_best_val_mean FROM baseline_summary WHERE experiment = 'llama'")[0]
-    assert app.metric[5].proto.delta == f"{delta:+.3f} vs vanilla" and not app.metric[4].proto.delta
+    assert app.metric[5].proto.delta.startswith(f"{delta:+.3f} vs vanilla") and not app.metric[4].proto.delta
+    MetricColor = Metric.MetricColor
+    # a difference inside the seed noise is never coloured as a win or a loss
+    grid = load(dashboard_db)
+    beyond = side_beyond_noise(baseline_deltas(grid, "llama"), headline_noise(grid))
+    assert app.metric[5].proto.delta.endswith("" if beyond else " (inside seed noise)")
+    assert (app.metric[5].proto.color == MetricColor.GRAY) == (not beyond)  # delta_color "off"
+    # the page opens with the report's verdicts on the headline claims
+    found = claims_by_key(only_runs_of(grid, None))
+    assert finding_text(found["lower_valley"]) in prose and finding_text(found["learns_faster"]) in prose
 
 
 def test_curves_follow_the_controls(dashboard_db, monkeypatch):
@@ -194,12 +180,13 @@ def test_ablations_view_pairs_parts_with_baselines(dashboard_db, monkeypatch):
         ("swiglu", "removed from mqa"),
     }
     best = dict(db_rows(dashboard_db, "SELECT run_id, best_val_loss FROM run_summary"))
-    gains = [best[f"vanilla/seed{s}"] - best[f"vanilla_plus_swiglu/seed{s}"] for s in (42, 7)]
+    # Δ = experiment minus baseline, in the chart as in the table (negative: lower loss)
+    deltas = [best[f"vanilla_plus_swiglu/seed{s}"] - best[f"vanilla/seed{s}"] for s in (42, 7)]
     added = bars[bars["direction"] == "added to vanilla"].iloc[0]
-    assert added["benefit"] == pytest.approx(np.mean(gains))
-    assert (added["benefit_low"], added["benefit_high"]) == pytest.approx((min(gains), max(gains)))
+    assert added["delta"] == pytest.approx(np.mean(deltas))
+    assert (added["delta_low"], added["delta_high"]) == pytest.approx((min(deltas), max(deltas)))
     removed = bars[bars["direction"] == "removed from mqa"].iloc[0]
-    assert removed["benefit"] == pytest.approx(best["mqa_minus_swiglu/seed42"] - best["mqa/seed42"])
+    assert removed["delta"] == pytest.approx(best["mqa_minus_swiglu/seed42"] - best["mqa/seed42"])
     table = app.dataframe[0].value
     assert dict(zip(table["experiment"], table["baseline"])) == {
         "vanilla_plus_swiglu": "vanilla",
@@ -260,6 +247,8 @@ def test_views_survive_non_finite_losses_and_a_running_grid(fixture_grid_db, pag
         assert len(app.info) >= 4 and all("snakemake --cores 1 exams" in info.value for info in app.info)
     elif page == "studies":  # the fixture grid has no study: the page says how to run each
         assert len(app.info) == 2 and all("snakemake" in info.value for info in app.info)
+    elif page == "progress":  # read from the run folders: nothing trains now, two diverged
+        assert {m.label: m.value for m in app.metric}["diverged"] == "2" and "No run is training" in texts(app)
     else:
         assert app.get("vega_lite_chart") or app.text
     if page == "breaks":
@@ -291,7 +280,7 @@ def test_headline_runs_without_a_finite_val_loss(tmp_path, page, monkeypatch):
         assert "llama · seed 99" not in app.multiselect(key="turn_runs").value
 
 
-@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("page", DATABASE_PAGES)
 def test_no_database_says_how_to_make_one(tmp_path, page, monkeypatch):
     app = open_page(tmp_path / "results" / "anatomy.duckdb", page, monkeypatch)
     (info,) = app.info
@@ -354,7 +343,7 @@ def older_database(tmp_path, monkeypatch) -> Path:
     return tmp_path / "old.duckdb"
 
 
-@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("page", DATABASE_PAGES)
 def test_a_database_from_an_older_version_says_to_collect_again(tmp_path, monkeypatch, page):
     app = open_page(older_database(tmp_path, monkeypatch), page, monkeypatch)
     message = app.warning[0].value
@@ -496,7 +485,7 @@ def test_the_turn_is_the_first_val_past_the_margin_above_the_best():
     assert analysis.turn_steps(above, 1.0).empty  # never that far above: no turn (and b never had a best)
 
 
-def test_part_benefit_reads_the_same_way_in_both_directions():
+def test_part_deltas_keep_one_sign_in_both_directions():
     ablations = pd.DataFrame(
         {
             "experiment": ["vanilla_plus_x", "llama_minus_x"],
@@ -509,16 +498,15 @@ def test_part_benefit_reads_the_same_way_in_both_directions():
             "n_seeds": [2, 2],
         }
     )
-    benefit = analysis.part_benefit(ablations).set_index("direction")
-    # adding x lowered vanilla's loss by 0.10 and removing it raised llama's by 0.08: both +
-    assert benefit.loc["added to vanilla", "benefit"] == pytest.approx(0.10)
-    assert benefit.loc["removed from llama", "benefit"] == pytest.approx(0.08)
-    assert (
-        benefit.loc["added to vanilla", "benefit_low"],
-        benefit.loc["added to vanilla", "benefit_high"],
-    ) == pytest.approx((0.07, 0.12))
+    deltas = analysis.part_deltas(ablations).set_index("direction")
+    # adding x lowered vanilla's loss (negative), removing it raised llama's (positive): as the table says
+    assert deltas.loc["added to vanilla", "delta"] == pytest.approx(-0.10)
+    assert deltas.loc["removed from llama", "delta"] == pytest.approx(0.08)
+    assert (deltas.loc["added to vanilla", "delta_low"], deltas.loc["added to vanilla", "delta_high"]) == (
+        pytest.approx((-0.12, -0.07))
+    )
     # the words name the baseline the ablation names, whatever it is
-    other = analysis.part_benefit(ablations.assign(baseline=["mqa", "deep"]))
+    other = analysis.part_deltas(ablations.assign(baseline=["mqa", "deep"]))
     assert set(other["direction"]) == {"added to mqa", "removed from deep"}
 
 
@@ -769,7 +757,6 @@ def studies_db(tmp_path_factory) -> Path:
 
 def test_the_studies_page_says_the_reports_findings(studies_db, monkeypatch):
     from anatomy.precision_report import precision_findings
-    from anatomy.results_data import load
     from anatomy.scale_report import scale_answer, scale_data, sizes, verdict, where_it_wins
 
     everything = load(studies_db)
@@ -815,3 +802,39 @@ def test_the_studies_page_on_a_grid_without_studies_says_how_to_run_them(fixture
     assert "`snakemake --cores 2 --config train_threads=1 scale_stage1`" in scale
     assert "`snakemake --cores 2 --config train_threads=1 precision_check`" in precision
     assert not app.get("vega_lite_chart")
+
+
+@pytest.mark.parametrize(
+    "page, keys",
+    [
+        ("overfitting", ["memorises"]),
+        ("samples", ["copied"]),
+        ("ablations", ["which_part"]),
+        ("breaks", ["deep_postnorm", "broken_rope", "mqa"]),
+    ],
+)
+def test_each_page_opens_with_the_reports_verdict(dashboard_db, monkeypatch, page, keys):
+    """The page's finding is the report's own verdict on the chapter's claim (anatomy.claims), never
+    a second wording of it."""
+    app = open_page(dashboard_db, page, monkeypatch)
+    found = claims_by_key(only_runs_of(load(dashboard_db), None))
+    said = [element.value for element in app.markdown]
+    for key in keys:
+        assert finding_text(found[key]) in said, key
+    if page == "ablations":  # and the longest bar of its chart, said
+        assert largest_ablation_change(only_runs_of(load(dashboard_db), None)) in said
+
+
+def test_a_run_keeps_its_colour_whatever_else_is_shown():
+    """Colours follow the name, not the selection's order: a run is the same colour on every page."""
+    from anatomy.charts import PINNED, color_scale
+
+    def colours(names):
+        scale = color_scale(names)
+        return dict(zip(scale.domain, scale.range))
+
+    many = colours(["vanilla", "mqa", "rope_k_unrotated", "llama", "deep_post_nowarmup"])
+    assert colours(["rope_k_unrotated"])["rope_k_unrotated"] == many["rope_k_unrotated"]
+    assert colours(["deep_post_nowarmup", "mqa"]) == {k: many[k] for k in ("deep_post_nowarmup", "mqa")}
+    assert (many["vanilla"], many["llama"]) == (PINNED["vanilla"], PINNED["llama"])  # the two models' roles
+    assert len(set(many.values())) == len(many)  # never two names of one chart in one colour

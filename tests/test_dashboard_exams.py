@@ -14,9 +14,9 @@ from pathlib import Path
 
 import duckdb
 import pandas as pd
-import pyarrow as pa
 import pytest
-from streamlit.testing.v1 import AppTest
+
+from dashboard_pages import chart_specs, chart_tables, no_reference, open_page, texts  # noqa: F401 (no_reference: a fixture)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:  # the dashboard is an app folder, not an installed package
@@ -26,18 +26,9 @@ from anatomy import exam_findings as findings  # noqa: E402
 from anatomy.results_data import load  # noqa: E402
 from dashboard import charts, loaders  # noqa: E402
 
-APP = REPO_ROOT / "dashboard" / "streamlit_app.py"
 SCHEMA = REPO_ROOT / "anatomy" / "schema.sql"
 LLAMA = {"norm_type": "rmsnorm", "norm_pos": "pre", "pos_type": "rope", "ffn_type": "swiglu", "n_kv_head": 2}
 GIB = 2**30
-
-
-@pytest.fixture(autouse=True)
-def no_reference(tmp_path_factory, monkeypatch):
-    """No shipped reference results: the page is tested on the databases written here."""
-    empty = tmp_path_factory.mktemp("no_reference")
-    monkeypatch.setattr(loaders, "REFERENCE_DIR", empty / "reference")
-    monkeypatch.setattr(loaders, "REFERENCE_DB", empty / "reference.duckdb")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -304,36 +295,8 @@ def exam_db(tmp_path) -> Path:
 # The page, as test_dashboard.py opens the others
 
 
-def open_exams(db: Path, monkeypatch) -> AppTest:
-    monkeypatch.setenv("ANATOMY_DB", str(db))
-    app = AppTest.from_file(str(APP), default_timeout=60)
-    app.run()
-    app.switch_page("views/exams.py").run()
-    assert not app.exception, [e.value for e in app.exception]
-    return app
-
-
-def texts(app: AppTest) -> str:
-    parts = []
-    for kind in ("title", "header", "subheader", "markdown", "caption", "info", "warning", "error"):
-        parts += [str(element.value) for element in getattr(app, kind)]
-    return "\n".join(parts)
-
-
-def chart_specs(app: AppTest) -> list[dict]:
-    return [json.loads(chart.proto.spec) for chart in app.get("vega_lite_chart")]
-
-
-def chart_tables(app: AppTest) -> list[pd.DataFrame]:
-    tables = []
-    for chart in app.get("vega_lite_chart"):
-        frames = [pa.ipc.open_stream(d.data.data).read_all().to_pandas() for d in chart.proto.datasets]
-        tables.append(pd.concat(frames, ignore_index=True) if frames else pd.DataFrame())
-    return tables
-
-
 def test_each_exam_says_what_its_rows_show(exam_db, monkeypatch):
-    app = open_exams(exam_db, monkeypatch)
+    app = open_page(exam_db, "exams", monkeypatch)
     prose = texts(app)
     headers = [h.value for h in app.header]
     assert headers == [
@@ -422,7 +385,7 @@ def test_each_exam_says_what_its_rows_show(exam_db, monkeypatch):
 
 
 def test_choosing_a_depth_map_cell_shows_its_gradients(exam_db, monkeypatch):
-    app = open_exams(exam_db, monkeypatch)
+    app = open_page(exam_db, "exams", monkeypatch)
     labels = app.selectbox(key="exams_grad_run").options
     assert labels == [
         "deep_post_nowarmup · seed 42",
@@ -447,7 +410,7 @@ def test_choosing_a_depth_map_cell_shows_its_gradients(exam_db, monkeypatch):
 def test_a_freshly_collected_database_says_which_command_fills_each_exam(tmp_path, monkeypatch):
     db = new_database(tmp_path / "anatomy.duckdb")
     insert(db, "runs", GRID[:2])
-    app = open_exams(db, monkeypatch)
+    app = open_page(db, "exams", monkeypatch)
     infos = [info.value for info in app.info]
     assert len(infos) == 5  # length; the KV cache; the map, the gradient norms; the wall clock
     assert all("snakemake --cores 1 exams" in info for info in infos)
@@ -460,7 +423,7 @@ def test_the_reference_results_say_that_they_ship_no_exams(tmp_path, monkeypatch
     db = new_database(tmp_path / "reference.duckdb")
     insert(db, "runs", GRID[:2])
     monkeypatch.setattr(loaders, "REFERENCE_DB", db)
-    app = open_exams(db, monkeypatch)
+    app = open_page(db, "exams", monkeypatch)
     exam_lines = [info.value for info in app.info if "snakemake --cores 1 exams" in info.value]
     assert len(exam_lines) == 5
     assert all("The shipped reference results hold none of this exam yet" in line for line in exam_lines)
@@ -473,7 +436,7 @@ def test_a_database_with_no_runs_still_shows_the_exams_that_need_none(tmp_path, 
         "exam_wall_clock",
         [wall_clock_row("ffn", "swiglu", "manual", 3.0), wall_clock_row("ffn", "swiglu", "fused", 1.0)],
     )
-    app = open_exams(db, monkeypatch)
+    app = open_page(db, "exams", monkeypatch)
     assert "The hand-written swiglu (ffn) is 3.0x slower than its fused version" in texts(app)
 
 
@@ -493,7 +456,7 @@ def test_a_grid_examined_in_part(tmp_path, monkeypatch):
         [depth_row("post", 3e-4, trained=True, best=2.5), depth_row("post", 1e-3, trained=False, diverged_step=30)],
     )
     insert(db, "exam_wall_clock", [wall_clock_row("norm", "rmsnorm", "manual", 1.5)])
-    app = open_exams(db, monkeypatch)
+    app = open_page(db, "exams", monkeypatch)
     prose = texts(app)
     data = load(db)
     assert findings.sentence(findings.length_text(data)) in prose
@@ -516,7 +479,7 @@ def test_a_database_from_before_the_exams_says_to_collect_again(tmp_path, monkey
     assert "exam_" not in before_exams and "CREATE VIEW ablation_summary" in before_exams
     db = new_database(tmp_path / "old.duckdb", before_exams)
     insert(db, "runs", GRID[:2])
-    app = open_exams(db, monkeypatch)
+    app = open_page(db, "exams", monkeypatch)
     (warning,) = app.warning
     assert "was made by an older version of this project" in warning.value
     assert f"python -m anatomy collect --runs results/runs --db {db}" in warning.value
@@ -524,7 +487,7 @@ def test_a_database_from_before_the_exams_says_to_collect_again(tmp_path, monkey
 
 
 def test_no_database_says_how_to_make_one(tmp_path, monkeypatch):
-    app = open_exams(tmp_path / "results" / "anatomy.duckdb", monkeypatch)
+    app = open_page(tmp_path / "results" / "anatomy.duckdb", "exams", monkeypatch)
     (info,) = app.info
     assert "no results database" in info.value and "snakemake --cores 1" in info.value
 

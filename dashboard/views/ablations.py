@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import streamlit as st
 
+from anatomy.claims import largest_ablation_change
+from anatomy.report_data import only_runs_of
 from dashboard import analysis, charts, loaders
+from dashboard.findings import show_findings
 
 results = loaders.require_results()
 
 st.title("Which part earned the gain?")
 st.caption(
-    "Each bar is one part's worth in best val loss, measured two ways: added alone to a baseline (the 2017 "
-    "model), and removed alone from one (the mini-LLaMA). Each seed is compared with the baseline run of the same seed (same "
-    "batches); the black line spans the seeds. The grey band is the headline models' own seed spread: a bar "
-    "inside it is not bigger than seed noise."
+    "Each bar is one ablation's Δ best val: the experiment minus its baseline, seed by seed (negative: lower "
+    "loss), the part added alone to the 2017 model or removed alone from the mini-LLaMA. Each seed is compared "
+    "with the baseline run of the same seed (same batches); the black line spans the seeds. The grey band is "
+    "the headline models' own seed spread: a bar inside it is not bigger than seed noise."
 )
 
 if results.ablations.empty:
@@ -24,17 +27,11 @@ if results.ablations.empty:
     )
     st.stop()
 
-benefit = analysis.part_benefit(results.ablations)
+show_findings(results, "which_part")
+st.markdown(largest_ablation_change(only_runs_of(results, None)) or "")
 # the noise floor: the headline models' own spread over seeds (both are baselines), as in the report
 noise = analysis.seed_spread(results.experiments, results.headline["experiment"].unique())
-st.altair_chart(charts.benefit_chart(benefit, noise), width="stretch")
-
-best = benefit.sort_values("benefit", ascending=False).iloc[0]
-st.markdown(
-    f"Largest single gain: **{best['part']}** ({best['direction']}), "
-    f"{best['benefit']:+.3f} nats (seeds {best['benefit_low']:+.3f} to {best['benefit_high']:+.3f}); "
-    f"seed spread of the headline models: {noise:.3f} nats."
-)
+st.altair_chart(charts.ablation_chart(analysis.part_deltas(results.ablations), noise), width="stretch")
 
 statuses = results.runs.groupby("experiment")["status"].agg(lambda s: ", ".join(sorted(set(s))))
 table = results.ablations.assign(status=results.ablations["experiment"].map(statuses))

@@ -11,6 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import analysis, charts, loaders, tables
+from dashboard.findings import show_findings
 
 results = loaders.require_results()
 runs = results.runs
@@ -20,6 +21,9 @@ breaks = runs[~runs["group"].isin(["headline", "ablation"])]
 if breaks.empty:
     st.info("No break-test runs in this database yet. `snakemake --cores 1 break_tests` trains them.")
     st.stop()
+# the verdicts first: where the premise failed (post-norm trained), the deep claim says so and
+# points to the depth map on the Exams page, where the break does show
+show_findings(results, "deep_postnorm", "broken_rope", "mqa")
 
 diverged = analysis.divergence_points(runs, results.metrics)
 diverged = diverged[diverged["run_id"].isin(breaks["run_id"])]
@@ -42,6 +46,9 @@ log = st.toggle("log y", key="breaks_log")
 
 if not deep.empty:
     st.subheader(f"At depth: {int(deep['n_layer'].max())} layers")
+    st.page_link(
+        "views/exams.py", label="The depth map: the same wirings over the learning rate", icon=":material/quiz:"
+    )
     st.caption(
         "Post-norm puts the norm after the residual sum, so at depth the gradient must pass through every "
         "norm; pre-norm keeps a clean residual path. ✕ marks where a run broke."

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import analysis, charts, loaders
+from dashboard import analysis, charts, loaders, url_state
+from dashboard.findings import show_findings
 
 results = loaders.require_results()
 
@@ -13,6 +14,7 @@ st.caption(
     "Train loss keeps falling, but past some step the model memorises the training text and val loss "
     "turns upward. The shaded region is everything after val's minimum; the grey band is the train/val gap."
 )
+show_findings(results, "memorises")
 
 margin = st.number_input(
     "Margin (nats): the turn is the first step where val is this far above its minimum",
@@ -49,7 +51,10 @@ st.dataframe(
 # started) have no row in the table, so they cannot be a default
 headline = [label for label in results.headline["label"] if label in set(table["label"])]
 default = headline or list(table.sort_values("val_rise", ascending=False)["label"][:2])
-chosen = st.multiselect("Runs to draw", list(table["label"]), default=default, key="turn_runs")
+# kept in the URL (?run=...), so a reload or a shared link draws the same runs
+chosen = url_state.widget(
+    st.multiselect, "Runs to draw", list(table["label"]), key="turn_runs", param="run", default=default
+)
 columns = st.columns(2)
 for i, label in enumerate(chosen):
     row = table[table["label"] == label].iloc[0]

@@ -6,7 +6,9 @@ import pandas as pd
 import streamlit as st
 
 from anatomy.reference import corpus_differences, fact_value
+from anatomy.report_data import baseline_deltas, headline_noise, only_runs_of, side_beyond_noise
 from dashboard import analysis, charts, loaders, tables
+from dashboard.findings import show_findings
 
 
 def reference_band(path: str, experiments: list[str]) -> tuple[pd.DataFrame | None, str]:
@@ -69,6 +71,9 @@ if headline.empty:
     shown = runs
 else:
     shown = headline
+    show_findings(results, "lower_valley", "learns_faster")
+    # a difference is coloured as a win or a loss only when every seed lies beyond the seed noise
+    grid, noise = only_runs_of(results, None), headline_noise(only_runs_of(results, None))
     # the models the others are measured against first (the 2017 model: it has no baseline)
     compared = results.comparisons.set_index("experiment")
     experiments = sorted(dict.fromkeys(headline["experiment"]), key=lambda name: name in compared.index)
@@ -77,16 +82,19 @@ else:
     cols = st.columns(len(experiments))
     for col, experiment in zip(cols, experiments):
         row = means.loc[experiment]
-        delta = None
+        delta, beyond = None, False
         if experiment in compared.index:
             versus = compared.loc[experiment]
-            delta = f"{versus['delta_best_val_mean']:+.3f} vs {versus['baseline']}"
+            beyond = bool(side_beyond_noise(baseline_deltas(grid, experiment), noise))
+            delta = f"{versus['delta_best_val_mean']:+.3f} vs {versus['baseline']}" + (
+                "" if beyond else " (inside seed noise)"
+            )
         col.metric(
             f"{experiment}: best val (mean of {int(row['n_runs'])} seeds)",
             f"{row['best_val_mean']:.3f}",
             delta=delta,
-            delta_color="inverse",
-            help=f"seed range {row['best_val_min']:.3f} to {row['best_val_max']:.3f}",
+            delta_color="inverse" if beyond else "off",  # lower is better; grey inside the noise
+            help=f"seed range {row['best_val_min']:.3f} to {row['best_val_max']:.3f}; seed noise {noise:.3f} nats",
         )
 
     # ---- the curves: min-max band over seeds, each seed, each run's best point

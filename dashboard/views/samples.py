@@ -7,7 +7,8 @@ import json
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, loaders
+from dashboard import charts, loaders, url_state
+from dashboard.findings import show_findings
 from dashboard.sample_text import highlighted, memorisation_caption
 
 results = loaders.require_results()
@@ -20,10 +21,14 @@ if samples.empty:
         "`python -m anatomy generate results/runs/llama/seed42`, then collect again."
     )
     st.stop()
+show_findings(results, "copied")
 
 labels = list(dict.fromkeys(samples["label"]))
 headline = [label for label in results.headline["label"] if label in labels]
-chosen = st.multiselect("Runs", labels, default=(headline or labels)[:4], key="samples_runs")
+# kept in the URL (?run=...), so a reload or a shared link shows the same runs
+chosen = url_state.widget(
+    st.multiselect, "Runs", labels, key="samples_runs", param="run", default=(headline or labels)[:4]
+)
 cols = st.columns(2)
 checkpoints = sorted(samples["checkpoint"].dropna().unique())
 checkpoint = cols[0].selectbox("Checkpoint", ["any"] + checkpoints, key="samples_checkpoint")

@@ -1,0 +1,64 @@
+"""Opening dashboard pages under Streamlit's AppTest: the builders every dashboard test shares.
+
+A test module imports what it needs from here; importing `no_reference` (an autouse fixture) makes
+its tests run without the shipped reference results, on the databases they build themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+from streamlit.testing.v1 import AppTest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:  # the dashboard is an app folder, not an installed package
+    sys.path.insert(0, str(REPO_ROOT))
+from dashboard import loaders  # noqa: E402
+
+APP = REPO_ROOT / "dashboard" / "streamlit_app.py"
+
+
+@pytest.fixture(autouse=True)
+def no_reference(tmp_path_factory, monkeypatch):
+    """No shipped reference results unless a test ships some: the views are tested on their own."""
+    empty = tmp_path_factory.mktemp("no_reference")
+    monkeypatch.setattr(loaders, "REFERENCE_DIR", empty / "reference")
+    monkeypatch.setattr(loaders, "REFERENCE_DB", empty / "reference.duckdb")
+
+
+def open_page(db: Path | str, page: str, monkeypatch) -> AppTest:
+    """The app on the database `db`, switched to views/PAGE.py, with no exception raised."""
+    monkeypatch.setenv("ANATOMY_DB", str(db))
+    app = AppTest.from_file(str(APP), default_timeout=60)
+    app.run()
+    if page != "overview":
+        app.switch_page(f"views/{page}.py").run()
+    assert not app.exception, [e.value for e in app.exception]
+    return app
+
+
+def texts(app: AppTest) -> str:
+    """Every piece of prose on the page, one string (metrics as their label and value)."""
+    parts = []
+    for kind in ("title", "header", "subheader", "markdown", "caption", "info", "warning", "error", "text"):
+        parts += [str(element.value) for element in getattr(app, kind)]
+    parts += [str(m.label) + str(m.value) for m in app.metric]
+    return "\n".join(parts)
+
+
+def chart_tables(app: AppTest) -> list[pd.DataFrame]:
+    """The data behind each Altair chart on the page, one DataFrame per chart (all layers)."""
+    tables = []
+    for chart in app.get("vega_lite_chart"):
+        frames = [pa.ipc.open_stream(d.data.data).read_all().to_pandas() for d in chart.proto.datasets]
+        tables.append(pd.concat(frames, ignore_index=True) if frames else pd.DataFrame())
+    return tables
+
+
+def chart_specs(app: AppTest) -> list[dict]:
+    return [json.loads(chart.proto.spec) for chart in app.get("vega_lite_chart")]

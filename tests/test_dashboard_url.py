@@ -1,0 +1,229 @@
+"""The dashboard's state in its URL (dashboard/url_state.py), the Curves page's tag filters and
+its two-run comparison, under Streamlit's AppTest on the fixture grid (tests/run_folders.py)."""
+
+from __future__ import annotations
+
+import json
+
+import duckdb
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from dashboard_pages import APP, chart_specs, chart_tables, no_reference, open_page  # noqa: F401 (a fixture)
+
+LLAMA_42, VANILLA_42 = "llama · seed 42", "vanilla · seed 42"
+
+
+def open_link(db, page: str, params: dict, monkeypatch) -> AppTest:
+    """A fresh session opening `page` from a link with these query parameters."""
+    monkeypatch.setenv("ANATOMY_DB", str(db))
+    app = AppTest.from_file(str(APP), default_timeout=60)
+    app.run()  # the entry page first: AppTest switches pages only once it knows them
+    app.switch_page(f"views/{page}.py")
+    app.query_params = dict(params)
+    app.run()
+    assert not app.exception, [e.value for e in app.exception]
+    return app
+
+
+def labels_drawn(app: AppTest) -> set[str]:
+    (chart,) = chart_tables(app)
+    return set(chart["label"])
+
+
+def captions(app: AppTest) -> list[str]:
+    return [caption.value for caption in app.caption]
+
+
+def left_out(app: AppTest) -> list[str]:
+    """The lines that say what a link asked for and the page could not show."""
+    return [line for line in captions(app) + [w.value for w in app.warning] if "Left out from the link" in line]
+
+
+# ---------------------------------------------------------------------------------------------
+# A link restores the view; a change writes the link
+
+
+def test_a_link_restores_runs_splits_axis_smoothing_and_scale(fixture_grid_db, monkeypatch):
+    params = {"run": LLAMA_42, "split": "val", "x": "wall-clock", "smoothing": "0.5", "log": "true"}
+    app = open_link(fixture_grid_db, "curves", params, monkeypatch)
+    assert app.multiselect(key="curves_runs").value == [LLAMA_42]
+    assert app.segmented_control(key="curves_splits").value == ["val"]
+    assert app.segmented_control(key="curves_x").value == "wall-clock"
+    assert app.slider(key="curves_smoothing").value == 0.5
+    assert app.toggle(key="curves_log").value is True
+    # ... and the chart follows them
+    (spec,) = chart_specs(app)
+    (chart,) = chart_tables(app)
+    assert set(chart["label"]) == {LLAMA_42} and set(chart["split"]) == {"val"}
+    assert spec["encoding"]["x"]["field"] == "elapsed_s" and spec["encoding"]["y"]["scale"]["type"] == "log"
+    assert not left_out(app)
+
+
+def test_without_a_link_the_page_opens_on_its_defaults_and_the_url_stays_clean(fixture_grid_db, monkeypatch):
+    app = open_page(fixture_grid_db, "curves", monkeypatch)
+    assert app.query_params == {}
+    assert set(app.multiselect(key="curves_runs").value) == {
+        "vanilla · seed 42",
+        "vanilla · seed 7",
+        "llama · seed 42",
+        "llama · seed 7",
+    }
+    assert app.toggle(key="curves_log").value is False
+
+
+def test_changing_a_widget_writes_the_link_and_the_link_opens_the_same_view(fixture_grid_db, monkeypatch):
+    app = open_page(fixture_grid_db, "curves", monkeypatch)
+    app.toggle(key="curves_log").set_value(True).run()
+    app.segmented_control(key="curves_x").set_value("wall-clock").run()
+    app.slider(key="curves_smoothing").set_value(0.8).run()
+    app.multiselect(key="curves_experiments").set_value(["mqa", "llama"]).run()
+    app.multiselect(key="curves_runs").set_value(["mqa · seed 7", LLAMA_42]).run()
+    assert not app.exception
+    assert app.query_params == {
+        "log": "true",
+        "x": "wall-clock",
+        "smoothing": "0.8",
+        "experiment": ["mqa", "llama"],
+        "run": ["mqa · seed 7", LLAMA_42],
+    }
+    # back to a default: the parameter leaves the link
+    app.toggle(key="curves_log").set_value(False).run()
+    assert "log" not in app.query_params
+    # no run at all is a choice too, written as an empty parameter
+    app.multiselect(key="curves_runs").set_value([]).run()
+    assert app.query_params["run"] == ""
+
+    app.multiselect(key="curves_runs").set_value(["mqa · seed 7", LLAMA_42]).run()
+    reloaded = open_link(fixture_grid_db, "curves", app.query_params, monkeypatch)
+    for kind, key in [
+        ("multiselect", "curves_experiments"),
+        ("multiselect", "curves_runs"),
+        ("segmented_control", "curves_x"),
+        ("slider", "curves_smoothing"),
+        ("toggle", "curves_log"),
+    ]:
+        assert getattr(reloaded, kind)(key=key).value == getattr(app, kind)(key=key).value, key
+    assert labels_drawn(reloaded) == {"mqa · seed 7", LLAMA_42}
+
+
+@pytest.mark.parametrize(
+    "page, key", [("curves", "curves_runs"), ("overfitting", "turn_runs"), ("samples", "samples_runs")]
+)
+def test_a_run_not_in_this_database_is_left_out_in_one_line(fixture_grid_db, page, key, monkeypatch):
+    app = open_link(fixture_grid_db, page, {"run": [LLAMA_42, "ghost · seed 1"]}, monkeypatch)
+    assert app.multiselect(key=key).value == [LLAMA_42]
+    (line,) = left_out(app)
+    assert "ghost · seed 1" in line and LLAMA_42 not in line
+    # the link now holds what is shown; the next render says nothing more
+    assert app.query_params["run"] == LLAMA_42
+    app.run()
+    assert not left_out(app)
+
+
+def test_values_a_widget_cannot_take_are_left_out_not_raised(fixture_grid_db, monkeypatch):
+    params = {"x": "minutes", "smoothing": "7", "log": "maybe", "split": ["val", "test"], "seed": ["42", "1234"]}
+    app = open_link(fixture_grid_db, "curves", params, monkeypatch)
+    assert app.segmented_control(key="curves_x").value == "step"
+    assert app.slider(key="curves_smoothing").value == 0.0
+    assert app.toggle(key="curves_log").value is False
+    assert app.segmented_control(key="curves_splits").value == ["val"]
+    assert app.multiselect(key="curves_seed").value == [42]
+    said = "\n".join(left_out(app))
+    for dropped in ("minutes", "7", "maybe", "test", "1234"):
+        assert f"`{dropped}`" in said
+
+
+def test_overfitting_and_samples_write_their_runs_into_the_link(fixture_grid_db, monkeypatch):
+    for page, key in [("overfitting", "turn_runs"), ("samples", "samples_runs")]:
+        app = open_page(fixture_grid_db, page, monkeypatch)
+        app.multiselect(key=key).set_value(["mqa · seed 42"]).run()
+        assert app.query_params["run"] == "mqa · seed 42"
+        reloaded = open_link(fixture_grid_db, page, app.query_params, monkeypatch)
+        assert reloaded.multiselect(key=key).value == ["mqa · seed 42"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Choosing runs by tag
+
+
+def run_labels(db, where: str) -> set[str]:
+    with duckdb.connect(str(db), read_only=True) as con:
+        rows = con.execute(f"SELECT experiment, seed FROM runs WHERE {where}").fetchall()
+    return {f"{experiment} · seed {seed}" for experiment, seed in rows}
+
+
+def test_picking_a_seed_selects_every_run_of_that_seed_in_the_chosen_experiments(fixture_grid_db, monkeypatch):
+    app = open_page(fixture_grid_db, "curves", monkeypatch)
+    app.multiselect(key="curves_seed").set_value([7]).run()
+    assert set(app.multiselect(key="curves_runs").value) == {"vanilla · seed 7", "llama · seed 7"}
+    assert labels_drawn(app) == {"vanilla · seed 7", "llama · seed 7"}
+    assert app.query_params["seed"] == "7" and "run" not in app.query_params  # every run the choice matches
+
+    # no experiment chosen: the tags choose among every run
+    app.multiselect(key="curves_experiments").set_value([]).run()
+    app.multiselect(key="curves_seed").set_value([]).run()
+    app.multiselect(key="curves_group").set_value(["ablation"]).run()
+    app.multiselect(key="curves_direction").set_value(["remove"]).run()
+    expected = run_labels(fixture_grid_db, "\"group\" = 'ablation' AND direction = 'remove'")
+    assert expected == {"llama_minus_swiglu · seed 42", "llama_minus_swiglu · seed 7", "llama_minus_rope · seed 42"}
+    assert set(app.multiselect(key="curves_runs").value) == expected
+
+
+def test_a_link_restores_the_tag_filters(fixture_grid_db, monkeypatch):
+    app = open_link(fixture_grid_db, "curves", {"experiment": "", "group": "break", "seed": "42"}, monkeypatch)
+    assert app.multiselect(key="curves_experiments").value == []
+    assert app.multiselect(key="curves_group").value == ["break"]
+    expected = run_labels(fixture_grid_db, "\"group\" = 'break' AND seed = 42")
+    assert expected == {"deep_pre_nowarmup · seed 42", "deep_post_nowarmup · seed 42", "mqa · seed 42"}
+    assert set(app.multiselect(key="curves_runs").value) == expected
+
+
+# ---------------------------------------------------------------------------------------------
+# Two runs: what differs in their config.json
+
+
+def differences(app: AppTest):
+    """The comparison table, as {setting: (first run's value, second's)}."""
+    (table,) = [frame.value for frame in app.dataframe if "setting" in frame.value.columns]
+    first, second = table.columns[1:]
+    return (first, second), {row["setting"]: (row[first], row[second]) for _, row in table.iterrows()}
+
+
+def test_two_runs_show_only_the_settings_that_differ(fixture_grid_db, monkeypatch):
+    app = open_link(fixture_grid_db, "curves", {"run": [VANILLA_42, LLAMA_42]}, monkeypatch)
+    columns, differ = differences(app)
+    assert columns == (VANILLA_42, LLAMA_42)
+    # the fixture's llama is vanilla plus the five LLaMA parts (tests/run_folders.py: LLAMA_PARTS)
+    assert differ == {
+        "preset": ("vanilla", "llama"),
+        "model.norm_type": ("(not set)", "rmsnorm"),
+        "model.norm_pos": ("(not set)", "pre"),
+        "model.pos_type": ("(not set)", "rope"),
+        "model.ffn_type": ("(not set)", "swiglu"),
+        "model.n_kv_head": ("(not set)", "2"),
+        "tags.experiment": ("vanilla", "llama"),
+        "tags.description": ("vanilla (fixture)", "llama (fixture)"),
+    }
+    # the equal ones are counted: every key of the two config.json files, flattened, less those
+    with duckdb.connect(str(fixture_grid_db), read_only=True) as con:
+        (config,) = con.execute("SELECT config FROM runs WHERE run_id = 'vanilla/seed42'").fetchone()
+    vanilla = json.loads(config)
+    n_keys = sum(len(value) if isinstance(value, dict) else 1 for value in vanilla.values())
+    n_equal = n_keys - len({"preset", "tags.experiment", "tags.description"})
+    assert f"{n_equal} settings are the same in both, not shown." in captions(app)
+
+
+def test_two_seeds_of_one_experiment_differ_in_their_seed_alone(fixture_grid_db, monkeypatch):
+    app = open_page(fixture_grid_db, "curves", monkeypatch)
+    app.multiselect(key="curves_experiments").set_value(["mqa"]).run()
+    _, differ = differences(app)
+    assert list(differ) == ["train.seed"] and set(differ["train.seed"]) == {"42", "7"}
+
+
+def test_more_runs_compare_two_picked_in_the_expander(fixture_grid_db, monkeypatch):
+    app = open_page(fixture_grid_db, "curves", monkeypatch)
+    assert not [frame for frame in app.dataframe if "setting" in frame.value.columns]  # four runs: no table yet
+    app.multiselect(key="curves_compare").set_value(["llama · seed 7", LLAMA_42]).run()
+    _, differ = differences(app)
+    assert differ == {"train.seed": ("7", "42")}
