@@ -198,3 +198,27 @@ def test_a_corpus_that_cannot_be_built_is_said_and_nothing_is_written(listen, fr
     assert "copies not measured: `results/corpus` is not here, and building it failed: data/nowhere" in caption
     assert not (fresh_clone / CORPUS).exists()
     assert listen.session_state["listen_texts"]["vanilla · seed 42"].startswith("## ")  # the text still comes
+
+
+def test_each_run_streams_in_its_own_precision(listen, fresh_clone, monkeypatch):
+    """As `python -m anatomy generate` does: a bf16 run generates under bf16 autocast, an fp32 one not."""
+    import json
+
+    config = fresh_clone / "results" / "runs" / "llama" / "seed42" / "config.json"
+    original = config.read_text(encoding="utf-8")
+    recorded = {}
+    real_stream = generate.stream
+
+    def recording(model, *args, precision="fp32", **kwargs):
+        recorded[model.cfg.ffn_type] = precision  # llama: swiglu, vanilla: gelu
+        return real_stream(model, *args, precision=precision, **kwargs)
+
+    monkeypatch.setattr(generate, "stream", recording)
+    try:
+        trained = json.loads(original)
+        trained["train"]["precision"] = "bf16"
+        config.write_text(json.dumps(trained), encoding="utf-8")
+        generate_with(listen, ["vanilla · seed 42", "llama · seed 42"], chars=5)
+    finally:
+        config.write_text(original, encoding="utf-8")
+    assert recorded == {"gelu": "fp32", "swiglu": "bf16"}

@@ -23,6 +23,7 @@ from anatomy.generate import load_model, stream, window_start
 from anatomy.memorisation import Memorisation, data_dir_of
 from anatomy.reference import corpus_differences
 from anatomy.run_files import read_run_config
+from anatomy.runs import run_precision
 from anatomy.tokenizer import SPLIT_FILE, read_json
 from dashboard import loaders
 from dashboard.sample_text import highlighted
@@ -150,8 +151,15 @@ def generate(ready: dict, settings: dict, number: int) -> dict:
     streams, panes, measures, notes = {}, {}, {}, []
     for label, (run_dir, weights) in ready.items():
         model, tokenizer = cached_model(str(run_dir), settings["checkpoint"], weights.stat().st_mtime)
+        # in the run's own precision, so the text is what `python -m anatomy generate` writes
         streams[label] = stream(
-            model, tokenizer, settings["chars"], settings["temperature"], settings["prefix"], settings["seed"]
+            model,
+            tokenizer,
+            settings["chars"],
+            settings["temperature"],
+            settings["prefix"],
+            settings["seed"],
+            precision=run_precision(run_dir),
         )
         measures[label] = measurer(run_dir)
         measure, note = measures[label]
