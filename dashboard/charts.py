@@ -88,6 +88,8 @@ def memorisation_chart(measured: pd.DataFrame, height: int = 320) -> alt.Chart:
                 "against:N",
                 title="found in",
                 scale=alt.Scale(domain=["training text", "validation (control)"], range=[[1, 0], [5, 3]]),
+                # drawn as line pieces: with point=True the legend would show two identical dots
+                legend=alt.Legend(symbolType="stroke", symbolStrokeWidth=2, symbolSize=400),
             ),
             detail="against:N",
             tooltip=[

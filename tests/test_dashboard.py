@@ -838,3 +838,21 @@ def test_a_run_keeps_its_colour_whatever_else_is_shown():
     assert colours(["deep_post_nowarmup", "mqa"]) == {k: many[k] for k in ("deep_post_nowarmup", "mqa")}
     assert (many["vanilla"], many["llama"]) == (PINNED["vanilla"], PINNED["llama"])  # the two models' roles
     assert len(set(many.values())) == len(many)  # never two names of one chart in one colour
+
+
+def test_the_samples_legend_tells_solid_from_dashed():
+    """Two identical dots told the training text and the control apart before: now line pieces."""
+    from dashboard.charts import memorisation_chart
+
+    measured = pd.DataFrame(
+        {
+            "label": ["llama · seed 42"] * 2,
+            "experiment": ["llama"] * 2,
+            "step": [500, 2000],
+            "checkpoint": ["best", "last"],
+            "copied_fraction": [0.0, 0.06],
+            "val_copied_fraction": [0.0, 0.0],
+        }
+    )
+    legend = memorisation_chart(measured).to_dict()["encoding"]["strokeDash"]["legend"]
+    assert legend["symbolType"] == "stroke"
