@@ -16,6 +16,7 @@ import duckdb
 import pandas as pd
 import pytest
 
+from exam_rows import cache_rows, depth_row, insert, length_rows, wall_clock_row
 from dashboard_pages import chart_specs, chart_tables, no_reference, open_page, texts  # noqa: F401 (no_reference: a fixture)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -39,14 +40,6 @@ def new_database(path: Path, schema: str | None = None) -> Path:
     with duckdb.connect(str(path)) as con:
         con.execute(schema if schema is not None else SCHEMA.read_text(encoding="utf-8"))
     return path
-
-
-def insert(db: Path, table: str, rows: list[dict]) -> None:
-    """Rows by column name, so columns added to the schema later (nullable) do not break them."""
-    with duckdb.connect(str(db)) as con:
-        for row in rows:
-            names = ", ".join(f'"{name}"' for name in row)
-            con.execute(f"INSERT INTO {table} ({names}) VALUES ({', '.join('?' * len(row))})", list(row.values()))
 
 
 def run_row(
@@ -83,50 +76,8 @@ GRID = [
     run_row("deep_post_nowarmup", part="prenorm", model={**LLAMA, "n_layer": 12, "norm_pos": "post"}),
 ]
 
-# position buckets of a 1024-character window: two inside the training length (128), two past it
-BUCKETS = [(0, 31, 32), (32, 127, 96), (128, 511, 384), (512, 1023, 512)]
-
-
-def length_rows(
-    run_id: str, losses: list[float | None], ctx_len: int = 128, window_len: int = 1024, reason: str | None = None
-) -> list[dict]:
-    """A loss per bucket of one window; None: not possible, for `reason` (default: a learned table)."""
-    rows = []
-    for (start, end, predictions), loss in zip(BUCKETS, losses):
-        if end >= window_len:
-            break
-        rows.append(
-            {
-                "run_id": run_id,
-                "checkpoint": "best",
-                "ctx_len": ctx_len,
-                "window_len": window_len,
-                "bucket_start": start,
-                "bucket_end": end,
-                "possible": loss is not None,
-                "reason": None if loss is not None else reason or f"learned positions end at ctx_len {ctx_len}",
-                "loss": loss,
-                "predictions": predictions if loss is not None else 0,
-            }
-        )
-    return rows
-
 
 TOO_SHORT = "the val split holds 700 tokens, too few for one window of 1024 + the character after it"
-
-
-def cache_rows(run_id: str, n_kv_head: int) -> list[dict]:
-    per_token = 2 * 4 * n_kv_head * 32 * 4  # k and v x 4 layers x heads x head_dim 32 x float32
-    return [
-        {
-            "run_id": run_id,
-            "n_kv_head": n_kv_head,
-            "tokens": tokens,
-            "measured_bytes": per_token * tokens,
-            "formula_bytes": per_token * tokens,
-        }
-        for tokens in (1, 512, 2048)
-    ]
 
 
 def timing_rows(run_id: str, n_kv_head: int, cached_speed: float, recomputed_at_2048: float) -> list[dict]:
@@ -147,27 +98,6 @@ def timing_rows(run_id: str, n_kv_head: int, cached_speed: float, recomputed_at_
     return rows
 
 
-def depth_row(
-    norm_pos: str, lr: float, *, trained: bool, best: float | None = None, diverged_step: int | None = None
-) -> dict:
-    return {
-        "cell": f"{norm_pos}_lr{lr:g}",
-        "norm_pos": norm_pos,
-        "lr": lr,
-        "n_layer": 12,
-        "steps": 300,
-        "seed": 42,
-        "status": "diverged" if diverged_step is not None else "done",
-        "diverged": diverged_step is not None,
-        "diverged_step": diverged_step,
-        "trained": trained,
-        "best_val_loss": best,
-        "best_step": 250,
-        "final_train_loss": best,
-        "final_val_loss": best,
-    }
-
-
 def grad_norm(layer: int, step: int) -> float:
     """Block norms that drift apart with the steps: the last block's grows against the first's."""
     return 0.1 * step * (1 + layer * step / 10)
@@ -184,19 +114,6 @@ def grad_norm_rows(run_id: str, n_layer: int = 12, steps: int = 5, nan_from: int
         for step in range(1, steps + 1)
         for layer in range(n_layer)
     ]
-
-
-def wall_clock_row(part: str, variant: str, impl: str, median_ms: float) -> dict:
-    return {
-        "part": part,
-        "variant": variant,
-        "impl": impl,
-        "shape": "32x128x128",
-        "median_ms": median_ms,
-        "min_ms": 0.9 * median_ms,
-        "max_ms": 1.2 * median_ms,
-        "rounds": 20,
-    }
 
 
 @pytest.fixture

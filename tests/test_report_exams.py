@@ -25,12 +25,11 @@ from anatomy.exams import wall_clock
 from anatomy.results_data import load, load_runs
 from anatomy.results import SCHEMA_PATH, collect
 from run_folders import LLAMA_PARTS, write_run_folder
+from exam_rows import cache_rows, depth_row, insert, length_rows, wall_clock_row
 from tiny_runs import examine
 
 HEADING = "Which part wins where"
 GIB = 2**30
-# position buckets of a 1024-character window, ctx_len 128: two inside the training length, two past it
-BUCKETS = [(0, 31, 32), (32, 127, 96), (128, 511, 384), (512, 1023, 512)]
 
 
 def section(text: str) -> str:
@@ -50,13 +49,6 @@ def paragraph(text: str) -> str:
 
 def assert_no_nan(text: str) -> None:
     assert not re.search(r"\bnan\b", text, re.IGNORECASE), text
-
-
-def insert(db: Path, table: str, rows: list[dict]) -> None:
-    with duckdb.connect(str(db)) as con:
-        for row in rows:
-            names = ", ".join(f'"{name}"' for name in row)
-            con.execute(f"INSERT INTO {table} ({names}) VALUES ({', '.join('?' * len(row))})", list(row.values()))
 
 
 def write_grid(runs: Path) -> None:
@@ -96,58 +88,43 @@ def write_grid(runs: Path) -> None:
     )
 
 
-def timing(part: str, variant: str, impl: str, median_ms: float) -> dict:
-    return {
-        "part": part,
-        "variant": variant,
-        "impl": impl,
-        "shape": "32x128x128",
-        "median_ms": median_ms,
-        "min_ms": median_ms * 0.9,
-        "max_ms": median_ms * 1.2,
-        "rounds": 10,
-    }
+def depth_cell(norm_pos: str, lr: float, trained: bool, diverged_step: int | None = None) -> dict:
+    """A cell of the map as these tests write them: best val 2.5 where it trained."""
+    return depth_row(
+        norm_pos,
+        lr,
+        trained=trained,
+        best=2.5 if trained else None,
+        diverged_step=diverged_step,
+        final_train=2.4,
+        final_val=2.5,
+    )
+
+
+def small_cache_rows(run_id: str, n_kv_head: int) -> list[dict]:
+    return cache_rows(run_id, n_kv_head, n_layer=1, head_dim=4, tokens=(1, 512))  # 1 layer, head_dim 4
 
 
 WALL_CLOCK = [
-    timing("norm", "layernorm", "manual", 0.30),
-    timing("norm", "layernorm", "fused", 0.10),
-    timing("norm", "rmsnorm", "manual", 0.40),
-    timing("norm", "rmsnorm", "fused", 0.08),
-    timing("ffn", "gelu", "manual", 1.00),
-    timing("ffn", "gelu", "fused", 0.80),
-    timing("ffn", "swiglu", "manual", 1.50),
-    timing("ffn", "swiglu", "fused", 1.20),
+    wall_clock_row("norm", "layernorm", "manual", 0.30, rounds=10),
+    wall_clock_row("norm", "layernorm", "fused", 0.10, rounds=10),
+    wall_clock_row("norm", "rmsnorm", "manual", 0.40, rounds=10),
+    wall_clock_row("norm", "rmsnorm", "fused", 0.08, rounds=10),
+    wall_clock_row("ffn", "gelu", "manual", 1.00, rounds=10),
+    wall_clock_row("ffn", "gelu", "fused", 0.80, rounds=10),
+    wall_clock_row("ffn", "swiglu", "manual", 1.50, rounds=10),
+    wall_clock_row("ffn", "swiglu", "fused", 1.20, rounds=10),
 ]
-
-
-def depth_row(norm_pos: str, lr: float, trained: bool, diverged_step: int | None = None) -> dict:
-    return {
-        "cell": f"{norm_pos}_lr{lr:g}",
-        "norm_pos": norm_pos,
-        "lr": lr,
-        "n_layer": 12,
-        "steps": 300,
-        "seed": 42,
-        "status": "diverged" if diverged_step is not None else "done",
-        "diverged": diverged_step is not None,
-        "diverged_step": diverged_step,
-        "trained": trained,
-        "best_val_loss": 2.5 if trained else None,
-        "best_step": 250,
-        "final_train_loss": 2.4,
-        "final_val_loss": 2.5,
-    }
 
 
 # post-norm trains at 1e-3 only, pre-norm up to 3e-3: the telling lr is 3e-3 (post fails, pre trains)
 DEPTH = [
-    depth_row("post", 1e-3, True),
-    depth_row("post", 3e-3, False, 40),
-    depth_row("post", 1e-2, False, 5),
-    depth_row("pre", 1e-3, True),
-    depth_row("pre", 3e-3, True),
-    depth_row("pre", 1e-2, False),
+    depth_cell("post", 1e-3, True),
+    depth_cell("post", 3e-3, False, 40),
+    depth_cell("post", 1e-2, False, 5),
+    depth_cell("pre", 1e-3, True),
+    depth_cell("pre", 3e-3, True),
+    depth_cell("pre", 1e-2, False),
 ]
 
 
@@ -165,44 +142,12 @@ GRAD_NORMS = norms("depth/post_lr0.003", {0: (1.0, 1.0), 20: (8.0, 2.0), 40: (ma
 )
 
 
-def length_rows(run_id: str, losses: list[float | None]) -> list[dict]:
-    return [
-        {
-            "run_id": run_id,
-            "checkpoint": "best",
-            "ctx_len": 128,
-            "window_len": 1024,
-            "bucket_start": start,
-            "bucket_end": end,
-            "possible": loss is not None,
-            "reason": None if loss is not None else "learned positions end at ctx_len 128",
-            "loss": loss,
-            "predictions": predictions if loss is not None else 0,
-        }
-        for (start, end, predictions), loss in zip(BUCKETS, losses)
-    ]
-
-
 LENGTH = (
     length_rows("llama/seed42", [2.0, 2.4, 2.6, 2.8])
     + length_rows("llama/seed7", [2.2, 2.2, 2.5, 3.0])
     + length_rows("vanilla/seed42", [2.1, 2.3, None, None])
     + length_rows("rope_k_unrotated/seed42", [3.0, 3.0, 3.5, 4.0])
 )
-
-
-def cache_rows(run_id: str, n_kv_head: int) -> list[dict]:
-    per_token = 2 * 1 * n_kv_head * 4 * 4  # k and v x 1 layer x heads x head_dim 4 x float32
-    return [
-        {
-            "run_id": run_id,
-            "n_kv_head": n_kv_head,
-            "tokens": tokens,
-            "measured_bytes": per_token * tokens,
-            "formula_bytes": per_token * tokens,
-        }
-        for tokens in (1, 512)
-    ]
 
 
 def speed_rows(run_id: str, n_kv_head: int, speeds: dict[int, tuple[float, float]]) -> list[dict]:
@@ -258,7 +203,9 @@ def examined_db(tmp_path_factory) -> Path:
     insert(
         db,
         "exam_kv_cache",
-        cache_rows("llama/seed42", 2) + cache_rows("llama/seed7", 2) + cache_rows("llama_minus_gqa/seed42", 4),
+        small_cache_rows("llama/seed42", 2)
+        + small_cache_rows("llama/seed7", 2)
+        + small_cache_rows("llama_minus_gqa/seed42", 4),
     )
     # GQA timed at two contexts (the longer one is quoted), MHA at one
     insert(
@@ -350,16 +297,16 @@ def test_the_rope_claim_sets_the_breaks_against_ignoring_the_context(tmp_path, u
         ),
         # post-norm already fails at the grid's own lr in the map's short cells: not "a higher lr"
         (
-            [depth_row("post", 3e-4, False), depth_row("pre", 3e-4, True)],
+            [depth_cell("post", 3e-4, False), depth_cell("pre", 3e-4, True)],
             "; the depth map shows the break in its short cells: post-norm fails from lr 0.0003, pre-norm trains up to lr 0.0003",
         ),
         # both fail from the same lr: no break between the wirings to point to
         (
             [
-                depth_row("post", 1e-3, True),
-                depth_row("post", 3e-3, False),
-                depth_row("pre", 1e-3, True),
-                depth_row("pre", 3e-3, False),
+                depth_cell("post", 1e-3, True),
+                depth_cell("post", 3e-3, False),
+                depth_cell("pre", 1e-3, True),
+                depth_cell("pre", 3e-3, False),
             ],
             "within seed noise",
         ),
@@ -440,10 +387,17 @@ def test_exams_in_part_say_what_is_missing(tmp_path):
     write_grid(tmp_path / "runs")
     db = tmp_path / "anatomy.duckdb"
     collect(tmp_path / "runs", db)
-    insert(db, "exam_wall_clock", [timing("norm", "rmsnorm", "manual", 0.4), timing("ffn", "gelu", "fused", 0.8)])
-    insert(db, "exam_depth", [depth_row("post", 1e-3, False, 3), depth_row("post", 1e-2, False, 1)])
+    insert(
+        db,
+        "exam_wall_clock",
+        [
+            wall_clock_row("norm", "rmsnorm", "manual", 0.4, rounds=10),
+            wall_clock_row("ffn", "gelu", "fused", 0.8, rounds=10),
+        ],
+    )
+    insert(db, "exam_depth", [depth_cell("post", 1e-3, False, 3), depth_cell("post", 1e-2, False, 1)])
     insert(db, "exam_length", length_rows("vanilla/seed42", [2.1, 2.3, None, None]))
-    insert(db, "exam_kv_cache", cache_rows("llama/seed42", 2))
+    insert(db, "exam_kv_cache", small_cache_rows("llama/seed42", 2))
     data = load(db)
     text = report.render(data, [])
     table = exam_table(text)

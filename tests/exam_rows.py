@@ -1,0 +1,104 @@
+"""Rows of the exam tables, written by hand: the builders the report's and the dashboard's exam
+tests share. Each returns dicts by column name of anatomy/schema.sql, so columns added to the
+schema later (nullable) do not break them; `insert` puts them into a database.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+
+# position buckets of a 1024-character window: two inside the training length (128), two past it
+BUCKETS = [(0, 31, 32), (32, 127, 96), (128, 511, 384), (512, 1023, 512)]
+
+
+def insert(db: Path, table: str, rows: list[dict]) -> None:
+    with duckdb.connect(str(db)) as con:
+        for row in rows:
+            names = ", ".join(f'"{name}"' for name in row)
+            con.execute(f"INSERT INTO {table} ({names}) VALUES ({', '.join('?' * len(row))})", list(row.values()))
+
+
+def length_rows(
+    run_id: str, losses: list[float | None], ctx_len: int = 128, window_len: int = 1024, reason: str | None = None
+) -> list[dict]:
+    """A loss per bucket of one window; None: not possible, for `reason` (default: a learned table)."""
+    rows = []
+    for (start, end, predictions), loss in zip(BUCKETS, losses):
+        if end >= window_len:
+            break
+        rows.append(
+            {
+                "run_id": run_id,
+                "checkpoint": "best",
+                "ctx_len": ctx_len,
+                "window_len": window_len,
+                "bucket_start": start,
+                "bucket_end": end,
+                "possible": loss is not None,
+                "reason": None if loss is not None else reason or f"learned positions end at ctx_len {ctx_len}",
+                "loss": loss,
+                "predictions": predictions if loss is not None else 0,
+            }
+        )
+    return rows
+
+
+def cache_rows(
+    run_id: str, n_kv_head: int, n_layer: int = 4, head_dim: int = 32, tokens: tuple[int, ...] = (1, 512, 2048)
+) -> list[dict]:
+    """The cache's bytes, measured equal to the formula: k and v x layers x heads x head_dim x float32."""
+    per_token = 2 * n_layer * n_kv_head * head_dim * 4
+    return [
+        {
+            "run_id": run_id,
+            "n_kv_head": n_kv_head,
+            "tokens": cached,
+            "measured_bytes": per_token * cached,
+            "formula_bytes": per_token * cached,
+        }
+        for cached in tokens
+    ]
+
+
+def depth_row(
+    norm_pos: str,
+    lr: float,
+    *,
+    trained: bool,
+    best: float | None = None,
+    diverged_step: int | None = None,
+    final_train: float | None = None,
+    final_val: float | None = None,
+) -> dict:
+    """One cell of the stability map (12 layers, 300 steps); the final losses default to `best`."""
+    return {
+        "cell": f"{norm_pos}_lr{lr:g}",
+        "norm_pos": norm_pos,
+        "lr": lr,
+        "n_layer": 12,
+        "steps": 300,
+        "seed": 42,
+        "status": "diverged" if diverged_step is not None else "done",
+        "diverged": diverged_step is not None,
+        "diverged_step": diverged_step,
+        "trained": trained,
+        "best_val_loss": best,
+        "best_step": 250,
+        "final_train_loss": best if final_train is None else final_train,
+        "final_val_loss": best if final_val is None else final_val,
+    }
+
+
+def wall_clock_row(part: str, variant: str, impl: str, median_ms: float, rounds: int = 20) -> dict:
+    return {
+        "part": part,
+        "variant": variant,
+        "impl": impl,
+        "shape": "32x128x128",
+        "median_ms": median_ms,
+        "min_ms": 0.9 * median_ms,
+        "max_ms": 1.2 * median_ms,
+        "rounds": rounds,
+    }
