@@ -21,6 +21,8 @@ import pandas as pd
 from anatomy.config import TrainConfig
 from anatomy.results_data import Results
 from anatomy.report_data import (
+    headline_noise,
+    headline_of,
     fmt,
     job_seconds,
     md_table,
@@ -227,6 +229,31 @@ def other_lr_text(study: Results) -> str | None:
     return " ".join(sentences) or None
 
 
+def grid_contrast(everything: Results, found: list[Size]) -> str | None:
+    """The study's size read about as often as the grid reads its own text, set against the grid's
+    headline answer: whether reading the data many times explains that answer. None without both."""
+    grid = only_runs_of(everything, None)
+    vanilla, llama = headline_of(grid, "vanilla"), headline_of(grid, "llama")
+    grid_side = side_beyond_noise(paired_deltas(llama, vanilla), headline_noise(grid))
+    if grid_side is None or not found or llama["train_tokens"].isna().all():
+        return None
+    grid_tokens = int(llama["train_tokens"].max())
+    grid_read = times_read(grid, grid_tokens)
+    study = scale_data(everything)
+    size = min(found, key=lambda size: abs(math.log(times_read(study, size.train_tokens) / grid_read)))
+    if size.side is None:
+        return None
+    lower = {-1: "lower", 1: "higher", 0: "not lower"}
+    said = (
+        f"On the grid's own text ({grid_tokens:,} characters, read {grid_read:.0f} times) the mini-LLaMA's best "
+        f"val is {lower[grid_side]} beyond seed noise; on {size.train_tokens:,} characters of this study's text, "
+        f"read {times_read(study, size.train_tokens):.0f} times, it is {lower[size.side]}"
+    )
+    if grid_side != -1 and size.side == -1:
+        return said + ": reading the text many times is not, by itself, why the grid finds no lower valley."
+    return said + "."
+
+
 def scale_answer(everything: Results) -> str | None:
     """The study's answer in two sentences (the report's section and the README's headline), or
     None before any size has both models."""
@@ -234,10 +261,12 @@ def scale_answer(everything: Results) -> str | None:
     found = sizes(study)
     if not found:
         return None
-    return (
+    answer = (
         f"{where_it_wins(found)} Learning fast is pure gain when the data is read less than once "
         f"(the chapter's hypothesis): {verdict(study, found)}."
     )
+    contrast = grid_contrast(everything, found)
+    return f"{answer} {contrast}" if contrast else answer
 
 
 def scale_section(everything: Results) -> str | None:

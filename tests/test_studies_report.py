@@ -9,7 +9,7 @@ import pytest
 from anatomy import report, results
 from anatomy.report_data import only_runs_of
 from anatomy.results_data import load
-from anatomy.scale_report import best_val_by_size, scale_data, sizes, verdict, where_it_wins
+from anatomy.scale_report import best_val_by_size, scale_answer, scale_data, sizes, verdict, where_it_wins
 from run_folders import LLAMA_PARTS, SCALE_SIZES, write_fixture_grid, write_run_folder, write_scale_runs
 
 SEEDS = (42, 7)
@@ -128,3 +128,38 @@ def test_one_seed_is_not_called_no_win(tmp_path):
     results.collect(runs_root, tmp_path / "db.duckdb")
     study = scale_data(load(tmp_path / "db.duckdb"))
     assert where_it_wins(sizes(study)).startswith("No size has both models at two seeds yet")
+
+
+def grid_then_scale(root, smallest: tuple[float, float]):
+    """A grid whose llama is no lower (500 characters, read 51 times) and the scale study, whose
+    smallest size (read 64 times, the nearest to the grid's) has these (vanilla, llama) floors."""
+    runs_root = root / "runs"
+    data = {"vocab_size": 50, "train_tokens": 500, "val_tokens": 500}
+    for seed in SEEDS:
+        write_run_folder(runs_root, "vanilla", seed, group="headline", preset="vanilla", floor=2.0, data=data)
+        write_run_folder(
+            runs_root,
+            "llama",
+            seed,
+            group="headline",
+            preset="llama",
+            model=LLAMA_PARTS,
+            floor=2.0,
+            data=data,
+            baseline="vanilla",
+        )
+    write_scale_runs(runs_root, {"s": smallest, "m": (1.9, 1.8), "l": (1.8, 1.5)})
+    results.collect(runs_root, root / "anatomy.duckdb")
+    return load(root / "anatomy.duckdb")
+
+
+def test_the_size_read_as_often_as_the_grid_is_set_against_the_grids_answer(tmp_path):
+    answer = scale_answer(grid_then_scale(tmp_path / "wins", smallest=(2.0, 1.7)))
+    assert answer.endswith(
+        "On the grid's own text (500 characters, read 51 times) the mini-LLaMA's best val is not lower beyond seed "
+        "noise; on 400 characters of this study's text, read 64 times, it is lower: reading the text many times is "
+        "not, by itself, why the grid finds no lower valley."
+    )
+    # where the smallest size agrees with the grid, the sentence only sets the two side by side
+    answer = scale_answer(grid_then_scale(tmp_path / "agrees", smallest=(2.0, 2.0)))
+    assert answer.endswith("read 64 times, it is not lower.")
