@@ -856,3 +856,10 @@ def test_the_samples_legend_tells_solid_from_dashed():
     )
     legend = memorisation_chart(measured).to_dict()["encoding"]["strokeDash"]["legend"]
     assert legend["symbolType"] == "stroke"
+
+
+def test_the_break_run_table_shows_its_numbers_before_the_description(fixture_grid_db, monkeypatch):
+    """At 1400 px the table was cut off before best val: the long description now comes last."""
+    app = open_page(fixture_grid_db, "breaks", monkeypatch)
+    columns = list(app.dataframe[-1].value.columns)
+    assert columns.index("best_val_loss") < 3 and columns[-1] == "description"

@@ -86,17 +86,18 @@ if not others.empty:
 st.subheader("Break-test runs")
 tables.run_table(
     breaks,
+    # the numbers first: the long description last, so that at 1400 px best val is never cut off
     [
         "label",
-        "description",
-        "part",
-        "baseline",
-        "n_layer",
         "status",
-        "diverged_step",
         "best_val_loss",
         "best_step",
         "final_val_loss",
+        "diverged_step",
+        "n_layer",
+        "part",
+        "baseline",
         "last_step",
+        "description",
     ],
 )
