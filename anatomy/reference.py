@@ -202,6 +202,20 @@ def ship(runs_root: Path, out: Path, benchmarks_root: Path | None = None) -> dic
     return report
 
 
+# The workflow's results/experiments.json (each experiment and the baseline it names), shipped
+# beside the runs: collecting the shipped runs then pairs a study's ablations with their own
+# baselines, as the workflow's collect does, not with the grid's (legacy_baselines).
+EXPERIMENTS_FILE = "experiments.json"
+
+
+def ship_experiments(experiments: Path, out: Path) -> bool:
+    """Copy the experiments file into `out`, if there is one; whether it changed."""
+    if not Path(experiments).is_file():
+        return False
+    with writing_into(out):
+        return write_bytes_if_changed(out / EXPERIMENTS_FILE, Path(experiments).read_bytes())
+
+
 def ship_exams(exams_root: Path, out: Path) -> list[str]:
     """The exams of no one run (results/exams/: the depth map's finished cells, the wall clock)
     into out/exams/, without checkpoints or hidden files (locks). Returns the files that changed."""
@@ -441,6 +455,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     benchmarks = args.benchmarks if args.benchmarks.is_dir() else None
     report = ship(args.runs, args.out, benchmarks)
+    if ship_experiments(args.runs.parent / EXPERIMENTS_FILE, args.out):
+        print(f"{args.out / EXPERIMENTS_FILE}: the baseline each experiment names, updated")
     for what, run_ids in report.items():
         if run_ids:
             print(f"{what:>13}: {len(run_ids)}  ({', '.join(run_ids)})")

@@ -240,12 +240,13 @@ def load(db_path: str | Path, provenance: dict[str, Any] | None = None) -> Resul
 
 
 def load_runs(runs_root: Path, provenance: dict[str, Any] | None) -> Results:
-    """Collect a folder of run folders into a temporary database, with the benchmarks and the
-    exams of no one run (the depth map, the wall clock) from the folders beside it, if any:
-    results/reference/exams for the shipped runs, as results/exams for the grid's own."""
+    """Collect a folder of run folders into a temporary database, with the benchmarks, the exams
+    of no one run (the depth map, the wall clock) and the experiments file (the baseline each
+    names) from beside it, if any: results/reference/ for the shipped runs, results/ for your own."""
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "report.duckdb"
         benchmarks, exams = runs_root.parent / "benchmarks", runs_root.parent / "exams"
+        experiments = runs_root.parent / "experiments.json"  # the baselines the experiments name
         collect(
             runs_root,
             db,
@@ -253,5 +254,6 @@ def load_runs(runs_root: Path, provenance: dict[str, Any] | None) -> Results:
             benchmarks if benchmarks.is_dir() else None,
             allow_empty=True,
             exams_root=exams if exams.is_dir() else None,
+            experiments_path=experiments if experiments.is_file() else None,
         )
         return load(db, provenance)

@@ -74,8 +74,15 @@ def reference_db() -> str | None:
         return None
     newest = max(path.stat().st_mtime_ns for path in REFERENCE_DIR.rglob("*") if path.is_file())
     if not REFERENCE_DB.exists() or REFERENCE_DB.stat().st_mtime_ns < newest or _made_by_older_version(REFERENCE_DB):
+        experiments = REFERENCE_DIR / "experiments.json"  # the baseline each experiment names
         collect(
-            runs, REFERENCE_DB, None, REFERENCE_DIR / "benchmarks", allow_empty=True, exams_root=REFERENCE_DIR / "exams"
+            runs,
+            REFERENCE_DB,
+            None,
+            REFERENCE_DIR / "benchmarks",
+            allow_empty=True,
+            exams_root=REFERENCE_DIR / "exams",
+            experiments_path=experiments if experiments.is_file() else None,
         )
     return str(REFERENCE_DB)
 

@@ -356,3 +356,36 @@ def test_an_exam_cell_an_older_restore_left_half_copied_is_completed(tmp_path):
     assert reference.restore_exams(out, exams) == ["depth/post_lr0.001"]
     assert (exams / "depth" / "post_lr0.001" / "summary.json").read_text() == "summary.json of the cell"
     assert reference.restore_exams(out, exams) == []  # complete: left as it is
+
+
+def test_the_experiments_file_ships_so_a_studys_ablation_pairs_with_its_own_baseline(tmp_path):
+    """Without it, collecting the shipped runs gave a study's ablation the grid's baseline
+    (vanilla), on another corpus: it paired with nothing and the report's stage-2 table was empty."""
+    from anatomy.results_data import load_runs
+    from run_folders import SCALE_SIZES, write_run_folder, write_scale_runs
+
+    runs = tmp_path / "results" / "runs"
+    write_scale_runs(runs, {"l": (1.8, 1.5)})
+    data = {"vocab_size": 50, "train_tokens": SCALE_SIZES["l"], "val_tokens": 500, "corpus": "poems_l"}
+    for seed in (42, 7):
+        write_run_folder(
+            runs,
+            "scale_l_vanilla_plus_x",
+            seed,
+            group="scale",
+            part="x",
+            direction="add",
+            preset="vanilla",
+            floor=1.7,
+            data=data,
+            train={"precision": "bf16"},
+        )
+    experiments = {"experiments": {"scale_l_vanilla_plus_x": {"baseline": "scale_vanilla_l"}}}
+    (tmp_path / "results" / "experiments.json").write_text(json.dumps(experiments), encoding="utf-8")
+    assert main(["reference", "--runs", str(runs), "--out", str(tmp_path / "reference")]) == 0
+    shipped = tmp_path / "reference" / "experiments.json"
+    assert json.loads(shipped.read_text(encoding="utf-8")) == experiments
+    pairs = load_runs(tmp_path / "reference" / "runs", None).pairs
+    ablation = pairs[pairs["experiment"] == "scale_l_vanilla_plus_x"]
+    assert set(ablation["baseline"]) == {"scale_vanilla_l"} and len(ablation) == 2
+    assert ablation["delta_best_val"].round(3).tolist() == [-0.1, -0.1]
