@@ -240,14 +240,15 @@ def grid_contrast(everything: Results, found: list[Size]) -> str | None:
     grid_tokens = int(llama["train_tokens"].max())
     grid_read = times_read(grid, grid_tokens)
     study = scale_data(everything)
-    size = min(found, key=lambda size: abs(math.log(times_read(study, size.train_tokens) / grid_read)))
+    read = {size.train_tokens: times_read(study, size.train_tokens) for size in found}
+    size = min(found, key=lambda size: abs(math.log(read[size.train_tokens] / grid_read)))
     if size.side is None:
         return None
     lower = {-1: "lower", 1: "higher", 0: "not lower"}
     said = (
         f"On the grid's own text ({grid_tokens:,} characters, read {grid_read:.0f} times) the mini-LLaMA's best "
         f"val is {lower[grid_side]} beyond seed noise; on {size.train_tokens:,} characters of this study's text, "
-        f"read {times_read(study, size.train_tokens):.0f} times, it is {lower[size.side]}"
+        f"read {read[size.train_tokens]:.0f} times, it is {lower[size.side]}"
     )
     if grid_side != -1 and size.side == -1:
         return said + ": reading the text many times is not, by itself, why the grid finds no lower valley."

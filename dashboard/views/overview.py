@@ -73,7 +73,8 @@ else:
     shown = headline
     show_findings(results, "lower_valley", "learns_faster")
     # a difference is coloured as a win or a loss only when every seed lies beyond the seed noise
-    grid, noise = only_runs_of(results, None), headline_noise(only_runs_of(results, None))
+    grid = only_runs_of(results, None)
+    noise = headline_noise(grid)
     # the models the others are measured against first (the 2017 model: it has no baseline)
     compared = results.comparisons.set_index("experiment")
     experiments = sorted(dict.fromkeys(headline["experiment"]), key=lambda name: name in compared.index)
