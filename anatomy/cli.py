@@ -17,16 +17,22 @@ from anatomy.exams import EXAMS, exam_module
 # command -> (module, one-line help)
 COMMANDS = {
     "check": ("anatomy.check", "self-check: both presets, parameter table, RoPE shift test"),
-    "corpus": ("anatomy.corpus", "extract a folder of Markdown posts (or a .txt) into one text"),
-    "tokenize": ("anatomy.tokenize", "build the character vocabulary and the train/val token arrays"),
-    "train": ("anatomy.train", "train one model (one config, one seed) into a run folder"),
-    "generate": ("anatomy.generate", "sample text from a run's checkpoint"),
-    "memorised": ("anatomy.memorisation", "measure how much of each sample is copied verbatim from the training text"),
-    "bench": ("anatomy.bench", "measure step time and generation speed"),
-    "collect": ("anatomy.results", "collect run folders into the DuckDB database and results.json"),
-    "report": ("anatomy.report", "write the results report (Markdown + PNG figures) from a results database"),
-    "reference": ("anatomy.reference", "ship finished runs' small files as reference results (no checkpoints)"),
-    "export": ("anatomy.export", "export a mini-LLaMA run as a Hugging Face LlamaForCausalLM with its tokenizer"),
+    "corpus": ("anatomy.data.corpus", "extract a folder of Markdown posts (or a .txt) into one text"),
+    "tokenize": ("anatomy.data.tokenize", "build the character vocabulary and the train/val token arrays"),
+    "train": ("anatomy.training.train", "train one model (one config, one seed) into a run folder"),
+    "generate": ("anatomy.generation.generate", "sample text from a run's checkpoint"),
+    "memorised": (
+        "anatomy.generation.memorisation",
+        "measure how much of each sample is copied verbatim from the training text",
+    ),
+    "bench": ("anatomy.exams.bench", "measure step time and generation speed"),
+    "collect": ("anatomy.results.collect", "collect run folders into the DuckDB database and results.json"),
+    "report": ("anatomy.report.markdown", "write the results report (Markdown + PNG figures) from a results database"),
+    "reference": ("anatomy.results.reference", "ship finished runs' small files as reference results (no checkpoints)"),
+    "export": (
+        "anatomy.generation.export",
+        "export a mini-LLaMA run as a Hugging Face LlamaForCausalLM with its tokenizer",
+    ),
     "exam": ("anatomy.exams", "run one exam (length, kv_cache, depth, wall_clock): each part where it pays"),
 }
 

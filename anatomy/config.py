@@ -235,7 +235,7 @@ class TrainConfig:
     max_train_eval_windows: int = 128  # train loss: this many fixed windows spread over the split
     device: str = "auto"  # auto = cuda > mps > cpu
     threads: int = 0  # 0: torch's default
-    # torch.compile the training step (anatomy/compiling.py): True, False, or auto = for models
+    # torch.compile the training step (anatomy/training/compiling.py): True, False, or auto = for models
     # with RMSNorm, RoPE or SwiGLU where a backend is installed. Evaluation and generation run eagerly.
     compile: bool | Literal["auto"] = "auto"
     # The number format of the forward pass (anatomy/precision.py): fp32, bf16 autocast, or auto =

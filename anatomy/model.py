@@ -29,7 +29,7 @@ from anatomy.errors import AnatomyError
 # Part 1: the norm
 # ---------------------------------------------------------------------------------------------
 
-RMS_NORM_EPS = 1e-6  # the epsilon under RMSNorm's square root (anatomy/export.py writes it out)
+RMS_NORM_EPS = 1e-6  # the epsilon under RMSNorm's square root (anatomy/generation/export.py writes it out)
 
 
 class LayerNorm(nn.Module):

@@ -2,7 +2,7 @@
 and the seed noise the parts' worth is read against.
 
 The shaping the report shares (curves, best points, the overfitting turn, each part's worth, the
-comparisons with a baseline, the exams') lives in the package, anatomy/chart_data.py, and is
+comparisons with a baseline, the exams') lives in the package, anatomy/report/chart_data.py, and is
 imported here under its own names, so the views find it in one place. Kept apart from Streamlit
 and Altair so each can be checked on its own.
 """
@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 # shared with the report, for the views (`name as name`: a name the views take from here)
-from anatomy.chart_data import (
+from anatomy.report.chart_data import (
     best_points as best_points,
     depth_cells as depth_cells,
     finite as finite,

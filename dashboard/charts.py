@@ -2,7 +2,7 @@
 
 The charts `anatomy report` draws too (curves, seed bands, the overfitting turn, the parts'
 worth, the comparisons, RoPE's loss by position, the stability map, the scale study) live in the
-package, anatomy/charts.py, so that the report draws them without the dashboard; they are
+package, anatomy/report/charts.py, so that the report draws them without the dashboard; they are
 imported here under their own names, so the views find every chart in one place. Every chart
 takes tidy DataFrames (dashboard/analysis.py) and returns an Altair chart; the views only choose
 what to show.
@@ -14,11 +14,11 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from anatomy.exam_findings import ATTENTION_ORDER
-from anatomy.charts import DIVERGED_RED, fixed_scale, run_colors, text_inside, y_loss
+from anatomy.report.exam_findings import ATTENTION_ORDER
+from anatomy.report.charts import DIVERGED_RED, fixed_scale, run_colors, text_inside, y_loss
 
 # the report's charts, for the views (`name as name`: a name the views take from here)
-from anatomy.charts import (
+from anatomy.report.charts import (
     DEPTH_STATES as DEPTH_STATES,
     PINNED as PINNED,
     POSITION_COLORS as POSITION_COLORS,

@@ -27,10 +27,10 @@ import duckdb
 import pandas as pd
 import streamlit as st
 
-from anatomy.reference import CORPUS_FACTS
-from anatomy import results_data
-from anatomy.results_data import OutdatedDatabase, Results, read
-from anatomy.results import being_collected, collect, database_path_problem, missing_columns, open_read_only
+from anatomy.results.reference import CORPUS_FACTS
+from anatomy.results import reader
+from anatomy.results.reader import OutdatedDatabase, Results, read
+from anatomy.results.collect import being_collected, collect, database_path_problem, missing_columns, open_read_only
 
 DEFAULT_DB = "results/anatomy.duckdb"
 DB_ENV_VAR = "ANATOMY_DB"
@@ -309,7 +309,7 @@ def _cached_results(path: str, version: Version, _con: duckdb.DuckDBPyConnection
 
 
 def load_results(path: str) -> Results:
-    """Everything the database holds, as the report reads it (anatomy.results_data.read), read
+    """Everything the database holds, as the report reads it (anatomy.results.reader.read), read
     once per version of the file and cached. Raises DatabaseProblem."""
     with database(path) as (version, con):
         return _cached_results(path, version, con)
@@ -319,7 +319,7 @@ def grad_norms_of(path: str, run_id: str) -> pd.DataFrame:
     """One run's gradient norms, every block and logged step."""
     with database(path) as (_, con):
         try:
-            return results_data.grad_norms_of(con, run_id)
+            return reader.grad_norms_of(con, run_id)
         except duckdb.Error as err:
             if (problem := _in_words(path, err)) is None:
                 raise
@@ -328,7 +328,7 @@ def grad_norms_of(path: str, run_id: str) -> pd.DataFrame:
 
 def corpora(results: Results, experiments: list[str]) -> list[dict]:
     """What the runs of these experiments record of their corpus (config.json's data), one dict
-    per distinct corpus, values as recorded; anatomy.reference.corpus_differences tells two apart."""
+    per distinct corpus, values as recorded; anatomy.results.reference.corpus_differences tells two apart."""
     runs = results.runs[results.runs["experiment"].isin(experiments)]
     facts = [
         {key: int(run[key]) for key in CORPUS_FACTS if key in run and pd.notna(run[key])} for _, run in runs.iterrows()

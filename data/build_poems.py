@@ -37,7 +37,7 @@ import unicodedata
 from collections import Counter
 from pathlib import Path
 
-from anatomy.atomic import write_bytes, write_json
+from anatomy.files.atomic import write_bytes, write_json
 from build_posts import PACKAGE, PUNCTUATION, VERSION, check_package
 
 POEMS_DIR = Path(__file__).resolve().parent / "poems"

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from anatomy.atomic import write_text
+from anatomy.files.atomic import write_text
 
 PACKAGE = "chinese-poetry"
 VERSION = "2.0.1"

@@ -23,7 +23,7 @@ def fixture_runs(tmp_path: Path) -> tuple[Path, Path]:
 @pytest.fixture(scope="session")
 def fixture_grid_db(tmp_path_factory) -> Path:
     """A database collected from the written fixture grid (NaN/inf losses, a run still going)."""
-    from anatomy.results import collect
+    from anatomy.results.collect import collect
 
     root = tmp_path_factory.mktemp("fixture_grid_db")
     write_fixture_grid(root / "runs", root / "benchmarks")
@@ -98,11 +98,11 @@ TINY_TEXT = (
 @pytest.fixture(scope="session")
 def dashboard_db(tmp_path_factory) -> Path:
     """A database that the real collecting code built from real tiny runs (train, generate)."""
-    from anatomy.atomic import write_json
-    from anatomy.generate import generate_samples
-    from anatomy.results import collect
-    from anatomy.tokenizer import tokenize_corpus
-    from anatomy.trainer import train
+    from anatomy.files.atomic import write_json
+    from anatomy.generation.generate import generate_samples
+    from anatomy.results.collect import collect
+    from anatomy.data.tokenizer import tokenize_corpus
+    from anatomy.training.trainer import train
     from tiny_runs import examine  # a plugin of this conftest: imported once pytest has loaded it
 
     root = tmp_path_factory.mktemp("tiny_grid")

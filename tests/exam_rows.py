@@ -1,6 +1,7 @@
 """Rows of the exam tables, written by hand: the builders the report's and the dashboard's exam
-tests share. Each returns dicts by column name of anatomy/schema.sql, so columns added to the
-schema later (nullable) do not break them; `insert` puts them into a database.
+tests share. Each returns dicts by column name of anatomy/results/schema.sql, so columns added to the
+schema later (nullable) do not break them; `new_database` makes an empty one with that schema, and
+`insert` puts them into it.
 """
 
 from __future__ import annotations
@@ -9,8 +10,19 @@ from pathlib import Path
 
 import duckdb
 
+from anatomy.results.collect import SCHEMA_PATH
+
+GIB = 2**30
+
 # position buckets of a 1024-character window: two inside the training length (128), two past it
 BUCKETS = [(0, 31, 32), (32, 127, 96), (128, 511, 384), (512, 1023, 512)]
+
+
+def new_database(path: Path, schema: str | None = None) -> Path:
+    """An empty results database: collect's schema, or an older one given as text."""
+    with duckdb.connect(str(path)) as con:
+        con.execute(schema if schema is not None else SCHEMA_PATH.read_text(encoding="utf-8"))
+    return path
 
 
 def insert(db: Path, table: str, rows: list[dict]) -> None:
@@ -102,3 +114,45 @@ def wall_clock_row(part: str, variant: str, impl: str, median_ms: float, rounds:
         "max_ms": 1.2 * median_ms,
         "rounds": rounds,
     }
+
+
+def timing_rows(run_id: str, n_kv_head: int, speeds: dict[int, tuple[float, float]], chars: int = 32) -> list[dict]:
+    """Generation timed at each context: context -> (cached, recomputed) characters per second."""
+    return [
+        {
+            "run_id": run_id,
+            "n_kv_head": n_kv_head,
+            "context": context,
+            "chars": chars,
+            "cached": cached,
+            "seconds": chars / speed,
+            "chars_per_s": speed,
+        }
+        for context, pair in speeds.items()
+        for cached, speed in zip((True, False), pair)
+    ]
+
+
+def kv_scale_row(name: str, n_kv_head: int) -> dict:
+    """A 7B-class model's KV cache at 128k tokens in bf16: 32 layers, head_dim 128."""
+    return {
+        "name": name,
+        "n_layer": 32,
+        "n_kv_head": n_kv_head,
+        "head_dim": 128,
+        "tokens": 131072,
+        "element_bytes": 2,
+        "bytes": 2 * 32 * n_kv_head * 128 * 131072 * 2,
+    }
+
+
+KV_SCALE = [kv_scale_row("7B-class, 32 KV heads (MHA)", 32), kv_scale_row("7B-class, 8 KV heads (GQA)", 8)]
+
+
+def grad_norm_rows(run_id: str, by_step: dict[int, list[float]]) -> list[dict]:
+    """step -> each block's gradient norm, block 0 first."""
+    return [
+        {"run_id": run_id, "step": step, "layer": layer, "norm": norm}
+        for step, norms in by_step.items()
+        for layer, norm in enumerate(norms)
+    ]

@@ -9,8 +9,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-# The five parts that make the 2017 model a mini-LLaMA, as model settings
-LLAMA_PARTS = {"norm_type": "rmsnorm", "norm_pos": "pre", "pos_type": "rope", "ffn_type": "swiglu", "n_kv_head": 2}
+from anatomy.config import PRESETS
+
+# The five parts that make the 2017 model a mini-LLaMA, as model settings: the llama preset
+LLAMA_PARTS = dict(PRESETS["llama"])
 
 
 def write_run_folder(

@@ -7,8 +7,10 @@ import sys
 
 import pytest
 
-from anatomy import bench, compiling
-from anatomy.bench import step_ratio
+from anatomy.exams import bench
+
+from anatomy.training import compiling
+from anatomy.exams.bench import step_ratio
 from anatomy.cli import main
 from anatomy.config import preset
 from anatomy.model import MiniLM
@@ -206,7 +208,7 @@ def test_bench_says_how_to_install_litgpt_where_it_is_missing(tmp_path, monkeypa
 
 def test_litgpt_twin_holds_as_many_parameters_as_ours():
     pytest.importorskip("litgpt.model")
-    from anatomy.litgpt_llama import LitgptLM
+    from anatomy.exams.litgpt_llama import LitgptLM
 
     cfg = preset("llama", vocab_size=64, d_model=32, n_layer=2)
     assert bench.parameter_count(LitgptLM(cfg)) == bench.parameter_count(MiniLM(cfg))

@@ -10,11 +10,12 @@ import shutil
 import duckdb
 import pytest
 
-from anatomy import results
+from anatomy.results import collect
 from anatomy.cli import main
 from anatomy.errors import AnatomyError
 from anatomy.exams import depth, kv_cache, length, wall_clock
-from anatomy.grad_norms import GRAD_NORMS_FILE, read_grad_norms
+from anatomy.files.run_folder import GRAD_NORMS_FILE
+from anatomy.training.grad_norms import read_grad_norms
 from tiny_runs import examine
 
 TINY_SIZES = ["d_model=32", "ctx_len=16", "n_layer=1", "vocab_size=40"]
@@ -90,5 +91,5 @@ def test_a_malformed_exam_file_stops_the_collect_and_names_it(examined, tmp_path
     data["rows"][0]["loss"] = "low"
     path.write_text(json.dumps(data), encoding="utf-8")
     with pytest.raises(AnatomyError, match="length.json"):
-        results.collect(broken, tmp_path / "a.duckdb", exams_root=exams)
+        collect.collect(broken, tmp_path / "a.duckdb", exams_root=exams)
     assert not (tmp_path / "a.duckdb").exists()

@@ -1,4 +1,4 @@
-"""anatomy.corpus: a blog folder (or a .txt) into one text, and every way the input can be wrong."""
+"""anatomy.data.corpus: a blog folder (or a .txt) into one text, and every way the input can be wrong."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from anatomy.cli import main
-from anatomy.corpus import (
+from anatomy.data.corpus import (
     MarkupTally,
     clean_markup,
     code_and_prose,
@@ -841,7 +841,7 @@ def test_odd_characters_are_counted_and_reported_in_one_line(tmp_path, capsys):
 
 
 def test_a_corpus_too_small_to_train_is_warned_of_with_the_minimum(tmp_path, capsys):
-    from anatomy.tokenizer import DEFAULT_CTX_LEN, min_corpus_length
+    from anatomy.data.tokenizer import DEFAULT_CTX_LEN, min_corpus_length
 
     write(tmp_path / "src" / "post.md", HUGO_POST)
     assert main(["corpus", str(tmp_path / "src"), "--out", str(tmp_path / "out")]) == 0

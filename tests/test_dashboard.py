@@ -19,10 +19,10 @@ import pytest
 from streamlit.proto.Metric_pb2 import Metric
 from streamlit.testing.v1 import AppTest
 
-from anatomy.claims import claims_by_key, finding_text, largest_ablation_change
-from anatomy.report_data import baseline_deltas, headline_noise, only_runs_of, side_beyond_noise
-from anatomy.results import SCHEMA_PATH, collect
-from anatomy.results_data import load
+from anatomy.report.claims import claims_by_key, finding_text, largest_ablation_change
+from anatomy.report.roles import baseline_deltas, headline_noise, only_runs_of, side_beyond_noise
+from anatomy.results.collect import SCHEMA_PATH, collect
+from anatomy.results.reader import load
 from run_folders import LLAMA_PARTS, write_fixture_grid, write_run_folder, write_scale_runs
 
 from dashboard_pages import APP, chart_specs, chart_tables, no_reference, open_page, texts  # noqa: F401 (no_reference: a fixture)
@@ -51,7 +51,7 @@ DATABASE_PAGES = [page for page in PAGES if page != "progress"]
 @pytest.fixture
 def shipped_reference(tmp_path, monkeypatch):
     """The fixture grid shipped as reference results, as `anatomy reference` ships them."""
-    from anatomy.reference import ship
+    from anatomy.results.reference import ship
 
     runs = tmp_path / "trained"
     write_fixture_grid(runs)
@@ -289,8 +289,8 @@ def test_no_database_says_how_to_make_one(tmp_path, page, monkeypatch):
 
 
 def test_a_database_being_renamed_into_place_is_not_an_error(tmp_path, monkeypatch):
-    from anatomy.locks import held_lock
-    from anatomy.results import collect_lock_path
+    from anatomy.files.locks import held_lock
+    from anatomy.results.collect import collect_lock_path
 
     db = tmp_path / "anatomy.duckdb"
     (tmp_path / ".anatomy.duckdb.k2j4.tmp").write_bytes(b"")  # collect's temporary file
@@ -324,9 +324,9 @@ def test_a_file_that_is_not_a_database_is_named_as_such(tmp_path, monkeypatch, c
 
 def older_database(tmp_path, monkeypatch) -> Path:
     """A database as an earlier version of collect made it: no `compiled` column anywhere."""
-    from anatomy import results
+    from anatomy.results import collect
 
-    schema = results.SCHEMA_PATH.read_text(encoding="utf-8")
+    schema = collect.SCHEMA_PATH.read_text(encoding="utf-8")
     schema = schema.replace(
         "    compiled         BOOLEAN,              -- training steps ran through torch.compile\n", ""
     )
@@ -337,9 +337,9 @@ def older_database(tmp_path, monkeypatch) -> Path:
     runs = tmp_path / "runs"
     write_fixture_grid(runs)
     with monkeypatch.context() as patch:
-        patch.setattr(results, "SCHEMA_PATH", old_schema)
-        patch.setattr(results, "RUN_COLUMNS", [c for c in results.RUN_COLUMNS if c != "compiled"])
-        results.collect(runs, tmp_path / "old.duckdb")
+        patch.setattr(collect, "SCHEMA_PATH", old_schema)
+        patch.setattr(collect, "RUN_COLUMNS", [c for c in collect.RUN_COLUMNS if c != "compiled"])
+        collect.collect(runs, tmp_path / "old.duckdb")
     return tmp_path / "old.duckdb"
 
 
@@ -460,7 +460,7 @@ def test_sidebar_path_and_a_rebuilt_database_are_picked_up(fixture_grid_db, tmp_
 
 
 def schema_with(runs: list[tuple], metrics: list[tuple]) -> duckdb.DuckDBPyConnection:
-    """An in-memory database of anatomy/schema.sql holding these runs (run_id, experiment, seed,
+    """An in-memory database of anatomy/results/schema.sql holding these runs (run_id, experiment, seed,
     baseline) and metrics (run_id, step, val_loss): the views compute, the dashboard reshapes."""
     con = duckdb.connect(":memory:")
     con.execute(SCHEMA_PATH.read_text(encoding="utf-8"))
@@ -584,7 +584,7 @@ def test_a_reference_database_from_an_older_version_is_rebuilt(shipped_reference
 @pytest.fixture
 def reference_on_the_same_corpus(dashboard_db, tmp_path, monkeypatch):
     """The tiny grid's own runs shipped as reference results: trained on the corpus of dashboard_db."""
-    from anatomy.reference import ship
+    from anatomy.results.reference import ship
 
     ship(dashboard_db.parent / "runs", tmp_path / "reference")
     monkeypatch.setattr(loaders, "REFERENCE_DIR", tmp_path / "reference")
@@ -680,7 +680,7 @@ def test_samples_show_what_they_copied_and_the_share_by_step(tmp_path, monkeypat
 
 
 def test_listen_generates_what_the_command_line_generates(dashboard_db, monkeypatch):
-    from anatomy.generate import generate_samples
+    from anatomy.generation.generate import generate_samples
 
     app = open_page(dashboard_db, "listen", monkeypatch)
     assert app.multiselect(key="listen_runs").value == ["llama · seed 42", "vanilla · seed 42"]
@@ -756,8 +756,8 @@ def studies_db(tmp_path_factory) -> Path:
 
 
 def test_the_studies_page_says_the_reports_findings(studies_db, monkeypatch):
-    from anatomy.precision_report import precision_findings
-    from anatomy.scale_report import scale_answer, scale_data, sizes, verdict, where_it_wins
+    from anatomy.report.precision_section import precision_findings
+    from anatomy.report.scale_section import scale_answer, scale_data, sizes, verdict, where_it_wins
 
     everything = load(studies_db)
     study = scale_data(everything)
@@ -814,7 +814,7 @@ def test_the_studies_page_on_a_grid_without_studies_says_how_to_run_them(fixture
     ],
 )
 def test_each_page_opens_with_the_reports_verdict(dashboard_db, monkeypatch, page, keys):
-    """The page's finding is the report's own verdict on the chapter's claim (anatomy.claims), never
+    """The page's finding is the report's own verdict on the chapter's claim (anatomy.report.claims), never
     a second wording of it."""
     app = open_page(dashboard_db, page, monkeypatch)
     found = claims_by_key(only_runs_of(load(dashboard_db), None))
@@ -827,7 +827,7 @@ def test_each_page_opens_with_the_reports_verdict(dashboard_db, monkeypatch, pag
 
 def test_a_run_keeps_its_colour_whatever_else_is_shown():
     """Colours follow the name, not the selection's order: a run is the same colour on every page."""
-    from anatomy.charts import PINNED, color_scale
+    from anatomy.report.charts import PINNED, color_scale
 
     def colours(names):
         scale = color_scale(names)

@@ -1,6 +1,6 @@
 """The Exams page under Streamlit's AppTest, on databases written by hand.
 
-Each database is anatomy/schema.sql executed in DuckDB plus rows inserted here (runs first, for the
+Each database is anatomy/results/schema.sql executed in DuckDB plus rows inserted here (runs first, for the
 foreign keys), so every figure the page states can be worked out from the rows of the test: the
 sentences must carry them. Also: the empty tables of a fresh collect, a grid examined in part, a
 database from before the exams, and the chart builders' encodings.
@@ -12,34 +12,36 @@ import json
 import sys
 from pathlib import Path
 
-import duckdb
 import pandas as pd
 import pytest
 
-from exam_rows import cache_rows, depth_row, insert, length_rows, wall_clock_row
+from exam_rows import (
+    KV_SCALE,
+    cache_rows,
+    depth_row,
+    grad_norm_rows,
+    insert,
+    length_rows,
+    new_database,
+    timing_rows,
+    wall_clock_row,
+)
 from dashboard_pages import chart_specs, chart_tables, no_reference, open_page, texts  # noqa: F401 (no_reference: a fixture)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:  # the dashboard is an app folder, not an installed package
     sys.path.insert(0, str(REPO_ROOT))
-from anatomy.results import model_columns  # noqa: E402
-from anatomy import exam_findings as findings  # noqa: E402
-from anatomy.results_data import load  # noqa: E402
+from anatomy.results.collect import SCHEMA_PATH, model_columns  # noqa: E402
+from anatomy.report import exam_findings as findings  # noqa: E402
+from anatomy.results.reader import load  # noqa: E402
 from dashboard import charts, loaders  # noqa: E402
+from run_folders import LLAMA_PARTS  # noqa: E402
 
-SCHEMA = REPO_ROOT / "anatomy" / "schema.sql"
-LLAMA = {"norm_type": "rmsnorm", "norm_pos": "pre", "pos_type": "rope", "ffn_type": "swiglu", "n_kv_head": 2}
-GIB = 2**30
+LLAMA = LLAMA_PARTS
 
 
 # ---------------------------------------------------------------------------------------------
 # Databases written by hand
-
-
-def new_database(path: Path, schema: str | None = None) -> Path:
-    with duckdb.connect(str(path)) as con:
-        con.execute(schema if schema is not None else SCHEMA.read_text(encoding="utf-8"))
-    return path
 
 
 def run_row(
@@ -80,40 +82,28 @@ GRID = [
 TOO_SHORT = "the val split holds 700 tokens, too few for one window of 1024 + the character after it"
 
 
-def timing_rows(run_id: str, n_kv_head: int, cached_speed: float, recomputed_at_2048: float) -> list[dict]:
-    rows = []
-    for context in (128, 512, 2048):
-        for cached, speed in ((True, cached_speed), (False, recomputed_at_2048 * 2048 / context)):
-            rows.append(
-                {
-                    "run_id": run_id,
-                    "n_kv_head": n_kv_head,
-                    "context": context,
-                    "chars": 100,
-                    "cached": cached,
-                    "seconds": 100 / speed,
-                    "chars_per_s": speed,
-                }
-            )
-    return rows
-
-
 def grad_norm(layer: int, step: int) -> float:
     """Block norms that drift apart with the steps: the last block's grows against the first's."""
     return 0.1 * step * (1 + layer * step / 10)
 
 
-def grad_norm_rows(run_id: str, n_layer: int = 12, steps: int = 5, nan_from: int | None = None) -> list[dict]:
-    return [
+def drifting_norms(run_id: str, n_layer: int = 12, steps: int = 5, nan_from: int | None = None) -> list[dict]:
+    """grad_norm's rows for steps 1..steps; NaN from step nan_from on."""
+    nan = float("nan")
+    return grad_norm_rows(
+        run_id,
         {
-            "run_id": run_id,
-            "step": step,
-            "layer": layer,
-            "norm": float("nan") if nan_from is not None and step >= nan_from else grad_norm(layer, step),
-        }
-        for step in range(1, steps + 1)
-        for layer in range(n_layer)
-    ]
+            step: [
+                nan if nan_from is not None and step >= nan_from else grad_norm(layer, step) for layer in range(n_layer)
+            ]
+            for step in range(1, steps + 1)
+        },
+    )
+
+
+def speeds(cached: float, recomputed_at_2048: float) -> dict[int, tuple[float, float]]:
+    """Cached generation as fast at every context; recomputing slower in proportion to the context."""
+    return {context: (cached, recomputed_at_2048 * 2048 / context) for context in (128, 512, 2048)}
 
 
 @pytest.fixture
@@ -140,34 +130,11 @@ def exam_db(tmp_path) -> Path:
     insert(
         db,
         "exam_kv_timing",
-        timing_rows("llama_minus_gqa/seed42", 4, 450.0, 40.0)
-        + timing_rows("llama/seed42", 2, 500.0, 50.0)
-        + timing_rows("mqa/seed42", 1, 520.0, 55.0),
+        timing_rows("llama_minus_gqa/seed42", 4, speeds(450.0, 40.0), chars=100)
+        + timing_rows("llama/seed42", 2, speeds(500.0, 50.0), chars=100)
+        + timing_rows("mqa/seed42", 1, speeds(520.0, 55.0), chars=100),
     )
-    insert(
-        db,
-        "exam_kv_scale",
-        [
-            {
-                "name": "7B-class, 32 KV heads (MHA)",
-                "n_layer": 32,
-                "n_kv_head": 32,
-                "head_dim": 128,
-                "tokens": 131072,
-                "element_bytes": 2,
-                "bytes": 64 * GIB,
-            },
-            {
-                "name": "7B-class, 8 KV heads (GQA)",
-                "n_layer": 32,
-                "n_kv_head": 8,
-                "head_dim": 128,
-                "tokens": 131072,
-                "element_bytes": 2,
-                "bytes": 16 * GIB,
-            },
-        ],
-    )
+    insert(db, "exam_kv_scale", KV_SCALE)
     insert(
         db,
         "exam_depth",
@@ -185,10 +152,10 @@ def exam_db(tmp_path) -> Path:
     insert(
         db,
         "grad_norms",
-        grad_norm_rows("deep_post_nowarmup/seed42")
-        + grad_norm_rows("depth/pre_lr0.001")
-        + grad_norm_rows("depth/post_lr0.003", nan_from=4)
-        + grad_norm_rows("llama/seed42", n_layer=4),
+        drifting_norms("deep_post_nowarmup/seed42")
+        + drifting_norms("depth/pre_lr0.001")
+        + drifting_norms("depth/post_lr0.003", nan_from=4)
+        + drifting_norms("llama/seed42", n_layer=4),
     )
     insert(
         db,
@@ -223,7 +190,7 @@ def test_each_exam_says_what_its_rows_show(exam_db, monkeypatch):
         "The wall clock of each part",
     ]
 
-    # every finding is the report's own clause as a sentence (anatomy/exam_findings.py, whose
+    # every finding is the report's own clause as a sentence (anatomy/report/exam_findings.py, whose
     # wording tests/test_report_exams.py asserts), made from the same views of this database
     data = load(exam_db)
     for clause in (findings.length_finding(data), findings.kv_cache_finding(data), findings.depth_finding(data)):
@@ -391,7 +358,7 @@ def test_a_grid_examined_in_part(tmp_path, monkeypatch):
 
 
 def test_a_database_from_before_the_exams_says_to_collect_again(tmp_path, monkeypatch):
-    schema = SCHEMA.read_text(encoding="utf-8")
+    schema = SCHEMA_PATH.read_text(encoding="utf-8")
     before_exams = schema[: schema.index("\n-- ------")]
     assert "exam_" not in before_exams and "CREATE VIEW ablation_summary" in before_exams
     db = new_database(tmp_path / "old.duckdb", before_exams)

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from anatomy import generate
-from anatomy.atomic import write_json
-from anatomy.default_corpus import build_default_corpus
-from anatomy.memorisation import Memorisation
-from anatomy.results import collect
-from anatomy.trainer import train
+from anatomy.generation import generate
+from anatomy.files.atomic import write_json
+from anatomy.data.default_corpus import build_default_corpus
+from anatomy.generation.memorisation import Memorisation
+from anatomy.results.collect import collect
+from anatomy.training.trainer import train
 from run_folders import LLAMA_PARTS
 
 from dashboard_pages import APP, no_reference  # noqa: F401 (no_reference: a fixture)
@@ -189,7 +189,7 @@ def test_the_cache_note_gives_the_runs_ctx_len_and_why_the_size_drops(listen):
 
 
 def test_a_corpus_that_cannot_be_built_is_said_and_nothing_is_written(listen, fresh_clone, monkeypatch):
-    from anatomy import default_corpus
+    from anatomy.data import default_corpus
 
     shutil.rmtree(fresh_clone / CORPUS, ignore_errors=True)
     monkeypatch.setattr(default_corpus, "workflow_source", lambda: Path("data/nowhere"))

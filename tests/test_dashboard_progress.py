@@ -1,4 +1,4 @@
-"""The Progress page and anatomy/progress.py: a grid followed from its run folders while it runs.
+"""The Progress page and anatomy/results/progress.py: a grid followed from its run folders while it runs.
 
 Run folders are written by hand for each state (done, running with a half-written last line,
 diverged, stopped, planned but not started); "running" is real: the test holds the folder's lock
@@ -23,9 +23,9 @@ import pyarrow as pa
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from anatomy import progress
-from anatomy.locks import held_lock
-from anatomy.runs import RunFolder
+from anatomy.results import progress
+from anatomy.files.locks import held_lock
+from anatomy.files.run_folder import RunFolder
 from run_folders import write_run_folder
 
 from dashboard_pages import no_reference, open_page, texts  # noqa: F401 (no_reference: a fixture)

@@ -25,7 +25,7 @@ from anatomy.exams.depth import (
     trained,
     unigram_loss,
 )
-from anatomy.results import SCHEMA_PATH
+from anatomy.results.collect import SCHEMA_PATH
 
 # A tiny llama cell: 2 layers of width 32 on the tiny corpus, 20 steps
 TINY = ["--n-layer", "2", "--steps", "20", "--threads", "1"]
@@ -127,7 +127,7 @@ def test_read_cells_gives_the_exam_depth_rows_of_real_cells(tiny_map):
 
 
 def test_each_cell_records_the_unigram_loss_it_is_judged_against(tiny_map, tiny_data):
-    from anatomy.tokenizer import load_tokenized
+    from anatomy.data.tokenizer import load_tokenized
 
     tokenizer, train_ids, val_ids = load_tokenized(tiny_data)
     config = json.loads((tiny_map / "post_lr0.01" / "config.json").read_text())
@@ -194,7 +194,7 @@ def test_a_cell_in_the_wrong_folder_or_without_its_unigram_loss_is_an_error(tiny
 
 
 def depth_stability(cells: list[dict]) -> dict:
-    """norm_pos -> max_trained_lr, as the SQL view of anatomy/schema.sql computes it."""
+    """norm_pos -> max_trained_lr, as the SQL view of anatomy/results/schema.sql computes it."""
     con = duckdb.connect()
     con.execute(SCHEMA_PATH.read_text(encoding="utf-8"))
     con.executemany(

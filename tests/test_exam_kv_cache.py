@@ -20,14 +20,15 @@ from anatomy.exams.kv_cache import (
     read_rows,
     scale_rows,
 )
-from anatomy.generate import load_model
-from anatomy.results import column_names
-from anatomy.tokenizer import tokenize_corpus
-from anatomy.trainer import train
+from anatomy.generation.generate import load_model
+from anatomy.results.collect import column_names
+from anatomy.data.tokenizer import tokenize_corpus
+from anatomy.training.trainer import train
 from tiny_runs import TINY_TEXT
+from run_folders import LLAMA_PARTS
 
 CTX_LEN = 16
-ROPE_PARTS = {"norm_type": "rmsnorm", "norm_pos": "pre", "pos_type": "rope", "ffn_type": "swiglu"}
+ROPE_PARTS = {k: v for k, v in LLAMA_PARTS.items() if k != "n_kv_head"}  # heads vary here
 FEW_STEPS = {"steps": 2, "eval_every": 2, "batch_size": 4, "threads": 1, "compile": False}
 KV_HEADS = {"mha": 4, "gqa": 2, "mqa": 1}  # of 4 query heads
 GIB = 2**30
@@ -225,7 +226,7 @@ def test_cli_says_in_one_line_that_a_folder_has_no_checkpoint(tmp_path, capsys):
 
 
 def test_the_cache_speedup_is_said_as_faster_or_slower():
-    from anatomy.exam_findings import speedup_words
+    from anatomy.report.exam_findings import speedup_words
 
     assert speedup_words(325.0 / 16.0) == "20.3x faster"
     assert speedup_words(400.0 / 800.0) == "2.0x slower"  # a cache that costs more than it saves

@@ -13,15 +13,16 @@ import torch.nn.functional as F
 from anatomy.cli import main
 from anatomy.errors import AnatomyError
 from anatomy.exams.length import COLUMNS, length_exam, position_buckets, read_rows
-from anatomy.generate import load_model
-from anatomy.results import column_names
-from anatomy.tokenizer import load_tokenized, tokenize_corpus
-from anatomy.trainer import train
+from anatomy.generation.generate import load_model
+from anatomy.results.collect import column_names
+from anatomy.data.tokenizer import load_tokenized, tokenize_corpus
+from anatomy.training.trainer import train
 from tiny_runs import TINY_TEXT
+from run_folders import LLAMA_PARTS
 
 CTX_LEN = 16
 WINDOWS = [16, 32, 64]  # 1x, 2x and 4x the training length
-ROPE_PARTS = {"norm_type": "rmsnorm", "norm_pos": "pre", "pos_type": "rope", "ffn_type": "swiglu", "n_kv_head": 2}
+ROPE_PARTS = LLAMA_PARTS
 FEW_STEPS = {"steps": 4, "eval_every": 2, "batch_size": 4, "threads": 1, "compile": False, "lr": 3e-3}
 
 

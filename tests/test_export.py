@@ -13,12 +13,12 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
-from anatomy import export
+from anatomy.generation import export
 from anatomy.cli import main
 from anatomy.config import preset
-from anatomy.corpus import extract_corpus
+from anatomy.data.corpus import extract_corpus
 from anatomy.errors import AnatomyError
-from anatomy.export import (
+from anatomy.generation.export import (
     CONFIG_FILE,
     UNK_TOKEN,
     WEIGHTS_FILE,
@@ -27,19 +27,20 @@ from anatomy.export import (
     llama_differences,
     tokenizer_config,
 )
-from anatomy.generate import load_model, sample
-from anatomy.runs import load_checkpoint
-from anatomy.trainer import train
+from anatomy.generation.generate import load_model, sample
+from anatomy.files.run_folder import load_checkpoint
+from anatomy.training.trainer import train
 from tiny_runs import FAST
+from run_folders import LLAMA_PARTS
 
 REPO = Path(__file__).resolve().parent.parent
 TOLERANCE = 1e-5  # float32 logits, ours against transformers'
 GREEDY_CHARS = 64
 PREFIX = "## "
-# Our generation jumps its window forward once the text outgrows ctx_len (anatomy/generate.py);
+# Our generation jumps its window forward once the text outgrows ctx_len (anatomy/generation/generate.py);
 # transformers keeps the whole text. Both agree while prefix + generated text fits in ctx_len.
 CTX_LEN = 80
-LLAMA = {"norm_type": "rmsnorm", "norm_pos": "pre", "pos_type": "rope", "ffn_type": "swiglu"}
+LLAMA = {k: v for k, v in LLAMA_PARTS.items() if k != "n_kv_head"}  # heads vary here
 KV_HEADS = {"mha": 4, "gqa": 2, "mqa": 1}  # of 4 query heads
 
 

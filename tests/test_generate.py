@@ -11,7 +11,7 @@ import torch
 
 from anatomy.cli import main
 from anatomy.errors import AnatomyError
-from anatomy.generate import generate_samples, load_model, sample, sample_next, window_start
+from anatomy.generation.generate import generate_samples, load_model, sample, sample_next, window_start
 from tiny_runs import TINY_TEXT
 
 
@@ -187,7 +187,7 @@ def test_a_full_disk_is_one_line_naming_the_samples_file(tiny_runs, tmp_path, mo
     import errno
     import os
 
-    from anatomy import generate
+    from anatomy.generation import generate
 
     def write_json(target, obj):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
@@ -228,7 +228,7 @@ def test_a_seed_torch_cannot_take_is_refused(tiny_runs, capsys):
 
 
 def test_a_long_generation_shows_its_progress_and_warns_when_slow(tiny_runs, monkeypatch, capsys):
-    from anatomy import generate
+    from anatomy.generation import generate
 
     args = ["generate", str(tiny_runs["llama"]), "--chars", "40", "--seed", "3"]
     assert main(args) == 0

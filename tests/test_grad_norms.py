@@ -10,14 +10,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from anatomy import compiling, grad_norms
-from anatomy import trainer as trainer_module
+from anatomy.training import compiling
+
+from anatomy.training import grad_norms
+from anatomy.training import trainer as trainer_module
 from anatomy.config import preset
 from anatomy.errors import AnatomyError
-from anatomy.grad_norms import GRAD_NORMS_FILE, block_grad_norms, read_grad_norms, should_log
+from anatomy.files.run_folder import GRAD_NORMS_FILE
+from anatomy.training.grad_norms import block_grad_norms, read_grad_norms, should_log
 from anatomy.model import MiniLM
-from anatomy.runs import RunFolder
-from anatomy.trainer import train
+from anatomy.files.run_folder import RunFolder
+from anatomy.training.trainer import train
 from tiny_runs import FAST
 
 # warmup 0 and a real lr, so that 20-odd steps move the weights

@@ -16,10 +16,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 # The project modules a function may import, and why: each loads torch or Altair at its top.
 HEAVY = {
-    "anatomy.charts": "Altair: the report's figures (its text needs none)",
+    "anatomy.report.charts": "Altair: the report's figures (its text needs none)",
     "anatomy.model": "torch: one claim counts the KV cache's bytes",
-    "anatomy.trainer": "torch: the depth exam trains its cells (reading them needs none)",
-    "anatomy.weights": "torch: `anatomy reference` ships weights only when asked",
+    "anatomy.training.trainer": "torch: the depth exam trains its cells (reading them needs none)",
+    "anatomy.files.weights": "torch: `anatomy reference` ships weights only when asked",
     "anatomy.exams.kv_cache": "torch: collect reads a cache exam's rows only where there are some",
     "anatomy.exams.wall_clock": "torch: collect reads the wall-clock exam only where it ran",
 }

@@ -11,9 +11,9 @@ import pytest
 
 from anatomy.cli import main
 from anatomy.errors import AnatomyError
-from anatomy.memorisation import Corpus, Memorisation, SuffixAutomaton, copied_spans, covered_fraction
-from anatomy.results import collect
-from anatomy.tokenizer import tokenize_corpus
+from anatomy.generation.memorisation import Corpus, Memorisation, SuffixAutomaton, copied_spans, covered_fraction
+from anatomy.results.collect import collect
+from anatomy.data.tokenizer import tokenize_corpus
 from run_folders import write_run_folder
 
 # Two posts of training text, then the validation tail (the last 10% of the corpus).

@@ -10,7 +10,7 @@ from anatomy.check import rope_shift_error
 from anatomy.config import PRESETS, preset
 from anatomy.errors import AnatomyError
 from anatomy.model import MiniLM, apply_rope, apply_rope_adjacent, rope_angles, swiglu_hidden
-from anatomy.trainer import resolve_model_config
+from anatomy.training.trainer import resolve_model_config
 
 VOCAB = 50
 

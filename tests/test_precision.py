@@ -8,13 +8,15 @@ import json
 import pytest
 import torch
 
-from anatomy import compiling, precision
-from anatomy import trainer as trainer_module
+from anatomy.training import compiling
+
+from anatomy import precision
+from anatomy.training import trainer as trainer_module
 from anatomy.config import TrainConfig, preset
 from anatomy.errors import AnatomyError
-from anatomy.generate import generate_samples
+from anatomy.generation.generate import generate_samples
 from anatomy.model import MiniLM
-from anatomy.trainer import train
+from anatomy.training.trainer import train
 from tiny_runs import FAST, tiny_data  # noqa: F401 - a fixture
 
 CPU = torch.device("cpu")
@@ -172,7 +174,7 @@ def test_generation_uses_the_runs_own_precision(tiny_data, tmp_path, monkeypatch
         used.append(which)
         return real_autocast(which, device)
 
-    monkeypatch.setattr("anatomy.generate.autocast", spy)
+    monkeypatch.setattr("anatomy.generation.generate.autocast", spy)
     record = generate_samples(tmp_path / "run", "best", chars=5)
     assert record["precision"] == "bf16" and len(record["text"]) == len("## ") + 5
     assert used and set(used) == {"bf16"}

@@ -8,9 +8,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from anatomy import reference, results
+from anatomy.results import reference
+
+from anatomy.results import collect
 from anatomy.cli import main
-from anatomy.locks import held_lock
+from anatomy.files.locks import held_lock
 
 
 def shipped_files(out: Path) -> set[str]:
@@ -55,8 +57,8 @@ def test_collect_builds_the_same_database_from_the_reference(fixture_runs, tmp_p
     (runs_root / "llama_minus_rope").rename(tmp_path / "unfinished")  # only finished runs compare
 
     original, shipped = tmp_path / "original.duckdb", tmp_path / "shipped.duckdb"
-    results.collect(runs_root, original, None, benchmarks_root)
-    results.collect(out / "runs", shipped, None, out / "benchmarks")
+    collect.collect(runs_root, original, None, benchmarks_root)
+    collect.collect(out / "runs", shipped, None, out / "benchmarks")
     sql = "SELECT * EXCLUDE (elapsed_s) FROM run_summary ORDER BY run_id"
     with duckdb.connect(str(original), read_only=True) as a, duckdb.connect(str(shipped), read_only=True) as b:
         # compared as text: a diverged run's NaN is not equal to itself
@@ -361,7 +363,7 @@ def test_an_exam_cell_an_older_restore_left_half_copied_is_completed(tmp_path):
 def test_the_experiments_file_ships_so_a_studys_ablation_pairs_with_its_own_baseline(tmp_path):
     """Without it, collecting the shipped runs gave a study's ablation the grid's baseline
     (vanilla), on another corpus: it paired with nothing and the report's stage-2 table was empty."""
-    from anatomy.results_data import load_runs
+    from anatomy.results.reader import load_runs
     from run_folders import SCALE_SIZES, write_run_folder, write_scale_runs
 
     runs = tmp_path / "results" / "runs"

@@ -11,11 +11,13 @@ import duckdb
 import pandas as pd
 import pytest
 
-from anatomy import claims, report
+from anatomy.report import claims
+
+from anatomy.report import markdown
 from anatomy.cli import main
-from anatomy.report_data import read_provenance
-from anatomy.results_data import load, load_runs
-from anatomy.results import collect
+from anatomy.report.roles import read_provenance
+from anatomy.results.reader import load, load_runs
+from anatomy.results.collect import collect
 from run_folders import LLAMA_PARTS, write_run_folder
 
 REPO = Path(__file__).resolve().parent.parent
@@ -35,7 +37,7 @@ def verdicts(data) -> dict[str, str]:
 
 
 def test_headline_table_holds_run_summary_numbers(fixture_grid_db):
-    text = report.render(load(fixture_grid_db), [])
+    text = markdown.render(load(fixture_grid_db), [])
     rows = {row[0]: row for row in table_rows(text, "Headline")}
     with duckdb.connect(str(fixture_grid_db), read_only=True) as con:
         expected = {
@@ -258,7 +260,7 @@ def test_each_part_is_judged_both_ways_and_a_part_can_help_one_model_and_not_the
         "gqa: llama misses it, vanilla does not clearly gain from it; "
         "swiglu: helps vanilla, llama does better without it; not yet both ways with two seeds: rmsnorm, prenorm"
     )
-    assert report.training_loss_verdict(data, "swiglu") == (
+    assert markdown.training_loss_verdict(data, "swiglu") == (
         "in the training loss, adding it to vanilla lowers best val beyond seed noise and removing it from llama "
         "lowers best val beyond seed noise (helps vanilla, llama does better without it)"
     )
@@ -311,15 +313,15 @@ def test_a_part_is_judged_seed_by_seed(tmp_path):
     collect(runs, tmp_path / "grid.duckdb")
     data = load(tmp_path / "grid.duckdb")
     assert claims.part_effects(data, "swiglu") == (claims.NOT_BEYOND_NOISE, claims.NOT_BEYOND_NOISE)
-    assert report.training_loss_verdict(data, "swiglu") == (
+    assert markdown.training_loss_verdict(data, "swiglu") == (
         "in the training loss, neither adding it to vanilla nor removing it from llama moves best val beyond "
         "seed noise with every seed"
     )
     assert claims.part_effects(data, "gqa") is None
-    assert report.training_loss_verdict(data, "gqa") == (
+    assert markdown.training_loss_verdict(data, "gqa") == (
         "the training loss does not tell yet (not measured both ways with two seeds)"
     )
-    rows = {row[0]: row for row in table_rows(report.render(data, []), "Which part earned the gain")}
+    rows = {row[0]: row for row in table_rows(markdown.render(data, []), "Which part earned the gain")}
     assert rows["gqa"][1:3] == ["-0.300 (1 seed)", "needs 2 seeds"]
 
 
@@ -363,7 +365,7 @@ def test_the_memorised_sample_claim_reads_best_against_last(tmp_path):
     # seed 42 copies more at the end than at its best and than the control; seed 7 less than the control
     assert claim.verdict.startswith("**partly reproduced**")
     assert "seed 42: 0.0% at the best checkpoint, 30.0% at the last (val control 5.0%)" in claim.measured
-    rows = table_rows(report.render(data, []), "How much of the samples is memorised")
+    rows = table_rows(markdown.render(data, []), "How much of the samples is memorised")
     assert rows[-2][0] == "llama · seed 42" and rows[-2][4] == "30.0% (5.0%), longest 0"
 
 
@@ -376,7 +378,7 @@ def test_the_memorised_sample_claim_needs_a_run_whose_best_weights_are_not_its_l
 
 
 def test_ablation_table_pairs_seeds_and_judges_against_seed_noise(fixture_grid_db):
-    text = report.render(load(fixture_grid_db), [])
+    text = markdown.render(load(fixture_grid_db), [])
     rows = {row[0]: row for row in table_rows(text, "Which part earned the gain")}
     # swiglu: vanilla 2.32/2.33 -> 2.22/2.23 added; llama 2.12/2.13 -> 2.27/2.28 removed; noise 0.01
     assert rows["swiglu"][1:] == ["-0.100 (-0.100 to -0.100)", "**yes**", "+0.150 (+0.150 to +0.150)", "**yes**"]
@@ -393,7 +395,7 @@ def test_break_table_says_when_each_diverged_and_how_far_from_its_baseline(tmp_p
         llama_qk_norm={"group": "break", "floor": 2.105, "model": LLAMA_PARTS},
         deep_post_nowarmup=deep_pair({"status": "diverged", "diverged_step": 30})["deep_post_nowarmup"],
     )
-    rows = {row[0]: row for row in table_rows(report.render(load(db), []), "Break tests")}
+    rows = {row[0]: row for row in table_rows(markdown.render(load(db), []), "Break tests")}
     # seeds 42 / 7 sit 0.02 / 0.03 above each floor; seed noise 0.01; every baseline is llama (their preset)
     assert rows["`mqa`"][2:] == [
         "42 / 7",
@@ -477,7 +479,7 @@ def test_which_rope_break_hurts_more_needs_every_seed_beyond_the_noise(tmp_path)
 
 def test_report_on_real_tiny_runs(dashboard_db):
     data = load(dashboard_db)
-    text = report.render(data, list(report.figure_charts(data)))
+    text = markdown.render(data, list(markdown.figure_charts(data)))
     # roles come from the model settings: the tiny runs all use the `debug` preset
     rows = {row[0]: row for row in table_rows(text, "Headline")}
     assert rows["vanilla (2017)"][1] == "42 / 7" and rows["mini-LLaMA"][1] == "42 / 7"
@@ -488,7 +490,7 @@ def test_report_on_real_tiny_runs(dashboard_db):
 def test_cli_writes_report_figures_and_readme_section(fixture_runs, tmp_path, capsys):
     runs_root, _ = fixture_runs
     readme = tmp_path / "README.md"
-    (results_start, results_end), (costs_start, costs_end) = report.markers("headline"), report.markers("costs")
+    (results_start, results_end), (costs_start, costs_end) = markdown.markers("headline"), markdown.markers("costs")
     readme.write_text(
         f"# Title\n\n## Costs\n{costs_start}\nold costs\n{costs_end}\n\n"
         f"## Results\n\n{results_start}\nold numbers\n{results_end}\n\n## After\n"
@@ -502,8 +504,8 @@ def test_cli_writes_report_figures_and_readme_section(fixture_runs, tmp_path, ca
     assert text.startswith(f"# Title\n\n## Costs\n{costs_start}\n") and text.endswith(f"{results_end}\n\n## After\n")
     assert "old numbers" not in text and "old costs" not in text
     # the fixture runs record no wall time (no grid.json beside them)
-    assert report.readme_block(text, "costs") == "No shipped run records its wall time yet.\n"
-    block = report.readme_block(text, "headline")
+    assert markdown.readme_block(text, "costs") == "No shipped run records its wall time yet.\n"
+    block = markdown.readme_block(text, "headline")
     # the README's headline links the figure from its own folder, and holds the report's own
     # headline table and verdicts, word for word
     assert "](docs/results/headline.png)" in block
@@ -544,21 +546,21 @@ def test_readme_results_come_from_the_shipped_reference_runs():
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     assert (reference / "runs").is_dir(), "results/reference/runs is missing: the README's numbers have no source"
     data = load_runs(reference / "runs", read_provenance(reference / "grid.json"))
-    expected = report.readme_blocks(data, list(report.figure_charts(data)), "docs/results/")
+    expected = markdown.readme_blocks(data, list(markdown.figure_charts(data)), "docs/results/")
     for name, block in expected.items():
-        assert report.readme_block(readme, name) == block, (
+        assert markdown.readme_block(readme, name) == block, (
             f"README's {name} section is stale: run `python -m anatomy report --runs results/reference/runs "
             "--out docs/results --readme README.md`"
         )
-    for name in report.figure_charts(data):
+    for name in markdown.figure_charts(data):
         assert (REPO / "docs" / "results" / f"{name}.png").is_file()
 
 
 def test_the_report_text_needs_neither_the_dashboard_nor_torch(tmp_path):
     """`anatomy report --no-figures` works wherever the package is installed: only the figures
-    need Altair (anatomy/charts.py), only one claim loads the model (torch), and the package never
+    need Altair (anatomy/report/charts.py), only one claim loads the model (torch), and the package never
     imports the dashboard (tests/test_layers.py holds that for every module)."""
-    code = "import sys, anatomy.report; print(sorted(m for m in ('dashboard', 'torch', 'altair') if m in sys.modules))"
+    code = "import sys, anatomy.report.markdown; print(sorted(m for m in ('dashboard', 'torch', 'altair') if m in sys.modules))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
@@ -581,7 +583,7 @@ def test_costs_sum_each_targets_training_jobs_and_the_whole_grid(tmp_path):
     grid = {"machines": ["a CPU"], "devices": ["cpu"], "torch_versions": ["2.13.0"]}
     grid |= {"first_finished_utc": "2026-11-30T10:30:00Z", "last_finished_utc": "2026-11-30T12:00:00Z"}
     provenance = {"runs": runs, "grid": grid}
-    section = report.costs_section(load(db, provenance))
+    section = markdown.costs_section(load(db, provenance))
     rows = {row[0]: row[1:] for row in table_rows("### Costs\n" + section, "Costs")}
     assert rows["`headline`"] == ["2", "35.0", "1.17", "0.67", "fp32"]
     assert rows["`ablations`"] == ["0", "–", "–", "–", "–"]
@@ -590,7 +592,7 @@ def test_costs_sum_each_targets_training_jobs_and_the_whole_grid(tmp_path):
     assert "Two lanes that never idle would need half the run-hours: 1.3 h for the whole grid's training." in section
     assert "On a CPU (cpu, torch 2.13.0), runs finished on 2026-11-30." in section
     undated = {"runs": runs, "grid": {key: grid[key] for key in ("machines", "devices", "torch_versions")}}
-    assert "On a CPU (cpu, torch 2.13.0), finish dates not recorded." in report.costs_section(load(db, undated))
+    assert "On a CPU (cpu, torch 2.13.0), finish dates not recorded." in markdown.costs_section(load(db, undated))
 
 
 def test_the_costs_estimate_the_grids_night_in_bf16_from_measured_runs(tmp_path):
@@ -612,14 +614,14 @@ def test_the_costs_estimate_the_grids_night_in_bf16_from_measured_runs(tmp_path)
     deep = {f"deep_pre_nowarmup_bf16/seed{seed}": {**record, "job_s": 2400} for seed in (42, 7)}
     grid = {"machines": ["a CPU"], "devices": ["cpu"], "torch_versions": ["2.13.0"]}
 
-    section = report.costs_section(load(db, {"runs": fp32 | shallow, "grid": grid}))
+    section = markdown.costs_section(load(db, {"runs": fp32 | shallow, "grid": grid}))
     rows = {row[0]: row[1:] for row in table_rows("### Costs\n" + section, "Costs")}
     assert rows["the whole grid (`all`)"][0] == "6"  # the bf16 runs are not the grid's
     assert rows["`precision_check` (a study, not in `all`)"] == ["2", "20.0", "0.67", "0.33", "bf16"]
     assert "the 12-layer runs are not measured in bf16 yet, so the grid's night in bf16 is not estimated" in section
 
     # 4 one-layer grid runs at 20 minutes and 2 twelve-layer ones at 40: 2.7 run-hours
-    section = report.costs_section(load(db, {"runs": fp32 | shallow | deep, "grid": grid}))
+    section = markdown.costs_section(load(db, {"runs": fp32 | shallow | deep, "grid": grid}))
     assert "1-layer 20.0 minutes a run, 12-layer 40.0 minutes a run" in section  # the fixture is 1 layer deep
     assert "would take 2.7 run-hours, 1.3 h on two lanes that never idle: within one 8-hour night" in section
 

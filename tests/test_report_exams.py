@@ -18,18 +18,21 @@ import duckdb
 import pandas as pd
 import pytest
 
-from anatomy import claims, exam_findings, report
+from anatomy.report import claims
+
+from anatomy.report import exam_findings
+
+from anatomy.report import markdown
 from anatomy.cli import main
 from anatomy.errors import AnatomyError
 from anatomy.exams import wall_clock
-from anatomy.results_data import load, load_runs
-from anatomy.results import SCHEMA_PATH, collect
+from anatomy.results.reader import load, load_runs
+from anatomy.results.collect import SCHEMA_PATH, collect
 from run_folders import LLAMA_PARTS, write_run_folder
-from exam_rows import cache_rows, depth_row, insert, length_rows, wall_clock_row
+from exam_rows import KV_SCALE, cache_rows, depth_row, grad_norm_rows, insert, length_rows, timing_rows, wall_clock_row
 from tiny_runs import examine
 
 HEADING = "Which part wins where"
-GIB = 2**30
 
 
 def section(text: str) -> str:
@@ -130,11 +133,7 @@ DEPTH = [
 
 def norms(run_id: str, by_step: dict[int, tuple[float, float]]) -> list[dict]:
     """Three blocks per step: (first block's norm, last block's norm), the middle one in between."""
-    return [
-        {"run_id": run_id, "step": step, "layer": layer, "norm": norm}
-        for step, (first, last) in by_step.items()
-        for layer, norm in enumerate((first, (first + last) / 2, last))
-    ]
+    return grad_norm_rows(run_id, {step: [first, (first + last) / 2, last] for step, (first, last) in by_step.items()})
 
 
 GRAD_NORMS = norms("depth/post_lr0.003", {0: (1.0, 1.0), 20: (8.0, 2.0), 40: (math.nan, math.nan)}) + norms(
@@ -148,45 +147,6 @@ LENGTH = (
     + length_rows("vanilla/seed42", [2.1, 2.3, None, None])
     + length_rows("rope_k_unrotated/seed42", [3.0, 3.0, 3.5, 4.0])
 )
-
-
-def speed_rows(run_id: str, n_kv_head: int, speeds: dict[int, tuple[float, float]]) -> list[dict]:
-    """context -> (cached, recomputed) characters per second."""
-    return [
-        {
-            "run_id": run_id,
-            "n_kv_head": n_kv_head,
-            "context": context,
-            "chars": 32,
-            "cached": cached,
-            "seconds": 32 / speed,
-            "chars_per_s": speed,
-        }
-        for context, pair in speeds.items()
-        for cached, speed in zip((True, False), pair)
-    ]
-
-
-KV_SCALE = [
-    {
-        "name": "7B-class, 32 KV heads (MHA)",
-        "n_layer": 32,
-        "n_kv_head": 32,
-        "head_dim": 128,
-        "tokens": 131072,
-        "element_bytes": 2,
-        "bytes": 64 * GIB,
-    },
-    {
-        "name": "7B-class, 8 KV heads (GQA)",
-        "n_layer": 32,
-        "n_kv_head": 8,
-        "head_dim": 128,
-        "tokens": 131072,
-        "element_bytes": 2,
-        "bytes": 16 * GIB,
-    },
-]
 
 
 @pytest.fixture(scope="module")
@@ -211,16 +171,16 @@ def examined_db(tmp_path_factory) -> Path:
     insert(
         db,
         "exam_kv_timing",
-        speed_rows("llama/seed42", 2, {128: (300.0, 60.0), 2048: (40.0, 2.0)})
-        + speed_rows("llama/seed7", 2, {128: (300.0, 60.0), 2048: (60.0, 2.0)})
-        + speed_rows("llama_minus_gqa/seed42", 4, {2048: (30.0, 3.0)}),
+        timing_rows("llama/seed42", 2, {128: (300.0, 60.0), 2048: (40.0, 2.0)})
+        + timing_rows("llama/seed7", 2, {128: (300.0, 60.0), 2048: (60.0, 2.0)})
+        + timing_rows("llama_minus_gqa/seed42", 4, {2048: (30.0, 3.0)}),
     )
     insert(db, "exam_kv_scale", KV_SCALE)
     return db
 
 
 def test_every_exam_cell_holds_the_numbers_of_its_rows(examined_db):
-    text = report.render(load(examined_db), [])
+    text = markdown.render(load(examined_db), [])
     table = exam_table(text)
     assert list(table) == ["RMSNorm", "pre-norm", "RoPE", "GQA", "SwiGLU"]
     assert table["RMSNorm"][2] == (
@@ -335,7 +295,7 @@ def test_a_vanished_first_block_gradient_is_named():
 
 
 def test_the_training_loss_column_and_the_sentences_come_from_the_data(examined_db):
-    text = report.render(load(examined_db), [])
+    text = markdown.render(load(examined_db), [])
     table = exam_table(text)
     # vanilla_plus_gqa 2.25 against vanilla 2.30, llama_minus_gqa 2.20 against llama 2.10, both seeds
     assert (
@@ -362,7 +322,7 @@ def test_the_training_loss_column_and_the_sentences_come_from_the_data(examined_
 
 
 def test_missing_exams_say_which_command_fills_them(fixture_grid_db):
-    text = report.render(load(fixture_grid_db), [])
+    text = markdown.render(load(fixture_grid_db), [])
     table = exam_table(text)
     for part, exam in (
         ("RMSNorm", "wall_clock"),
@@ -380,7 +340,7 @@ def test_missing_exams_say_which_command_fills_them(fixture_grid_db):
         "added to vanilla -0.100 / -0.100 (seeds 42 / 7); removed from llama +0.150 / +0.150 (seeds 42 / 7)"
     )
     assert_no_nan(text)
-    assert not set(report.figure_charts(load(fixture_grid_db))) & {"length", "stability"}
+    assert not set(markdown.figure_charts(load(fixture_grid_db))) & {"length", "stability"}
 
 
 def test_exams_in_part_say_what_is_missing(tmp_path):
@@ -399,7 +359,7 @@ def test_exams_in_part_say_what_is_missing(tmp_path):
     insert(db, "exam_length", length_rows("vanilla/seed42", [2.1, 2.3, None, None]))
     insert(db, "exam_kv_cache", small_cache_rows("llama/seed42", 2))
     data = load(db)
-    text = report.render(data, [])
+    text = markdown.render(data, [])
     table = exam_table(text)
     assert table["RMSNorm"][2] == (
         "RMSNorm 0.400 ms (manual only); LayerNorm not timed yet (forward + backward on 32x128x128)"
@@ -419,7 +379,7 @@ def test_exams_in_part_say_what_is_missing(tmp_path):
         assert f"**{part}**: " in said
     assert "its exam (length) is not measured yet" in said and "its exam (depth) is not measured yet" in said
     assert_no_nan(text)
-    assert set(report.exam_charts(data)) == {"length", "stability"}
+    assert set(markdown.exam_charts(data)) == {"length", "stability"}
 
 
 def test_the_exams_of_no_run_report_without_any_runs(tmp_path):
@@ -429,7 +389,7 @@ def test_the_exams_of_no_run_report_without_any_runs(tmp_path):
     collect(tmp_path / "runs", db, allow_empty=True)
     insert(db, "exam_wall_clock", WALL_CLOCK)
     insert(db, "exam_depth", DEPTH)
-    text = report.render(load(db), [])
+    text = markdown.render(load(db), [])
     table = exam_table(text)
     assert table["SwiGLU"][2].startswith("SwiGLU FFN hand-written 1.500 ms vs fused 1.200 ms (1.2x)")
     # no gradient norms logged for the cells
@@ -471,7 +431,9 @@ def test_load_runs_reads_the_exams_folder_beside_the_runs(tmp_path):
     (tmp_path / "exams" / wall_clock.RESULT_FILE).write_text(json.dumps({"rows": WALL_CLOCK}))
     data = load_runs(tmp_path / "runs", None)
     assert len(data.exams.wall_clock) == len(WALL_CLOCK)
-    assert "RMSNorm hand-written 0.400 ms vs fused 0.080 ms (5.0x)" in exam_table(report.render(data, []))["RMSNorm"][2]
+    assert (
+        "RMSNorm hand-written 0.400 ms vs fused 0.080 ms (5.0x)" in exam_table(markdown.render(data, []))["RMSNorm"][2]
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -496,7 +458,7 @@ def examined_runs(tiny_data, tiny_runs, tmp_path_factory):
 
 def test_report_on_real_exam_files(examined_runs, tmp_path):
     data = load_runs(examined_runs, None)
-    text = report.render(data, [])
+    text = markdown.render(data, [])
     table = exam_table(text)
     wall = data.exams.wall_clock.set_index(["variant", "impl"])["median_ms"]
     assert table["RMSNorm"][2].startswith(

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from anatomy import report, results
-from anatomy.report_data import only_runs_of
-from anatomy.results_data import load
-from anatomy.scale_report import best_val_by_size, scale_answer, scale_data, sizes, verdict, where_it_wins
+from anatomy.report import markdown
+
+from anatomy.results import collect
+from anatomy.report.roles import only_runs_of
+from anatomy.results.reader import load
+from anatomy.report.scale_section import best_val_by_size, scale_answer, scale_data, sizes, verdict, where_it_wins
 from run_folders import LLAMA_PARTS, SCALE_SIZES, write_fixture_grid, write_run_folder, write_scale_runs
 
 SEEDS = (42, 7)
@@ -22,7 +24,7 @@ def grid_and_scale(tmp_path):
     # llama: no better on the smallest size, lower by 0.1 on the middle one, by 0.3 on the largest
     write_scale_runs(runs_root, {"s": (2.0, 2.0), "m": (1.9, 1.8), "l": (1.8, 1.5)})
     db = tmp_path / "anatomy.duckdb"
-    results.collect(runs_root, db)
+    collect.collect(runs_root, db)
     return load(db)
 
 
@@ -31,7 +33,7 @@ def test_the_scale_section_finds_each_size_and_where_llama_wins(grid_and_scale):
     assert [size.train_tokens for size in found] == list(SCALE_SIZES.values())
     assert [size.side for size in found] == [0, -1, -1]
     assert found[-1].gap.round(3).tolist() == [-0.3, -0.3]
-    text = report.render(grid_and_scale, [])
+    text = markdown.render(grid_and_scale, [])
     section = text.split("### When does the mini-LLaMA win?")[1].split("###")[0]
     assert "| 25,600 | 1.00 | – |" in section and "| 400 | 64.00 | – |" in section  # no grid.json: no minutes
     assert "lower beyond seed noise on 3,200, 25,600 characters" in section
@@ -41,7 +43,7 @@ def test_the_scale_section_finds_each_size_and_where_llama_wins(grid_and_scale):
 def test_the_grid_tables_never_take_a_study_run(grid_and_scale):
     grid = only_runs_of(grid_and_scale, None)
     assert not grid.runs["experiment"].str.startswith("scale_").any()
-    text = report.render(grid_and_scale, [])
+    text = markdown.render(grid_and_scale, [])
     before = text.split("### When does the mini-LLaMA win?")[0]
     assert "scale_" not in before  # not in the run list, the headline, the ablations nor the breaks
 
@@ -49,7 +51,7 @@ def test_the_grid_tables_never_take_a_study_run(grid_and_scale):
 def test_one_seed_cannot_judge_the_hypothesis(tmp_path):
     runs_root = tmp_path / "runs"
     write_scale_runs(runs_root, {"l": (1.8, 1.5)}, seeds=(42,))
-    results.collect(runs_root, tmp_path / "db.duckdb")
+    collect.collect(runs_root, tmp_path / "db.duckdb")
     study = scale_data(load(tmp_path / "db.duckdb"))
     assert verdict(study, sizes(study)).startswith("**not testable here yet**: on 25,600 characters")
 
@@ -57,7 +59,7 @@ def test_one_seed_cannot_judge_the_hypothesis(tmp_path):
 def test_no_size_read_at_most_once_is_not_testable(tmp_path):
     runs_root = tmp_path / "runs"
     write_scale_runs(runs_root, {"s": (2.0, 1.9), "m": (1.9, 1.8)})
-    results.collect(runs_root, tmp_path / "db.duckdb")
+    collect.collect(runs_root, tmp_path / "db.duckdb")
     study = scale_data(load(tmp_path / "db.duckdb"))
     assert verdict(study, sizes(study)).startswith("**not testable here yet**: no size whose runs read")
     assert len(best_val_by_size(study)) == 8  # the figure's points: 2 sizes x 2 models x 2 seeds
@@ -81,8 +83,8 @@ def test_stage2_ablations_are_judged_at_the_largest_size(tmp_path):
             floor=1.7,
             data=data,
         )
-    results.collect(runs_root, tmp_path / "db.duckdb")
-    text = report.render(load(tmp_path / "db.duckdb"), [])
+    collect.collect(runs_root, tmp_path / "db.duckdb")
+    text = markdown.render(load(tmp_path / "db.duckdb"), [])
     stage2 = text.split("Which part earned the gap at the largest size (stage 2):")[1]
     assert "| swiglu | not run yet |  | +0.200 (+0.200 to +0.200) | **yes** |" in stage2
 
@@ -96,8 +98,8 @@ def test_the_precision_section_holds_each_bf16_run_against_its_fp32_twin(tmp_pat
         write_run_folder(
             runs_root, "llama_bf16", seed, preset="llama", model=LLAMA_PARTS, floor=2.101, turn_step=40, **bf16
         )
-    results.collect(runs_root, tmp_path / "db.duckdb")
-    text = report.render(load(tmp_path / "db.duckdb"), [])
+    collect.collect(runs_root, tmp_path / "db.duckdb")
+    text = markdown.render(load(tmp_path / "db.duckdb"), [])
     section = text.split("### Does training in bf16 change any finding?")[1].split("###")[0]
     assert "4 of 4 runs move their best val by less than the seed noise" in section
     assert "Every headline verdict is the same in bf16." in section
@@ -113,8 +115,8 @@ def test_a_verdict_that_flips_in_bf16_is_said(tmp_path):
         write_run_folder(
             runs_root, "llama_bf16", seed, preset="llama", model=LLAMA_PARTS, floor=2.101, turn_step=90, **bf16
         )
-    results.collect(runs_root, tmp_path / "db.duckdb")
-    section = report.render(load(tmp_path / "db.duckdb"), []).split("### Does training in bf16")[1]
+    collect.collect(runs_root, tmp_path / "db.duckdb")
+    section = markdown.render(load(tmp_path / "db.duckdb"), []).split("### Does training in bf16")[1]
     assert "**Some headline verdicts differ in bf16**" in section
     assert (
         "| The mini-LLaMA learns faster: its best val comes earlier | **reproduced** | **not reproduced** | **no** |"
@@ -125,7 +127,7 @@ def test_a_verdict_that_flips_in_bf16_is_said(tmp_path):
 def test_one_seed_is_not_called_no_win(tmp_path):
     runs_root = tmp_path / "runs"
     write_scale_runs(runs_root, {"l": (1.8, 1.5)}, seeds=(7,))
-    results.collect(runs_root, tmp_path / "db.duckdb")
+    collect.collect(runs_root, tmp_path / "db.duckdb")
     study = scale_data(load(tmp_path / "db.duckdb"))
     assert where_it_wins(sizes(study)).startswith("No size has both models at two seeds yet")
 
@@ -149,7 +151,7 @@ def grid_then_scale(root, smallest: tuple[float, float]):
             baseline="vanilla",
         )
     write_scale_runs(runs_root, {"s": smallest, "m": (1.9, 1.8), "l": (1.8, 1.5)})
-    results.collect(runs_root, root / "anatomy.duckdb")
+    collect.collect(runs_root, root / "anatomy.duckdb")
     return load(root / "anatomy.duckdb")
 
 

@@ -1,4 +1,4 @@
-"""anatomy.tokenizer: the character vocabulary, the 90/10 split and the token files."""
+"""anatomy.data.tokenizer: the character vocabulary, the 90/10 split and the token files."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from anatomy.cli import main
-from anatomy.corpus import extract_corpus, write_corpus
+from anatomy.data.corpus import extract_corpus, write_corpus
 from anatomy.errors import AnatomyError
-from anatomy.tokenizer import (
+from anatomy.data.tokenizer import (
     CharTokenizer,
     check_windows,
     corpus_digest,

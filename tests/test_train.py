@@ -19,16 +19,17 @@ import numpy as np
 import pytest
 import torch
 
-from anatomy import compiling
-from anatomy import trainer as trainer_module
+from anatomy.training import compiling
+from anatomy.training import trainer as trainer_module
 from anatomy.cli import main
 from anatomy.config import preset
 from anatomy.errors import AnatomyError
-from anatomy.batches import batch_starts, eval_starts
+from anatomy.data.batches import batch_starts, eval_starts
 from anatomy.config import TrainConfig
 from anatomy.model import MiniLM
-from anatomy.trainer import evaluate, learning_rate, split_overrides, train
+from anatomy.training.trainer import evaluate, learning_rate, split_overrides, train
 from tiny_runs import FAST
+from run_folders import LLAMA_PARTS
 
 
 def read_metrics(run_dir: Path) -> list[dict]:
@@ -76,7 +77,7 @@ def test_runs_with_different_parts_see_identical_batches(tiny_data, tmp_path):
         tiny_data,
         tmp_path / "llama",
         "debug",
-        {"norm_type": "rmsnorm", "norm_pos": "pre", "pos_type": "rope", "ffn_type": "swiglu", "n_kv_head": 2},
+        LLAMA_PARTS,
         FAST,
     )
     other_seed = train(tiny_data, tmp_path / "seed7", "debug", {}, {**FAST, "seed": 7})
@@ -554,7 +555,7 @@ def test_a_checkpoint_write_killed_half_way_is_cleaned_up(tiny_data, tmp_path):
 
 HOLD_A_LIFELINE = """
 import sys, time
-from anatomy.locks import hold_for_life
+from anatomy.files.locks import hold_for_life
 assert hold_for_life(sys.argv[1])
 print("holding", flush=True)
 time.sleep(600)
@@ -565,7 +566,7 @@ def test_a_trainer_stops_when_the_workflow_that_started_it_is_killed(tiny_data, 
     """What a SIGKILL of Snakemake did to a run: its trainer ran on as an orphan, writing into the
     folder that the restarted grid's trainer writes too. Now it stops when its lifeline (a lock
     the workflow holds while it lives) is released, and says so in one line."""
-    from anatomy.locks import LIFELINE_ENV, lifeline_value
+    from anatomy.files.locks import LIFELINE_ENV, lifeline_value
 
     lock = tmp_path / "workflow.lock"
     workflow = subprocess.Popen([sys.executable, "-c", HOLD_A_LIFELINE, str(lock)], stdout=subprocess.PIPE, text=True)
@@ -602,7 +603,7 @@ def test_a_trainer_stops_when_the_workflow_that_started_it_is_killed(tiny_data, 
 def test_a_second_trainer_on_the_same_folder_waits_for_the_first(tiny_data, tmp_path):
     """Two trainers never write one folder: the second waits, writing nothing, until the folder's
     lock is free (here held by the test, as a first trainer would hold it), then trains."""
-    from anatomy.locks import held_lock
+    from anatomy.files.locks import held_lock
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
@@ -620,7 +621,7 @@ def test_a_second_trainer_on_the_same_folder_waits_for_the_first(tiny_data, tmp_
 
 
 def test_a_run_records_its_corpus_and_refuses_another_text_of_the_same_size(tiny_data, tmp_path):
-    from anatomy.tokenizer import tokenize_corpus
+    from anatomy.data.tokenizer import tokenize_corpus
     from tiny_runs import TINY_TEXT
 
     run_dir = tmp_path / "run"
@@ -651,17 +652,17 @@ TORCH_FULL_DISK = (
 
 def fail_writing(monkeypatch, name: str) -> None:
     """Make the write of the run file `name` fail as a full disk makes it fail."""
-    from anatomy import runs
+    from anatomy.files import run_folder
 
     if name in ("config.json", "summary.json"):
-        real = runs.write_json
+        real = run_folder.write_json
 
         def write_json(target, obj):
             if Path(target).name == name:
                 raise FULL_DISK
             real(target, obj)
 
-        monkeypatch.setattr(runs, "write_json", write_json)
+        monkeypatch.setattr(run_folder, "write_json", write_json)
     elif name == "metrics.jsonl":  # written whole through a temporary .metrics.jsonl.*.tmp
         real_text = Path.write_text
 
@@ -705,10 +706,10 @@ def test_a_full_disk_is_one_line_naming_the_file(tiny_data, tmp_path, monkeypatc
 
 def test_a_disk_full_at_a_checkpoint_loses_nothing(tiny_data, tmp_path, monkeypatch, capsys):
     """The second save of last.pt fails: the first is still whole, and the run resumes from it."""
-    from anatomy import runs
+    from anatomy.files import run_folder
 
     run_dir, saves = tmp_path / "run", []
-    real_save = runs.atomic_path
+    real_save = run_folder.atomic_path
 
     def atomic_path(target):
         if Path(target).name == "last.pt":
@@ -717,7 +718,7 @@ def test_a_disk_full_at_a_checkpoint_loses_nothing(tiny_data, tmp_path, monkeypa
                 raise FULL_DISK
         return real_save(target)
 
-    monkeypatch.setattr(runs, "atomic_path", atomic_path)
+    monkeypatch.setattr(run_folder, "atomic_path", atomic_path)
     with pytest.raises(AnatomyError, match=r"last\.pt: cannot write: no space left on device; free some space"):
         train(tiny_data, run_dir, "debug", {}, {**FAST, "steps": 20})
     monkeypatch.undo()

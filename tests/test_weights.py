@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from anatomy import weights
+from anatomy.files import weights
 from anatomy.cli import main
 from anatomy.errors import AnatomyError
-from anatomy.generate import generate_samples, load_model
-from anatomy.runs import load_checkpoint
-from anatomy.weights import load_weights, save_weights
+from anatomy.generation.generate import generate_samples, load_model
+from anatomy.files.run_folder import load_checkpoint
+from anatomy.files.weights import load_weights, save_weights
 
 
 REPO = Path(__file__).resolve().parent.parent

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from anatomy.groups import STUDY_GROUPS
+from anatomy.results.groups import STUDY_GROUPS
 
 REPO = Path(__file__).resolve().parents[1]
 WORKFLOW = REPO / "workflow"
@@ -952,7 +952,7 @@ def test_quick_grid_end_to_end(tmp_path):
     assert sorted(found["depth_cells"]) == [("post", 3.0e-4), ("post", 1.0e-2), ("pre", 3.0e-4), ("pre", 1.0e-2)]
     # each run has the baseline its entry names (blow_up's only in the test's config), and is paired with it
     declared = yaml.safe_load((WORKFLOW / "experiments.yaml").read_text(encoding="utf-8"))["experiments"]
-    # the grid's experiments: the studies beside it (anatomy/groups.py) are not part of `all`
+    # the grid's experiments: the studies beside it (anatomy/results/groups.py) are not part of `all`
     grid_entries = {name: entry for name, entry in declared.items() if entry["group"] not in STUDY_GROUPS}
     baselines = {name: entry.get("baseline") for name, entry in grid_entries.items()} | {"blow_up": "vanilla"}
     assert dict(found["baselines"]) == baselines

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from anatomy.tokenizer import tokenize_corpus
-from anatomy.trainer import train
+from anatomy.data.tokenizer import tokenize_corpus
+from anatomy.training.trainer import train
+from run_folders import LLAMA_PARTS
 
 TINY_TEXT = (
     "## 学而\n\n子曰：学而时习之，不亦说乎？有朋自远方来，不亦乐乎？人不知而不愠，不亦君子乎？\n\n"
@@ -31,9 +32,8 @@ def tiny_data(tmp_path_factory):
 def tiny_runs(tiny_data, tmp_path_factory):
     """Two trained runs on the tiny corpus: learned positions (vanilla parts) and RoPE (llama parts)."""
     root = tmp_path_factory.mktemp("tiny_runs")
-    llama_parts = {"norm_type": "rmsnorm", "norm_pos": "pre", "pos_type": "rope", "ffn_type": "swiglu", "n_kv_head": 2}
     train(tiny_data, root / "vanilla", "debug", {}, {**FAST, "steps": 60, "lr": 3e-3})
-    train(tiny_data, root / "llama", "debug", llama_parts, {**FAST, "steps": 60, "lr": 3e-3})
+    train(tiny_data, root / "llama", "debug", LLAMA_PARTS, {**FAST, "steps": 60, "lr": 3e-3})
     return {"vanilla": root / "vanilla", "llama": root / "llama"}
 
 

@@ -10,7 +10,7 @@ depth, RoPE: relative position, GQA: the KV cache). Each gets the exam it was ma
 
 `python -m anatomy exam NAME ...` runs one by hand; workflow/rules/exams.smk runs them all
 (`snakemake exams`). A run's exam results are small files in its folder (exams/NAME.json), so
-they ship with it; `anatomy collect` reads them into the exam_* tables of anatomy/schema.sql.
+they ship with it; `anatomy collect` reads them into the exam_* tables of anatomy/results/schema.sql.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import importlib
 from pathlib import Path
 from typing import Any, Callable
 
-
-from anatomy.atomic import check_file_target, write_json
+from anatomy.files.atomic import check_file_target, write_json
+from anatomy.files.run_folder import exam_result_path
 
 # exam -> one-line help; each is a module here with add_arguments(parser) and run(args)
 EXAMS = {
@@ -34,11 +34,6 @@ EXAMS = {
 
 def exam_module(name: str):
     return importlib.import_module(f"anatomy.exams.{name}")
-
-
-def exam_result_path(run_dir: str | Path, name: str) -> Path:
-    """Where a run's result of exam `name` lives: RUN/exams/NAME.json, beside its metrics."""
-    return Path(run_dir) / "exams" / f"{name}.json"
 
 
 def run_exam_output(args: argparse.Namespace, name: str) -> Path:

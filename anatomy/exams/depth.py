@@ -12,11 +12,11 @@ that one learning rate post-norm can train as well as pre-norm. So this exam map
 
 Each cell trains in the precision it is given (`precision=bf16` among its settings; the grid's
 map is fp32, as the grid is). Each cell of the map is an ordinary training run
-(anatomy.trainer.train) in OUT/{norm_pos}_lr{lr},
+(anatomy.training.trainer.train) in OUT/{norm_pos}_lr{lr},
 e.g. results/exams/depth/post_lr0.001, with its metrics, checkpoints and the gradient norm of
-every block (grad_norms.jsonl, anatomy/grad_norms.py), which shows how a cell goes wrong. The
+every block (grad_norms.jsonl, anatomy/training/grad_norms.py), which shows how a cell goes wrong. The
 finding is one number per wiring: the largest learning rate at which it still trains
-(`largest_trained_lr`; the depth_stability view of anatomy/schema.sql computes the same).
+(`largest_trained_lr`; the depth_stability view of anatomy/results/schema.sql computes the same).
 
 A cell that is finished is skipped, a killed one resumes, so the exam can be run again at any
 time; Snakemake runs it once per cell (one --norm-pos, one --lr), touching no other cell.
@@ -33,10 +33,10 @@ from typing import Any
 
 import numpy as np
 
-from anatomy.atomic import check_folder_target
+from anatomy.files.atomic import check_folder_target
 from anatomy.errors import AnatomyError
-from anatomy.run_files import check_value, read_metrics, read_run_config, read_summary
-from anatomy.tokenizer import load_tokenized
+from anatomy.files.run_folder import check_value, read_metrics, read_run_config, read_summary
+from anatomy.data.tokenizer import load_tokenized
 
 DEPTH_FOLDER = "depth"  # under results/exams/
 DEFAULT_OUT = Path("results") / "exams" / DEPTH_FOLDER
@@ -335,7 +335,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from anatomy.trainer import split_overrides, train  # torch: reading the map (collect) needs none
+    from anatomy.training.trainer import split_overrides, train  # torch: reading the map (collect) needs none
 
     check_folder_target(args.out, "--out")
     model_overrides, train_overrides = split_overrides(args.overrides)

@@ -37,12 +37,12 @@ from typing import Any
 
 import torch
 
-from anatomy.devices import pick_device, sync
+from anatomy.training.devices import pick_device, sync
 from anatomy.errors import AnatomyError
 from anatomy.exams import run_exam_output, write_result
-from anatomy.generate import DEFAULT_TEMPERATURE, load_model, pick_next, window_start
+from anatomy.generation.generate import DEFAULT_TEMPERATURE, load_model, pick_next, window_start
 from anatomy.model import KVCache, MiniLM
-from anatomy.run_files import check_value, read_json_object
+from anatomy.files.run_folder import check_value, read_json_object
 
 DEFAULT_TOKENS = [1, 512, 2048]
 DEFAULT_CONTEXTS = [128, 512, 2048]
@@ -143,7 +143,7 @@ def cache_rows(model: MiniLM, token_counts: list[int]) -> tuple[list[dict[str, A
 
 @torch.inference_mode()
 def generate_ids(model: MiniLM, context: list[int], chars: int, use_cache: bool, seed: int = 0) -> list[int]:
-    """`chars` new ids after `context`, as anatomy.generate.stream makes them, but with the window
+    """`chars` new ids after `context`, as anatomy.generation.generate.stream makes them, but with the window
     limited by what the model can read (`reach`) rather than by its training length."""
     limit = reach(model)
     device = next(model.parameters()).device

@@ -13,7 +13,7 @@ exactly. RoPE has no table: it rotates by the position, whatever it is, so it ru
 its loss holds up there is what the exam shows.
 
 Writes RUN/exams/length.json; `anatomy collect` reads it with `read_rows` into the exam_length
-table of anatomy/schema.sql.
+table of anatomy/results/schema.sql.
 """
 
 from __future__ import annotations
@@ -26,17 +26,17 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from anatomy.batches import eval_starts, windows_at
-from anatomy.devices import pick_device
+from anatomy.data.batches import eval_starts, windows_at
+from anatomy.training.devices import pick_device
 from anatomy.errors import AnatomyError
 from anatomy.exams import run_exam_output, write_result
-from anatomy.generate import load_model
+from anatomy.generation.generate import load_model
 from anatomy.model import MiniLM
 from anatomy.precision import autocast
-from anatomy.run_files import check_value, read_json_object, read_run_config, read_summary
-from anatomy.runs import run_precision
-from anatomy.tokenizer import CharTokenizer, load_tokenized
-from anatomy.weights import SUFFIX
+from anatomy.files.run_folder import check_value, read_json_object, read_run_config, read_summary
+from anatomy.files.run_folder import run_precision
+from anatomy.data.tokenizer import CharTokenizer, load_tokenized
+from anatomy.files.weights import SUFFIX
 
 DEFAULT_WINDOWS = [128, 256, 512, 1024]
 DEFAULT_MAX_WINDOWS = 32

@@ -39,13 +39,13 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from anatomy.atomic import check_file_target, write_json
-from anatomy.compiling import forward_backward
+from anatomy.files.atomic import check_file_target, write_json
+from anatomy.training.compiling import forward_backward
 from anatomy.config import CHAPTER_VOCAB, DEVICE_PATTERN, ModelConfig, parse_value, preset
-from anatomy.devices import pick_device, sync
+from anatomy.training.devices import pick_device, sync
 from anatomy.errors import AnatomyError
 from anatomy.model import FFNS, CausalSelfAttention, MiniLM, RotaryEmbedding, apply_rope, make_norm
-from anatomy.run_files import check_value, read_json_object
+from anatomy.files.run_folder import check_value, read_json_object
 
 RESULT_FILE = "wall_clock.json"  # under results/exams/, where `anatomy collect` looks for it
 DEFAULT_OUT = Path("results") / "exams" / RESULT_FILE
@@ -73,7 +73,7 @@ VARIANTS: dict[str, tuple[str, str]] = {
 # What key=value may change. The heads stay the presets' (4 query heads, 4 or 2 KV heads), so
 # mha and gqa keep their meaning.
 SIZE_KEYS = ("d_model", "n_layer", "ctx_len", "vocab_size")
-# The exam_wall_clock columns of anatomy/schema.sql, with what each holds
+# The exam_wall_clock columns of anatomy/results/schema.sql, with what each holds
 ROW_FIELDS: dict[str, type] = {
     "part": str,
     "variant": str,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from anatomy.claims import largest_ablation_change
-from anatomy.report_data import only_runs_of
+from anatomy.report.claims import largest_ablation_change
+from anatomy.report.roles import only_runs_of
 from dashboard import analysis, charts, loaders
 from dashboard.findings import show_findings
 

@@ -3,7 +3,7 @@
 The training loss of a small model is not what RoPE, GQA and pre-norm were made for, so each has
 the exam it was made for (anatomy/exams/): reading past the training length, the KV cache, depth without
 warmup; and the wall clock of every part alone. One section per exam: what it tests, what the data
-show (the finding and its detail, in the report's own words: anatomy/exam_findings.py), the charts,
+show (the finding and its detail, in the report's own words: anatomy/report/exam_findings.py), the charts,
 and what is still missing.
 """
 
@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from anatomy import exam_findings as findings
-from anatomy.results_data import Results
+from anatomy.report import exam_findings as findings
+from anatomy.results.reader import Results
 from dashboard import charts, loaders
 from dashboard.analysis import depth_cells, length_curves
 

@@ -1,10 +1,10 @@
 """Listen: generate from one or two runs side by side, character by character, and see what is copied.
 
-The text comes from the package's own generation code (`anatomy.generate.stream`), so the same
+The text comes from the package's own generation code (`anatomy.generation.generate.stream`), so the same
 run, checkpoint, prefix, temperature and seed give the same text here as
 `python -m anatomy generate`. Copied spans are found against the run's training text
-(`anatomy.memorisation`). On a fresh clone the default corpus's folder (results/corpus) is not
-there yet: it is built on first use, as the workflow would build it (`anatomy.default_corpus`).
+(`anatomy.generation.memorisation`). On a fresh clone the default corpus's folder (results/corpus) is not
+there yet: it is built on first use, as the workflow would build it (`anatomy.data.default_corpus`).
 
 Each generation is kept in the session with the settings that made it (the last HISTORY of
 them), so that changing a control and generating again puts the new text beside the old.
@@ -17,14 +17,14 @@ from pathlib import Path
 
 import streamlit as st
 
-from anatomy.default_corpus import build_default_corpus, is_default_corpus, workflow_source
+from anatomy.data.default_corpus import build_default_corpus, is_default_corpus, workflow_source
 from anatomy.errors import AnatomyError
-from anatomy.generate import load_model, stream, window_start
-from anatomy.memorisation import Memorisation, data_dir_of
-from anatomy.reference import corpus_differences
-from anatomy.run_files import read_run_config
-from anatomy.runs import run_precision
-from anatomy.tokenizer import SPLIT_FILE, read_json
+from anatomy.generation.generate import load_model, stream, window_start
+from anatomy.generation.memorisation import Memorisation, data_dir_of
+from anatomy.results.reference import corpus_differences
+from anatomy.files.run_folder import read_run_config
+from anatomy.files.run_folder import run_precision
+from anatomy.data.tokenizer import SPLIT_FILE, read_json
 from dashboard import loaders
 from dashboard.sample_text import highlighted
 
@@ -105,7 +105,7 @@ def settings_line(number: int, settings: dict) -> str:
 
 
 def cache_text(pane: dict) -> str:
-    """The cache's size, and why it drops: it holds at most ctx_len positions (anatomy/generate.py)."""
+    """The cache's size, and why it drops: it holds at most ctx_len positions (anatomy/generation/generate.py)."""
     ctx_len = pane["ctx_len"]
     return (
         f"KV cache {pane['cache_bytes'] / 1024:,.1f} KiB for {pane['positions']} positions (at most ctx_len = "

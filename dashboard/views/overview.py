@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from anatomy.reference import corpus_differences, fact_value
-from anatomy.report_data import baseline_deltas, headline_noise, only_runs_of, side_beyond_noise
+from anatomy.results.reference import corpus_differences, fact_value
+from anatomy.report.roles import baseline_deltas, headline_noise, only_runs_of, side_beyond_noise
 from dashboard import analysis, charts, loaders, tables
 from dashboard.findings import show_findings
 

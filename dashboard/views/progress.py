@@ -1,7 +1,7 @@
 """Progress: the grid while it runs, read from its run folders, refreshed by itself.
 
 The database changes only when a target ends with `collect`; this page needs no database. It
-reads the run folders beside the chosen one (anatomy/progress.py does the reading, read-only);
+reads the run folders beside the chosen one (anatomy/results/progress.py does the reading, read-only);
 this file only draws. Only the live part reruns on the timer (`st.fragment(run_every=...)`), so
 the rest of the page keeps its state.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from anatomy import progress
+from anatomy.results import progress
 from dashboard import analysis, charts, loaders
 
 STATUS_ORDER = ["running", "waiting", "stopped", "done", "diverged", "unreadable"]

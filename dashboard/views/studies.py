@@ -1,7 +1,7 @@
-"""Studies: questions asked beside the chapter's grid, each with runs of its own (anatomy/groups.py).
+"""Studies: questions asked beside the chapter's grid, each with runs of its own (anatomy/results/groups.py).
 
 Every finding on this page is the report's own text, made by the same package code
-(anatomy/scale_report.py, anatomy/precision_report.py), so the page and report.md never say it
+(anatomy/report/scale_section.py, anatomy/report/precision_section.py), so the page and report.md never say it
 two ways. The page adds what a report cannot: the curves of one training-set size at a time.
 """
 
@@ -10,10 +10,12 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from anatomy import precision_report, scale_report
-from anatomy.groups import STUDY_GROUPS
-from anatomy.report import ablation_section
-from anatomy.report_data import only_runs_of
+from anatomy.report import precision_section
+
+from anatomy.report import scale_section
+from anatomy.results.groups import STUDY_GROUPS
+from anatomy.report.markdown import ablation_section
+from anatomy.report.roles import only_runs_of
 from dashboard import analysis, charts, loaders
 
 TRAIN_SCALE = (
@@ -43,18 +45,18 @@ st.caption(
 
 # ---- scale: when does the mini-LLaMA win?
 st.header(STUDY_GROUPS["scale"], divider="gray")
-study = scale_report.scale_data(everything)
-found = scale_report.sizes(study)
+study = scale_section.scale_data(everything)
+found = scale_section.sizes(study)
 if study.runs.empty:
     st.info(f"No scale runs in this database yet. {TRAIN_SCALE}", icon=":material/science:")
 else:
     if found:
         # the report's answer (where_it_wins, then the verdict on the chapter's hypothesis), as the README says it
-        st.markdown(scale_report.scale_answer(everything))
-        st.altair_chart(charts.best_val_by_size_chart(scale_report.best_val_by_size(study)), width="stretch")
+        st.markdown(scale_section.scale_answer(everything))
+        st.altair_chart(charts.best_val_by_size_chart(scale_section.best_val_by_size(study)), width="stretch")
         st.caption("Best val against training-set size: a line through the mean over seeds, the band from min to max.")
-        st.markdown(scale_report.size_table(study, found))
-        if lr_text := scale_report.other_lr_text(study):
+        st.markdown(scale_section.size_table(study, found))
+        if lr_text := scale_section.other_lr_text(study):
             st.markdown(lr_text)
     else:  # runs, but no size with both models yet (a stage still training)
         st.info(f"No training-set size has both models yet. {TRAIN_SCALE}", icon=":material/science:")
@@ -63,7 +65,7 @@ else:
     st.subheader("Curves, one training-set size at a time")
     sizes = sorted(int(size) for size in study.runs["train_tokens"].dropna().unique())
     if sizes:
-        labels = {size: size_label(size, scale_report.times_read(study, size)) for size in sizes}
+        labels = {size: size_label(size, scale_section.times_read(study, size)) for size in sizes}
         size = st.selectbox(
             "Training-set size",
             sizes,
@@ -84,15 +86,15 @@ else:
         st.info("These scale runs record no training-set size (`train_tokens`): collect them again.")
 
     # stage 2, judged by the report's ablation table with this size's seed noise
-    if (largest := scale_report.largest_as_headline(study)) is not None:
+    if (largest := scale_section.largest_as_headline(study)) is not None:
         with st.expander("Which part earned the gap at the largest size (stage 2)"):
             st.markdown(ablation_section(largest))
 
 # ---- precision: does training in bf16 change any finding?
 st.header(STUDY_GROUPS["precision"], divider="gray")
-findings = precision_report.precision_findings(everything)
+findings = precision_section.precision_findings(everything)
 if findings is None:
-    bf16_runs = only_runs_of(everything, precision_report.STUDY).runs
+    bf16_runs = only_runs_of(everything, precision_section.STUDY).runs
     said = (
         f"{len(bf16_runs)} bf16 run(s) here, but none has its fp32 twin in the grid yet (same model, seed and "
         "corpus): `snakemake --cores 2 --config train_threads=1 headline` trains the twins."

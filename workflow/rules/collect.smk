@@ -18,7 +18,7 @@ rule write_experiment_baselines:
     params:
         text=experiment_baselines(),
     shell:
-        "python -c 'import sys; from anatomy.atomic import write_text; write_text(*sys.argv[1:])'"
+        "python -c 'import sys; from anatomy.files.atomic import write_text; write_text(*sys.argv[1:])'"
         " {output:q} {params.text:q} > {log} 2>&1"
 
 

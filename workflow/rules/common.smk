@@ -130,7 +130,7 @@ def claim_working_directory():
     """
     if not workflow.is_main_process:
         return
-    from anatomy.locks import LIFELINE_ENV, hold_for_life, lifeline_value
+    from anatomy.files.locks import LIFELINE_ENV, hold_for_life, lifeline_value
 
     lock = Path(".snakemake") / "anatomy.lock"
     if not hold_for_life(lock):
@@ -159,8 +159,8 @@ TARGET_GROUPS = {
     "scale_stage2": ("scale", 2),
     "scale_stage3": ("scale", 3),
 }
-# Studies beside the grid (anatomy/groups.py): only their own targets run them, never `all`.
-from anatomy.groups import is_study
+# Studies beside the grid (anatomy/results/groups.py): only their own targets run them, never `all`.
+from anatomy.results.groups import is_study
 
 GRID = [name for name, experiment in EXPERIMENTS.items() if not is_study(experiment["group"])]
 
@@ -254,7 +254,7 @@ def find_corpus_files():
     # plan here: Snakemake cannot write it into its lock files, and `anatomy corpus` refuses the
     # folder anyway (naming every such file), so leaving it out would only move the error into
     # a job's log.
-    from anatomy.corpus import is_utf8_name, shown
+    from anatomy.data.corpus import is_utf8_name, shown
 
     bad_names = [path for path in files if not is_utf8_name(str(path))]
     if bad_names:

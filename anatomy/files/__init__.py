@@ -1,0 +1,1 @@
+"""The files every step shares: atomic writes, locks, the run folder, and shipped weights."""

@@ -1,0 +1,252 @@
+"""Atomic file writes: write to a temporary file beside the target, then rename.
+
+A reader (or a rerun after a crash) sees either the old file or the whole new one,
+never half of it. Every file this project writes goes through here. Files that only make
+sense together (a restored run) go in as one folder: `atomic_folder`. A writer killed with
+SIGKILL leaves its temporaries behind: the next writer, holding the lock every writer of the
+target holds, removes them (`remove_stale_temporaries`).
+
+A write that finds the disk full is one line naming the file, not a traceback
+(`naming_a_full_disk`): every writer here says it, so each command that writes through them does.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from anatomy.errors import AnatomyError
+from anatomy.files.locks import held_lock
+
+
+# ---------------------------------------------------------------------------------------------
+# A full disk: one line naming the file, not a traceback
+# ---------------------------------------------------------------------------------------------
+
+# The errors a write gets when the disk (or the user's quota) is full
+DISK_FULL = {errno.ENOSPC: "no space left on device"}
+if hasattr(errno, "EDQUOT"):  # not on every platform
+    DISK_FULL[errno.EDQUOT] = "no space left on device (disk quota exceeded)"
+# DuckDB writes through C++ and loses the errno: a full disk is an IOException or FatalException
+# whose text holds the system's words (strerror), so they are matched as text
+DISK_FULL_WORDS = {
+    "No space left on device": DISK_FULL[errno.ENOSPC],
+    "Disk quota exceeded": "no space left on device (disk quota exceeded)",
+}
+# torch.save loses it too: a failed write surfaces as a RuntimeError whose text has one of these
+# (what a full disk gave, by torch version)
+TORCH_WRITE_FAILED = (
+    "PytorchStreamWriter failed writing file",
+    "file write failed",
+    "unexpected pos",
+    "iostream error",
+)
+FULL_DISK_ADVICE = "free some space and run the command again"
+
+
+def readable_bytes(n: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024:
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def free_space(path: Path) -> str:
+    """How much room is left on the disk that holds `path` (its nearest existing folder)."""
+    folder = next((p for p in (path, *path.parents) if p.is_dir()), Path("."))
+    try:
+        return readable_bytes(shutil.disk_usage(folder).free)
+    except OSError:
+        return "unknown space"
+
+
+def full_disk_cause(err: Exception, path: Path) -> str | None:
+    """What `err` says of a full disk, in words; None for any other failure (it keeps its own message)."""
+    if isinstance(err, OSError):
+        return DISK_FULL.get(err.errno)
+    text = str(err)
+    for words, cause in DISK_FULL_WORDS.items():
+        if words in text:
+            return cause
+    if isinstance(err, RuntimeError) and any(marker in text for marker in TORCH_WRITE_FAILED):
+        return f"torch.save failed, most likely no space left on device ({free_space(path)} free there)"
+    return None
+
+
+@contextmanager
+def naming_a_full_disk(path: str | os.PathLike) -> Iterator[None]:
+    """Turn a write that failed for want of space into one line naming the file. Writes are atomic,
+    so the file's previous version is still whole: nothing is lost."""
+    path = Path(path)
+    try:
+        yield
+    except AnatomyError:
+        raise  # already in words (a write nested in this one named its own file)
+    except Exception as err:
+        cause = full_disk_cause(err, path)
+        if cause is None:
+            raise
+        # given a folder (a whole run, an export), name the file in it that the OS named, if it named one
+        named = isinstance(err, OSError) and err.filename and path.is_dir()
+        where = err.filename if named else path
+        raise AnatomyError(f"{where}: cannot write: {cause}; {FULL_DISK_ADVICE}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Atomic writes
+# ---------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path in the target's folder; rename it onto `target` on success.
+    Whatever fills the temporary file, a full disk is named as `target`'s."""
+    target = Path(target)
+    check_file_target(target)
+    with naming_a_full_disk(target), _atomic_path(target) as tmp:
+        yield tmp
+
+
+@contextmanager
+def _atomic_path(target: Path) -> Iterator[Path]:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp makes 0600; give the file normal permissions
+    try:
+        yield tmp_path
+        os.replace(tmp_path, target)
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+def _file_above(path: Path) -> Path | None:
+    """The nearest existing ancestor of `path` that is not a folder, if any (nothing can go under it)."""
+    for parent in path.parents:
+        if parent.exists():
+            return None if parent.is_dir() else parent
+    return None
+
+
+def check_file_target(target: str | os.PathLike, option: str = "") -> None:
+    """Say in words why a file cannot be written at `target`, before anything is written."""
+    target = Path(target)
+    name = f"{option} {target}" if option else str(target)
+    if target.is_dir():
+        raise AnatomyError(f"{name}: is a folder; expected the path of a file to write")
+    blocker = _file_above(target)
+    if blocker is not None:
+        raise AnatomyError(f"{name}: {blocker} is a file, so nothing can be written under it")
+
+
+def check_folder_target(folder: str | os.PathLike, option: str = "") -> None:
+    """Say in words why `folder` cannot be used as (or made into) a folder."""
+    folder = Path(folder)
+    name = f"{option} {folder}" if option else str(folder)
+    if folder.exists() and not folder.is_dir():
+        raise AnatomyError(f"{name}: is a file; expected a folder (or a path where one can be made)")
+    blocker = _file_above(folder)
+    if blocker is not None:
+        raise AnatomyError(f"{name}: {blocker} is a file, so no folder can be made under it")
+
+
+def remove_stale_temporaries(target: str | os.PathLike) -> list[Path]:
+    """Delete the temporaries a killed writer of `target` left beside it: files, DuckDB's .wal of
+    one, and folders (atomic_folder's). Only call this while holding the lock that every writer of
+    `target` holds, so that none of these can belong to a writer still at work."""
+    target = Path(target)
+    if not target.parent.is_dir():
+        return []
+    stale = [*target.parent.glob(f".{target.name}.*.tmp"), *target.parent.glob(f".{target.name}.*.tmp.wal")]
+    for path in stale:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+    return stale
+
+
+@contextmanager
+def atomic_folder(target: str | os.PathLike) -> Iterator[Path]:
+    """Yield an empty temporary folder beside `target`; on success it takes the place of `target`
+    whole (an old `target` is moved aside, then deleted). A reader sees the old folder or the new
+    one, never some files of each; a kill between the two renames leaves no folder at all."""
+    target = Path(target)
+    check_folder_target(target)
+    with naming_a_full_disk(target), _atomic_folder(target) as tmp:
+        yield tmp
+
+
+@contextmanager
+def _atomic_folder(target: Path) -> Iterator[Path]:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; give the folder normal permissions
+    old = None
+    try:
+        yield tmp
+        if target.exists():
+            # a folder can only be renamed onto an empty one: move the old one aside first
+            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+            os.replace(target, old)
+        os.replace(tmp, target)
+    except BaseException:
+        if old is not None and old.exists() and not target.exists():
+            os.replace(old, target)  # the new folder did not go in: the old one goes back
+        raise
+    finally:
+        for leftover in (tmp, old):
+            if leftover is not None and leftover.exists():
+                shutil.rmtree(leftover)
+
+
+@contextmanager
+def writing_into(folder: str | os.PathLike) -> Iterator[Path]:
+    """Hold the lock on `folder` (made if missing) for the `with` block: one writer into it at a
+    time, so that a temporary file found there is a killed writer's leftover. The folder is its
+    own lock, so nothing is added to it."""
+    folder = Path(folder)
+    check_folder_target(folder)
+    with naming_a_full_disk(folder):
+        folder.mkdir(parents=True, exist_ok=True)
+    with held_lock(folder):
+        yield folder
+
+
+def write_text(target: str | os.PathLike, text: str) -> None:
+    with atomic_path(target) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def write_bytes(target: str | os.PathLike, data: bytes) -> None:
+    with atomic_path(target) as tmp:
+        tmp.write_bytes(data)
+
+
+def write_bytes_if_changed(target: str | os.PathLike, data: bytes) -> bool:
+    """Write `data` unless `target` holds exactly it already (no new time stamp, no churn in git);
+    returns whether it wrote."""
+    target = Path(target)
+    if target.is_file() and target.read_bytes() == data:
+        return False
+    write_bytes(target, data)
+    return True
+
+
+def write_json(target: str | os.PathLike, obj: Any) -> None:
+    write_text(target, json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

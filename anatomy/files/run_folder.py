@@ -1,0 +1,430 @@
+"""The run folder: every file in it, its checkpoints, and the rules for starting again.
+
+`anatomy train` writes one run into one folder; generating, collecting, the exams and shipping
+read it back. All of them find its files through `RunFolder`, so each name is spelled once:
+
+    config.json        the settings (preset, model, train, data, tags), written before training
+    metrics.jsonl      one line per evaluation: losses, learning rate, tokens seen, time
+    grad_norms.jsonl   each block's gradient norm at the logged steps (name: anatomy/training/grad_norms.py)
+    last.pt, best.pt   checkpoints: the latest evaluation, and the best validation loss so far
+    summary.json       written last: its presence means the run is finished
+    samples.json       generated text (`anatomy generate --out`)
+    exams/NAME.json    the run's exam results (name: anatomy/exams/__init__.py)
+
+Starting a run in a folder that already holds one is safe: the same settings resume it (or find
+it finished), other settings are refused unless asked to start over (`settle_folder`). What
+counts as "the same settings" is `run_settings`: what defines the numbers, not where they run.
+
+A write that finds the disk full is one line naming the file (`naming_a_full_disk`, in
+anatomy/files/atomic.py with the writes); the writes are atomic, so what was there before is still whole.
+
+The small files are read checked rather than trusted. `summary.json` says a run finished;
+training, generation and collecting all act on what it holds. A value of the wrong type must not
+slip through: the string "false" is truthy in Python, so an unchecked `"diverged": "false"` would
+read as a diverged run. Every reader goes through here, so they all agree on what a valid file is.
+
+No torch at import: collecting and the dashboard read run folders too; only checkpoints need it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from anatomy.errors import AnatomyError
+from anatomy.files.atomic import atomic_path, naming_a_full_disk, remove_stale_temporaries, write_json
+from anatomy.files.atomic import readable_bytes  # noqa: F401 (the trainer imports it from here)
+from anatomy.files.locks import held_lock
+
+CONFIG_FILE = "config.json"
+METRICS_FILE = "metrics.jsonl"
+SUMMARY_FILE = "summary.json"
+SAMPLES_FILE = "samples.json"
+CHECKPOINTS = ("last", "best")  # each saved as NAME.pt
+CHECKPOINT_SUFFIX = ".pt"
+GRAD_NORMS_FILE = "grad_norms.jsonl"  # written and read by anatomy/training/grad_norms.py
+
+
+def exam_result_path(run_dir: str | Path, name: str) -> Path:
+    """Where a run's result of exam `name` lives: RUN/exams/NAME.json, beside its metrics."""
+    return Path(run_dir) / "exams" / f"{name}.json"
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading the small files, checked: JSON files, and metrics.jsonl (the loss curve)
+# ---------------------------------------------------------------------------------------------
+
+# summary.json field -> what it holds (None is allowed where a field has no value yet)
+SUMMARY_FIELDS: dict[str, type] = {
+    "params": int,
+    "best_val_loss": float,
+    "best_step": int,
+    "final_train_loss": float,
+    "final_val_loss": float,
+    "step_time_s": float,
+    "tokens_per_s": float,
+    "steps_done": int,
+    "device": str,
+    "compiled": bool,
+    "precision": str,
+    "torch_version": str,
+    "python_version": str,
+    "diverged": bool,
+    "diverged_step": int,
+    "status": str,
+    "batch_digest": str,
+    "elapsed_s": float,
+}
+SUMMARY_STATUSES = ("done", "diverged")
+# what `run_settings` needs from config.json
+CONFIG_SECTIONS = ("model", "train", "data")
+
+
+def read_json_file(path: Path) -> Any:
+    """The parsed file, or one line naming the file and what is wrong with it."""
+    try:
+        # Python's json reads the NaN / Infinity tokens that a diverged run's summary may hold
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise AnatomyError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
+    except UnicodeDecodeError as err:
+        raise AnatomyError(f"{path}: not UTF-8 text (bad byte at offset {err.start})") from None
+
+
+def read_json_object(path: Path, what: str) -> dict[str, Any]:
+    """A JSON file that must hold one object; `what` says what the object should be."""
+    data = read_json_file(path)
+    if not isinstance(data, dict):
+        raise AnatomyError(f"{path}: expected a JSON object ({what}), got a {type(data).__name__}")
+    return data
+
+
+def check_value(value: Any, kind: type, path: Path, name: str) -> None:
+    """One field against its kind; bools are not numbers here, and ints are not bools."""
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise AnatomyError(f"{path}: field '{name}' must be true or false, got {value!r}")
+        return
+    if value is None:
+        return
+    if kind is str:
+        if not isinstance(value, str):
+            raise AnatomyError(f"{path}: field '{name}' must be a string or null, got {value!r}")
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise AnatomyError(f"{path}: field '{name}' must be a number or null, got {value!r}")
+    if kind is int and not isinstance(value, int):
+        raise AnatomyError(f"{path}: field '{name}' must be a whole number, got {value!r}")
+
+
+def check_summary(summary: dict[str, Any], path: Path) -> dict[str, Any]:
+    """Every field that is present has its type. Fields may be missing: summaries written by
+    earlier versions lack the newer ones (`compiled`), and readers fall back for those."""
+    for name, kind in SUMMARY_FIELDS.items():
+        if name in summary:
+            check_value(summary[name], kind, path, name)
+    if "status" in summary and summary["status"] not in SUMMARY_STATUSES:
+        raise AnatomyError(f"{path}: field 'status' must be 'done' or 'diverged', got {summary['status']!r}")
+    return summary
+
+
+def read_summary(path: Path) -> dict[str, Any]:
+    return check_summary(read_json_object(path, "a finished run's summary, written by anatomy train"), path)
+
+
+def read_run_config(path: Path) -> dict[str, Any]:
+    """config.json as `anatomy train` writes it: a preset name and model, train and data objects."""
+    config = read_json_object(path, "a run's settings, written by anatomy train")
+    if not isinstance(config.get("preset"), str):
+        raise AnatomyError(f"{path}: field 'preset' must be a preset name, got {config.get('preset')!r}")
+    for section in CONFIG_SECTIONS:
+        if not isinstance(config.get(section), dict):
+            raise AnatomyError(f"{path}: field '{section}' must be an object, got {config.get(section)!r}")
+    return config
+
+
+def json_number(value: Any, path: Path, name: str, kind: type = float) -> Any:
+    """A number from JSON (None stays None); anything else is an error naming the field."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise AnatomyError(f"{path}: field '{name}' must be a number or null, got {value!r}")
+    if kind is int:
+        if isinstance(value, float) and not value.is_integer():
+            raise AnatomyError(f"{path}: field '{name}' must be a whole number, got {value!r}")
+        return int(value)
+    return float(value)
+
+
+def json_loss(value: Any, path: Path, name: str, finite: bool = False) -> float | None:
+    """A loss from JSON: a cross-entropy is 0 or more, so a negative one (-Infinity) is damage.
+    NaN and +Infinity mark a run that blew up, unless `finite` (a best val is the lowest finite
+    one); None is a loss not evaluated."""
+    value = json_number(value, path, name)
+    if value is not None and (value < 0 or (finite and not math.isfinite(value))):
+        expected = "a finite loss (0 or more)" if finite else "a loss (0 or more, or NaN or Infinity)"
+        raise AnatomyError(f"{path}: field '{name}' must be {expected} or null, got {value!r}")
+    return value
+
+
+def read_metrics(path: Path, run_id: str, finished: bool) -> list[dict[str, Any]]:
+    """Rows of metrics.jsonl. A run still training may have none yet, or a half-written last line
+    (skipped). A finished one has at least one: every report and page reads its curve."""
+    lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+    if finished and not any(line.strip() for line in lines):
+        raise AnatomyError(
+            f"{path}: missing or empty, but summary.json says the run finished: its curve is lost "
+            "(delete the folder to train it again)"
+        )
+    rows: dict[int, dict[str, Any]] = {}
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            if number == len(lines) and not finished:
+                break  # the trainer is appending this line right now
+            raise AnatomyError(f"{path}: line {number} is not valid JSON ({err.msg})") from None
+        if not isinstance(record, dict) or "step" not in record:
+            raise AnatomyError(f"{path}: line {number} must be an object with a 'step' field")
+        step = json_number(record["step"], path, f"step (line {number})", int)
+        # a resumed run re-evaluates some steps: the later row wins, so each step is one row
+        rows[step] = {
+            "run_id": run_id,
+            "step": step,
+            **{
+                name: json_loss(record.get(name), path, f"{name} (line {number})")
+                for name in ("train_loss", "val_loss")
+            },
+            **{name: json_number(record.get(name), path, f"{name} (line {number})") for name in ("lr", "elapsed_s")},
+            "tokens_seen": json_number(record.get("tokens_seen"), path, f"tokens_seen (line {number})", int),
+        }
+    return [rows[step] for step in sorted(rows)]
+
+
+class RunFolder:
+    """Paths of one run, and the few rules about them (summary.json last = finished)."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        self.config = self.root / CONFIG_FILE
+        self.metrics = self.root / METRICS_FILE
+        self.grad_norms = self.root / GRAD_NORMS_FILE
+        self.summary = self.root / SUMMARY_FILE
+        self.samples = self.root / SAMPLES_FILE
+        self.last = self.checkpoint_file("last")
+        self.best = self.checkpoint_file("best")
+
+    def checkpoint_file(self, which: str) -> Path:
+        """Where checkpoint `which` (last or best) is saved, whether or not it exists yet."""
+        if which not in CHECKPOINTS:
+            raise AnatomyError(f"checkpoint {which!r} is not valid: expected 'last' or 'best'")
+        return self.root / f"{which}{CHECKPOINT_SUFFIX}"
+
+    def checkpoint(self, which: str) -> Path:
+        """Checkpoint `which`, which must exist."""
+        path = self.checkpoint_file(which)
+        if not path.is_file():
+            raise AnatomyError(f"{path}: no such checkpoint (has this run trained yet?)")
+        return path
+
+    def exam(self, name: str) -> Path:
+        """Where this run's result of exam `name` lives."""
+        return exam_result_path(self.root, name)
+
+    def previous_settings(self) -> dict | None:
+        """The settings of the run already in this folder, if any (from config.json or last.pt)."""
+        if self.config.is_file():
+            return run_settings(read_run_config(self.config))
+        if self.last.is_file():
+            return load_checkpoint(self.last).get("settings")
+        return None
+
+    def locked(self):
+        """Hold this folder's lock: one trainer per run folder. A second one waits for the first
+        to stop, then finds the run finished or resumes it; a killed holder releases it at once."""
+        return held_lock(
+            self.root,
+            on_wait=lambda: print(
+                f"{self.root}: another trainer is writing this folder; waiting for it to stop", flush=True
+            ),
+        )
+
+    def remove_leftovers(self) -> None:
+        """Temporary files of writes that were killed half way (a SIGKILL during torch.save).
+        Only while holding the lock: then no other trainer can be writing them."""
+        for path in (self.config, self.metrics, self.grad_norms, self.summary, self.last, self.best):
+            remove_stale_temporaries(path)
+
+    def clear(self) -> None:
+        for path in (self.summary, self.last, self.best, self.metrics, self.grad_norms, self.config, self.samples):
+            path.unlink(missing_ok=True)
+
+    def write_config(self, resolved: dict) -> None:
+        with naming_a_full_disk(self.config):
+            write_json(self.config, resolved)
+
+    def write_summary(self, summary: dict) -> None:
+        with naming_a_full_disk(self.summary):
+            write_json(self.summary, summary)
+
+    def write_metrics(self, rows: list[dict]) -> None:
+        write_lines(self.metrics, rows)
+
+    def append_metric(self, row: dict) -> None:
+        append_line(self.metrics, row)
+
+    def write_grad_norms(self, rows: list[dict]) -> None:
+        write_lines(self.grad_norms, rows)
+
+    def append_grad_norms(self, row: dict) -> None:
+        append_line(self.grad_norms, row)
+
+
+def write_lines(path: Path, rows: list[dict]) -> None:
+    """A .jsonl file, whole and atomically: one JSON object per line."""
+    with naming_a_full_disk(path), atomic_path(path) as tmp:
+        tmp.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+
+
+def append_line(path: Path, row: dict) -> None:
+    # Appending is not atomic, but last.pt holds every row: a resume rewrites the file whole.
+    with naming_a_full_disk(path), open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(row) + "\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# Checkpoints
+# ---------------------------------------------------------------------------------------------
+
+# What any reader of a checkpoint needs (generation: nothing more), and what resuming needs too.
+CHECKPOINT_KEYS = ("model", "config", "vocab")
+RESUME_KEYS = (*CHECKPOINT_KEYS, "optimizer", "rng", "state")
+
+
+def save_checkpoint(path: Path, state: dict) -> None:
+    import torch  # here, not at the top: reading the small files needs no torch
+
+    with naming_a_full_disk(path), atomic_path(path) as tmp:
+        torch.save(state, tmp)
+
+
+def load_checkpoint(path: Path, needs: tuple[str, ...] = CHECKPOINT_KEYS) -> dict:
+    import torch
+
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # a truncated or foreign file: say which and why
+        raise AnatomyError(f"{path}: cannot read this checkpoint ({type(err).__name__}: {err})") from None
+    if not isinstance(saved, dict):
+        missing = list(needs)
+    else:
+        missing = [key for key in needs if key not in saved]
+        if not missing and not (isinstance(saved["config"], dict) and "model" in saved["config"]):
+            missing = ["config.model"]
+    if missing:  # a file of someone else's torch.save, not a KeyError later
+        raise AnatomyError(f"{path}: not a checkpoint written by `anatomy train` (missing {', '.join(missing)})")
+    return saved
+
+
+# ---------------------------------------------------------------------------------------------
+# The run's settings, and what a folder that already holds a run means for a new start
+# ---------------------------------------------------------------------------------------------
+
+
+def run_precision(run_dir: str | Path) -> str:
+    """The precision a run trained in (config.json; fp32 for runs made before the setting), which
+    its evaluation, generation and exams use too."""
+    config = RunFolder(run_dir).config
+    if not config.is_file():
+        return "fp32"
+    return read_run_config(config)["train"].get("precision", "fp32")
+
+
+# Where and how a run runs, not what it computes: these may change between a kill and a resume
+RUNTIME_KEYS = ("device", "threads", "compile")
+
+
+def train_settings(train: dict) -> dict:
+    """The training settings that define a run's numbers (all but RUNTIME_KEYS)."""
+    train = {k: v for k, v in train.items() if k not in RUNTIME_KEYS}
+    # Precision changes the numbers, so it is a setting; runs made before it existed were fp32.
+    return {"precision": "fp32", **train}
+
+
+def run_settings(resolved: dict) -> dict:
+    """What defines a run's numbers: model, training and data, but not where or how it runs
+    (RUNTIME_KEYS) nor its tags (labels, not settings)."""
+    train = train_settings(resolved["train"])
+    return {"preset": resolved["preset"], "model": resolved["model"], "train": train, "data": resolved["data"]}
+
+
+def settings_difference(
+    before: dict, after: dict, prefix: str = "", labels: tuple[str, str] = ("in the folder", "asked for")
+) -> str:
+    """The first few fields that differ, e.g. "model.n_layer: 2 in the folder, 3 asked for"."""
+    differences = []
+    for key in sorted(set(before) | set(after), key=str):
+        old, new = before.get(key), after.get(key)
+        if isinstance(old, dict) and isinstance(new, dict):
+            if old != new:
+                differences.append(settings_difference(old, new, f"{prefix}{key}.", labels))
+        elif old != new:
+            differences.append(f"{prefix}{key}: {old!r} {labels[0]}, {new!r} {labels[1]}")
+    return "; ".join(differences[:3]) + ("; ..." if len(differences) > 3 else "")
+
+
+def check_checkpoint_belongs(path: Path, saved_config: dict, run_config: dict, config_path: Path) -> None:
+    """A checkpoint's own config ({"model": ..., "train": ...}; weights files: the model alone)
+    against the run's config.json: a checkpoint copied in from another run would be resumed (torch's
+    "size mismatch" traceback) or sampled (without a word) as if it were this run's."""
+    ours: dict[str, Any] = {"model": saved_config["model"]}
+    theirs: dict[str, Any] = {"model": run_config["model"]}
+    if isinstance(saved_config.get("train"), dict):
+        ours["train"], theirs["train"] = train_settings(saved_config["train"]), train_settings(run_config["train"])
+    if ours != theirs:
+        difference = settings_difference(ours, theirs, labels=("in the checkpoint", f"in {config_path.name}"))
+        raise AnatomyError(
+            f"{path}: this checkpoint is not from the run that {config_path} describes ({difference}); "
+            "move it out of the folder"
+        )
+
+
+def with_corpus_identity(previous: dict, current: dict) -> dict:
+    """A run from before runs recorded their corpus's name and digest (the shipped reference runs)
+    is judged by the corpus sizes alone, as it always was: it takes the current name and digest."""
+    data = {key: current["data"].get(key) for key in ("corpus", "digest") if key not in previous["data"]}
+    return {**previous, "data": {**previous["data"], **data}}
+
+
+def settle_folder(run: RunFolder, resolved: dict, restart_on_change: bool) -> dict | None:
+    """Check what the folder already holds against the run asked for. Returns the summary of a
+    finished run with the same settings (nothing left to do), or None: train, fresh or resumed.
+    A run whose settings cannot be checked counts as different: nothing is trusted unchecked."""
+    previous, current = run.previous_settings(), run_settings(resolved)
+    if previous is not None:
+        previous = with_corpus_identity(previous, current)
+    if previous is None and run.summary.is_file():
+        problem = "holds summary.json, but neither config.json nor last.pt to tell which settings made it"
+    elif previous is not None and previous != current:
+        problem = f"holds a run with different settings ({settings_difference(previous, current)})"
+    else:
+        problem = None
+    if problem is not None:
+        if not restart_on_change:
+            raise AnatomyError(
+                f"{run.root}: this folder {problem}; use another --out, delete the folder, or pass --restart-on-change"
+            )
+        print(f"{run.root}: this folder {problem}; starting over", flush=True)
+        run.clear()
+        return None
+    if not run.summary.is_file():
+        return None
+    summary = read_summary(run.summary)
+    if not run.config.is_file():  # last.pt vouched for the settings: put back what was lost
+        run.write_config(resolved)
+    print(f"{run.root}: already finished, nothing to do")
+    return summary

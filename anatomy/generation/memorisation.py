@@ -1,0 +1,277 @@
+"""How much of a generated text is copied from the training text, measured.
+
+A span of at least `min_chars` generated characters that also appears verbatim in the training
+split counts as copied. The figures per sample:
+- `copied_fraction`: the share of generated characters (the prefix excluded) inside such spans;
+- the longest copied span, and where the training text has it (post and line);
+- `val_copied_fraction`: the same share against the validation split, as a control. Text the
+  model never saw cannot be recalled, so spans found there are what the language itself repeats
+  (set phrases, refrains); copying well above that level is memorisation.
+
+A suffix automaton of the reference text answers "the longest substring ending here that occurs
+in the text" for every position of the sample in one pass, so a 500-character sample costs
+about 500 steps, whatever the corpus size; building the automaton is linear in the corpus.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from anatomy.files.atomic import write_json
+from anatomy.errors import AnatomyError
+
+DEFAULT_MIN_CHARS = 12
+
+
+class SuffixAutomaton:
+    """The smallest automaton that accepts every substring of `text` (Blumer et al., 1985).
+
+    State 0 is the empty string. Each state stands for a set of substrings that end at the same
+    positions of the text; `first_end` is the first such position, which locates a match.
+    """
+
+    def __init__(self, text: str):
+        self.next: list[dict[str, int]] = [{}]
+        self.link = [-1]
+        self.length = [0]
+        self.first_end = [-1]
+        last = 0
+        for position, char in enumerate(text):
+            last = self._extend(last, char, position)
+
+    def _new_state(self, length: int, link: int, first_end: int, transitions: dict[str, int]) -> int:
+        self.next.append(transitions)
+        self.link.append(link)
+        self.length.append(length)
+        self.first_end.append(first_end)
+        return len(self.length) - 1
+
+    def _extend(self, last: int, char: str, position: int) -> int:
+        current = self._new_state(self.length[last] + 1, 0, position, {})
+        state = last
+        while state != -1 and char not in self.next[state]:
+            self.next[state][char] = current
+            state = self.link[state]
+        if state == -1:
+            return current
+        following = self.next[state][char]
+        if self.length[state] + 1 == self.length[following]:
+            self.link[current] = following
+            return current
+        # split: a shorter copy of `following` for the strings that now also end here
+        clone = self._new_state(
+            self.length[state] + 1, self.link[following], self.first_end[following], dict(self.next[following])
+        )
+        while state != -1 and self.next[state].get(char) == following:
+            self.next[state][char] = clone
+            state = self.link[state]
+        self.link[following] = self.link[current] = clone
+        return current
+
+    def longest_matches(self, query: str) -> list[tuple[int, int]]:
+        """For each position i of `query`: (length of the longest substring of query ending at i
+        that occurs in the text, the position in the text where one such occurrence ends)."""
+        out = []
+        state, length = 0, 0
+        for char in query:
+            while state and char not in self.next[state]:
+                state = self.link[state]
+                length = self.length[state]
+            if char in self.next[state]:
+                state = self.next[state][char]
+                length += 1
+            else:
+                state, length = 0, 0
+            out.append((length, self.first_end[state] if length else -1))
+        return out
+
+
+@dataclass
+class Span:
+    start: int  # in the generated part of the sample
+    length: int
+    source_end: int  # in the reference text: the last character of one occurrence
+
+
+def copied_spans(generated: str, automaton: SuffixAutomaton, min_chars: int) -> list[Span]:
+    """The maximal spans of `generated`, at least `min_chars` long, that occur in the text."""
+    spans = []
+    matches = automaton.longest_matches(generated)
+    for end, (length, source_end) in enumerate(matches):
+        following = matches[end + 1][0] if end + 1 < len(matches) else 0
+        # a match is maximal where it does not go on one character further
+        if length >= min_chars and following <= length:
+            spans.append(Span(end - length + 1, length, source_end))
+    return spans
+
+
+def covered_fraction(spans: list[Span], size: int) -> float:
+    """The share of `size` characters inside at least one span."""
+    if size == 0:
+        return 0.0
+    inside = [False] * size
+    for span in spans:
+        for i in range(span.start, span.start + span.length):
+            inside[i] = True
+    return sum(inside) / size
+
+
+@dataclass
+class Corpus:
+    """A tokenized corpus folder's text, split as training saw it, with the posts it came from."""
+
+    train: str
+    val: str
+    posts: list[tuple[str, int]]  # (post path, first character in the corpus text)
+
+    @classmethod
+    def load(cls, data_dir: Path) -> "Corpus":
+        data_dir = Path(data_dir)
+        try:
+            split = json.loads((data_dir / "split.json").read_text(encoding="utf-8"))
+            # the pipeline tokenizes corpus.txt in the same folder; split.json names it either way
+            corpus_path = data_dir / "corpus.txt"
+            if not corpus_path.is_file():
+                corpus_path = Path(split["corpus"])
+            text = corpus_path.read_text(encoding="utf-8")
+            n_train = int(split["train_tokens"])
+            # the corpus step's stats name the posts; a corpus tokenized by hand may have none
+            stats_path = data_dir / "stats.json"
+            stats = json.loads(stats_path.read_text(encoding="utf-8")) if stats_path.is_file() else {}
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise AnatomyError(
+                f"{data_dir}: not a tokenized corpus folder (split.json, and the corpus.txt "
+                f"it names) ({type(err).__name__}: {err})"
+            ) from None
+        posts, start = [], 0
+        for post in stats.get("post_lengths") or []:
+            posts.append((str(post["path"]), start))
+            start += int(post["characters"]) + 2  # posts are joined by one blank line
+        return cls(text[:n_train], text[n_train:], posts)
+
+    def locate(self, position: int) -> dict[str, Any]:
+        """The post and line (1-based, in the post's extracted text) of a corpus position."""
+        path, start = "corpus.txt", 0
+        for post_path, post_start in self.posts:
+            if post_start > position:
+                break
+            path, start = post_path, post_start
+        text = self.train + self.val
+        return {"post": path, "line": text.count("\n", start, position) + 1}
+
+
+def measure(
+    text: str,
+    prefix: str,
+    corpus: Corpus,
+    train: SuffixAutomaton,
+    val: SuffixAutomaton,
+    min_chars: int = DEFAULT_MIN_CHARS,
+) -> dict[str, Any]:
+    """The memorisation figures of one sample (its prefix is the learner's, not the model's)."""
+    generated = text[len(prefix) :] if text.startswith(prefix) else text
+    spans = copied_spans(generated, train, min_chars)
+    longest = max(spans, key=lambda span: span.length, default=None)
+    return {
+        "min_chars": min_chars,
+        "copied_fraction": covered_fraction(spans, len(generated)),
+        # [start in `text`, length, post, line]: where to highlight, and where the copy comes from
+        "copied_spans": [
+            [
+                span.start + len(text) - len(generated),
+                span.length,
+                *corpus.locate(span.source_end - span.length + 1).values(),
+            ]
+            for span in spans
+        ],
+        "longest_copy": longest.length if longest else 0,
+        "longest_copy_text": generated[longest.start : longest.start + longest.length] if longest else None,
+        "longest_copy_source": corpus.locate(longest.source_end - longest.length + 1) if longest else None,
+        "val_copied_fraction": covered_fraction(copied_spans(generated, val, min_chars), len(generated)),
+    }
+
+
+class Memorisation:
+    """Measures samples against one corpus; the automata are built once."""
+
+    def __init__(self, data_dir: Path, min_chars: int = DEFAULT_MIN_CHARS):
+        if min_chars < 1:
+            raise AnatomyError(f"min_chars = {min_chars} is not valid: expected 1 or more")
+        self.corpus = Corpus.load(data_dir)
+        self.train, self.val = SuffixAutomaton(self.corpus.train), SuffixAutomaton(self.corpus.val)
+        self.min_chars = min_chars
+
+    def __call__(self, text: str, prefix: str) -> dict[str, Any]:
+        return measure(text, prefix, self.corpus, self.train, self.val, self.min_chars)
+
+
+def annotate(records: list[dict[str, Any]], measure_sample: Memorisation) -> list[dict[str, Any]]:
+    """Sample records (as samples.json holds them) with their `memorisation` figures."""
+    return [
+        {
+            **record,
+            "memorisation": None
+            if record.get("text") is None
+            else measure_sample(record["text"], record.get("prefix") or ""),
+        }
+        for record in records
+    ]
+
+
+def data_dir_of(run_dir: Path) -> Path:
+    """The tokenized corpus a run trained on, as its config.json records it."""
+    config_path = Path(run_dir) / "config.json"
+    try:
+        return Path(json.loads(config_path.read_text(encoding="utf-8"))["data"]["dir"])
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise AnatomyError(
+            f"{config_path}: no data.dir to find the training text in ({type(err).__name__}: {err}); give --data"
+        ) from None
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dirs", nargs="+", type=Path, help="run folders whose samples.json to measure")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        help="the tokenized corpus folder (default: the one each run's config.json names)",
+    )
+    parser.add_argument(
+        "--min-chars",
+        type=int,
+        default=DEFAULT_MIN_CHARS,
+        help=f"shortest span that counts as copied (default {DEFAULT_MIN_CHARS})",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    measurers: dict[Path, Memorisation] = {}
+    for run_dir in args.run_dirs:
+        path = run_dir / "samples.json"
+        if not path.is_file():
+            raise AnatomyError(f"{path}: no such file (generate samples first: python -m anatomy generate)")
+        try:
+            records = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as err:
+            raise AnatomyError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
+        if not isinstance(records, list):
+            raise AnatomyError(f"{path}: expected a list of samples, got {type(records).__name__}")
+        data_dir = args.data or data_dir_of(run_dir)
+        if data_dir not in measurers:
+            measurers[data_dir] = Memorisation(data_dir, args.min_chars)
+        records = annotate(records, measurers[data_dir])
+        write_json(path, records)
+        for record in records:
+            figures = record["memorisation"]
+            if figures is not None:
+                print(
+                    f"{run_dir} ({record.get('checkpoint')}): {figures['copied_fraction']:.1%} copied from "
+                    f"train, {figures['val_copied_fraction']:.1%} from val (spans of {figures['min_chars']}+ "
+                    f"characters); longest {figures['longest_copy']}"
+                )
+    return 0

@@ -1,0 +1,1 @@
+"""The words and figures made from `Results`: the report, the claims' verdicts, the charts."""

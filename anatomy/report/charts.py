@@ -1,0 +1,559 @@
+"""The charts `anatomy report` draws, as Altair charts; the dashboard shows the same ones.
+
+Each takes tidy DataFrames (anatomy/report/chart_data.py shapes them from the database's views) and
+returns an Altair chart, to save as PNG (the report, through vl-convert) or to show on a page
+(dashboard/charts.py lends them to the views, beside the charts only the pages draw).
+Encodings are typed (`step:Q`, `label:N`) throughout. Altair is imported here at the top: the
+report imports this module only when it draws figures, so its text needs no Altair.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import altair as alt
+import pandas as pd
+
+# colours: the two headline models keep theirs on every page
+PALETTE = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#ff9da6", "#9d755d", "#bab0ac", "#eeca3b"]
+PINNED = {"vanilla": "#4c78a8", "llama": "#f58518"}
+DIVERGED_RED = "#d62728"
+TURN_RED = "#e45756"
+
+
+def stable_color(name: str, taken: set[str]) -> str:
+    """A name's own colour, the same on every page and in every selection: picked by a hash of
+    the name (crc32, stable across runs of Python), the next free one only where two names of one
+    chart would share it."""
+    spare = [c for c in PALETTE if c not in PINNED.values()]
+    start = zlib.crc32(name.encode("utf-8")) % len(spare)
+    for step in range(len(spare)):
+        color = spare[(start + step) % len(spare)]
+        if color not in taken:
+            return color
+    return spare[start]  # more names than colours: repeat, as any palette must
+
+
+def color_scale(names) -> alt.Scale:
+    """A fixed colour per name: vanilla blue and llama orange (the two models' roles), any other
+    name its own (`stable_color`), so a run keeps its colour when the selection changes."""
+    names = list(dict.fromkeys(names))
+    colors, taken = {}, set()
+    for name in [n for n in names if n in PINNED] + sorted(n for n in names if n not in PINNED):
+        colors[name] = PINNED.get(name) or stable_color(name, taken)
+        taken.add(colors[name])
+    return alt.Scale(domain=names, range=[colors[name] for name in names])
+
+
+def run_colors(labels, experiments) -> alt.Scale:
+    """Runs take their experiment's colour when one seed per experiment is shown, else their own."""
+    pairs = list(dict.fromkeys(zip(labels, experiments)))
+    if len({exp for _, exp in pairs}) == len(pairs):
+        experiment_scale = color_scale([exp for _, exp in pairs])
+        lookup = dict(zip(experiment_scale.domain, experiment_scale.range))
+        return alt.Scale(domain=[lab for lab, _ in pairs], range=[lookup[exp] for _, exp in pairs])
+    return color_scale([lab for lab, _ in pairs])
+
+
+def y_loss(field: str = "loss", log: bool = False, title: str = "loss (nats / char)", padding: int = 0) -> alt.Y:
+    scale = alt.Scale(type="log" if log else "linear", zero=False, padding=padding)
+    return alt.Y(f"{field}:Q", title=title, scale=scale)
+
+
+def text_inside(x: float, x_max: float) -> dict:
+    """Text alignment that keeps a label inside the plot: Vega shrinks a plot to fit a label
+    that sticks out of it, so one near the right edge is right-aligned."""
+    return {"align": "right", "dx": -6} if x > 0.6 * x_max else {"align": "left", "dx": 6}
+
+
+X_TITLES = {"step": "training step", "elapsed_s": "wall-clock (s)"}
+
+
+def loss_curves(
+    long: pd.DataFrame, x: str = "step", log: bool = False, height: int = 420, by: str = "label"
+) -> alt.Chart:
+    """Train and val curves, coloured per run (by="label") or per experiment (by="experiment",
+    seeds as separate lines); click the legend to highlight."""
+    pick = alt.selection_point(fields=[by], bind="legend")
+    if by == "label":
+        scale = run_colors(long["label"], long["experiment"])
+        title = "run (click to highlight)"
+    else:
+        scale, title = color_scale(long[by]), "experiment (click to highlight)"
+    base = alt.Chart(long).encode(
+        x=alt.X(f"{x}:Q", title=X_TITLES.get(x, x)),
+        y=y_loss("smoothed", log),
+        color=alt.Color(f"{by}:N", title=title, legend=alt.Legend(labelLimit=320), scale=scale),
+        strokeDash=alt.StrokeDash(
+            "split:N",
+            title="split",
+            scale=alt.Scale(
+                domain=[split for split in ("val", "train") if split in set(long["split"])],
+                range=[[1, 0], [5, 3]] if "val" in set(long["split"]) else [[5, 3]],
+            ),
+        ),
+        detail=alt.Detail(["label:N", "split:N"]) if by != "label" else "split:N",
+        opacity=alt.condition(pick, alt.value(1.0), alt.value(0.12)),
+        tooltip=[
+            alt.Tooltip("label:N", title="run"),
+            alt.Tooltip("split:N"),
+            alt.Tooltip("step:Q", format=","),
+            alt.Tooltip("elapsed_s:Q", title="wall-clock (s)", format=".1f"),
+            alt.Tooltip("loss:Q", title="loss", format=".4f"),
+            alt.Tooltip("smoothed:Q", title="smoothed", format=".4f"),
+            alt.Tooltip("lr:Q", format=".2e"),
+            alt.Tooltip("tokens_seen:Q", title="tokens seen", format=","),
+        ],
+    )
+    # small points on the lines give the hover tooltips something to catch
+    lines = base.mark_line(strokeWidth=2, point=alt.OverlayMarkDef(size=14, filled=True)).add_params(pick)
+    return lines.properties(height=height)
+
+
+def seed_band_chart(
+    band: pd.DataFrame,
+    runs_long: pd.DataFrame,
+    best: pd.DataFrame,
+    log: bool = False,
+    height: int = 440,
+    reference: pd.DataFrame | None = None,
+) -> alt.LayerChart:
+    """Val loss per experiment: min-max band over seeds, each seed's line, each run's best point.
+
+    `reference`, a seed band of the shipped reference results, is drawn in grey behind, with
+    its experiments' names prefixed by "reference: ".
+    """
+    scale = color_scale(band["experiment"])
+    pick = alt.selection_point(fields=["experiment"], bind="legend")
+    faded = alt.condition(pick, alt.value(1.0), alt.value(0.15))
+    color = alt.Color(
+        "experiment:N",
+        title="model (click to highlight)",
+        scale=scale,
+        legend=alt.Legend(labelLimit=320, symbolType="stroke", symbolOpacity=1, symbolStrokeWidth=3),
+    )
+    x = alt.X("step:Q", title="training step")
+    # padding below the curves leaves room for the labels of the best points
+    area = (
+        alt.Chart(band)
+        .mark_area(opacity=0.22)
+        .encode(
+            x=x,
+            y=y_loss("min", log, "val loss (nats / char)", padding=40),
+            y2="max:Q",
+            color=color,
+            tooltip=[
+                alt.Tooltip("experiment:N"),
+                alt.Tooltip("step:Q", format=","),
+                alt.Tooltip("min:Q", title="min over seeds", format=".4f"),
+                alt.Tooltip("max:Q", title="max over seeds", format=".4f"),
+                alt.Tooltip("n_seeds:Q", title="seeds"),
+            ],
+        )
+    )
+    lines = (
+        alt.Chart(runs_long)
+        .mark_line(strokeWidth=1.6)
+        .encode(
+            x=x,
+            y=y_loss("loss", log, "val loss (nats / char)"),
+            color=color,
+            detail="label:N",
+            opacity=faded,
+            tooltip=[
+                alt.Tooltip("label:N", title="run"),
+                alt.Tooltip("step:Q", format=","),
+                alt.Tooltip("loss:Q", title="val loss", format=".4f"),
+            ],
+        )
+        .add_params(pick)
+    )
+    points = (
+        alt.Chart(best)
+        .mark_point(size=140, filled=True, shape="diamond", stroke="white", strokeWidth=1.2)
+        .encode(
+            x=x,
+            y="val_loss:Q",
+            color=color,
+            tooltip=[
+                alt.Tooltip("label:N", title="best of run"),
+                alt.Tooltip("step:Q", format=","),
+                alt.Tooltip("val_loss:Q", title="best val", format=".4f"),
+            ],
+        )
+    )
+    best_of_experiment = best.sort_values("val_loss").drop_duplicates("experiment").copy()
+    best_of_experiment["text"] = [
+        f"{e}: best {v:.3f} @ {int(s)}"
+        for e, v, s in zip(best_of_experiment["experiment"], best_of_experiment["val_loss"], best_of_experiment["step"])
+    ]
+    # one label per model, stacked under the lowest point so that they never overlap
+    lowest = best_of_experiment["val_loss"].min()
+    best_of_experiment["label_y"] = lowest
+    best_of_experiment["label_step"] = best_of_experiment["step"]
+    last_step = band["step"].max()
+    labels = alt.layer(
+        *[
+            alt.Chart(best_of_experiment.iloc[[i]])
+            .mark_text(dy=16 + 15 * i, fontWeight="bold", fontSize=12, **text_inside(step, last_step))
+            .encode(x="label_step:Q", y="label_y:Q", text="text:N", color=color)
+            for i, step in enumerate(best_of_experiment["step"])
+        ]
+    )
+    layers = [area, lines, points, labels]
+    if reference is not None and not reference.empty:
+        reference = reference.assign(experiment="reference: " + reference["experiment"])
+        behind = (
+            alt.Chart(reference)
+            .mark_area(opacity=0.25, color="#9e9e9e")
+            .encode(
+                x=x,
+                y=y_loss("min", log, "val loss (nats / char)"),
+                y2="max:Q",
+                detail="experiment:N",
+                tooltip=[
+                    alt.Tooltip("experiment:N"),
+                    alt.Tooltip("step:Q", format=","),
+                    alt.Tooltip("min:Q", title="min over seeds", format=".4f"),
+                    alt.Tooltip("max:Q", title="max over seeds", format=".4f"),
+                ],
+            )
+        )
+        layers.insert(0, behind)
+    return alt.layer(*layers).properties(height=height)
+
+
+def overfitting_chart(run: pd.DataFrame, row: pd.Series, margin: float, height: int = 300) -> alt.LayerChart:
+    """One run: train and val, the gap between them, val's minimum and the region after it."""
+    x = alt.X("step:Q", title="training step")
+    last_step = float(run["step"].max())
+    after = pd.DataFrame({"start": [row["min_step"]], "end": [last_step]})
+    shade = alt.Chart(after).mark_rect(color=TURN_RED, opacity=0.08).encode(x="start:Q", x2="end:Q")
+    # right-aligned at the end, so the label stays inside the plot wherever the minimum is
+    shade_text = (
+        alt.Chart(after)
+        .mark_text(align="right", baseline="top", dx=-4, dy=6, color=TURN_RED)
+        .encode(x="end:Q", y=alt.value(0), text=alt.value("after the minimum: overfitting"))
+    )
+    gap = (
+        alt.Chart(run)
+        .mark_area(color="#999999", opacity=0.18)
+        .encode(
+            x=x,
+            y=alt.Y("train_loss:Q", title="loss (nats / char)", scale=alt.Scale(zero=False)),
+            y2="val_loss:Q",
+            tooltip=[
+                alt.Tooltip("step:Q", format=","),
+                alt.Tooltip("train_loss:Q", title="train", format=".4f"),
+                alt.Tooltip("val_loss:Q", title="val", format=".4f"),
+                alt.Tooltip("gap:Q", title="val - train", format=".4f"),
+            ],
+        )
+        .transform_calculate(gap="datum.val_loss - datum.train_loss")
+    )
+    long = run.melt(id_vars=["step"], value_vars=["train_loss", "val_loss"], var_name="split", value_name="loss")
+    long["split"] = long["split"].str.replace("_loss", "")
+    lines = (
+        alt.Chart(long)
+        .mark_line(strokeWidth=2)
+        .encode(
+            x=x,
+            y="loss:Q",
+            color=alt.Color(
+                "split:N",
+                scale=alt.Scale(domain=["train", "val"], range=["#4c78a8", "#f58518"]),
+                title=None,
+                legend=alt.Legend(orient="top", direction="horizontal"),
+            ),
+            tooltip=[alt.Tooltip("split:N"), alt.Tooltip("step:Q", format=","), alt.Tooltip("loss:Q", format=".4f")],
+        )
+    )
+    minimum = pd.DataFrame(
+        {
+            "step": [row["min_step"]],
+            "loss": [row["min_val"]],
+            "text": [f"min val {row['min_val']:.3f} @ {int(row['min_step'])}"],
+        }
+    )
+    min_point = (
+        alt.Chart(minimum)
+        .mark_point(shape="diamond", size=160, filled=True, color=TURN_RED)
+        .encode(x="step:Q", y="loss:Q", tooltip=["text:N"])
+    )
+    min_text = (
+        alt.Chart(minimum)
+        .mark_text(dy=10, baseline="top", fontWeight="bold", color=TURN_RED, **text_inside(row["min_step"], last_step))
+        .encode(x="step:Q", y="loss:Q", text="text:N")
+    )
+    # no region to shade while val is still at its minimum on the last evaluation
+    layers = (
+        [shade, gap, lines, min_point, min_text, shade_text]
+        if row["min_step"] < last_step
+        else [gap, lines, min_point, min_text]
+    )
+    if pd.notna(row["turn_step"]):
+        # the threshold min + margin, and the first step val crosses it (placed in data
+        # coordinates: a mark outside the plot would make Vega shrink the plot to fit it)
+        threshold = row["min_val"] + margin
+        turn = pd.DataFrame(
+            {
+                "step": [row["turn_step"]],
+                "start": [row["min_step"]],
+                "end": [last_step],
+                "loss": [threshold],
+                "text": [f"val > min + {margin:g} from step {int(row['turn_step'])}"],
+            }
+        )
+        layers.append(
+            alt.Chart(turn)
+            .mark_rule(strokeDash=[2, 2], color=TURN_RED)
+            .encode(x="start:Q", x2="end:Q", y="loss:Q", tooltip=["text:N"])
+        )
+        layers.append(
+            alt.Chart(turn)
+            .mark_rule(strokeDash=[6, 4], color=TURN_RED, strokeWidth=1.5)
+            .encode(x="step:Q", tooltip=["text:N"])
+        )
+        layers.append(
+            alt.Chart(turn)
+            .mark_text(dy=-8, baseline="bottom", color=TURN_RED, **text_inside(row["turn_step"], last_step))
+            .encode(x="step:Q", y="loss:Q", text="text:N")
+        )
+    return alt.layer(*layers).properties(height=height)
+
+
+def ablation_chart(deltas: pd.DataFrame, noise: float, height_per_row: int = 36) -> alt.LayerChart:
+    """Per ablation (a row of chart_data.part_deltas), its Δ best val against its baseline, with the
+    seed range as error bars, over the band of the seed noise."""
+    deltas = deltas.assign(row=deltas["part"] + " · " + deltas["direction"])
+    rows = sorted(deltas["row"])
+    # each way in its baseline's colour (added to vanilla: vanilla's blue), added before removed
+    ways = deltas.drop_duplicates("direction").sort_values("direction")
+    baseline_colors = color_scale(ways["baseline"])
+    colour_of = dict(zip(baseline_colors.domain, baseline_colors.range))
+    direction_scale = alt.Scale(domain=list(ways["direction"]), range=[colour_of[b] for b in ways["baseline"]])
+    y = alt.Y("row:N", title=None, sort=rows, axis=alt.Axis(labelLimit=320))
+    tooltip = [
+        alt.Tooltip("experiment:N"),
+        alt.Tooltip("direction:N"),
+        alt.Tooltip("delta:Q", title="Δ best val (nats/char)", format="+.4f"),
+        alt.Tooltip("delta_low:Q", title="seed min", format="+.4f"),
+        alt.Tooltip("delta_high:Q", title="seed max", format="+.4f"),
+        alt.Tooltip("n_seeds:Q", title="seeds"),
+    ]
+    layers = []
+    if pd.notna(noise) and noise > 0:
+        band = pd.DataFrame({"low": [-noise], "high": [noise]})
+        layers.append(
+            alt.Chart(band)
+            .mark_rect(color="#bbbbbb", opacity=0.3)
+            .encode(
+                x=alt.X("low:Q"),
+                x2="high:Q",
+                tooltip=[alt.Tooltip("high:Q", title="± seed spread of the baselines", format=".4f")],
+            )
+        )
+    zero = alt.Chart(pd.DataFrame({"x": [0.0]})).mark_rule(color="#555555").encode(x="x:Q")
+    bars = (
+        alt.Chart(deltas)
+        .mark_bar(height=18, opacity=0.9)
+        .encode(
+            x=alt.X("delta:Q", title="Δ best val, experiment − baseline (nats/char; negative = lower loss)"),
+            y=y,
+            color=alt.Color(
+                "direction:N",
+                scale=direction_scale,
+                title=None,
+                legend=alt.Legend(orient="top", direction="horizontal"),
+            ),
+            tooltip=tooltip,
+        )
+    )
+    errors = (
+        alt.Chart(deltas)
+        .mark_errorbar(ticks=True, color="#222222", thickness=1.5)
+        .encode(x=alt.X("delta_low:Q", title=""), x2="delta_high:Q", y=y, tooltip=tooltip)
+    )
+    layers += [bars, errors, zero]
+    return alt.layer(*layers).properties(height=alt.Step(height_per_row))  # a fixed height per row
+
+
+def delta_chart(deltas: pd.DataFrame, height_per_row: int = 44) -> alt.LayerChart:
+    """Best val minus its baseline's, per experiment (a row of chart_data.versus_baseline), with the
+    seed range as error bars."""
+    baselines = list(dict.fromkeys(deltas["baseline"]))
+    reference = baselines[0] if len(baselines) == 1 else "its baseline"
+    order = list(deltas.sort_values("delta")["experiment"])
+    y = alt.Y("experiment:N", title=None, sort=order, axis=alt.Axis(labelLimit=320))
+    tooltip = [
+        alt.Tooltip("experiment:N"),
+        alt.Tooltip("baseline:N"),
+        alt.Tooltip("delta:Q", title=f"vs {reference} (nats)", format="+.4f"),
+        alt.Tooltip("delta_low:Q", title="seed min", format="+.4f"),
+        alt.Tooltip("delta_high:Q", title="seed max", format="+.4f"),
+        alt.Tooltip("n_seeds:Q", title="seeds"),
+    ]
+    points = (
+        alt.Chart(deltas)
+        .mark_point(filled=True, size=120)
+        .encode(
+            x=alt.X("delta:Q", title=f"best val loss minus {reference}'s (nats; right = worse)"),
+            y=y,
+            color=alt.Color("experiment:N", scale=color_scale(deltas["experiment"]), legend=None),
+            tooltip=tooltip,
+        )
+    )
+    errors = (
+        alt.Chart(deltas)
+        .mark_errorbar(ticks=True, thickness=2)
+        .encode(
+            x=alt.X("delta_low:Q", title=""),
+            x2="delta_high:Q",
+            y=y,
+            color=alt.Color("experiment:N", scale=color_scale(deltas["experiment"]), legend=None),
+            tooltip=tooltip,
+        )
+    )
+    zero = alt.Chart(pd.DataFrame({"x": [0.0]})).mark_rule(color="#555555").encode(x="x:Q")
+    # a fixed height per row (Vega squeezes discrete rows to nothing in a short fixed-height chart)
+    return (errors + points + zero).properties(height=alt.Step(height_per_row))
+
+
+# ---------------------------------------------------------------------------------------------
+# The exams: each part tested where it is made to pay
+
+# RoPE in llama's orange, the learned table in vanilla's blue, the broken RoPEs in warning colours
+POSITION_COLORS = {
+    "RoPE": PINNED["llama"],
+    "learned positions": PINNED["vanilla"],
+    "RoPE broken: k unrotated": DIVERGED_RED,
+    "RoPE broken: k adjacent": "#b279a2",
+}
+DEPTH_STATES = {"trained": "#54a24b", "did not learn": "#eeca3b", "diverged": DIVERGED_RED, "running": "#bab0ac"}
+
+
+def fixed_scale(present, fixed: dict[str, str]) -> alt.Scale:
+    """The fixed colours for known names, the palette for any other, in a stable order."""
+    names = [name for name in fixed if name in set(present)] + sorted(set(present) - set(fixed))
+    spare = iter(PALETTE[4:] + PALETTE[:4])
+    return alt.Scale(domain=names, range=[fixed.get(name) or next(spare) for name in names])
+
+
+def length_chart(curves: pd.DataFrame, ctx_len: float | None = None, height: int = 380) -> alt.LayerChart:
+    """Loss against position, one line per experiment, coloured by how it knows positions.
+
+    `curves`: experiment, positions, featured, bucket_start, bucket_end, position (the bucket's
+    middle), loss, runs. Featured lines (the headline models and the RoPE experiments) are drawn
+    bold; a rule marks the training length `ctx_len`, past which a learned table has no row.
+    """
+    drawn = curves.dropna(subset=["loss"])
+    pick = alt.selection_point(fields=["experiment"], bind="legend")
+    tooltip = [
+        alt.Tooltip("experiment:N"),
+        alt.Tooltip("positions:N"),
+        alt.Tooltip("bucket_start:Q", title="from position"),
+        alt.Tooltip("bucket_end:Q", title="to position"),
+        alt.Tooltip("loss:Q", title="loss (nats / char)", format=".4f"),
+        alt.Tooltip("runs:Q", title="runs (seeds)"),
+    ]
+    lines = (
+        alt.Chart(drawn)
+        .mark_line(point=alt.OverlayMarkDef(size=24, filled=True))
+        .encode(
+            x=alt.X("position:Q", title="position in the window (characters)"),
+            y=y_loss("loss"),
+            color=alt.Color("positions:N", title="positions", scale=fixed_scale(drawn["positions"], POSITION_COLORS)),
+            detail="experiment:N",
+            strokeWidth=alt.condition("datum.featured", alt.value(3), alt.value(1)),
+            strokeOpacity=alt.condition("datum.featured", alt.value(1.0), alt.value(0.4)),
+            opacity=alt.condition(pick, alt.value(1.0), alt.value(0.08)),
+            tooltip=tooltip,
+        )
+        .add_params(pick)
+    )
+    layers = [lines]
+    if ctx_len is not None and pd.notna(ctx_len):
+        edge = pd.DataFrame({"position": [float(ctx_len)], "text": [f"training length ({int(ctx_len)})"]})
+        layers.append(alt.Chart(edge).mark_rule(strokeDash=[6, 4], color="#555555").encode(x="position:Q"))
+        layers.append(
+            alt.Chart(edge)
+            .mark_text(align="left", dx=4, baseline="top", color="#555555")
+            .encode(x="position:Q", y=alt.value(4), text="text:N")
+        )
+    return alt.layer(*layers).properties(height=height)
+
+
+def stability_map(cells: pd.DataFrame, height_per_row: int = 70) -> alt.LayerChart:
+    """The depth map: a cell per wiring and learning rate, coloured by what became of the run.
+
+    `cells`: norm_pos, lr, lr_label, state (trained | did not learn | diverged | running), text.
+    """
+    order = list(dict.fromkeys(cells.sort_values("lr")["lr_label"]))
+    x = alt.X("lr_label:O", title="peak learning rate (no warmup)", sort=order, axis=alt.Axis(labelAngle=0))
+    y = alt.Y(
+        "norm_pos:N",
+        title=None,
+        sort=["post", "pre"],
+        axis=alt.Axis(labelExpr="datum.value + '-norm'", labelFontWeight="bold"),
+    )
+    tooltip = [
+        alt.Tooltip("norm_pos:N", title="wiring"),
+        alt.Tooltip("lr:Q", title="lr", format="g"),
+        alt.Tooltip("state:N"),
+        alt.Tooltip("text:N", title="result"),
+    ]
+    rects = (
+        alt.Chart(cells)
+        .mark_rect(stroke="white", strokeWidth=3)
+        .encode(
+            x=x,
+            y=y,
+            color=alt.Color("state:N", title=None, scale=fixed_scale(cells["state"], DEPTH_STATES)),
+            tooltip=tooltip,
+        )
+    )
+    labels = (
+        alt.Chart(cells).mark_text(fontWeight="bold", color="black").encode(x=x, y=y, text="text:N", tooltip=tooltip)
+    )
+    return (rects + labels).properties(height=alt.Step(height_per_row))
+
+
+# ---------------------------------------------------------------------------------------------
+# The studies
+
+
+def best_val_by_size_chart(points: pd.DataFrame, height: int = 320) -> alt.LayerChart:
+    """Best val against training-set size (log axis), one line per model through the mean over
+    seeds, the seed band (min to max) behind it, each seed a point."""
+    color = alt.Color("model:N", title="model", scale=alt.Scale(domain=["vanilla", "mini-LLaMA"]))
+    x = alt.X("train_tokens:Q", title="training characters (log scale)", scale=alt.Scale(type="log"))
+    band = (
+        alt.Chart(points)
+        .mark_area(opacity=0.2)
+        .encode(x=x, y=alt.Y("min(best_val_loss):Q"), y2="max(best_val_loss):Q", color=color)
+    )
+    line = (
+        alt.Chart(points)
+        .mark_line()
+        .encode(
+            x=x,
+            y=alt.Y("mean(best_val_loss):Q", title="best val loss (nats / char)", scale=alt.Scale(zero=False)),
+            color=color,
+        )
+    )
+    dots = (
+        alt.Chart(points)
+        .mark_point(filled=True, size=50)
+        .encode(
+            x=x,
+            y="best_val_loss:Q",
+            color=color,
+            tooltip=[
+                "model:N",
+                alt.Tooltip("train_tokens:Q", title="training characters", format=","),
+                "seed:Q",
+                alt.Tooltip("best_val_loss:Q", format=".4f"),
+            ],
+        )
+    )
+    return (band + line + dots).properties(height=height)

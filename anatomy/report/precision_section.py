@@ -1,0 +1,117 @@
+"""The precision study's section of the report: does training in bf16 change any finding?
+
+Each bf16 run (group `precision`, workflow/experiments.yaml) is held against its fp32 twin: the
+grid run with the same model, the same seed and the same corpus, so the same batches. The
+differences are set against the seed noise, the spread that changing the seed alone makes. Then
+the headline claims are judged again on the bf16 runs alone, by the code that judges them on the
+fp32 grid (anatomy/report/claims.py), and the two verdicts are set side by side.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pandas as pd
+
+from anatomy.report.claims import claims
+from anatomy.results.reader import MODEL_FIELDS, Results
+from anatomy.report.roles import fmt, headline_noise, md_table, only_runs_of
+
+STUDY = "precision"
+HEADLINE_CLAIMS = 3  # claims() starts with the headline's: learns faster, lower best val, memorises
+COMPARED = {  # column -> how the table names it
+    "best_val_loss": "best val",
+    "best_step": "at step",
+    "final_val_loss": "final val",
+    "final_train_loss": "final train",
+}
+# what makes two runs twins, besides the precision: the model, the seed and the text
+# (n_parts follows from the model: a key, so that it is one column of the merge)
+TWIN_KEYS = sorted(MODEL_FIELDS - {"vocab_size"}) + ["n_parts", "seed", "vocab_size", "train_tokens", "val_tokens"]
+
+
+def fp32_twins(study: Results, grid: Results) -> pd.DataFrame:
+    """One row per bf16 run that has an fp32 twin in the grid: both runs' numbers side by side
+    (columns NAME_bf16 and NAME_fp32)."""
+    mine = study.runs[study.runs["precision"] == "bf16"]
+    twins = grid.runs[grid.runs["precision"] == "fp32"]
+    pairs = mine.merge(twins, on=TWIN_KEYS, suffixes=("_bf16", "_fp32"))
+    same_text = (
+        pairs["corpus_digest_bf16"].isna()
+        | pairs["corpus_digest_fp32"].isna()
+        | (pairs["corpus_digest_bf16"] == pairs["corpus_digest_fp32"])
+    )
+    return pairs[same_text].sort_values(["n_parts", "n_layer", "seed"], ascending=[True, True, False])
+
+
+def model_name(n_parts: int, n_layer: int, usual_layers: int) -> str:
+    name = {0: "vanilla (2017)", 5: "mini-LLaMA"}.get(int(n_parts), f"{int(n_parts)} of the five parts")
+    return name if n_layer == usual_layers else f"{name}, {int(n_layer)} layers"
+
+
+def comparison_table(pairs: pd.DataFrame) -> str:
+    rows = []
+    usual_layers = pairs["n_layer"].min()  # the headline's depth; a deeper twin is named by its layers
+    for _, pair in pairs.iterrows():
+        cells = [model_name(pair["n_parts"], pair["n_layer"], usual_layers), str(int(pair["seed"]))]
+        for column in COMPARED:
+            fp32, bf16 = pair[f"{column}_fp32"], pair[f"{column}_bf16"]
+            if column == "best_step":
+                cells.append(f"{int(fp32)} → {int(bf16)}")
+            else:
+                # four decimals: the differences are far below the three a loss is quoted with
+                cells.append(f"{fmt(fp32, 4)} → {fmt(bf16, 4)} ({fmt(bf16 - fp32, 4, sign=True)})")
+        rows.append(cells)
+    return md_table(["model", "seed", *(f"{name}, fp32 → bf16" for name in COMPARED.values())], rows)
+
+
+def in_twins_roles(study: Results, pairs: pd.DataFrame) -> Results:
+    """Each bf16 run in its fp32 twin's group (the headline pair as headline, a deep run as a break
+    test), so that claims() finds the roles in the bf16 runs as it finds them in the grid."""
+    groups = pairs.set_index("run_id_bf16")["group_fp32"]
+    runs = study.runs.assign(group=study.runs["run_id"].map(groups))
+    return dataclasses.replace(study, runs=runs)
+
+
+def verdict_rows(study: Results, grid: Results, pairs: pd.DataFrame) -> tuple[list[list[str]], bool]:
+    """Each headline claim's verdict in fp32 and in bf16, and whether every one is the same."""
+    fp32 = claims(grid)[:HEADLINE_CLAIMS]
+    bf16 = claims(in_twins_roles(study, pairs))[:HEADLINE_CLAIMS]
+    rows = [[a.claim, a.verdict, b.verdict, "yes" if a.verdict == b.verdict else "**no**"] for a, b in zip(fp32, bf16)]
+    return rows, all(a.verdict == b.verdict for a, b in zip(fp32, bf16))
+
+
+@dataclasses.dataclass
+class PrecisionFindings:
+    answer: str  # the finding in two sentences
+    comparison: str  # each bf16 run against its fp32 twin (a Markdown table)
+    verdicts: str  # the headline claims' verdicts in fp32 and in bf16 (a Markdown table)
+
+
+def precision_findings(data: Results) -> PrecisionFindings | None:
+    """The study's findings (the report's section and the dashboard's page say them alike), or
+    None while no bf16 run has an fp32 twin."""
+    study, grid = only_runs_of(data, STUDY), only_runs_of(data, None)
+    pairs = fp32_twins(study, grid)
+    if pairs.empty:
+        return None
+    noise = headline_noise(grid)
+    gaps = (pairs["best_val_loss_bf16"] - pairs["best_val_loss_fp32"]).abs()
+    inside = int((gaps < noise).sum())
+    rows, same = verdict_rows(study, grid, pairs)
+    answer = (
+        f"{inside} of {len(pairs)} runs move their best val by less than the seed noise ({fmt(noise)} nats: "
+        f"the spread of the fp32 headline models' best val over seeds); the largest move is "
+        f"{fmt(gaps.max(), 4)}. "
+        + ("Every headline verdict is the same in bf16." if same else "**Some headline verdicts differ in bf16**.")
+    )
+    verdicts = md_table(["the chapter says", "verdict, fp32 grid", "verdict, bf16 runs", "same?"], rows)
+    return PrecisionFindings(answer, comparison_table(pairs), verdicts)
+
+
+def precision_section(data: Results) -> str | None:
+    """The report's section: the comparison, the answer, the verdicts side by side."""
+    findings = precision_findings(data)
+    if findings is None:
+        return None
+    return "\n\n".join([findings.comparison, findings.answer, findings.verdicts])

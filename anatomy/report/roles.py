@@ -1,0 +1,183 @@
+"""The roles runs play, and the numbers and words the report makes of them.
+
+`anatomy report`, `anatomy.report.claims` and the dashboard work on one `Results` (anatomy/results/reader.py).
+The roles (the 2017 model, the mini-LLaMA, the deep pair) are recognised from the model settings,
+so they hold for any experiment names; seed noise decides what counts as a difference.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from anatomy.results import reference
+from anatomy.results.groups import is_study
+from anatomy.results.reader import Results
+
+
+def only_runs_of(data: Results, study: str | None) -> Results:
+    """Every run-level table cut to the grid's runs (study None), or to one study's
+    (anatomy/results/groups.py): a table never mixes the two."""
+    groups = data.runs["group"]
+    keep = groups.map(is_study).eq(False) if study is None else groups.eq(study)
+    run_ids, names = set(data.runs.loc[keep, "run_id"]), set(data.runs.loc[keep, "experiment"])
+
+    def cut(frame: pd.DataFrame) -> pd.DataFrame:
+        column = "run_id" if "run_id" in frame else "experiment"
+        return frame[frame[column].isin(run_ids if column == "run_id" else names)].reset_index(drop=True)
+
+    tables = (
+        "runs",
+        "experiments",
+        "ablations",
+        "pairs",
+        "comparisons",
+        "band",
+        "above_best",
+        "metrics",
+        "samples",
+        "memorisation",
+    )
+    return dataclasses.replace(data, **{name: cut(getattr(data, name)) for name in tables})
+
+
+# ---------------------------------------------------------------------------------------------
+# Roles: which runs are the chapter's models and its break tests
+
+
+def headline_of(data: Results, model: str) -> pd.DataFrame:
+    """The headline runs of the 2017 model ("vanilla": none of the five parts) or the
+    mini-LLaMA ("llama": all five)."""
+    runs = data.runs
+    return runs[(runs["group"] == "headline") & (runs["n_parts"] == (5 if model == "llama" else 0))]
+
+
+def headline_layers(data: Results) -> float:
+    return data.runs.loc[data.runs["group"] == "headline", "n_layer"].median()
+
+
+def deep_runs(data: Results, norm_pos: str) -> pd.DataFrame:
+    runs = data.runs
+    return runs[(runs["group"] == "break") & (runs["n_layer"] > headline_layers(data)) & (runs["norm_pos"] == norm_pos)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Formatting
+
+
+def stability_text(stability: pd.DataFrame, bold: bool = False) -> str:
+    """Post-norm trains up to lr A (fails from B), pre-norm up to lr C: the depth_stability view in
+    words, for the report and (with the largest lr in bold) the dashboard."""
+    clauses = []
+    for norm_pos in ("post", "pre"):
+        row = stability[stability["norm_pos"] == norm_pos]
+        if row.empty:
+            clauses.append(f"{norm_pos}-norm: no cell yet")
+            continue
+        row = row.iloc[0]
+        if pd.isna(row["max_trained_lr"]):
+            clauses.append(f"{norm_pos}-norm trains at none of the {int(row['cells'])} learning rates tried")
+            continue
+        largest = f"**{row['max_trained_lr']:g}**" if bold else f"{row['max_trained_lr']:g}"
+        failed = f" (fails from {row['min_failed_lr']:g})" if pd.notna(row["min_failed_lr"]) else ""
+        clauses.append(f"{norm_pos}-norm trains up to lr {largest}{failed}")
+    return ", ".join(clauses)
+
+
+def fmt(value: Any, digits: int = 3, sign: bool = False) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if isinstance(value, float) and math.isinf(value):
+        return "inf"
+    return f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
+
+
+def per_seed(runs: pd.DataFrame, column: str, digits: int = 3) -> str:
+    """One value per seed, seeds in descending order (42 / 7), as the chapter lists them."""
+    ordered = runs.sort_values("seed", ascending=False)
+    if column in ("best_step",):
+        return " / ".join("–" if pd.isna(v) else str(int(v)) for v in ordered[column])
+    return " / ".join(fmt(v, digits) for v in ordered[column])
+
+
+def seeds_of(runs: pd.DataFrame) -> str:
+    return " / ".join(str(int(s)) for s in runs.sort_values("seed", ascending=False)["seed"])
+
+
+def md_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def paired_deltas(mine: pd.DataFrame, base: pd.DataFrame, column: str = "best_val_loss") -> pd.Series:
+    """These runs minus those, seed by seed (same seed = same batches): for pairs found by their
+    roles (the deep post-norm and pre-norm runs, MQA and MHA). A run against the baseline its
+    experiment names is in the baseline_pairs view: `baseline_deltas`."""
+    return (mine.set_index("seed")[column] - base.set_index("seed")[column]).dropna()
+
+
+def baseline_deltas(data: Results, experiment: str, column: str = "delta_best_val") -> pd.Series:
+    """The experiment minus its baseline, seed by seed (the baseline_pairs view), indexed by seed."""
+    rows = data.pairs[data.pairs["experiment"] == experiment]
+    return rows.set_index("seed")[column].dropna()
+
+
+def ablation_deltas(data: Results, part: str, direction: str) -> pd.Series | None:
+    """The ablation's best val minus its baseline's, seed by seed; None if it was not trained."""
+    match = data.ablations[(data.ablations["part"] == part) & (data.ablations["direction"] == direction)]
+    if match.empty:
+        return None
+    return baseline_deltas(data, match.iloc[0]["experiment"])
+
+
+def delta_text(deltas: pd.Series) -> str:
+    if deltas.empty:
+        return "–"
+    if len(deltas) == 1:
+        return f"{fmt(deltas.iloc[0], sign=True)} (1 seed)"
+    return f"{fmt(deltas.mean(), sign=True)} ({fmt(deltas.min(), sign=True)} to {fmt(deltas.max(), sign=True)})"
+
+
+def side_beyond_noise(deltas: pd.Series, noise: float) -> int | None:
+    """Which side of the seed noise every seed's difference lies on: +1 all above `noise`, -1 all
+    below `-noise`, 0 neither (seeds that disagree, or too close to call); None with fewer than two
+    seeds or no noise to compare with. Every "beyond seed noise" of the report and the claims."""
+    if len(deltas) < 2 or math.isnan(noise):
+        return None
+    if (deltas > noise).all():
+        return 1
+    if (deltas < -noise).all():
+        return -1
+    return 0
+
+
+def seed_noise(data: Results, experiments) -> float:
+    """The baselines' own seed spread: the largest max - min of best val over seeds."""
+    rows = data.experiments[data.experiments["experiment"].isin(list(experiments)) & (data.experiments["n_runs"] > 1)]
+    return float(rows["best_val_spread"].max()) if len(rows) else math.nan
+
+
+def headline_noise(data: Results) -> float:
+    """The noise floor of every comparison with a baseline: the largest seed spread of the two
+    headline models (both baselines), so one baseline's lucky agreement between two seeds does
+    not make every difference look real."""
+    return seed_noise(data, data.runs.loc[data.runs["group"] == "headline", "experiment"].unique())
+
+
+def job_seconds(entry: dict[str, Any]) -> float:
+    """A shipped run's training job (a grid.json record): Snakemake's benchmark of it, or, for a run
+    resumed after an interruption (whose last job timed only the rest), its training time over
+    every part, whichever is longer."""
+    return max(entry["job_s"] or 0.0, entry["train_s"] or 0.0)
+
+
+def read_provenance(path: Path | None) -> dict[str, Any] | None:
+    """grid.json of shipped runs, read by its owner (anatomy/results/reference.py); None if there is none."""
+    if path is None or not path.is_file():
+        return None
+    return reference.read_provenance(path)

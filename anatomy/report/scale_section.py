@@ -1,0 +1,305 @@
+"""The scale study's section of the report: when does the mini-LLaMA win?
+
+On the default corpus a 2000-step run reads its training text about 70 times, and the
+mini-LLaMA's faster learning turns into memorising. The scale study (group `scale`,
+workflow/experiments.yaml) trains the headline pair on nested training sets of one corpus of
+poems, read 64 times, 8 times and once, and asks where the mini-LLaMA's best val is lower.
+
+Roles come from settings, as everywhere in the report: a size is a training-set size (its token
+count), a model is vanilla (none of the five parts) or the mini-LLaMA (all five), and stage 3 is
+the pair at another learning rate. The part ablations at the largest size (stage 2) are judged
+by the report's own ablation table (anatomy/report/markdown.py), with this size's seed noise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pandas as pd
+
+from anatomy.config import TrainConfig
+from anatomy.results.reader import Results
+from anatomy.report.roles import (
+    headline_noise,
+    headline_of,
+    fmt,
+    job_seconds,
+    md_table,
+    only_runs_of,
+    paired_deltas,
+    per_seed,
+    seed_noise,
+    side_beyond_noise,
+)
+
+STUDY = "scale"
+MODELS = {0: "vanilla", 5: "mini-LLaMA"}  # n_parts -> name
+
+
+@dataclasses.dataclass
+class Size:
+    """The headline pair trained on one training-set size."""
+
+    train_tokens: int
+    vanilla: pd.DataFrame
+    llama: pd.DataFrame
+    gap: pd.Series  # llama minus vanilla best val, seed by seed (negative: llama lower)
+    noise: float  # the larger of the two models' best-val spread over seeds at this size
+    side: int | None  # side_beyond_noise of the gap
+
+
+def scale_data(everything: Results) -> Results:
+    return only_runs_of(everything, STUDY)
+
+
+def pair_runs(study: Results, lr: float = TrainConfig.lr) -> pd.DataFrame:
+    """The study's vanilla and mini-LLaMA runs at one learning rate (the default: stages 1 and 2's)."""
+    runs = study.runs
+    return runs[runs["n_parts"].isin(list(MODELS)) & (runs["lr"] == lr) & runs["part"].isna()]
+
+
+def tokens_read(runs: pd.DataFrame, metrics: pd.DataFrame, step_column: str) -> pd.Series:
+    """How many tokens each run had read by the step in `step_column` (its metrics' tokens_seen)."""
+    seen = metrics.set_index(["run_id", "step"])["tokens_seen"]
+    keys = list(zip(runs["run_id"], runs[step_column]))
+    return pd.Series([seen.get(key, math.nan) for key in keys], index=runs.index, dtype=float)
+
+
+def sizes(study: Results) -> list[Size]:
+    """Each training-set size with both models, smallest first."""
+    pairs = pair_runs(study)
+    found = []
+    for train_tokens, runs in sorted(pairs.groupby("train_tokens"), key=lambda item: item[0]):
+        vanilla, llama = runs[runs["n_parts"] == 0], runs[runs["n_parts"] == 5]
+        if vanilla.empty or llama.empty:
+            continue
+        gap = paired_deltas(llama, vanilla)
+        noise = seed_noise(study, set(vanilla["experiment"]) | set(llama["experiment"]))
+        found.append(Size(int(train_tokens), vanilla, llama, gap, noise, side_beyond_noise(gap, noise)))
+    return found
+
+
+def passes(runs: pd.DataFrame, metrics: pd.DataFrame, step_column: str) -> str:
+    """Times each run had read its training text by that step, seed by seed (42 / 7)."""
+    read = tokens_read(runs, metrics, step_column) / runs["train_tokens"]
+    return per_seed(runs.assign(passes=read), "passes", digits=2)
+
+
+def final_steps(runs: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
+    last = metrics.groupby("run_id")["step"].max()
+    return runs.assign(last_step=runs["run_id"].map(last))
+
+
+BEYOND = {-1: "**yes**, llama lower", 1: "**yes**, vanilla lower", 0: "no", None: "needs two seeds"}
+
+
+def times_read(study: Results, train_tokens: int) -> float:
+    """How many times the runs of one training-set size read their text by their last evaluation
+    (the median over them: every run of a size takes the same steps)."""
+    runs = final_steps(study.runs[study.runs["train_tokens"] == train_tokens], study.metrics)
+    return float((tokens_read(runs, study.metrics, "last_step") / train_tokens).median())
+
+
+def minutes_per_run(study: Results, train_tokens: int) -> str:
+    """The mean training job of this size's shipped runs, in minutes (grid.json); "–" unrecorded."""
+    records = (study.provenance or {}).get("runs", {})
+    run_ids = study.runs.loc[study.runs["train_tokens"] == train_tokens, "run_id"]
+    jobs = [job_seconds(records[run_id]) for run_id in run_ids if run_id in records]
+    return f"{sum(jobs) / len(jobs) / 60:.1f}" if jobs else "–"
+
+
+def size_table(study: Results, found: list[Size]) -> str:
+    rows = []
+    for size in found:
+        rows.append(
+            [
+                f"{size.train_tokens:,}",
+                f"{times_read(study, size.train_tokens):.2f}",
+                minutes_per_run(study, size.train_tokens),
+                per_seed(size.vanilla, "best_val_loss"),
+                per_seed(size.llama, "best_val_loss"),
+                " / ".join(fmt(v, sign=True) for v in size.gap.sort_index(ascending=False)),
+                fmt(size.noise),
+                BEYOND[size.side],
+                f"{per_seed(size.vanilla, 'best_step')} · {per_seed(size.llama, 'best_step')}",
+                f"{passes(size.vanilla, study.metrics, 'best_step')} · {passes(size.llama, study.metrics, 'best_step')}",
+                f"{per_seed(size.vanilla, 'train_val_gap')} · {per_seed(size.llama, 'train_val_gap')}",
+            ]
+        )
+    return md_table(
+        [
+            "training characters",
+            "times read by the run",
+            "minutes per run",
+            "vanilla best val",
+            "mini-LLaMA best val",
+            "llama minus vanilla",
+            "seed noise",
+            "beyond it?",
+            "best step (vanilla · llama)",
+            "times read by the best step (vanilla · llama)",
+            "final val minus final train (vanilla · llama)",
+        ],
+        rows,
+    )
+
+
+def verdict(study: Results, found: list[Size]) -> str:
+    """The chapter's hypothesis: learning fast is pure gain when the data is read less than once,
+    judged at the largest size whose run reads its training text at most once."""
+    once = []
+    for size in found:
+        runs = final_steps(pd.concat([size.vanilla, size.llama]), study.metrics)
+        if (tokens_read(runs, study.metrics, "last_step") <= size.train_tokens).all():
+            once.append(size)
+    if not once:
+        return (
+            "**not testable here yet**: no size whose runs read the training text at most once has "
+            "both models trained (`snakemake scale_stage1`)"
+        )
+    size = once[-1]
+    where = f"on {size.train_tokens:,} characters, read at most once"
+    gap = " / ".join(fmt(v, sign=True) for v in size.gap.sort_index(ascending=False))
+    if size.side is None:
+        return f"**not testable here yet**: {where}, llama minus vanilla is {gap}, but one seed cannot measure the seed noise"
+    if size.side == -1:
+        return f"**reproduced**: {where}, the mini-LLaMA's best val is lower with every seed ({gap}), beyond the seed noise {fmt(size.noise)}"
+    if size.side == 1:
+        return f"**not reproduced**: {where}, vanilla's best val is lower with every seed ({gap}), beyond the seed noise {fmt(size.noise)}"
+    return (
+        f"**not reproduced**: {where}, llama minus vanilla is {gap}, not beyond the seed noise "
+        f"{fmt(size.noise)}: the mini-LLaMA does not reach a lower valley even where it cannot memorise"
+    )
+
+
+def where_it_wins(found: list[Size]) -> str:
+    wins = [f"{size.train_tokens:,}" for size in found if size.side == -1]
+    losses = [f"{size.train_tokens:,}" for size in found if size.side == 1]
+    said = [f"the mini-LLaMA's best val is lower beyond seed noise on {', '.join(wins)} characters" if wins else ""]
+    said.append(f"vanilla's on {', '.join(losses)}" if losses else "")
+    said = [part for part in said if part]
+    if not said and all(size.side is None for size in found):
+        return "No size has both models at two seeds yet, and one seed cannot measure the seed noise."
+    if not said:
+        return "At no size is either model lower beyond seed noise."
+    sentence = "; ".join(said) + "."
+    return sentence[0].upper() + sentence[1:]
+
+
+def largest_as_headline(study: Results) -> Results | None:
+    """The largest size's pair in the headline's roles and the ablations against them (stage 2), so
+    that the report's ablation table judges them with this size's seed noise; None without any."""
+    found = sizes(study)
+    ablations = study.comparisons[study.comparisons["part"].notna() & study.comparisons["direction"].notna()]
+    if not found or ablations.empty:
+        return None
+    largest = found[-1]
+    pair_ids = set(largest.vanilla["run_id"]) | set(largest.llama["run_id"])
+    runs = study.runs.assign(
+        group=study.runs["run_id"].map(lambda run_id: "headline" if run_id in pair_ids else "scale")
+    )
+    return dataclasses.replace(study, runs=runs, ablations=ablations.reset_index(drop=True))
+
+
+def other_lr_text(study: Results) -> str | None:
+    """Stage 3: the pair at another learning rate, against the same pair at the default one."""
+    runs = study.runs[study.runs["n_parts"].isin(list(MODELS)) & study.runs["part"].isna()]
+    other = sorted(set(runs["lr"]) - {TrainConfig.lr})
+    if not other:
+        return None
+    sentences = []
+    for lr in other:
+        at_lr = runs[runs["lr"] == lr]
+        for train_tokens, group in at_lr.groupby("train_tokens"):
+            vanilla, llama = group[group["n_parts"] == 0], group[group["n_parts"] == 5]
+            base = runs[(runs["lr"] == TrainConfig.lr) & (runs["train_tokens"] == train_tokens)]
+            if vanilla.empty or llama.empty:
+                continue
+            gap = paired_deltas(llama, vanilla)
+            default_gap = paired_deltas(base[base["n_parts"] == 5], base[base["n_parts"] == 0])
+            sentences.append(
+                f"At lr {lr:g} on {int(train_tokens):,} characters: best val vanilla "
+                f"{per_seed(vanilla, 'best_val_loss')}, mini-LLaMA {per_seed(llama, 'best_val_loss')}, llama minus "
+                f"vanilla {' / '.join(fmt(v, sign=True) for v in gap.sort_index(ascending=False))} (seed "
+                f"{' / '.join(str(int(s)) for s in gap.sort_index(ascending=False).index)}), against "
+                f"{' / '.join(fmt(v, sign=True) for v in default_gap.sort_index(ascending=False))} at lr "
+                f"{TrainConfig.lr:g}."
+            )
+    return " ".join(sentences) or None
+
+
+def grid_contrast(everything: Results, found: list[Size]) -> str | None:
+    """The study's size read about as often as the grid reads its own text, set against the grid's
+    headline answer: whether reading the data many times explains that answer. None without both."""
+    grid = only_runs_of(everything, None)
+    vanilla, llama = headline_of(grid, "vanilla"), headline_of(grid, "llama")
+    grid_side = side_beyond_noise(paired_deltas(llama, vanilla), headline_noise(grid))
+    if grid_side is None or not found or llama["train_tokens"].isna().all():
+        return None
+    grid_tokens = int(llama["train_tokens"].max())
+    grid_read = times_read(grid, grid_tokens)
+    study = scale_data(everything)
+    read = {size.train_tokens: times_read(study, size.train_tokens) for size in found}
+    size = min(found, key=lambda size: abs(math.log(read[size.train_tokens] / grid_read)))
+    if size.side is None:
+        return None
+    lower = {-1: "lower", 1: "higher", 0: "not lower"}
+    said = (
+        f"On the grid's own text ({grid_tokens:,} characters, read {grid_read:.0f} times) the mini-LLaMA's best "
+        f"val is {lower[grid_side]} beyond seed noise; on {size.train_tokens:,} characters of this study's text, "
+        f"read {read[size.train_tokens]:.0f} times, it is {lower[size.side]}"
+    )
+    if grid_side != -1 and size.side == -1:
+        return said + ": reading the text many times is not, by itself, why the grid finds no lower valley."
+    return said + "."
+
+
+def scale_answer(everything: Results) -> str | None:
+    """The study's answer in two sentences (the report's section and the README's headline), or
+    None before any size has both models."""
+    study = scale_data(everything)
+    found = sizes(study)
+    if not found:
+        return None
+    answer = (
+        f"{where_it_wins(found)} Learning fast is pure gain when the data is read less than once "
+        f"(the chapter's hypothesis): {verdict(study, found)}."
+    )
+    contrast = grid_contrast(everything, found)
+    return f"{answer} {contrast}" if contrast else answer
+
+
+def scale_section(everything: Results) -> str | None:
+    """The section's text without its ablation table (the report adds that), or None before
+    any size has both models."""
+    study = scale_data(everything)
+    found = sizes(study)
+    if not found:
+        return None
+    parts = [
+        size_table(study, found),
+        "Best val in nats per character, seeds 42 / 7. Times read: tokens seen (steps x batch x "
+        "context) over the training characters. Minutes per run: the shipped runs' training jobs "
+        "(the costs table has the study's total). Seed noise at a size: the larger of the two models' "
+        "spread of best val over seeds there. All runs share one validation set of poems and one "
+        "vocabulary, so every number in a column compares.",
+        scale_answer(everything),
+    ]
+    if lr_text := other_lr_text(study):
+        parts.append(lr_text)
+    return "\n\n".join(parts)
+
+
+def best_val_by_size(study: Results) -> pd.DataFrame:
+    """One row per run of the pair at the default lr: size, model, seed, best val (the figure's data,
+    anatomy.report.charts.best_val_by_size_chart)."""
+    runs = pair_runs(study)
+    return pd.DataFrame(
+        {
+            "train_tokens": runs["train_tokens"].astype(int),
+            "model": runs["n_parts"].map(MODELS),
+            "seed": runs["seed"].astype(int),
+            "best_val_loss": runs["best_val_loss"],
+        }
+    ).dropna()

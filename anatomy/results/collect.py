@@ -1,0 +1,761 @@
+"""Collect run folders into the DuckDB database and `results.json`: `python -m anatomy collect`.
+
+This is the only writer of the database. Training jobs each write their own run folder;
+this step reads all of them (and Snakemake's benchmark files) and builds a fresh database.
+The database is built in a temporary file beside the target and renamed into place, so a
+reader (the dashboard) sees the old database or the new one, never half of one. Rebuilding
+from scratch every time makes collecting idempotent: rerunning gives the same rows.
+
+A run folder with `metrics.jsonl` but no `summary.json` is still training (status
+"running"); it is collected with what it has so far, so the dashboard can show a grid in
+progress.
+
+Each run's baseline (the experiment it is compared with, seed by seed) is data: a `baseline` tag
+in its config.json (`anatomy train --tag baseline=NAME`), else the experiments file given with
+`--experiments` (the workflow writes results/experiments.json from workflow/experiments.yaml),
+else, for runs trained before experiments named their baseline, what the grid compared them
+with then (`legacy_baselines`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import functools
+import json
+import math
+import os
+import re
+import stat
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import duckdb
+import pyarrow as pa
+
+import yaml
+
+from anatomy.training import grad_norms
+from anatomy.files.atomic import (
+    atomic_path,
+    check_file_target,
+    naming_a_full_disk,
+    remove_stale_temporaries,
+    write_json,
+)
+from anatomy.config import PRESETS, ModelConfig
+from anatomy.errors import AnatomyError
+from anatomy.exams import depth, exam_module
+from anatomy.files.locks import held_lock, is_locked
+from anatomy.files.run_folder import check_summary, json_loss, json_number, read_json_file, read_metrics
+from anatomy.files.run_folder import CONFIG_FILE, SUMMARY_FILE, RunFolder
+
+SCHEMA_PATH = Path(__file__).with_name("schema.sql")
+
+# DuckDB type in schema.sql -> Arrow type of the column handed to DuckDB
+ARROW_BY_SQL_TYPE = {
+    "VARCHAR": pa.string(),
+    "JSON": pa.string(),
+    "BOOLEAN": pa.bool_(),
+    "INTEGER": pa.int64(),
+    "BIGINT": pa.int64(),
+    "DOUBLE": pa.float64(),
+}
+# the model settings kept as columns of `runs`, so the pages group runs without reading config.json
+MODEL_COLUMNS = (
+    "n_layer",
+    "ctx_len",
+    "n_head",
+    "n_kv_head",
+    "norm_type",
+    "norm_pos",
+    "pos_type",
+    "rope_break",
+    "ffn_type",
+)
+# Snakemake's benchmark header -> our column (only "h:m:s" is not a valid SQL name)
+BENCHMARK_HEADER = {"h:m:s": "hms"}
+
+
+@functools.lru_cache(maxsize=1)
+def schema_tables() -> dict[str, list[tuple[str, pa.DataType]]]:
+    """Every table of schema.sql -> its columns in order, with their Arrow types: the one list of
+    what a table holds (the views are not tables: nothing is inserted into them)."""
+    with duckdb.connect(":memory:") as con:
+        con.execute(SCHEMA_PATH.read_text(encoding="utf-8"))
+        rows = con.execute(
+            "SELECT c.table_name, c.column_name, c.data_type FROM information_schema.columns c "
+            "JOIN information_schema.tables t USING (table_name) WHERE t.table_type = 'BASE TABLE' "
+            "ORDER BY c.table_name, c.ordinal_position"
+        ).fetchall()
+    tables: dict[str, list[tuple[str, pa.DataType]]] = {}
+    for table, column, sql_type in rows:
+        tables.setdefault(table, []).append((column, ARROW_BY_SQL_TYPE[sql_type]))
+    return tables
+
+
+def column_names(table: str) -> list[str]:
+    return [name for name, _ in schema_tables()[table]]
+
+
+RUN_COLUMNS = column_names("runs")
+METRIC_COLUMNS = column_names("metrics")
+SAMPLE_COLUMNS = column_names("samples")
+BENCHMARK_COLUMNS = column_names("benchmarks")
+ARROW_TYPES = {name: arrow for columns in schema_tables().values() for name, arrow in columns}
+
+
+@dataclass
+class CollectedRuns:
+    """Everything read from the run folders, as rows ready for the database."""
+
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    benchmarks: list[dict[str, Any]] = field(default_factory=list)
+    exams: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # exam table -> rows
+
+    def add_exam_rows(self, table: str, rows: list[dict[str, Any]]) -> None:
+        self.exams.setdefault(table, []).extend(rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading run folders
+
+
+def _seed_of(folder: Path, config: dict[str, Any]) -> int | None:
+    train = config.get("train") if isinstance(config.get("train"), dict) else {}
+    if isinstance(train.get("seed"), int):
+        return train["seed"]
+    match = re.fullmatch(r"seed(\d+)", folder.name)
+    return int(match.group(1)) if match else None
+
+
+def corpus_columns(config: dict[str, Any], path: Path) -> dict[str, Any]:
+    """Which text the run read, from config.json's data section (None where it says nothing)."""
+    data = config.get("data") if isinstance(config.get("data"), dict) else {}
+    columns = {}
+    for column, key in (("corpus", "corpus"), ("corpus_digest", "digest")):
+        if data.get(key) is not None and not isinstance(data[key], str):
+            raise AnatomyError(f"{path}: field 'data.{key}' must be a string or null, got {data[key]!r}")
+        columns[column] = data.get(key)
+    for name in ("vocab_size", "train_tokens", "val_tokens"):
+        columns[name] = json_number(data.get(name), path, f"data.{name}", int)
+    return columns
+
+
+def model_columns(config: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The run's MODEL_COLUMNS; a setting its config.json leaves out is ModelConfig's default."""
+    model = config.get("model") if isinstance(config.get("model"), dict) else {}
+    columns = {}
+    for name in MODEL_COLUMNS:
+        default = ModelConfig.__dataclass_fields__[name].default
+        value = model.get(name, default)
+        columns[name] = json_number(value, path, f"model.{name}", int) if isinstance(default, int) else str(value)
+    return columns
+
+
+# what `anatomy generate` records of every sample (`note` too, but records from before it lack it)
+SAMPLE_FIELDS = ("checkpoint", "prefix", "temperature", "seed", "chars", "text")
+
+
+def read_samples(path: Path, run_id: str) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    records = read_json_file(path)
+    if not isinstance(records, list):
+        raise AnatomyError(f"{path}: expected a list of samples, got {type(records).__name__}")
+    rows = []
+    for idx, record in enumerate(records):
+        if not isinstance(record, dict):
+            raise AnatomyError(f"{path}: sample {idx} must be an object, got {record!r}")
+        if missing := [name for name in SAMPLE_FIELDS if name not in record]:
+            raise AnatomyError(
+                f"{path}: sample {idx} lacks {', '.join(repr(name) for name in missing)} "
+                f"(anatomy generate records {', '.join(SAMPLE_FIELDS)})"
+            )
+        # text is null when there was nothing to sample from (a diverged run); `note` says why
+        text = record["text"]
+        if not isinstance(text, (str, type(None))):
+            raise AnatomyError(f"{path}: sample {idx}: 'text' must be a string or null, got {text!r}")
+        if record["checkpoint"] not in ("best", "last") and not (record["checkpoint"] is None and text is None):
+            raise AnatomyError(
+                f"{path}: sample {idx}: 'checkpoint' must be 'best' or 'last' (null only for a sample "
+                f"without text), got {record['checkpoint']!r}"
+            )
+        if not isinstance(record["prefix"], str):
+            raise AnatomyError(f"{path}: sample {idx}: 'prefix' must be a string, got {record['prefix']!r}")
+        rows.append(
+            {
+                "run_id": run_id,
+                "sample_idx": idx,
+                "checkpoint": record["checkpoint"],
+                "prefix": record["prefix"],
+                "temperature": _required(record["temperature"], path, f"temperature (sample {idx})"),
+                "seed": _required(record["seed"], path, f"seed (sample {idx})", int),
+                "chars": _required(record["chars"], path, f"chars (sample {idx})", int),
+                "text": text,
+                "note": None if record.get("note") is None else str(record["note"]),
+                **memorisation_columns(record.get("memorisation"), text or "", path, idx),
+            }
+        )
+    return rows
+
+
+def _required(value: Any, path: Path, name: str, kind: type = float) -> Any:
+    """A number that must be there (`json_number` lets null through)."""
+    if value is None:
+        raise AnatomyError(f"{path}: field '{name}' must be a number, got null")
+    return json_number(value, path, name, kind)
+
+
+def memorisation_columns(figures: Any, text: str, path: Path, idx: int) -> dict[str, Any]:
+    """A sample's memorisation figures (anatomy/generation/memorisation.py) as columns; NULL if not measured."""
+    if figures is None:
+        return {}
+    if not isinstance(figures, dict):
+        raise AnatomyError(f"{path}: sample {idx}: 'memorisation' must be an object, got {figures!r}")
+    source = figures.get("longest_copy_source") or {}
+    if not isinstance(source, dict):
+        raise AnatomyError(
+            f"{path}: sample {idx}: 'memorisation.longest_copy_source' must be an object, got {source!r}"
+        )
+    where = f"memorisation of sample {idx}"
+    columns = {
+        "copy_min_chars": _required(figures.get("min_chars"), path, f"min_chars ({where})", int),
+        "copied_fraction": _required(figures.get("copied_fraction"), path, f"copied_fraction ({where})"),
+        "val_copied_fraction": _required(figures.get("val_copied_fraction"), path, f"val_copied_fraction ({where})"),
+        "longest_copy": _required(figures.get("longest_copy"), path, f"longest_copy ({where})", int),
+        "longest_copy_text": figures.get("longest_copy_text"),
+        "longest_copy_post": source.get("post"),
+        "longest_copy_line": json_number(source.get("line"), path, f"longest_copy_source.line ({where})", int),
+        "copied_spans": json.dumps(copied_spans(figures.get("copied_spans"), text, path, idx)),
+    }
+    if columns["longest_copy"] and not (isinstance(source.get("post"), str) and columns["longest_copy_line"]):
+        raise AnatomyError(
+            f"{path}: sample {idx}: a longest copy of {columns['longest_copy']} characters needs "
+            f"'memorisation.longest_copy_source' with its post and line, got {figures.get('longest_copy_source')!r}"
+        )
+    return columns
+
+
+def copied_spans(spans: Any, text: str, path: Path, idx: int) -> list[list]:
+    """The copied spans as the Samples page marks them: [start, length, post, line] each, inside
+    the sample's text (a span outside it would mark nothing, or the wrong characters)."""
+    spans = [] if spans is None else spans
+    if not isinstance(spans, list):
+        raise AnatomyError(f"{path}: sample {idx}: 'memorisation.copied_spans' must be a list, got {spans!r}")
+    for n, span in enumerate(spans):
+        if not (
+            isinstance(span, list)
+            and len(span) == 4
+            and all(isinstance(span[i], int) and not isinstance(span[i], bool) for i in (0, 1, 3))
+            and isinstance(span[2], str)
+            and span[0] >= 0
+            and span[1] > 0
+            and span[0] + span[1] <= len(text)
+        ):
+            raise AnatomyError(
+                f"{path}: sample {idx}: 'memorisation.copied_spans' item {n} must be [start, length, post, "
+                f"line], a span inside the text ({len(text)} characters), got {span!r}"
+            )
+    return spans
+
+
+def read_run(folder: Path, runs_root: Path) -> tuple[dict[str, Any], list, list]:
+    """One run folder -> (runs row, metrics rows, samples rows)."""
+    files = RunFolder(folder)
+    config_path = files.config
+    if not config_path.is_file():
+        raise AnatomyError(
+            f"{folder}: {SUMMARY_FILE} but no {CONFIG_FILE}, so its settings are unknown; train it again with "
+            f"the same settings ({CONFIG_FILE} is written back from {files.last.name}) or delete the folder"
+        )
+    config = read_json_file(config_path)
+    if not isinstance(config, dict):
+        raise AnatomyError(f"{config_path}: expected a JSON object with model, train and tags")
+    tags = config.get("tags") or {}
+    if not isinstance(tags, dict):
+        raise AnatomyError(f"{config_path}: 'tags' must be an object of key: value, got {tags!r}")
+    run_id = folder.relative_to(runs_root).as_posix()
+
+    summary_path = files.summary
+    summary = read_json_file(summary_path) if summary_path.exists() else None
+    if summary is not None and not isinstance(summary, dict):
+        raise AnatomyError(f"{summary_path}: expected a JSON object")
+    if summary is not None:
+        check_summary(summary, summary_path)  # "false" is a truthy string: types are checked
+    metrics = read_metrics(files.metrics, run_id, finished=summary is not None)
+
+    def from_summary(name: str, kind: type = float) -> Any:
+        return None if summary is None else json_number(summary.get(name), summary_path, name, kind)
+
+    def loss_from_summary(name: str, finite: bool = False) -> float | None:
+        return None if summary is None else json_loss(summary.get(name), summary_path, name, finite)
+
+    diverged = bool(summary.get("diverged")) if summary else False
+    if summary is None:
+        status = "running"
+    else:
+        status = str(summary.get("status") or ("diverged" if diverged else "done"))
+    train = config.get("train") if isinstance(config.get("train"), dict) else {}
+    run = {
+        "run_id": run_id,
+        # the folder layout {experiment}/seed{seed} is the fallback when tags are missing
+        "experiment": str(
+            tags.get("experiment") or (folder.parent.name if folder.parent != runs_root else folder.name)
+        ),
+        "seed": _seed_of(folder, config),
+        "group": tags.get("group"),
+        "part": tags.get("part"),
+        "direction": tags.get("direction"),
+        "baseline": tags.get("baseline"),  # else from the experiments file: see assign_baselines
+        "description": tags.get("description"),
+        **corpus_columns(config, config_path),
+        "precision": str(train.get("precision", "fp32")),  # runs from before the setting: fp32
+        "config": json.dumps(config, allow_nan=True),
+        "preset": config.get("preset") or tags.get("preset") or train.get("preset"),
+        **model_columns(config, config_path),
+        "params": from_summary("params", int),
+        "device": None if summary is None else summary.get("device"),
+        # summaries written before the compile option have no such key: they ran eagerly
+        "compiled": None if summary is None else bool(summary.get("compiled", False)),
+        "torch_version": None if summary is None else summary.get("torch_version"),
+        "status": status,
+        "diverged": diverged,
+        "diverged_step": from_summary("diverged_step", int),
+        "steps_done": from_summary("steps_done", int) if summary else (metrics[-1]["step"] if metrics else None),
+        "best_val_loss": loss_from_summary("best_val_loss", finite=True),  # the lowest finite val
+        "best_step": from_summary("best_step", int),
+        "final_train_loss": loss_from_summary("final_train_loss"),
+        "final_val_loss": loss_from_summary("final_val_loss"),
+        "step_time_s": from_summary("step_time_s"),
+        "tokens_per_s": from_summary("tokens_per_s"),
+    }
+    for name in ("group", "part", "direction", "baseline", "description", "preset", "device", "torch_version"):
+        if run[name] is not None:
+            run[name] = str(run[name])
+    return run, metrics, read_samples(files.samples, run_id)
+
+
+# ---------------------------------------------------------------------------------------------
+# Baselines: which experiment each run is compared with
+
+
+def read_baselines(path: Path) -> dict[str, str | None]:
+    """Experiment name -> the baseline it names (None: compared with nothing), from a file with
+    an `experiments:` mapping: workflow/experiments.yaml, or the results/experiments.json the
+    workflow writes from it (JSON is YAML too)."""
+    try:
+        document = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except OSError as err:
+        raise AnatomyError(f"--experiments {path}: cannot read it ({err.strerror})") from None
+    except yaml.YAMLError as err:
+        raise AnatomyError(f"--experiments {path}: not YAML or JSON ({str(err).splitlines()[0]})") from None
+    experiments = document.get("experiments") if isinstance(document, dict) else None
+    if not isinstance(experiments, dict):
+        raise AnatomyError(f"--experiments {path}: expected an 'experiments' mapping of name -> entry")
+    baselines = {}
+    for name, entry in experiments.items():
+        baseline = entry.get("baseline") if isinstance(entry, dict) else None
+        if not isinstance(baseline, (str, type(None))):
+            raise AnatomyError(
+                f"--experiments {path}: experiments.{name}.baseline must be an experiment name, got {baseline!r}"
+            )
+        baselines[str(name)] = baseline
+    return baselines
+
+
+def legacy_baselines(runs: list[dict[str, Any]], undeclared: list[dict[str, Any]]) -> None:
+    """Give the `undeclared` runs (trained before experiments named their baseline: no tag, not in
+    the experiments file) the baseline the grid compared them with then: a headline experiment is
+    compared with the headline experiment of the 2017 model (its preset changes nothing from the
+    defaults), any other experiment with the headline experiment of its own preset (vanilla plus a
+    part with vanilla; llama minus a part, or broken, with llama). `runs`: every run collected."""
+    headline_of_preset: dict[str, str] = {}
+    for run in sorted(runs, key=lambda run: run["run_id"]):
+        if run["group"] == "headline" and run["preset"]:
+            headline_of_preset.setdefault(run["preset"], run["experiment"])
+    plain = [name for preset, name in headline_of_preset.items() if PRESETS.get(preset) == {}]
+    for run in undeclared:
+        if run["group"] == "headline":
+            found = plain[0] if plain else None
+        else:
+            found = headline_of_preset.get(run["preset"])
+        run["baseline"] = found if found != run["experiment"] else None
+
+
+def assign_baselines(runs: list[dict[str, Any]], declared: dict[str, str | None]) -> None:
+    """Each run's baseline: its own `baseline` tag, else its experiment's entry in `declared`
+    (the experiments file), else `legacy_baselines`."""
+    undeclared = []
+    for run in runs:
+        if run["baseline"] is not None:
+            continue  # the run's own tag
+        if run["experiment"] in declared:
+            run["baseline"] = declared[run["experiment"]]
+        else:
+            undeclared.append(run)
+    legacy_baselines(runs, undeclared)
+
+
+RUN_MARKERS = (CONFIG_FILE, SUMMARY_FILE)
+
+
+def find_run_folders(runs_root: Path) -> list[Path]:
+    """Every folder under the root holding a config.json (a run that has at least started) or a
+    summary.json (a finished run: one that lost its config.json is named, not left out).
+    Folders reached through symbolic links count too (runs kept on another disk); each real
+    folder is visited once, so a link that loops back is harmless."""
+    found, seen = [], set()
+    for folder, subfolders, files in os.walk(runs_root, followlinks=True):
+        real = os.path.realpath(folder)
+        if real in seen:
+            subfolders.clear()
+            continue
+        seen.add(real)
+        subfolders[:] = sorted(name for name in subfolders if not name.startswith("."))
+        if any(marker in files for marker in RUN_MARKERS):
+            found.append(Path(folder))
+    return sorted(found)
+
+
+# ---------------------------------------------------------------------------------------------
+# Snakemake benchmark files
+
+
+def _benchmark_value(raw: str, path: Path, name: str) -> float | None:
+    if raw in ("", "-", "NA", "nan"):  # Snakemake writes "-" / "NA" where psutil had no figure
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        raise AnatomyError(f"{path}: column '{name}' must be a number, got {raw!r}") from None
+
+
+def read_benchmarks(root: Path, run_ids: set[str]) -> list[dict[str, Any]]:
+    """results/benchmarks/{rule}/{job}.tsv -> rows; job "vanilla/seed42" maps to that run."""
+    rows = []
+    for path in sorted(root.rglob("*.tsv")):
+        relative = path.relative_to(root).with_suffix("")
+        rule = relative.parts[0] if len(relative.parts) > 1 else ""
+        job = Path(*relative.parts[1:]).as_posix() if len(relative.parts) > 1 else relative.as_posix()
+        with path.open(encoding="utf-8", newline="") as handle:
+            reader = csv.DictReader(handle, delimiter="\t")
+            if reader.fieldnames is None or "s" not in reader.fieldnames:
+                raise AnatomyError(f"{path}: not a Snakemake benchmark file (no 's' column in the header)")
+            for repeat, record in enumerate(reader):
+                row = {"rule": rule, "job": job, "run_id": job if job in run_ids else None, "repeat": repeat}
+                for header, raw in record.items():
+                    name = BENCHMARK_HEADER.get(header, header)
+                    if name == "hms":
+                        row[name] = raw
+                    elif name in BENCHMARK_COLUMNS:
+                        row[name] = _benchmark_value((raw or "").strip(), path, header)
+                rows.append(row)
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# Building the database
+
+
+# ---------------------------------------------------------------------------------------------
+# The exams' results (anatomy/exams/): each exam module owns its file and reads it into rows
+
+
+def read_run_exams(folder: Path, run_id: str, collected: CollectedRuns) -> None:
+    """A run folder's exam files: exams/length.json, exams/kv_cache.json and grad_norms.jsonl."""
+    files = RunFolder(folder)
+    # exam modules load torch: imported (exam_module) only where there is a file to read
+    if (path := files.exam("length")).is_file():
+        collected.add_exam_rows("exam_length", exam_module("length").read_rows(path, run_id))
+    if (path := files.exam("kv_cache")).is_file():
+        sizes, timings = exam_module("kv_cache").read_rows(path, run_id)
+        collected.add_exam_rows("exam_kv_cache", sizes)
+        collected.add_exam_rows("exam_kv_timing", timings)
+    if (path := files.grad_norms).is_file():
+        collected.add_exam_rows("grad_norms", grad_norms.read_grad_norms(path, run_id))
+
+
+def read_exams_folder(exams_root: Path, collected: CollectedRuns) -> None:
+    """results/exams/: the depth map's cells (each a run folder of its own) and the wall clock."""
+    from anatomy.exams import wall_clock  # torch: only where there are exams to read
+
+    depth_root = exams_root / depth.DEPTH_FOLDER
+    cells = depth.read_cells(depth_root)
+    collected.add_exam_rows("exam_depth", cells)
+    for cell in cells:
+        if (path := RunFolder(depth_root / cell["cell"]).grad_norms).is_file():
+            collected.add_exam_rows(
+                "grad_norms", grad_norms.read_grad_norms(path, f"{depth.DEPTH_FOLDER}/{cell['cell']}")
+            )
+    if (path := exams_root / wall_clock.RESULT_FILE).is_file():
+        collected.add_exam_rows("exam_wall_clock", wall_clock.read_rows(path))
+
+
+def collect_runs(
+    runs_root: Path,
+    benchmarks_root: Path | None = None,
+    exams_root: Path | None = None,
+    experiments_path: Path | None = None,
+) -> CollectedRuns:
+    runs_root = Path(runs_root)
+    declared = read_baselines(experiments_path) if experiments_path is not None else {}
+    collected = CollectedRuns()
+    if not runs_root.is_dir():
+        raise AnatomyError(f"--runs {runs_root}: no such folder (train a model first: python -m anatomy train ...)")
+    for folder in find_run_folders(runs_root):
+        run, metrics, samples = read_run(folder, runs_root)
+        collected.runs.append(run)
+        collected.metrics.extend(metrics)
+        collected.samples.extend(samples)
+        read_run_exams(folder, run["run_id"], collected)
+    assign_baselines(collected.runs, declared)
+    if benchmarks_root is not None and Path(benchmarks_root).is_dir():
+        collected.benchmarks = read_benchmarks(Path(benchmarks_root), {run["run_id"] for run in collected.runs})
+    if exams_root is not None and Path(exams_root).is_dir():
+        read_exams_folder(Path(exams_root), collected)
+    if collected.exams.get("exam_kv_cache"):  # the chapter's LLaMA-scale figures, by the same formula
+        from anatomy.exams import kv_cache  # torch: only where there is a cache to scale
+
+        collected.add_exam_rows("exam_kv_scale", kv_cache.scale_rows())
+    return collected
+
+
+def _arrow_table(rows: list[dict[str, Any]], columns: list[str]) -> pa.Table:
+    # Arrow keeps None (NULL, not evaluated) apart from NaN (a diverged loss), as the schema wants
+    return pa.table(
+        {name: pa.array([row.get(name) for row in rows], type=ARROW_TYPES.get(name, pa.string())) for name in columns}
+    )
+
+
+@contextmanager
+def database_written(collected: CollectedRuns, db_path: Path) -> Iterator[Path]:
+    """Build the database in a temporary file beside `db_path` and yield that file, to be read
+    (results.json is written from it); it is renamed into place when the `with` block ends well."""
+    with atomic_path(db_path) as tmp:
+        tmp.unlink()  # DuckDB wants to create the file itself; an empty file is not a database
+        try:
+            with duckdb.connect(str(tmp)) as con:
+                con.execute(SCHEMA_PATH.read_text(encoding="utf-8"))
+                for table, rows, columns in [
+                    ("runs", collected.runs, RUN_COLUMNS),
+                    ("metrics", collected.metrics, METRIC_COLUMNS),
+                    ("samples", collected.samples, SAMPLE_COLUMNS),
+                    ("benchmarks", collected.benchmarks, BENCHMARK_COLUMNS),
+                    *((table, rows, column_names(table)) for table, rows in sorted(collected.exams.items())),
+                ]:
+                    con.register("incoming", _arrow_table(rows, columns))
+                    con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming")
+                    con.unregister("incoming")
+                con.execute("CHECKPOINT")
+            yield tmp
+        finally:
+            wal = tmp.with_name(tmp.name + ".wal")
+            if wal.exists():
+                wal.unlink()
+
+
+def collect_lock_path(db_path: Path) -> Path:
+    """The lock a collect holds while it writes `db_path`: results/.anatomy.duckdb.lock. Readers
+    (the dashboard) check it to tell a rebuild in progress from a leftover temporary file."""
+    db_path = Path(db_path)
+    return db_path.with_name(f".{db_path.name}.lock")
+
+
+def being_collected(db_path: Path) -> bool:
+    """Whether a collect is writing `db_path` right now: it holds the lock for as long as it does."""
+    lock = collect_lock_path(db_path)
+    return lock.parent.is_dir() and is_locked(lock)
+
+
+@functools.lru_cache(maxsize=1)
+def expected_columns() -> frozenset[tuple[str, str]]:
+    """(table or view, column) of every column that schema.sql creates."""
+    with duckdb.connect(":memory:") as con:
+        con.execute(SCHEMA_PATH.read_text(encoding="utf-8"))
+        return frozenset(con.execute("SELECT table_name, column_name FROM information_schema.columns").fetchall())
+
+
+def missing_columns(found: set[tuple[str, str]]) -> list[str]:
+    """The columns this version's schema has that a database (its (table, column) pairs) lacks:
+    a database made by an older version of collect. Collecting again rebuilds it whole."""
+    return sorted(f"{table}.{column}" for table, column in expected_columns() - set(found))
+
+
+def _json_safe(value: Any) -> Any:
+    """NaN and inf are not JSON: write them as null (the status column says the run diverged)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(item) for item in value]
+    return value
+
+
+# A results database is data: reading one must not run what its views say outside it. With
+# external access off (once the file is attached: attaching is a file access too), a view that
+# reads a file (read_text('/etc/passwd')) or an address fails, and no extension is fetched or
+# loaded on the database's say.
+READ_ONLY_SETTINGS = {
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+}
+
+
+# What a path that is not a regular file is, in words
+FILE_KINDS = {
+    stat.S_ISFIFO: "a named pipe",
+    stat.S_ISCHR: "a character device",
+    stat.S_ISBLK: "a block device",
+    stat.S_ISSOCK: "a socket",
+}
+
+
+def database_path_problem(db_path: str | Path) -> str | None:
+    """Why `db_path` cannot be a results database, said before anything opens it; None when it may
+    be one (or is not there yet: each reader says that in its own words). A named pipe must be
+    caught here: opening one waits for a writer, and so would the command or the page, for good."""
+    try:
+        mode = os.stat(db_path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISDIR(mode):
+        return "is a folder, expected a DuckDB file"
+    if not stat.S_ISREG(mode):
+        kind = next((name for is_kind, name in FILE_KINDS.items() if is_kind(mode)), "a special file")
+        return f"is not a regular file ({kind}): expected a DuckDB file"
+    return None
+
+
+def check_database_path(db_path: str | Path) -> None:
+    """Every command given --db says a folder there as such (not "no such database"), and a named
+    pipe or a device (which would hang it) too."""
+    problem = database_path_problem(db_path)
+    if problem is not None:
+        raise AnatomyError(f"--db {db_path}: {problem}")
+
+
+def open_read_only(db_path: str | Path) -> duckdb.DuckDBPyConnection:
+    """The one way this project opens a results database to read it (report, dashboard, collect).
+
+    The file is attached to an in-memory database of the connection's own, rather than connected
+    to by path: DuckDB hands a second connection to a path the database that a first connection
+    still holds open, which may be a file that collect has since replaced. Attached, a connection
+    reads the file that was at the path when it opened, whoever else has one open."""
+    con = duckdb.connect(":memory:", config=READ_ONLY_SETTINGS)
+    try:
+        con.execute("ATTACH ? AS results (READ_ONLY)", [str(db_path)])
+        con.execute("USE results")
+        con.execute("SET enable_external_access = false")
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def summary_tables(db_path: Path) -> dict[str, list[dict[str, Any]]]:
+    """The summary views as lists of records, read back from the finished database."""
+    tables = {}
+    with open_read_only(db_path) as con:
+        for view, order in [
+            ("run_summary", "experiment, seed"),
+            ("experiment_summary", "experiment"),
+            ("ablation_summary", "part, direction"),
+            ("sample_memorisation", "run_id, sample_idx"),
+        ]:
+            cursor = con.execute(f"SELECT * FROM {view} ORDER BY {order}")
+            names = [column[0] for column in cursor.description]
+            tables[view] = [dict(zip(names, row)) for row in cursor.fetchall()]
+    return tables
+
+
+def collect(
+    runs_root: Path,
+    db_path: Path,
+    json_path: Path | None = None,
+    benchmarks_root: Path | None = None,
+    allow_empty: bool = False,
+    exams_root: Path | None = None,
+    experiments_path: Path | None = None,
+) -> dict[str, int]:
+    """Read every run folder, write the database (and results.json); return the row counts."""
+    db_path = Path(db_path)
+    check_database_path(db_path)
+    check_file_target(db_path, "--db")
+    if json_path is not None:
+        check_file_target(json_path, "--json")
+    collected = collect_runs(Path(runs_root), benchmarks_root, exams_root, experiments_path)
+    if not collected.runs and not allow_empty:  # a wrong --runs must not wipe a full database
+        raise AnatomyError(
+            f"--runs {runs_root}: no run folders in it (none holds a config.json or summary.json); "
+            f"{db_path} is left as it is. Pass --allow-empty to write a database with no runs."
+        )
+    counts = {
+        "runs": len(collected.runs),
+        "metrics": len(collected.metrics),
+        "samples": len(collected.samples),
+        "benchmarks": len(collected.benchmarks),
+        "exam_rows": sum(len(rows) for rows in collected.exams.values()),
+    }
+    # One writer at a time, and readers can tell it is at work: the lock. A full disk (DuckDB says
+    # it in a FatalException) is one line naming the database, which is left as it was.
+    with naming_a_full_disk(db_path), held_lock(collect_lock_path(db_path)):
+        # Holding the lock, every temporary file beside the database is a killed collect's leftover.
+        for target in (db_path, json_path):
+            if target is not None:
+                remove_stale_temporaries(target)
+        with database_written(collected, db_path) as new_db:
+            if json_path is not None:
+                # From the new database before it is renamed: the database goes into place last,
+                # so a new database always comes with its results.json.
+                write_json(json_path, _json_safe({"counts": counts, **summary_tables(new_db)}))
+    return counts
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--runs", type=Path, default=Path("results/runs"), help="folder of run folders")
+    parser.add_argument("--db", type=Path, default=Path("results/anatomy.duckdb"), help="database to (re)build")
+    parser.add_argument("--json", type=Path, default=None, help="also write the summary here (results.json)")
+    parser.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="write the database even when --runs holds no run folders (default: refuse)",
+    )
+    parser.add_argument(
+        "--benchmarks", type=Path, default=None, help="folder of Snakemake benchmark files (results/benchmarks)"
+    )
+    parser.add_argument(
+        "--exams",
+        type=Path,
+        default=None,
+        help="folder of the exams not tied to one run: the depth map and the wall clock (results/exams)",
+    )
+    parser.add_argument(
+        "--experiments",
+        type=Path,
+        default=None,
+        help="the experiments the runs were trained from, for the baseline each is compared with "
+        "(results/experiments.json, written by the workflow, or workflow/experiments.yaml)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    counts = collect(
+        args.runs,
+        args.db,
+        args.json,
+        args.benchmarks,
+        allow_empty=args.allow_empty,
+        exams_root=args.exams,
+        experiments_path=args.experiments,
+    )
+    print(
+        f"collected {counts['runs']} runs, {counts['metrics']} metric rows, {counts['samples']} samples, "
+        f"{counts['benchmarks']} benchmark rows, {counts['exam_rows']} exam rows into {args.db}"
+    )
+    return 0

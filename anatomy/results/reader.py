@@ -1,0 +1,259 @@
+"""Reading a results database: the one reader of the report, the claims and the dashboard.
+
+`read` turns an open read-only connection into one `Results`: the database's summary views and
+exam tables as DataFrames, each run with its model settings and its roles. Every number in it
+is computed by a view of anatomy/results/schema.sql; the roles (how a model knows positions, how many KV
+heads it shares) are computed there too, once, from the model settings, so they hold for any
+experiment name. The report and the dashboard only reshape and word them.
+
+`load` reads a database by path (the report's `--db`); the dashboard opens its connection itself,
+to read one file per render and cache the result.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from anatomy.config import ModelConfig, TrainConfig
+from anatomy.errors import AnatomyError
+from anatomy.results.collect import check_database_path, collect, missing_columns, open_read_only
+
+MODEL_FIELDS = {field.name for field in dataclasses.fields(ModelConfig)}
+DEPTH_CELL_PREFIX = "depth/"  # grad_norms.run_id of a depth-map cell: "depth/" + exam_depth.cell
+
+
+class OutdatedDatabase(AnatomyError):
+    """A database made by an older version of collect: it lacks tables or columns the views need."""
+
+
+@dataclass
+class ExamTables:
+    """The exams (anatomy/results/schema.sql, "The exams"): their tables, and the views of their findings."""
+
+    length: pd.DataFrame  # exam_length, loss by position (RoPE's exam), with the run's label, group and positions
+    length_reach: pd.DataFrame  # the length_reach view: per run, loss within the training length and far past it
+    kv_cache: pd.DataFrame  # exam_kv_cache (GQA's exam), with the run's label and attention kind
+    kv_per_token: pd.DataFrame  # the kv_cache_per_token view: bytes per cached position, per attention kind
+    kv_timing: pd.DataFrame  # exam_kv_timing, generation with and without the cache, with label and attention
+    kv_speedup: pd.DataFrame  # the kv_cache_speedup view: cached over recomputed, per attention kind and context
+    kv_scale: pd.DataFrame  # the kv_cache_at_scale view: the cache at LLaMA scale, by the formula, in GiB too
+    depth: pd.DataFrame  # exam_depth: the stability map's cells (pre-norm's exam)
+    depth_stability: pd.DataFrame  # the depth_stability view: largest lr that trains, per wiring
+    grad_norm_runs: pd.DataFrame  # per run or depth-map cell with gradient norms: label, layers, steps, norm_pos
+    grad_norm_spread: pd.DataFrame  # the grad_norm_spread view: first / last block's gradient norm, with label
+    wall_clock: pd.DataFrame  # exam_wall_clock: each part alone, manual against fused
+    wall_clock_ratios: pd.DataFrame  # the wall_clock_ratios view: manual and fused per part and variant
+
+
+@dataclass
+class Results:
+    path: str  # the database read
+    runs: pd.DataFrame  # run_summary, one row per run, with every model setting, its label and roles
+    experiments: pd.DataFrame  # experiment_summary
+    ablations: pd.DataFrame  # ablation_summary
+    pairs: pd.DataFrame  # baseline_pairs: each run against its baseline's run of the same seed
+    comparisons: pd.DataFrame  # baseline_summary: each experiment against its baseline
+    band: pd.DataFrame  # seed_band: val loss over seeds, per experiment and step
+    above_best: pd.DataFrame  # val_above_best: each val after a run's best, above that best
+    metrics: pd.DataFrame  # every evaluation, with the run's label, experiment, seed and status
+    samples: pd.DataFrame  # every generated text, with the run's label and experiment
+    memorisation: pd.DataFrame  # sample_memorisation: copied share of each measured sample, with label
+    provenance: dict[str, Any] | None  # grid.json of shipped reference results, if any
+    exams: ExamTables
+
+    @property
+    def headline(self) -> pd.DataFrame:
+        return self.runs[self.runs["group"] == "headline"]
+
+
+def run_label(experiment: str, seed) -> str:
+    """How every table, legend and sentence names a run."""
+    return f"{experiment} · seed {seed}" if pd.notna(seed) else str(experiment)
+
+
+def llama_parts(cfg: ModelConfig) -> list[str]:
+    """Which of the five parts that make the mini-LLaMA this model has."""
+    has = {
+        "rmsnorm": cfg.norm_type == "rmsnorm",
+        "prenorm": cfg.norm_pos == "pre",
+        "rope": cfg.pos_type == "rope",
+        "gqa": cfg.n_kv_head < cfg.n_head,
+        "swiglu": cfg.ffn_type == "swiglu",
+    }
+    return [part for part, present in has.items() if present]
+
+
+def model_settings(config_json: str) -> dict[str, Any]:
+    """The run's model settings (defaults for any it does not record), how many of the five parts
+    it has, its vocabulary size and its learning rate (a study may compare two)."""
+    config = json.loads(config_json)
+    model = config.get("model") if isinstance(config.get("model"), dict) else {}
+    data = config.get("data") if isinstance(config.get("data"), dict) else {}
+    train = config.get("train") if isinstance(config.get("train"), dict) else {}
+    cfg = ModelConfig.from_dict({name: value for name, value in model.items() if name in MODEL_FIELDS})
+    return {
+        **cfg.to_dict(),
+        "n_parts": len(llama_parts(cfg)),
+        "vocab_size": data.get("vocab_size"),
+        "lr": train.get("lr", TrainConfig.lr),
+    }
+
+
+def outdated_message(con: duckdb.DuckDBPyConnection, path: str | Path) -> str | None:
+    """What a database made by an older version lacks, and the command that rebuilds it; None
+    for a current one. The one check of the report and the dashboard."""
+    found = con.execute("SELECT table_name, column_name FROM information_schema.columns").fetchall()
+    missing = missing_columns(set(found))
+    if not missing:
+        return None
+    return (
+        f"`{path}` was made by an older version of this project (it has no {', '.join(missing[:3])}"
+        f"{', ...' if len(missing) > 3 else ''}). Collect it again to rebuild it from the run folders: "
+        f"`python -m anatomy collect --runs results/runs --db {path}`."
+    )
+
+
+def read(con: duckdb.DuckDBPyConnection, path: str | Path, provenance: dict[str, Any] | None = None) -> Results:
+    """Everything a results database holds, read on `con`. Raises OutdatedDatabase, and lets
+    DuckDB's errors through for the caller to word."""
+    if (message := outdated_message(con, path)) is not None:
+        raise OutdatedDatabase(message)
+
+    def table(sql: str) -> pd.DataFrame:
+        return con.execute(sql).df()
+
+    runs = table("""
+        SELECT s.*, r.config, m.train_loss AS train_at_best
+        FROM run_summary s JOIN runs r USING (run_id)
+        LEFT JOIN metrics m ON m.run_id = s.run_id AND m.step = s.best_step
+        ORDER BY s.experiment, s.seed""")
+    # the columns named even with no runs, so a database of none still reads as one
+    settings = pd.DataFrame(
+        [model_settings(c) for c in runs.pop("config")], index=runs.index, columns=list(model_settings("{}"))
+    )
+    # every ModelConfig field (run_summary has the ones the pages group by: the same values)
+    runs = pd.concat([runs.drop(columns=[name for name in settings if name in runs]), settings], axis=1)
+    runs["label"] = [run_label(e, s) for e, s in zip(runs["experiment"], runs["seed"])]
+    labels = runs[["run_id", "label", "experiment"]]
+
+    return Results(
+        path=str(path),
+        runs=runs,
+        experiments=table("SELECT * FROM experiment_summary ORDER BY experiment"),
+        ablations=table("SELECT * FROM ablation_summary ORDER BY part, direction"),
+        pairs=table("SELECT * FROM baseline_pairs ORDER BY experiment, seed"),
+        comparisons=table("SELECT * FROM baseline_summary ORDER BY baseline, experiment"),
+        band=table("SELECT * FROM seed_band ORDER BY experiment, step"),
+        above_best=table("SELECT * FROM val_above_best ORDER BY run_id, step"),
+        metrics=table("SELECT * FROM metrics ORDER BY run_id, step").merge(
+            runs[["run_id", "label", "experiment", "seed", "status"]], on="run_id"
+        ),
+        samples=table("SELECT * FROM samples ORDER BY run_id, sample_idx").merge(labels, on="run_id"),
+        memorisation=table("SELECT * FROM sample_memorisation ORDER BY run_id, step, sample_idx").merge(
+            runs[["run_id", "label"]], on="run_id"
+        ),
+        provenance=provenance,
+        exams=read_exams(table, runs),
+    )
+
+
+def read_exams(table, runs: pd.DataFrame) -> ExamTables:
+    def with_run(rows: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+        rows = rows.merge(runs[["run_id", *columns]], on="run_id", how="left")
+        rows["label"] = rows["label"].fillna(rows["run_id"])  # a run not in the database still has a name
+        return rows
+
+    depth = table("SELECT * FROM exam_depth ORDER BY norm_pos, lr")
+    grad_norm_runs = table("""
+        SELECT run_id, max(layer) + 1 AS layers, count(DISTINCT step) AS steps, max(step) AS last_step
+        FROM grad_norms GROUP BY run_id ORDER BY run_id""")
+    cells = DEPTH_CELL_PREFIX + depth["cell"]
+    cell_labels = dict(zip(cells, [f"depth map: {p}-norm, lr {lr:g}" for p, lr in zip(depth["norm_pos"], depth["lr"])]))
+    grad_norm_runs["label"] = grad_norm_runs["run_id"].map({**cell_labels, **dict(zip(runs["run_id"], runs["label"]))})
+    grad_norm_runs["label"] = grad_norm_runs["label"].fillna(grad_norm_runs["run_id"])
+    norm_pos = {**dict(zip(cells, depth["norm_pos"])), **dict(zip(runs["run_id"], runs["norm_pos"]))}
+    grad_norm_runs["norm_pos"] = grad_norm_runs["run_id"].map(norm_pos)
+    grad_norm_runs["depth_map"] = grad_norm_runs["run_id"].str.startswith(DEPTH_CELL_PREFIX)
+    return ExamTables(
+        length=with_run(
+            table("SELECT * FROM exam_length ORDER BY run_id, window_len, bucket_start"),
+            ["label", "experiment", "group", "part", "positions"],
+        ),
+        length_reach=table("SELECT * FROM length_reach ORDER BY experiment, seed DESC"),
+        kv_cache=with_run(
+            table("""SELECT c.*, attention_kind(r.n_head, c.n_kv_head) AS attention
+                FROM exam_kv_cache c LEFT JOIN runs r USING (run_id) ORDER BY c.n_kv_head DESC, run_id, tokens"""),
+            ["label", "experiment"],
+        ),
+        kv_per_token=table("SELECT * FROM kv_cache_per_token ORDER BY n_kv_head DESC"),
+        kv_timing=with_run(
+            table("""SELECT t.*, attention_kind(r.n_head, t.n_kv_head) AS attention
+                FROM exam_kv_timing t LEFT JOIN runs r USING (run_id)
+                ORDER BY t.n_kv_head DESC, run_id, context, cached"""),
+            ["label", "experiment"],
+        ),
+        kv_speedup=table("SELECT * FROM kv_cache_speedup ORDER BY attention, context"),
+        kv_scale=table("SELECT * FROM kv_cache_at_scale ORDER BY bytes DESC"),
+        depth=depth,
+        depth_stability=table("SELECT * FROM depth_stability ORDER BY norm_pos"),
+        grad_norm_runs=grad_norm_runs,
+        grad_norm_spread=table("SELECT * FROM grad_norm_spread ORDER BY run_id, step").merge(
+            grad_norm_runs[["run_id", "label"]], on="run_id", how="left"
+        ),
+        wall_clock=table("SELECT * FROM exam_wall_clock ORDER BY part, variant, impl"),
+        wall_clock_ratios=table("SELECT * FROM wall_clock_ratios ORDER BY part, variant"),
+    )
+
+
+def sql_text(value: str) -> str:
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def grad_norms_of(con: duckdb.DuckDBPyConnection, run_id: str) -> pd.DataFrame:
+    """One run's gradient norms, every block and logged step (too many rows to read for all runs)."""
+    return con.execute(
+        f"SELECT step, layer, norm FROM grad_norms WHERE run_id = {sql_text(run_id)} ORDER BY step, layer"
+    ).df()
+
+
+def load(db_path: str | Path, provenance: dict[str, Any] | None = None) -> Results:
+    """Every run of the database at `db_path`, the grid's and the studies' (`anatomy.report.roles.only_runs_of`
+    tells them apart). Every problem is one AnatomyError naming the file."""
+    check_database_path(db_path)
+    if not Path(db_path).is_file():
+        raise AnatomyError(f"--db {db_path}: no such database (make one with `python -m anatomy collect`)")
+    try:
+        with open_read_only(db_path) as con:
+            return read(con, db_path, provenance)
+    except duckdb.Error as err:
+        raise AnatomyError(
+            f"--db {db_path}: not a results database of this project ({type(err).__name__}: {str(err).splitlines()[0]})"
+        ) from None
+
+
+def load_runs(runs_root: Path, provenance: dict[str, Any] | None) -> Results:
+    """Collect a folder of run folders into a temporary database, with the benchmarks, the exams
+    of no one run (the depth map, the wall clock) and the experiments file (the baseline each
+    names) from beside it, if any: results/reference/ for the shipped runs, results/ for your own."""
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "report.duckdb"
+        benchmarks, exams = runs_root.parent / "benchmarks", runs_root.parent / "exams"
+        experiments = runs_root.parent / "experiments.json"  # the baselines the experiments name
+        collect(
+            runs_root,
+            db,
+            None,
+            benchmarks if benchmarks.is_dir() else None,
+            allow_empty=True,
+            exams_root=exams if exams.is_dir() else None,
+            experiments_path=experiments if experiments.is_file() else None,
+        )
+        return load(db, provenance)

@@ -1,0 +1,172 @@
+"""The run folder has one owner: every file a run writes is one RunFolder names, reading a folder
+needs no torch, and no module reaches into the `anatomy train` command for any of it."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from anatomy.cli import main
+from anatomy.errors import AnatomyError
+from anatomy.files.run_folder import GRAD_NORMS_FILE, exam_result_path
+from anatomy.files.run_folder import RunFolder
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def named_files(folder: Path) -> dict[str, Path]:
+    """Every file RunFolder names for `folder` (the exams' results under their own folder)."""
+    run = RunFolder(folder)
+    return {
+        path.name: path
+        for path in (run.config, run.metrics, run.grad_norms, run.summary, run.samples, run.last, run.best)
+    }
+
+
+def test_every_file_of_a_generated_run_is_one_runfolder_names(tiny_runs):
+    run_dir = tiny_runs["llama"]
+    assert main(["generate", str(run_dir), "--chars", "10", "--out", str(RunFolder(run_dir).samples)]) == 0
+    named = named_files(run_dir)
+    assert len(named) == 7  # seven files, seven different names
+    written = {path.name for path in run_dir.iterdir() if not path.name.startswith(".")}
+    assert written == set(named), f"files no RunFolder name covers: {written - set(named)}"
+
+
+def test_the_names_owned_elsewhere_are_taken_from_their_owners(tmp_path):
+    run = RunFolder(tmp_path)
+    assert run.grad_norms == tmp_path / GRAD_NORMS_FILE
+    assert run.exam("length") == exam_result_path(tmp_path, "length")
+
+
+def test_a_checkpoint_is_last_or_best(tmp_path):
+    with pytest.raises(AnatomyError, match="checkpoint 'middle' is not valid: expected 'last' or 'best'"):
+        RunFolder(tmp_path).checkpoint_file("middle")
+    with pytest.raises(AnatomyError, match="last.pt: no such checkpoint"):
+        RunFolder(tmp_path).checkpoint("last")
+
+
+def test_reading_run_folders_needs_no_torch():
+    """collect and the dashboard read run folders; only checkpoints load torch, when they are read."""
+    code = "import sys, anatomy.files.run_folder, anatomy.results.collect; print('torch' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
+
+
+def test_only_the_cli_reaches_the_train_command_module():
+    """anatomy/training/train.py is the `anatomy train` command; what it uses lives in modules of its own."""
+    importers = []
+    for path in sorted((REPO / "anatomy").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            names = {alias.name for alias in node.names}
+            if node.module == "anatomy.training.train" or (node.module == "anatomy" and "train" in names):
+                importers.append(path.relative_to(REPO).as_posix())
+    assert importers == []
+
+
+def test_only_a_full_disk_is_turned_into_one_line(tmp_path):
+    """Other write failures (no permission, torch's other errors) keep their own message."""
+    import errno
+
+    from anatomy.files.run_folder import naming_a_full_disk
+
+    target = tmp_path / "last.pt"
+    with pytest.raises(AnatomyError, match=r"last\.pt: cannot write: no space left on device \(disk quota exceeded\)"):
+        with naming_a_full_disk(target):
+            raise OSError(errno.EDQUOT, "Disk quota exceeded")
+    with pytest.raises(AnatomyError, match=r"last\.pt: cannot write: torch\.save failed, most likely no space left"):
+        with naming_a_full_disk(target):
+            raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598")
+    with pytest.raises(PermissionError):
+        with naming_a_full_disk(target):
+            raise PermissionError(errno.EACCES, "Permission denied")
+    with pytest.raises(RuntimeError, match="size mismatch"):
+        with naming_a_full_disk(target):
+            raise RuntimeError("size mismatch for lm_head.weight")
+
+
+# --- a full disk in every writer of anatomy/files/atomic.py (issue #28, item 5) -------------------------
+
+
+def test_the_full_disk_helper_lives_with_the_writes():
+    """Moved to anatomy/files/atomic.py, the owner of writes; train and generate import it from runs."""
+    from anatomy.files import atomic
+    from anatomy.files import run_folder
+
+    assert run_folder.naming_a_full_disk is atomic.naming_a_full_disk
+
+
+def no_space(*args, **kwargs):
+    import errno
+    import os
+
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+@pytest.mark.parametrize("writer", ["write_text", "write_bytes", "write_json", "atomic_path", "atomic_folder"])
+def test_every_atomic_writer_names_a_full_disk(tmp_path, monkeypatch, writer):
+    """Report, reference, export and collect write through these: each gets the one line for free
+    (report's figures are saved into an atomic_path by vl-convert, for one)."""
+    from anatomy.files import atomic
+
+    target = tmp_path / "out" / "report.md"
+    target.parent.mkdir()
+    target.write_text("the old report")
+    monkeypatch.setattr(Path, "write_text", no_space)
+    monkeypatch.setattr(Path, "write_bytes", no_space)
+    with pytest.raises(AnatomyError) as raised:
+        if writer == "write_text":
+            atomic.write_text(target, "new")
+        elif writer == "write_bytes":
+            atomic.write_bytes(target, b"new")
+        elif writer == "write_json":
+            atomic.write_json(target, {"new": 1})
+        elif writer == "atomic_path":
+            with atomic.atomic_path(target) as tmp:
+                tmp.write_bytes(b"a png")  # as a chart's save fills it
+        else:
+            target = tmp_path / "out" / "shipped"
+            with atomic.atomic_folder(target) as folder:
+                (folder / "summary.json").write_text("{}")
+    said = str(raised.value)
+    assert said == f"{target}: cannot write: no space left on device; free some space and run the command again"
+    monkeypatch.undo()
+    assert (tmp_path / "out" / "report.md").read_text() == "the old report"  # the old file is whole
+    assert not list((tmp_path / "out").glob(".*.tmp"))  # and no temporary is left
+
+
+def test_a_full_disk_making_a_folder_to_write_into_is_one_line(tmp_path, monkeypatch):
+    from anatomy.files import atomic
+
+    monkeypatch.setattr(Path, "mkdir", no_space)
+    with pytest.raises(AnatomyError, match=r"report: cannot write: no space left on device"):
+        with atomic.writing_into(tmp_path / "report"):
+            pass
+
+
+def test_duckdb_full_disk_is_recognised_by_its_words_and_nested_writes_keep_their_name(tmp_path):
+    """DuckDB loses the errno: its IOException or FatalException says it in the system's words."""
+    import duckdb
+
+    from anatomy.files.atomic import naming_a_full_disk
+
+    db = tmp_path / "anatomy.duckdb"
+    with pytest.raises(AnatomyError, match=r"anatomy\.duckdb: cannot write: no space left on device;"):
+        with naming_a_full_disk(db):
+            raise duckdb.FatalException('Could not write file ".anatomy.duckdb.x.tmp": No space left on device')
+    with pytest.raises(AnatomyError, match=r"\(disk quota exceeded\)"):
+        with naming_a_full_disk(db):
+            raise duckdb.IOException('Could not write file "x": Disk quota exceeded')
+    with pytest.raises(duckdb.IOException, match="Permission denied"):  # not a full disk: its own words
+        with naming_a_full_disk(db):
+            raise duckdb.IOException('Cannot open file "x": Permission denied')
+    # the innermost writer names its file (results.json written while collecting the database)
+    with pytest.raises(AnatomyError, match=r"^.*results\.json: cannot write"):
+        with naming_a_full_disk(db), naming_a_full_disk(tmp_path / "results.json"):
+            no_space()
