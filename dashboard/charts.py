@@ -14,6 +14,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from anatomy.language import N_, _
 from anatomy.report.exam_findings import ATTENTION_ORDER
 from anatomy.report.charts import DIVERGED_RED, fixed_scale, run_colors, text_inside, y_loss
 
@@ -33,16 +34,40 @@ from anatomy.report.charts import (
 )
 
 
+# words a chart's data carries and shows (its legends, its tooltips): each translated where drawn
+WORDS = {
+    "training text": N_("training text"),
+    "validation (control)": N_("validation (control)"),
+    "measured": N_("measured"),
+    "formula": N_("formula"),
+    "with cache": N_("with cache"),
+    "recomputed": N_("recomputed"),
+    "NaN / inf": N_("NaN / inf"),
+    "no gradient (0)": N_("no gradient (0)"),
+}
+
+
+def in_words(values: pd.Series) -> pd.Series:
+    """These values in the reader's language (a value it has no word for, as it is)."""
+    return values.map(lambda value: _(WORDS[value]) if value in WORDS else value)
+
+
+def quoted(text: str) -> str:
+    """`text` as a string in a Vega expression."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 def divergence_marks(points: pd.DataFrame, x_max: float, log: bool = False) -> alt.LayerChart:
     """Where each diverged run broke: a red dashed rule at that step, a cross at its last finite val."""
     points = points.copy()
     points["text"] = [
-        f"✕ {label} diverged (NaN/inf) at step {s}" for label, s in zip(points["label"], points["diverged_step"])
+        _("✕ {run} diverged (NaN/inf) at step {step}").format(run=label, step=s)
+        for label, s in zip(points["label"], points["diverged_step"])
     ]
     tooltip = [
-        alt.Tooltip("label:N", title="run"),
-        alt.Tooltip("diverged_step:Q", title="diverged at step"),
-        alt.Tooltip("val_loss:Q", title="last finite val", format=".4f"),
+        alt.Tooltip("label:N", title=_("run")),
+        alt.Tooltip("diverged_step:Q", title=_("diverged at step")),
+        alt.Tooltip("val_loss:Q", title=_("last finite val"), format=".4f"),
     ]
     rule = (
         alt.Chart(points)
@@ -74,30 +99,30 @@ def memorisation_chart(measured: pd.DataFrame, height: int = 320) -> alt.Chart:
         var_name="against",
         value_name="share",
     )
-    long["against"] = long["against"].map(
-        {"copied_fraction": "training text", "val_copied_fraction": "validation (control)"}
+    long["against"] = in_words(
+        long["against"].map({"copied_fraction": "training text", "val_copied_fraction": "validation (control)"})
     )
     return (
         alt.Chart(long)
         .mark_line(point=True, strokeWidth=2)
         .encode(
-            x=alt.X("step:Q", title="training step of the weights"),
-            y=alt.Y("share:Q", title="generated characters copied", axis=alt.Axis(format="%")),
-            color=alt.Color("label:N", title="run", scale=run_colors(long["label"], long["experiment"])),
+            x=alt.X("step:Q", title=_("training step of the weights")),
+            y=alt.Y("share:Q", title=_("generated characters copied"), axis=alt.Axis(format="%")),
+            color=alt.Color("label:N", title=_("run"), scale=run_colors(long["label"], long["experiment"])),
             strokeDash=alt.StrokeDash(
                 "against:N",
-                title="found in",
-                scale=alt.Scale(domain=["training text", "validation (control)"], range=[[1, 0], [5, 3]]),
+                title=_("found in"),
+                scale=alt.Scale(domain=[_("training text"), _("validation (control)")], range=[[1, 0], [5, 3]]),
                 # drawn as line pieces: with point=True the legend would show two identical dots
                 legend=alt.Legend(symbolType="stroke", symbolStrokeWidth=2, symbolSize=400),
             ),
             detail="against:N",
             tooltip=[
-                alt.Tooltip("label:N", title="run"),
-                alt.Tooltip("checkpoint:N"),
-                alt.Tooltip("step:Q", format=","),
-                alt.Tooltip("against:N", title="found in"),
-                alt.Tooltip("share:Q", format=".1%"),
+                alt.Tooltip("label:N", title=_("run")),
+                alt.Tooltip("checkpoint:N", title=_("checkpoint")),
+                alt.Tooltip("step:Q", title=_("step"), format=","),
+                alt.Tooltip("against:N", title=_("found in")),
+                alt.Tooltip("share:Q", title=_("share"), format=".1%"),
             ],
         )
         .properties(height=height)
@@ -118,29 +143,31 @@ def kv_cache_chart(cache: pd.DataFrame, height: int = 260) -> alt.Chart:
     kinds = [kind for kind in ATTENTION_ORDER if kind in set(cache["attention"])] + sorted(
         set(cache["attention"]) - set(ATTENTION_ORDER)
     )
+    cache = cache.assign(source=in_words(cache["source"]))
+    sources = [_("measured"), _("formula")]
+    # the column header: "per cached position" for 1, else "N cached positions", in the reader's words
+    before, _count, after = _("{count} cached positions").partition("{count}")
+    one = quoted(_("per cached position"))
+    many = " + ".join([quoted(before)] * bool(before) + ["datum.value"] + [quoted(after)] * bool(after))
     return (
         alt.Chart(cache)
         .mark_bar()
         .encode(
             x=alt.X("attention:N", title=None, sort=kinds, axis=alt.Axis(labelAngle=0)),
-            xOffset=alt.XOffset("source:N", sort=["measured", "formula"]),
-            y=alt.Y("bytes:Q", title="KV cache (bytes)", axis=alt.Axis(format="~s")),
-            color=alt.Color(
-                "source:N", title=None, scale=alt.Scale(domain=["measured", "formula"], range=["#4c78a8", "#bab0ac"])
-            ),
+            xOffset=alt.XOffset("source:N", sort=sources),
+            y=alt.Y("bytes:Q", title=_("KV cache (bytes)"), axis=alt.Axis(format="~s")),
+            color=alt.Color("source:N", title=None, scale=alt.Scale(domain=sources, range=["#4c78a8", "#bab0ac"])),
             column=alt.Column(
                 "tokens:O",
                 title=None,
-                header=alt.Header(
-                    labelExpr="datum.value == 1 ? 'per cached position' : datum.value + ' cached positions'"
-                ),
+                header=alt.Header(labelExpr=f"datum.value == 1 ? {one} : {many}"),
             ),
             tooltip=[
-                alt.Tooltip("attention:N"),
-                alt.Tooltip("n_kv_head:Q", title="KV heads"),
-                alt.Tooltip("tokens:Q", title="cached positions", format=","),
-                alt.Tooltip("source:N"),
-                alt.Tooltip("bytes:Q", format=","),
+                alt.Tooltip("attention:N", title=_("attention")),
+                alt.Tooltip("n_kv_head:Q", title=_("KV heads")),
+                alt.Tooltip("tokens:Q", title=_("cached positions"), format=","),
+                alt.Tooltip("source:N", title=_("source")),
+                alt.Tooltip("bytes:Q", title=_("bytes"), format=","),
             ],
         )
         .resolve_scale(y="independent")
@@ -154,17 +181,18 @@ def kv_timing_chart(timing: pd.DataFrame, height: int = 300) -> alt.LayerChart:
     `timing`: label, attention, context, chars_per_s, seconds, chars, cache ("with cache" | "recomputed").
     The points are a layer of their own: a line's point overlay blanks the dash legend's symbols.
     """
-    x = alt.X("context:Q", title="characters already in the context", scale=alt.Scale(type="log", base=2))
-    y = alt.Y("chars_per_s:Q", title="characters generated per second", scale=alt.Scale(type="log"))
-    color = alt.Color("attention:N", title="attention", sort=ATTENTION_ORDER)
+    timing = timing.assign(cache=in_words(timing["cache"]))
+    x = alt.X("context:Q", title=_("characters already in the context"), scale=alt.Scale(type="log", base=2))
+    y = alt.Y("chars_per_s:Q", title=_("characters generated per second"), scale=alt.Scale(type="log"))
+    color = alt.Color("attention:N", title=_("attention"), sort=ATTENTION_ORDER)
     tooltip = [
-        alt.Tooltip("label:N", title="run"),
-        alt.Tooltip("attention:N"),
-        alt.Tooltip("cache:N"),
-        alt.Tooltip("context:Q", format=","),
-        alt.Tooltip("chars:Q", title="characters timed"),
-        alt.Tooltip("seconds:Q", format=".3f"),
-        alt.Tooltip("chars_per_s:Q", title="characters / s", format=",.0f"),
+        alt.Tooltip("label:N", title=_("run")),
+        alt.Tooltip("attention:N", title=_("attention")),
+        alt.Tooltip("cache:N", title=_("cache")),
+        alt.Tooltip("context:Q", title=_("context"), format=","),
+        alt.Tooltip("chars:Q", title=_("characters timed")),
+        alt.Tooltip("seconds:Q", title=_("seconds"), format=".3f"),
+        alt.Tooltip("chars_per_s:Q", title=_("characters / s"), format=",.0f"),
     ]
     lines = (
         alt.Chart(timing)
@@ -179,7 +207,7 @@ def kv_timing_chart(timing: pd.DataFrame, height: int = 300) -> alt.LayerChart:
                 "cache:N",
                 title=None,
                 legend=alt.Legend(symbolType="stroke"),
-                scale=alt.Scale(domain=["with cache", "recomputed"], range=[[1, 0], [5, 3]]),
+                scale=alt.Scale(domain=[_("with cache"), _("recomputed")], range=[[1, 0], [5, 3]]),
             ),
         )
     )
@@ -199,13 +227,14 @@ def grad_norm_heatmap(norms: pd.DataFrame, height_per_layer: int = 22, min_heigh
     last_gap = steps[-1] - steps[-2] if len(steps) > 1 else 1
     cells["step_end"] = cells.groupby("layer")["step"].shift(-1).fillna(cells["step"] + last_gap)
     finite_norm = cells["norm"].notna() & np.isfinite(cells["norm"].astype(float)) & (cells["norm"] > 0)
-    cells["note"] = np.where(finite_norm, "", np.where(cells["norm"] == 0, "no gradient (0)", "NaN / inf"))
-    x = alt.X("step:Q", title="training step", scale=alt.Scale(zero=False, nice=False))
-    y = alt.Y("layer:O", title="block (0 = nearest the embedding)", sort="descending")
+    no_gradient, not_finite = _("no gradient (0)"), _("NaN / inf")
+    cells["note"] = np.where(finite_norm, "", np.where(cells["norm"] == 0, no_gradient, not_finite))
+    x = alt.X("step:Q", title=_("training step"), scale=alt.Scale(zero=False, nice=False))
+    y = alt.Y("layer:O", title=_("block (0 = nearest the embedding)"), sort="descending")
     tooltip = [
-        alt.Tooltip("layer:O", title="block"),
-        alt.Tooltip("step:Q", format=","),
-        alt.Tooltip("norm:Q", title="gradient norm", format=".3g"),
+        alt.Tooltip("layer:O", title=_("block")),
+        alt.Tooltip("step:Q", title=_("step"), format=","),
+        alt.Tooltip("norm:Q", title=_("gradient norm"), format=".3g"),
     ]
     heat = (
         alt.Chart(cells[finite_norm])
@@ -214,7 +243,7 @@ def grad_norm_heatmap(norms: pd.DataFrame, height_per_layer: int = 22, min_heigh
             x=x,
             x2="step_end:Q",
             y=y,
-            color=alt.Color("norm:Q", title="gradient norm", scale=alt.Scale(type="log", scheme="viridis")),
+            color=alt.Color("norm:Q", title=_("gradient norm"), scale=alt.Scale(type="log", scheme="viridis")),
             tooltip=tooltip,
         )
     )
@@ -228,9 +257,9 @@ def grad_norm_heatmap(norms: pd.DataFrame, height_per_layer: int = 22, min_heigh
             color=alt.Color(
                 "note:N",
                 title=None,
-                scale=alt.Scale(domain=["NaN / inf", "no gradient (0)"], range=[DIVERGED_RED, "#bab0ac"]),
+                scale=alt.Scale(domain=[not_finite, no_gradient], range=[DIVERGED_RED, "#bab0ac"]),
             ),
-            tooltip=tooltip + [alt.Tooltip("note:N")],
+            tooltip=tooltip + [alt.Tooltip("note:N", title=_("note"))],
         )
     )
     height = max(min_height, height_per_layer * cells["layer"].nunique())  # a 2-layer run still gets room
@@ -249,17 +278,19 @@ def grad_norm_spread_chart(spread: pd.DataFrame, chosen: str | None = None, heig
         alt.Chart(drawn)
         .mark_line(strokeWidth=1.5)
         .encode(
-            x=alt.X("step:Q", title="training step"),
-            y=alt.Y("first_to_last:Q", title="first block's gradient norm / last block's", scale=alt.Scale(type="log")),
-            color=alt.Color("label:N", title="run (click to highlight)", legend=alt.Legend(labelLimit=320)),
+            x=alt.X("step:Q", title=_("training step")),
+            y=alt.Y(
+                "first_to_last:Q", title=_("first block's gradient norm / last block's"), scale=alt.Scale(type="log")
+            ),
+            color=alt.Color("label:N", title=_("run (click to highlight)"), legend=alt.Legend(labelLimit=320)),
             strokeWidth=alt.condition("datum.chosen", alt.value(3.5), alt.value(1.2)),
             opacity=alt.condition(pick, alt.value(1.0), alt.value(0.12)),
             tooltip=[
-                alt.Tooltip("label:N", title="run"),
-                alt.Tooltip("step:Q", format=","),
-                alt.Tooltip("first_layer_norm:Q", title="first block", format=".3g"),
-                alt.Tooltip("last_layer_norm:Q", title="last block", format=".3g"),
-                alt.Tooltip("first_to_last:Q", title="first / last", format=".3g"),
+                alt.Tooltip("label:N", title=_("run")),
+                alt.Tooltip("step:Q", title=_("step"), format=","),
+                alt.Tooltip("first_layer_norm:Q", title=_("first block"), format=".3g"),
+                alt.Tooltip("last_layer_norm:Q", title=_("last block"), format=".3g"),
+                alt.Tooltip("first_to_last:Q", title=_("first / last"), format=".3g"),
             ],
         )
         .add_params(pick)
@@ -278,14 +309,14 @@ def wall_clock_chart(rows: pd.DataFrame, height_per_bar: int = 16) -> alt.LayerC
     y = alt.Y("row:N", title=None, sort=order, axis=alt.Axis(labelLimit=320))
     offset = alt.YOffset("impl:N", sort=["manual", "fused"])
     tooltip = [
-        alt.Tooltip("part:N"),
-        alt.Tooltip("variant:N"),
-        alt.Tooltip("impl:N"),
-        alt.Tooltip("shape:N"),
-        alt.Tooltip("median_ms:Q", title="median (ms)", format=".3f"),
-        alt.Tooltip("min_ms:Q", title="fastest (ms)", format=".3f"),
-        alt.Tooltip("max_ms:Q", title="slowest (ms)", format=".3f"),
-        alt.Tooltip("rounds:Q"),
+        alt.Tooltip("part:N", title=_("part")),
+        alt.Tooltip("variant:N", title=_("variant")),
+        alt.Tooltip("impl:N", title=_("impl")),
+        alt.Tooltip("shape:N", title=_("shape")),
+        alt.Tooltip("median_ms:Q", title=_("median (ms)"), format=".3f"),
+        alt.Tooltip("min_ms:Q", title=_("fastest (ms)"), format=".3f"),
+        alt.Tooltip("max_ms:Q", title=_("slowest (ms)"), format=".3f"),
+        alt.Tooltip("rounds:Q", title=_("rounds")),
     ]
     color = alt.Color(
         "impl:N",
@@ -297,7 +328,7 @@ def wall_clock_chart(rows: pd.DataFrame, height_per_bar: int = 16) -> alt.LayerC
         alt.Chart(rows)
         .mark_bar()
         .encode(
-            x=alt.X("median_ms:Q", title="forward + backward, median (ms)"),
+            x=alt.X("median_ms:Q", title=_("forward + backward, median (ms)")),
             y=y,
             yOffset=offset,
             color=color,

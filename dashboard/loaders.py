@@ -27,6 +27,7 @@ import duckdb
 import pandas as pd
 import streamlit as st
 
+from anatomy.language import N_, _
 from anatomy.results.reference import CORPUS_FACTS
 from anatomy.results import reader
 from anatomy.results.reader import OutdatedDatabase, Results, read
@@ -39,7 +40,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 REFERENCE_DIR = REPO_ROOT / "results" / "reference"
 REFERENCE_DB = REPO_ROOT / "results" / "reference.duckdb"
 
-MAKE_DATABASE_HELP = (
+# shown with _(MAKE_DATABASE_HELP), in the reader's language
+MAKE_DATABASE_HELP = N_(
     "Make one from the repository root with `snakemake --cores 1 headline` "
     "(vanilla vs mini-LLaMA over both seeds) or `snakemake --cores 1` (the whole grid). "
     "Runs trained by hand are collected with "
@@ -123,19 +125,28 @@ def reference_provenance() -> dict:
 def reference_note() -> str:
     """One paragraph that labels the shipped results as reference, with their device and dates."""
     grid = reference_provenance()
-    made = ""
+    sentences = [_("**Reference results**, shipped with the repository (`results/reference/`):")]
     if grid:
-        made = (
-            f" {grid.get('n_runs', '?')} full-size runs, trained on {', '.join(grid.get('devices', []))} "
-            f"({'; '.join(grid.get('machines', []))}) with torch {', '.join(grid.get('torch_versions', []))}, "
-            f"finished {str(grid.get('first_finished_utc'))[:10]} to {str(grid.get('last_finished_utc'))[:10]}."
+        sentences.append(
+            _(
+                "{n_runs} full-size runs, trained on {devices} ({machines}) with torch {torch_versions}, "
+                "finished {first} to {last}."
+            ).format(
+                n_runs=grid.get("n_runs", "?"),
+                devices=", ".join(grid.get("devices", [])),
+                machines="; ".join(grid.get("machines", [])),
+                torch_versions=", ".join(grid.get("torch_versions", [])),
+                first=str(grid.get("first_finished_utc"))[:10],
+                last=str(grid.get("last_finished_utc"))[:10],
+            )
         )
-    return (
-        "**Reference results**, shipped with the repository (`results/reference/`):"
-        + made
-        + " Once you run the grid yourself (`snakemake --cores 1`), the dashboard opens your "
-        "`results/anatomy.duckdb` instead and draws these as a grey band behind your curves."
+    sentences.append(
+        _(
+            "Once you run the grid yourself (`snakemake --cores 1`), the dashboard opens your "
+            "`results/anatomy.duckdb` instead and draws these as a grey band behind your curves."
+        )
     )
+    return " ".join(sentences)
 
 
 Version = tuple[int, int, int]
@@ -150,7 +161,12 @@ def file_version(path: str) -> Version:
         raise _missing(Path(path)) from None
     problem = database_path_problem(path)  # in the words `collect --db` and `report --db` use
     if problem is not None:
-        raise DatabaseProblem("invalid", f"`{path}` {problem}. Choose the file that `python -m anatomy collect` wrote.")
+        raise DatabaseProblem(
+            "invalid",
+            _("`{path}` {problem}. Choose the file that `python -m anatomy collect` wrote.").format(
+                path=path, problem=problem
+            ),
+        )
     return (stat.st_ino, stat.st_mtime_ns, stat.st_size)
 
 
@@ -158,8 +174,8 @@ def _missing(path: Path) -> DatabaseProblem:
     # collect says whether it is writing the file (a temporary file it left when killed is no rebuild)
 
     if being_collected(path):
-        return DatabaseProblem("rebuilding", f"The database `{path}` is being rebuilt right now.")
-    return DatabaseProblem("missing", f"There is no results database at `{path}` yet.")
+        return DatabaseProblem("rebuilding", _("The database `{path}` is being rebuilt right now.").format(path=path))
+    return DatabaseProblem("missing", _("There is no results database at `{path}` yet.").format(path=path))
 
 
 DUCKDB_MAGIC = b"DUCK"  # bytes 8-11 of every DuckDB database file
@@ -175,13 +191,17 @@ def _not_a_database(path: Path) -> DatabaseProblem | None:
     if not head:
         return DatabaseProblem(
             "invalid",
-            f"`{path}` is an empty file, not a DuckDB database. Choose another file, or delete it and collect again.",
+            _(
+                "`{path}` is an empty file, not a DuckDB database. Choose another file, or delete it and collect again."
+            ).format(path=path),
         )
     if head[8:12] != DUCKDB_MAGIC:
         return DatabaseProblem(
             "invalid",
-            f"`{path}` is not a DuckDB database (it does not start like one). "
-            "Choose the file that `python -m anatomy collect` wrote.",
+            _(
+                "`{path}` is not a DuckDB database (it does not start like one). "
+                "Choose the file that `python -m anatomy collect` wrote."
+            ).format(path=path),
         )
     return None
 
@@ -190,12 +210,17 @@ def _in_words(path: str, err: duckdb.Error) -> DatabaseProblem | None:
     """What a DuckDB error met opening or querying `path` means for the learner (None: a bug)."""
     if isinstance(err, duckdb.CatalogException):
         return DatabaseProblem(
-            "invalid", f"`{path}` is not a results database of this project ({err}). Rebuild it with collect."
+            "invalid",
+            _("`{path}` is not a results database of this project ({error}). Rebuild it with collect.").format(
+                path=path, error=err
+            ),
         )
     if isinstance(err, duckdb.PermissionException):  # a view that reads outside the database: refused
         return DatabaseProblem(
             "invalid",
-            f"`{path}` asks to read outside itself, which the dashboard refuses ({err}). Rebuild it with collect.",
+            _(
+                "`{path}` asks to read outside itself, which the dashboard refuses ({error}). Rebuild it with collect."
+            ).format(path=path, error=err),
         )
     if isinstance(err, (duckdb.IOException, duckdb.InvalidInputException, duckdb.SerializationException)):
         if not Path(path).exists():
@@ -205,7 +230,10 @@ def _in_words(path: str, err: duckdb.Error) -> DatabaseProblem | None:
             return not_a_database
         # a lock held by a writer, or a file caught half-way through a copy
         return DatabaseProblem(
-            "rebuilding", f"The database `{path}` cannot be opened right now; it may be being rebuilt ({err})."
+            "rebuilding",
+            _("The database `{path}` cannot be opened right now; it may be being rebuilt ({error}).").format(
+                path=path, error=err
+            ),
         )
     return None
 
@@ -237,7 +265,7 @@ def execute(con: duckdb.DuckDBPyConnection, path: str, sql: str) -> pd.DataFrame
 
 def run_query(path: str, sql: str) -> pd.DataFrame:
     """One query on its own short read-only connection."""
-    _, con = open_database(path)
+    _version, con = open_database(path)
     with con:
         return execute(con, path, sql)
 
@@ -265,7 +293,7 @@ def one_database_per_render() -> Iterator[None]:
         yield
     finally:
         databases, _render.databases = _render.databases, None
-        for _, con in databases.values():
+        for _version, con in databases.values():
             con.close()
 
 
@@ -317,7 +345,7 @@ def load_results(path: str) -> Results:
 
 def grad_norms_of(path: str, run_id: str) -> pd.DataFrame:
     """One run's gradient norms, every block and logged step."""
-    with database(path) as (_, con):
+    with database(path) as (_version, con):
         try:
             return reader.grad_norms_of(con, run_id)
         except duckdb.Error as err:
@@ -331,27 +359,28 @@ def corpora(results: Results, experiments: list[str]) -> list[dict]:
     per distinct corpus, values as recorded; anatomy.results.reference.corpus_differences tells two apart."""
     runs = results.runs[results.runs["experiment"].isin(experiments)]
     facts = [
-        {key: int(run[key]) for key in CORPUS_FACTS if key in run and pd.notna(run[key])} for _, run in runs.iterrows()
+        {key: int(run[key]) for key in CORPUS_FACTS if key in run and pd.notna(run[key])}
+        for _index, run in runs.iterrows()
     ]
     return list({json.dumps(fact, sort_keys=True, default=str): fact for fact in facts}.values())  # distinct ones
 
 
 def run_exams_help(exam: str) -> str:
     """The commands that fill one exam's tables."""
-    return (
-        f"`snakemake --cores 1 exams` runs every exam; this one by hand: `python -m anatomy exam {exam} ...` "
+    return _(
+        "`snakemake --cores 1 exams` runs every exam; this one by hand: `python -m anatomy exam {exam} ...` "
         "(`--help` says what it needs), then collect again."
-    )
+    ).format(exam=exam)
 
 
 def show_problem(problem: DatabaseProblem) -> None:
     """A database that cannot be read, in words for the learner."""
     if problem.kind == "missing":
-        st.info(f"{problem} {MAKE_DATABASE_HELP}", icon=":material/database:")
+        st.info(f"{problem} {_(MAKE_DATABASE_HELP)}", icon=":material/database:")
     elif problem.kind in ("rebuilding", "outdated"):
-        wait = " Wait a few seconds, then reload." if problem.kind == "rebuilding" else ""
+        wait = " " + _("Wait a few seconds, then reload.") if problem.kind == "rebuilding" else ""
         st.warning(f"{problem}{wait}", icon=":material/hourglass_top:")
-        st.button("Reload", on_click=st.cache_data.clear)
+        st.button(_("Reload"), on_click=st.cache_data.clear)
     else:
         st.error(str(problem), icon=":material/warning:")
 
@@ -367,8 +396,10 @@ def require_results(runs_needed: bool = True) -> Results:
         st.stop()
     if runs_needed and results.runs.empty:
         st.info(
-            f"The database `{path}` holds no runs yet: the grid has not finished its first run. "
-            "Reload once a run folder has been collected.",
+            _(
+                "The database `{path}` holds no runs yet: the grid has not finished its first run. "
+                "Reload once a run folder has been collected."
+            ).format(path=path),
             icon=":material/hourglass_top:",
         )
         st.stop()

@@ -6,6 +6,8 @@ import html
 
 import pandas as pd
 
+from anatomy.language import _
+
 COPY_COLOR = "#fdd9a0"
 
 
@@ -13,7 +15,7 @@ def merged_spans(spans: list) -> list[tuple[int, int, str]]:
     """Copied spans as non-overlapping (start, end, where from) intervals, in text order."""
     merged: list[list] = []
     for start, length, post, line in sorted(spans):
-        where = f"copied from {post}, line {line}"
+        where = _("copied from {post}, line {line}").format(post=post, line=line)
         if merged and start <= merged[-1][1]:
             merged[-1][1] = max(merged[-1][1], start + length)
         else:
@@ -35,14 +37,18 @@ def highlighted(text: str, spans: list) -> str:
 
 
 def memorisation_caption(sample: pd.Series) -> str:
-    caption = (
-        f"copied from the training text: **{sample['copied_fraction']:.1%}** of the generated characters "
-        f"(spans of {int(sample['copy_min_chars'])}+ characters, highlighted; the validation split, never "
-        f"seen: {sample['val_copied_fraction']:.1%})"
+    caption = _(
+        "copied from the training text: **{copied}** of the generated characters (spans of {min_chars}+ "
+        "characters, highlighted; the validation split, never seen: {val_copied})"
+    ).format(
+        copied=f"{sample['copied_fraction']:.1%}",
+        min_chars=int(sample["copy_min_chars"]),
+        val_copied=f"{sample['val_copied_fraction']:.1%}",
     )
     if sample["longest_copy"]:
-        caption += (
-            f"; longest {int(sample['longest_copy'])} characters, from {sample['longest_copy_post']} "
-            f"line {int(sample['longest_copy_line'])}"
+        caption += _("; longest {chars} characters, from {post} line {line}").format(
+            chars=int(sample["longest_copy"]),
+            post=sample["longest_copy_post"],
+            line=int(sample["longest_copy_line"]),
         )
     return caption

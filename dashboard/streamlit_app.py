@@ -17,38 +17,45 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from dashboard import loaders  # noqa: E402
+from anatomy.language import _  # noqa: E402
+from dashboard import language_choice, loaders  # noqa: E402
 
 st.set_page_config(page_title="llm-anatomy lab", page_icon=":material/biotech:", layout="wide")
 
+with st.sidebar:  # first: every text below is in the language chosen here
+    language_choice.choose()
+
 VIEWS = Path(__file__).parent / "views"
+# each page's address comes from its file name, so a link works in either language
 pages = [
-    st.Page(VIEWS / "overview.py", title="Overview", icon=":material/dashboard:", default=True),
-    st.Page(VIEWS / "progress.py", title="Progress", icon=":material/pending_actions:"),
-    st.Page(VIEWS / "listen.py", title="Listen", icon=":material/hearing:"),
-    st.Page(VIEWS / "curves.py", title="Curves", icon=":material/show_chart:"),
-    st.Page(VIEWS / "overfitting.py", title="Overfitting turn", icon=":material/trending_up:"),
-    st.Page(VIEWS / "ablations.py", title="Ablations", icon=":material/extension:"),
-    st.Page(VIEWS / "breaks.py", title="Break tests", icon=":material/bolt:"),
-    st.Page(VIEWS / "exams.py", title="Exams", icon=":material/quiz:"),
-    st.Page(VIEWS / "studies.py", title="Studies", icon=":material/science:"),
-    st.Page(VIEWS / "samples.py", title="Samples", icon=":material/article:"),
+    st.Page(VIEWS / "overview.py", title=_("Overview"), icon=":material/dashboard:", default=True),
+    st.Page(VIEWS / "progress.py", title=_("Progress"), icon=":material/pending_actions:"),
+    st.Page(VIEWS / "listen.py", title=_("Listen"), icon=":material/hearing:"),
+    st.Page(VIEWS / "curves.py", title=_("Curves"), icon=":material/show_chart:"),
+    st.Page(VIEWS / "overfitting.py", title=_("Overfitting turn"), icon=":material/trending_up:"),
+    st.Page(VIEWS / "ablations.py", title=_("Ablations"), icon=":material/extension:"),
+    st.Page(VIEWS / "breaks.py", title=_("Break tests"), icon=":material/bolt:"),
+    st.Page(VIEWS / "exams.py", title=_("Exams"), icon=":material/quiz:"),
+    st.Page(VIEWS / "studies.py", title=_("Studies"), icon=":material/science:"),
+    st.Page(VIEWS / "samples.py", title=_("Samples"), icon=":material/article:"),
 ]
 page = st.navigation(pages)
 
 with st.sidebar:
     st.text_input(
-        "Results database",
+        _("Results database"),
         value=loaders.default_db_path(),
         key="db_path",
-        help=f"A DuckDB file made by `python -m anatomy collect`. Set ${loaders.DB_ENV_VAR} to change the default.",
+        help=_("A DuckDB file made by `python -m anatomy collect`. Set ${variable} to change the default.").format(
+            variable=loaders.DB_ENV_VAR
+        ),
     )
     st.button(
-        "Reload data",
+        _("Reload data"),
         on_click=st.cache_data.clear,
-        help="Re-read the database (it is re-read on its own when it changes)",
+        help=_("Re-read the database (it is re-read on its own when it changes)"),
     )
-    st.caption("llm-anatomy lab: a 2017 Transformer vs a mini-LLaMA, part by part.")
+    st.caption(_("llm-anatomy lab: a 2017 Transformer vs a mini-LLaMA, part by part."))
 
 if loaders.is_reference(st.session_state.get("db_path") or ""):
     st.info(loaders.reference_note(), icon=":material/verified:")

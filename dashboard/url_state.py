@@ -22,6 +22,8 @@ from typing import Any, Callable, Sequence
 
 import streamlit as st
 
+from anatomy.language import _
+
 Parse = Callable[[str], Any]  # the text of a parameter -> a value; raises ValueError for a bad one
 
 
@@ -90,8 +92,10 @@ def first_value(param: str, default: Any, options: Sequence | None, parse: Parse
 def say_dropped(param: str, dropped: list[str]) -> None:
     """One line naming what the link asked for that this page cannot show."""
     st.caption(
-        f"Left out from the link: {param} {', '.join(f'`{text}`' for text in dropped)}, not among the choices here.",
-        help="The link was made on another database, or by hand. The rest of it is restored.",
+        _("Left out from the link: {param} {values}, not among the choices here.").format(
+            param=param, values=", ".join(f"`{text}`" for text in dropped)
+        ),
+        help=_("The link was made on another database, or by hand. The rest of it is restored."),
     )
 
 

@@ -21,6 +21,19 @@ if str(REPO_ROOT) not in sys.path:  # the dashboard is an app folder, not an ins
 from dashboard import loaders  # noqa: E402
 
 APP = REPO_ROOT / "dashboard" / "streamlit_app.py"
+# every page, by its file in dashboard/views/
+PAGES = [
+    "overview",
+    "progress",
+    "listen",
+    "curves",
+    "overfitting",
+    "ablations",
+    "breaks",
+    "exams",
+    "studies",
+    "samples",
+]
 
 
 @pytest.fixture(autouse=True)

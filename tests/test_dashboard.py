@@ -25,25 +25,13 @@ from anatomy.results.collect import SCHEMA_PATH, collect
 from anatomy.results.reader import load
 from run_folders import LLAMA_PARTS, write_fixture_grid, write_run_folder, write_scale_runs
 
-from dashboard_pages import APP, chart_specs, chart_tables, no_reference, open_page, texts  # noqa: F401 (no_reference: a fixture)
+from dashboard_pages import APP, PAGES, chart_specs, chart_tables, no_reference, open_page, texts  # noqa: F401 (no_reference: a fixture)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:  # the dashboard is an app folder, not an installed package
     sys.path.insert(0, str(REPO_ROOT))
 from dashboard import analysis, loaders  # noqa: E402
 
-PAGES = [
-    "overview",
-    "progress",
-    "listen",
-    "curves",
-    "overfitting",
-    "ablations",
-    "breaks",
-    "exams",
-    "studies",
-    "samples",
-]
 # every page but Progress reads the database (Progress reads the run folders while they train)
 DATABASE_PAGES = [page for page in PAGES if page != "progress"]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 
+import pandas as pd
 import pytest
 import torch
 
@@ -226,7 +227,13 @@ def test_cli_says_in_one_line_that_a_folder_has_no_checkpoint(tmp_path, capsys):
 
 
 def test_the_cache_speedup_is_said_as_faster_or_slower():
-    from anatomy.report.exam_findings import speedup_words
+    from anatomy.report.exam_findings import speedup_text
 
-    assert speedup_words(325.0 / 16.0) == "20.3x faster"
-    assert speedup_words(400.0 / 800.0) == "2.0x slower"  # a cache that costs more than it saves
+    def timed(cached: float, recomputed: float) -> str:
+        speeds = {"cached": cached, "recomputed": recomputed, "speedup": cached / recomputed}
+        return speedup_text(pd.Series({"context": 2048, "attention": "GQA", **speeds}))
+
+    assert timed(325.0, 16.0) == (
+        "at 2,048 characters of context the cache makes GQA generation 20.3x faster (325.0 vs 16.0 characters/s)"
+    )
+    assert "GQA generation 2.0x slower" in timed(400.0, 800.0)  # a cache that costs more than it saves

@@ -16,6 +16,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from anatomy.language import _
+
 SPLITS = {"val_loss": "val", "train_loss": "train"}
 
 
@@ -79,8 +81,9 @@ def overfitting_table(runs: pd.DataFrame, above_best: pd.DataFrame, margin: floa
 
 
 def direction_words(direction: str, baseline: str) -> str:
-    """How an ablation changed its baseline: "added to vanilla", "removed from llama"."""
-    return f"added to {baseline}" if direction == "add" else f"removed from {baseline}"
+    """How an ablation changed its baseline: "added to vanilla", "removed from llama" (in the reader's words)."""
+    said = _("added to {baseline}") if direction == "add" else _("removed from {baseline}")
+    return said.format(baseline=baseline)
 
 
 def part_deltas(ablations: pd.DataFrame) -> pd.DataFrame:
@@ -157,15 +160,15 @@ def depth_cells(depth: pd.DataFrame) -> pd.DataFrame:
         "did not learn",
     )
     text = [
-        "running"
+        _("running")
         if s == "running"
-        else f"diverged @ {int(step)}"
+        else _("diverged @ {step}").format(step=int(step))
         if s == "diverged" and pd.notna(step)
-        else "diverged"
+        else _("diverged")
         if s == "diverged"
-        else f"best val {best:.3f}"
+        else _("best val {loss}").format(loss=f"{best:.3f}")
         if pd.notna(best) and math.isfinite(best)
-        else "no val"
+        else _("no val")
         for s, step, best in zip(state, depth["diverged_step"], depth["best_val_loss"])
     ]
     return depth.assign(state=state, text=text, lr_label=[f"{lr:g}" for lr in depth["lr"]])

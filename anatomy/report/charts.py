@@ -14,6 +14,9 @@ import zlib
 import altair as alt
 import pandas as pd
 
+from anatomy.language import N_, _
+from anatomy.report.chart_data import direction_words
+
 # colours: the two headline models keep theirs on every page
 PALETTE = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#ff9da6", "#9d755d", "#bab0ac", "#eeca3b"]
 PINNED = {"vanilla": "#4c78a8", "llama": "#f58518"}
@@ -48,16 +51,17 @@ def color_scale(names) -> alt.Scale:
 def run_colors(labels, experiments) -> alt.Scale:
     """Runs take their experiment's colour when one seed per experiment is shown, else their own."""
     pairs = list(dict.fromkeys(zip(labels, experiments)))
-    if len({exp for _, exp in pairs}) == len(pairs):
-        experiment_scale = color_scale([exp for _, exp in pairs])
+    if len({exp for _label, exp in pairs}) == len(pairs):
+        experiment_scale = color_scale([exp for _label, exp in pairs])
         lookup = dict(zip(experiment_scale.domain, experiment_scale.range))
-        return alt.Scale(domain=[lab for lab, _ in pairs], range=[lookup[exp] for _, exp in pairs])
+        return alt.Scale(domain=[lab for lab, _exp in pairs], range=[lookup[exp] for _label, exp in pairs])
     return color_scale([lab for lab, _ in pairs])
 
 
-def y_loss(field: str = "loss", log: bool = False, title: str = "loss (nats / char)", padding: int = 0) -> alt.Y:
+def y_loss(field: str = "loss", log: bool = False, title: str | None = None, padding: int = 0) -> alt.Y:
+    """A loss axis; its title "loss (nats / char)" unless given (translated where drawn)."""
     scale = alt.Scale(type="log" if log else "linear", zero=False, padding=padding)
-    return alt.Y(f"{field}:Q", title=title, scale=scale)
+    return alt.Y(f"{field}:Q", title=_("loss (nats / char)") if title is None else title, scale=scale)
 
 
 def text_inside(x: float, x_max: float) -> dict:
@@ -66,7 +70,7 @@ def text_inside(x: float, x_max: float) -> dict:
     return {"align": "right", "dx": -6} if x > 0.6 * x_max else {"align": "left", "dx": 6}
 
 
-X_TITLES = {"step": "training step", "elapsed_s": "wall-clock (s)"}
+X_TITLES = {"step": N_("training step"), "elapsed_s": N_("wall-clock (s)")}  # shown with _()
 
 
 def loss_curves(
@@ -77,16 +81,16 @@ def loss_curves(
     pick = alt.selection_point(fields=[by], bind="legend")
     if by == "label":
         scale = run_colors(long["label"], long["experiment"])
-        title = "run (click to highlight)"
+        title = _("run (click to highlight)")
     else:
-        scale, title = color_scale(long[by]), "experiment (click to highlight)"
+        scale, title = color_scale(long[by]), _("experiment (click to highlight)")
     base = alt.Chart(long).encode(
-        x=alt.X(f"{x}:Q", title=X_TITLES.get(x, x)),
+        x=alt.X(f"{x}:Q", title=_(X_TITLES[x]) if x in X_TITLES else x),
         y=y_loss("smoothed", log),
         color=alt.Color(f"{by}:N", title=title, legend=alt.Legend(labelLimit=320), scale=scale),
         strokeDash=alt.StrokeDash(
             "split:N",
-            title="split",
+            title=_("split"),
             scale=alt.Scale(
                 domain=[split for split in ("val", "train") if split in set(long["split"])],
                 range=[[1, 0], [5, 3]] if "val" in set(long["split"]) else [[5, 3]],
@@ -95,14 +99,14 @@ def loss_curves(
         detail=alt.Detail(["label:N", "split:N"]) if by != "label" else "split:N",
         opacity=alt.condition(pick, alt.value(1.0), alt.value(0.12)),
         tooltip=[
-            alt.Tooltip("label:N", title="run"),
-            alt.Tooltip("split:N"),
-            alt.Tooltip("step:Q", format=","),
-            alt.Tooltip("elapsed_s:Q", title="wall-clock (s)", format=".1f"),
-            alt.Tooltip("loss:Q", title="loss", format=".4f"),
-            alt.Tooltip("smoothed:Q", title="smoothed", format=".4f"),
-            alt.Tooltip("lr:Q", format=".2e"),
-            alt.Tooltip("tokens_seen:Q", title="tokens seen", format=","),
+            alt.Tooltip("label:N", title=_("run")),
+            alt.Tooltip("split:N", title=_("split")),
+            alt.Tooltip("step:Q", title=_("step"), format=","),
+            alt.Tooltip("elapsed_s:Q", title=_("wall-clock (s)"), format=".1f"),
+            alt.Tooltip("loss:Q", title=_("loss"), format=".4f"),
+            alt.Tooltip("smoothed:Q", title=_("smoothed"), format=".4f"),
+            alt.Tooltip("lr:Q", title=_("lr"), format=".2e"),
+            alt.Tooltip("tokens_seen:Q", title=_("tokens seen"), format=","),
         ],
     )
     # small points on the lines give the hover tooltips something to catch
@@ -128,26 +132,26 @@ def seed_band_chart(
     faded = alt.condition(pick, alt.value(1.0), alt.value(0.15))
     color = alt.Color(
         "experiment:N",
-        title="model (click to highlight)",
+        title=_("model (click to highlight)"),
         scale=scale,
         legend=alt.Legend(labelLimit=320, symbolType="stroke", symbolOpacity=1, symbolStrokeWidth=3),
     )
-    x = alt.X("step:Q", title="training step")
+    x = alt.X("step:Q", title=_("training step"))
     # padding below the curves leaves room for the labels of the best points
     area = (
         alt.Chart(band)
         .mark_area(opacity=0.22)
         .encode(
             x=x,
-            y=y_loss("min", log, "val loss (nats / char)", padding=40),
+            y=y_loss("min", log, _("val loss (nats / char)"), padding=40),
             y2="max:Q",
             color=color,
             tooltip=[
-                alt.Tooltip("experiment:N"),
-                alt.Tooltip("step:Q", format=","),
-                alt.Tooltip("min:Q", title="min over seeds", format=".4f"),
-                alt.Tooltip("max:Q", title="max over seeds", format=".4f"),
-                alt.Tooltip("n_seeds:Q", title="seeds"),
+                alt.Tooltip("experiment:N", title=_("experiment")),
+                alt.Tooltip("step:Q", title=_("step"), format=","),
+                alt.Tooltip("min:Q", title=_("min over seeds"), format=".4f"),
+                alt.Tooltip("max:Q", title=_("max over seeds"), format=".4f"),
+                alt.Tooltip("n_seeds:Q", title=_("seeds")),
             ],
         )
     )
@@ -156,14 +160,14 @@ def seed_band_chart(
         .mark_line(strokeWidth=1.6)
         .encode(
             x=x,
-            y=y_loss("loss", log, "val loss (nats / char)"),
+            y=y_loss("loss", log, _("val loss (nats / char)")),
             color=color,
             detail="label:N",
             opacity=faded,
             tooltip=[
-                alt.Tooltip("label:N", title="run"),
-                alt.Tooltip("step:Q", format=","),
-                alt.Tooltip("loss:Q", title="val loss", format=".4f"),
+                alt.Tooltip("label:N", title=_("run")),
+                alt.Tooltip("step:Q", title=_("step"), format=","),
+                alt.Tooltip("loss:Q", title=_("val loss"), format=".4f"),
             ],
         )
         .add_params(pick)
@@ -176,15 +180,15 @@ def seed_band_chart(
             y="val_loss:Q",
             color=color,
             tooltip=[
-                alt.Tooltip("label:N", title="best of run"),
-                alt.Tooltip("step:Q", format=","),
-                alt.Tooltip("val_loss:Q", title="best val", format=".4f"),
+                alt.Tooltip("label:N", title=_("best of run")),
+                alt.Tooltip("step:Q", title=_("step"), format=","),
+                alt.Tooltip("val_loss:Q", title=_("best val"), format=".4f"),
             ],
         )
     )
     best_of_experiment = best.sort_values("val_loss").drop_duplicates("experiment").copy()
     best_of_experiment["text"] = [
-        f"{e}: best {v:.3f} @ {int(s)}"
+        _("{experiment}: best {loss} @ {step}").format(experiment=e, loss=f"{v:.3f}", step=int(s))
         for e, v, s in zip(best_of_experiment["experiment"], best_of_experiment["val_loss"], best_of_experiment["step"])
     ]
     # one label per model, stacked under the lowest point so that they never overlap
@@ -202,20 +206,22 @@ def seed_band_chart(
     )
     layers = [area, lines, points, labels]
     if reference is not None and not reference.empty:
-        reference = reference.assign(experiment="reference: " + reference["experiment"])
+        reference = reference.assign(
+            experiment=[_("reference: {experiment}").format(experiment=e) for e in reference["experiment"]]
+        )
         behind = (
             alt.Chart(reference)
             .mark_area(opacity=0.25, color="#9e9e9e")
             .encode(
                 x=x,
-                y=y_loss("min", log, "val loss (nats / char)"),
+                y=y_loss("min", log, _("val loss (nats / char)")),
                 y2="max:Q",
                 detail="experiment:N",
                 tooltip=[
-                    alt.Tooltip("experiment:N"),
-                    alt.Tooltip("step:Q", format=","),
-                    alt.Tooltip("min:Q", title="min over seeds", format=".4f"),
-                    alt.Tooltip("max:Q", title="max over seeds", format=".4f"),
+                    alt.Tooltip("experiment:N", title=_("experiment")),
+                    alt.Tooltip("step:Q", title=_("step"), format=","),
+                    alt.Tooltip("min:Q", title=_("min over seeds"), format=".4f"),
+                    alt.Tooltip("max:Q", title=_("max over seeds"), format=".4f"),
                 ],
             )
         )
@@ -225,7 +231,7 @@ def seed_band_chart(
 
 def overfitting_chart(run: pd.DataFrame, row: pd.Series, margin: float, height: int = 300) -> alt.LayerChart:
     """One run: train and val, the gap between them, val's minimum and the region after it."""
-    x = alt.X("step:Q", title="training step")
+    x = alt.X("step:Q", title=_("training step"))
     last_step = float(run["step"].max())
     after = pd.DataFrame({"start": [row["min_step"]], "end": [last_step]})
     shade = alt.Chart(after).mark_rect(color=TURN_RED, opacity=0.08).encode(x="start:Q", x2="end:Q")
@@ -233,20 +239,20 @@ def overfitting_chart(run: pd.DataFrame, row: pd.Series, margin: float, height: 
     shade_text = (
         alt.Chart(after)
         .mark_text(align="right", baseline="top", dx=-4, dy=6, color=TURN_RED)
-        .encode(x="end:Q", y=alt.value(0), text=alt.value("after the minimum: overfitting"))
+        .encode(x="end:Q", y=alt.value(0), text=alt.value(_("after the minimum: overfitting")))
     )
     gap = (
         alt.Chart(run)
         .mark_area(color="#999999", opacity=0.18)
         .encode(
             x=x,
-            y=alt.Y("train_loss:Q", title="loss (nats / char)", scale=alt.Scale(zero=False)),
+            y=alt.Y("train_loss:Q", title=_("loss (nats / char)"), scale=alt.Scale(zero=False)),
             y2="val_loss:Q",
             tooltip=[
-                alt.Tooltip("step:Q", format=","),
-                alt.Tooltip("train_loss:Q", title="train", format=".4f"),
-                alt.Tooltip("val_loss:Q", title="val", format=".4f"),
-                alt.Tooltip("gap:Q", title="val - train", format=".4f"),
+                alt.Tooltip("step:Q", title=_("step"), format=","),
+                alt.Tooltip("train_loss:Q", title=_("train"), format=".4f"),
+                alt.Tooltip("val_loss:Q", title=_("val"), format=".4f"),
+                alt.Tooltip("gap:Q", title=_("val - train"), format=".4f"),
             ],
         )
         .transform_calculate(gap="datum.val_loss - datum.train_loss")
@@ -265,14 +271,18 @@ def overfitting_chart(run: pd.DataFrame, row: pd.Series, margin: float, height: 
                 title=None,
                 legend=alt.Legend(orient="top", direction="horizontal"),
             ),
-            tooltip=[alt.Tooltip("split:N"), alt.Tooltip("step:Q", format=","), alt.Tooltip("loss:Q", format=".4f")],
+            tooltip=[
+                alt.Tooltip("split:N", title=_("split")),
+                alt.Tooltip("step:Q", title=_("step"), format=","),
+                alt.Tooltip("loss:Q", title=_("loss"), format=".4f"),
+            ],
         )
     )
     minimum = pd.DataFrame(
         {
             "step": [row["min_step"]],
             "loss": [row["min_val"]],
-            "text": [f"min val {row['min_val']:.3f} @ {int(row['min_step'])}"],
+            "text": [_("min val {loss} @ {step}").format(loss=f"{row['min_val']:.3f}", step=int(row["min_step"]))],
         }
     )
     min_point = (
@@ -301,7 +311,9 @@ def overfitting_chart(run: pd.DataFrame, row: pd.Series, margin: float, height: 
                 "start": [row["min_step"]],
                 "end": [last_step],
                 "loss": [threshold],
-                "text": [f"val > min + {margin:g} from step {int(row['turn_step'])}"],
+                "text": [
+                    _("val > min + {margin} from step {step}").format(margin=f"{margin:g}", step=int(row["turn_step"]))
+                ],
             }
         )
         layers.append(
@@ -326,20 +338,23 @@ def ablation_chart(deltas: pd.DataFrame, noise: float, height_per_row: int = 36)
     """Per ablation (a row of chart_data.part_deltas), its Δ best val against its baseline, with the
     seed range as error bars, over the band of the seed noise."""
     deltas = deltas.assign(row=deltas["part"] + " · " + deltas["direction"])
-    rows = sorted(deltas["row"])
+    # the direction is in the reader's words (chart_data.direction_words): added before removed in any language
+    removed = [way != direction_words("add", base) for way, base in zip(deltas["direction"], deltas["baseline"])]
+    ordered = deltas.assign(removed=removed)
+    rows = list(ordered.sort_values(["part", "removed", "direction"])["row"])
     # each way in its baseline's colour (added to vanilla: vanilla's blue), added before removed
-    ways = deltas.drop_duplicates("direction").sort_values("direction")
+    ways = ordered.drop_duplicates("direction").sort_values(["removed", "direction"])
     baseline_colors = color_scale(ways["baseline"])
     colour_of = dict(zip(baseline_colors.domain, baseline_colors.range))
     direction_scale = alt.Scale(domain=list(ways["direction"]), range=[colour_of[b] for b in ways["baseline"]])
     y = alt.Y("row:N", title=None, sort=rows, axis=alt.Axis(labelLimit=320))
     tooltip = [
-        alt.Tooltip("experiment:N"),
-        alt.Tooltip("direction:N"),
-        alt.Tooltip("delta:Q", title="Δ best val (nats/char)", format="+.4f"),
-        alt.Tooltip("delta_low:Q", title="seed min", format="+.4f"),
-        alt.Tooltip("delta_high:Q", title="seed max", format="+.4f"),
-        alt.Tooltip("n_seeds:Q", title="seeds"),
+        alt.Tooltip("experiment:N", title=_("experiment")),
+        alt.Tooltip("direction:N", title=_("direction")),
+        alt.Tooltip("delta:Q", title=_("Δ best val (nats/char)"), format="+.4f"),
+        alt.Tooltip("delta_low:Q", title=_("seed min"), format="+.4f"),
+        alt.Tooltip("delta_high:Q", title=_("seed max"), format="+.4f"),
+        alt.Tooltip("n_seeds:Q", title=_("seeds")),
     ]
     layers = []
     if pd.notna(noise) and noise > 0:
@@ -350,7 +365,7 @@ def ablation_chart(deltas: pd.DataFrame, noise: float, height_per_row: int = 36)
             .encode(
                 x=alt.X("low:Q"),
                 x2="high:Q",
-                tooltip=[alt.Tooltip("high:Q", title="± seed spread of the baselines", format=".4f")],
+                tooltip=[alt.Tooltip("high:Q", title=_("± seed spread of the baselines"), format=".4f")],
             )
         )
     zero = alt.Chart(pd.DataFrame({"x": [0.0]})).mark_rule(color="#555555").encode(x="x:Q")
@@ -358,7 +373,7 @@ def ablation_chart(deltas: pd.DataFrame, noise: float, height_per_row: int = 36)
         alt.Chart(deltas)
         .mark_bar(height=18, opacity=0.9)
         .encode(
-            x=alt.X("delta:Q", title="Δ best val, experiment − baseline (nats/char; negative = lower loss)"),
+            x=alt.X("delta:Q", title=_("Δ best val, experiment − baseline (nats/char; negative = lower loss)")),
             y=y,
             color=alt.Color(
                 "direction:N",
@@ -382,22 +397,33 @@ def delta_chart(deltas: pd.DataFrame, height_per_row: int = 44) -> alt.LayerChar
     """Best val minus its baseline's, per experiment (a row of chart_data.versus_baseline), with the
     seed range as error bars."""
     baselines = list(dict.fromkeys(deltas["baseline"]))
-    reference = baselines[0] if len(baselines) == 1 else "its baseline"
+    reference = baselines[0] if len(baselines) == 1 else None
     order = list(deltas.sort_values("delta")["experiment"])
     y = alt.Y("experiment:N", title=None, sort=order, axis=alt.Axis(labelLimit=320))
     tooltip = [
-        alt.Tooltip("experiment:N"),
-        alt.Tooltip("baseline:N"),
-        alt.Tooltip("delta:Q", title=f"vs {reference} (nats)", format="+.4f"),
-        alt.Tooltip("delta_low:Q", title="seed min", format="+.4f"),
-        alt.Tooltip("delta_high:Q", title="seed max", format="+.4f"),
-        alt.Tooltip("n_seeds:Q", title="seeds"),
+        alt.Tooltip("experiment:N", title=_("experiment")),
+        alt.Tooltip("baseline:N", title=_("baseline")),
+        alt.Tooltip(
+            "delta:Q",
+            title=_("vs its baseline (nats)")
+            if reference is None
+            else _("vs {baseline} (nats)").format(baseline=reference),
+            format="+.4f",
+        ),
+        alt.Tooltip("delta_low:Q", title=_("seed min"), format="+.4f"),
+        alt.Tooltip("delta_high:Q", title=_("seed max"), format="+.4f"),
+        alt.Tooltip("n_seeds:Q", title=_("seeds")),
     ]
     points = (
         alt.Chart(deltas)
         .mark_point(filled=True, size=120)
         .encode(
-            x=alt.X("delta:Q", title=f"best val loss minus {reference}'s (nats; right = worse)"),
+            x=alt.X(
+                "delta:Q",
+                title=_("best val loss minus its baseline's (nats; right = worse)")
+                if reference is None
+                else _("best val loss minus {baseline}'s (nats; right = worse)").format(baseline=reference),
+            ),
             y=y,
             color=alt.Color("experiment:N", scale=color_scale(deltas["experiment"]), legend=None),
             tooltip=tooltip,
@@ -423,13 +449,24 @@ def delta_chart(deltas: pd.DataFrame, height_per_row: int = 44) -> alt.LayerChar
 # The exams: each part tested where it is made to pay
 
 # RoPE in llama's orange, the learned table in vanilla's blue, the broken RoPEs in warning colours
+# (the names are the data's; each is shown with _())
 POSITION_COLORS = {
-    "RoPE": PINNED["llama"],
-    "learned positions": PINNED["vanilla"],
-    "RoPE broken: k unrotated": DIVERGED_RED,
-    "RoPE broken: k adjacent": "#b279a2",
+    N_("RoPE"): PINNED["llama"],
+    N_("learned positions"): PINNED["vanilla"],
+    N_("RoPE broken: k unrotated"): DIVERGED_RED,
+    N_("RoPE broken: k adjacent"): "#b279a2",
 }
-DEPTH_STATES = {"trained": "#54a24b", "did not learn": "#eeca3b", "diverged": DIVERGED_RED, "running": "#bab0ac"}
+DEPTH_STATES = {
+    N_("trained"): "#54a24b",
+    N_("did not learn"): "#eeca3b",
+    N_("diverged"): DIVERGED_RED,
+    N_("running"): "#bab0ac",
+}
+
+
+def shown(values: pd.Series, fixed: dict[str, str]) -> tuple[pd.Series, dict[str, str]]:
+    """Values named in `fixed` in the reader's words (any other as it is), and `fixed` keyed by those words."""
+    return values.map(lambda value: _(value) if value in fixed else value), {_(name): c for name, c in fixed.items()}
 
 
 def fixed_scale(present, fixed: dict[str, str]) -> alt.Scale:
@@ -447,22 +484,24 @@ def length_chart(curves: pd.DataFrame, ctx_len: float | None = None, height: int
     bold; a rule marks the training length `ctx_len`, past which a learned table has no row.
     """
     drawn = curves.dropna(subset=["loss"])
+    words, colors = shown(drawn["positions"], POSITION_COLORS)
+    drawn = drawn.assign(positions=words)
     pick = alt.selection_point(fields=["experiment"], bind="legend")
     tooltip = [
-        alt.Tooltip("experiment:N"),
-        alt.Tooltip("positions:N"),
-        alt.Tooltip("bucket_start:Q", title="from position"),
-        alt.Tooltip("bucket_end:Q", title="to position"),
-        alt.Tooltip("loss:Q", title="loss (nats / char)", format=".4f"),
-        alt.Tooltip("runs:Q", title="runs (seeds)"),
+        alt.Tooltip("experiment:N", title=_("experiment")),
+        alt.Tooltip("positions:N", title=_("positions")),
+        alt.Tooltip("bucket_start:Q", title=_("from position")),
+        alt.Tooltip("bucket_end:Q", title=_("to position")),
+        alt.Tooltip("loss:Q", title=_("loss (nats / char)"), format=".4f"),
+        alt.Tooltip("runs:Q", title=_("runs (seeds)")),
     ]
     lines = (
         alt.Chart(drawn)
         .mark_line(point=alt.OverlayMarkDef(size=24, filled=True))
         .encode(
-            x=alt.X("position:Q", title="position in the window (characters)"),
+            x=alt.X("position:Q", title=_("position in the window (characters)")),
             y=y_loss("loss"),
-            color=alt.Color("positions:N", title="positions", scale=fixed_scale(drawn["positions"], POSITION_COLORS)),
+            color=alt.Color("positions:N", title=_("positions"), scale=fixed_scale(drawn["positions"], colors)),
             detail="experiment:N",
             strokeWidth=alt.condition("datum.featured", alt.value(3), alt.value(1)),
             strokeOpacity=alt.condition("datum.featured", alt.value(1.0), alt.value(0.4)),
@@ -473,7 +512,9 @@ def length_chart(curves: pd.DataFrame, ctx_len: float | None = None, height: int
     )
     layers = [lines]
     if ctx_len is not None and pd.notna(ctx_len):
-        edge = pd.DataFrame({"position": [float(ctx_len)], "text": [f"training length ({int(ctx_len)})"]})
+        edge = pd.DataFrame(
+            {"position": [float(ctx_len)], "text": [_("training length ({length})").format(length=int(ctx_len))]}
+        )
         layers.append(alt.Chart(edge).mark_rule(strokeDash=[6, 4], color="#555555").encode(x="position:Q"))
         layers.append(
             alt.Chart(edge)
@@ -488,8 +529,10 @@ def stability_map(cells: pd.DataFrame, height_per_row: int = 70) -> alt.LayerCha
 
     `cells`: norm_pos, lr, lr_label, state (trained | did not learn | diverged | running), text.
     """
+    words, colors = shown(cells["state"], DEPTH_STATES)
+    cells = cells.assign(state=words)
     order = list(dict.fromkeys(cells.sort_values("lr")["lr_label"]))
-    x = alt.X("lr_label:O", title="peak learning rate (no warmup)", sort=order, axis=alt.Axis(labelAngle=0))
+    x = alt.X("lr_label:O", title=_("peak learning rate (no warmup)"), sort=order, axis=alt.Axis(labelAngle=0))
     y = alt.Y(
         "norm_pos:N",
         title=None,
@@ -497,10 +540,10 @@ def stability_map(cells: pd.DataFrame, height_per_row: int = 70) -> alt.LayerCha
         axis=alt.Axis(labelExpr="datum.value + '-norm'", labelFontWeight="bold"),
     )
     tooltip = [
-        alt.Tooltip("norm_pos:N", title="wiring"),
-        alt.Tooltip("lr:Q", title="lr", format="g"),
-        alt.Tooltip("state:N"),
-        alt.Tooltip("text:N", title="result"),
+        alt.Tooltip("norm_pos:N", title=_("wiring")),
+        alt.Tooltip("lr:Q", title=_("lr"), format="g"),
+        alt.Tooltip("state:N", title=_("state")),
+        alt.Tooltip("text:N", title=_("result")),
     ]
     rects = (
         alt.Chart(cells)
@@ -508,7 +551,7 @@ def stability_map(cells: pd.DataFrame, height_per_row: int = 70) -> alt.LayerCha
         .encode(
             x=x,
             y=y,
-            color=alt.Color("state:N", title=None, scale=fixed_scale(cells["state"], DEPTH_STATES)),
+            color=alt.Color("state:N", title=None, scale=fixed_scale(cells["state"], colors)),
             tooltip=tooltip,
         )
     )
@@ -525,8 +568,8 @@ def stability_map(cells: pd.DataFrame, height_per_row: int = 70) -> alt.LayerCha
 def best_val_by_size_chart(points: pd.DataFrame, height: int = 320) -> alt.LayerChart:
     """Best val against training-set size (log axis), one line per model through the mean over
     seeds, the seed band (min to max) behind it, each seed a point."""
-    color = alt.Color("model:N", title="model", scale=alt.Scale(domain=["vanilla", "mini-LLaMA"]))
-    x = alt.X("train_tokens:Q", title="training characters (log scale)", scale=alt.Scale(type="log"))
+    color = alt.Color("model:N", title=_("model"), scale=alt.Scale(domain=["vanilla", "mini-LLaMA"]))
+    x = alt.X("train_tokens:Q", title=_("training characters (log scale)"), scale=alt.Scale(type="log"))
     band = (
         alt.Chart(points)
         .mark_area(opacity=0.2)
@@ -537,7 +580,7 @@ def best_val_by_size_chart(points: pd.DataFrame, height: int = 320) -> alt.Layer
         .mark_line()
         .encode(
             x=x,
-            y=alt.Y("mean(best_val_loss):Q", title="best val loss (nats / char)", scale=alt.Scale(zero=False)),
+            y=alt.Y("mean(best_val_loss):Q", title=_("best val loss (nats / char)"), scale=alt.Scale(zero=False)),
             color=color,
         )
     )
@@ -549,9 +592,9 @@ def best_val_by_size_chart(points: pd.DataFrame, height: int = 320) -> alt.Layer
             y="best_val_loss:Q",
             color=color,
             tooltip=[
-                "model:N",
-                alt.Tooltip("train_tokens:Q", title="training characters", format=","),
-                "seed:Q",
+                alt.Tooltip("model:N", title=_("model")),
+                alt.Tooltip("train_tokens:Q", title=_("training characters"), format=","),
+                alt.Tooltip("seed:Q", title=_("seed")),
                 alt.Tooltip("best_val_loss:Q", format=".4f"),
             ],
         )

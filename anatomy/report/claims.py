@@ -14,15 +14,19 @@ import pandas as pd
 
 from anatomy.config import ModelConfig
 from anatomy.exams.depth import LEARNED_MARGIN
+from anatomy.language import N_, _, ngettext
 from anatomy.results.reader import MODEL_FIELDS, Results
 from anatomy.report.roles import (
     ablation_deltas,
+    and_list,
     baseline_deltas,
+    clauses,
     deep_runs,
     delta_text,
     fmt,
     headline_noise,
     headline_of,
+    listed,
     paired_deltas,
     per_seed,
     seed_noise,
@@ -36,7 +40,7 @@ MEMORISING_RISE = 0.1
 
 
 # Why a claim about the turn cannot be judged on a run that never turned
-STILL_FALLING = "val was still falling at the last evaluation"
+STILL_FALLING = N_("val was still falling at the last evaluation")
 
 
 def turned(runs: pd.DataFrame) -> pd.Series:
@@ -52,8 +56,10 @@ def not_judged(seeds: set, reason: str) -> str:
     """What a verdict adds for the seeds it leaves out, e.g. " (seed 7 not testable: REASON)"."""
     if not seeds:
         return ""
-    listed = " / ".join(str(int(seed)) for seed in sorted(seeds, reverse=True))
-    return f" ({'seeds' if len(seeds) > 1 else 'seed'} {listed} not testable: {reason})"
+    numbers = " / ".join(str(int(seed)) for seed in sorted(seeds, reverse=True))
+    return ngettext(
+        " (seed {seeds} not testable: {reason})", " (seeds {seeds} not testable: {reason})", len(seeds)
+    ).format(seeds=numbers, reason=reason)
 
 
 @dataclass
@@ -88,14 +94,16 @@ def finding_text(claim: Claim) -> str:
     measured and the chapter's figure; the report's table holds the same four cells."""
     verdict = claim.verdict.replace("**", "")
     verdict = verdict[:1].upper() + verdict[1:]
-    return f"**{verdict}.** *{claim.claim}.* Measured: {claim.measured}. The chapter: {claim.chapter}."
+    return _("**{verdict}.** *{claim}.* Measured: {measured}. The chapter: {chapter}.").format(
+        verdict=verdict, claim=claim.claim, measured=claim.measured, chapter=claim.chapter
+    )
 
 
 def claims(data: Results) -> list[Claim]:
     vanilla, llama = headline_of(data, "vanilla"), headline_of(data, "llama")
     both = sorted(set(vanilla["seed"]) & set(llama["seed"]))
     out = []
-    not_run = "not yet run"
+    not_run = _("not yet run")
 
     # 1. llama learns faster: its best val comes earlier
     if both:
@@ -103,49 +111,53 @@ def claims(data: Results) -> list[Claim]:
         # a seed tells where either model turned: the other's best, if it did not, comes later still
         turning = set(llama.loc[turned(llama), "seed"]) | set(vanilla.loc[turned(vanilla), "seed"])
         told = earlier[earlier.index.isin(turning)]
-        measured = (
-            f"best val at step {per_seed(llama, 'best_step')} (mini-LLaMA) vs "
-            f"{per_seed(vanilla, 'best_step')} (vanilla)"
+        measured = _("best val at step {llama} (mini-LLaMA) vs {vanilla} (vanilla)").format(
+            llama=per_seed(llama, "best_step"), vanilla=per_seed(vanilla, "best_step")
         )
         if earlier.empty:
-            verdict = "not testable: no seed has a best val for both models"
+            verdict = _("not testable: no seed has a best val for both models")
         elif told.empty:
-            verdict = f"not testable here: no run turned ({STILL_FALLING})"
+            verdict = _("not testable here: no run turned ({reason})").format(reason=_(STILL_FALLING))
         else:
-            verdict = "**reproduced**" if (told < 0).all() else "**not reproduced**"
-            verdict += not_judged(set(earlier.index) - turning, "no run turned")
+            verdict = _("**reproduced**") if (told < 0).all() else _("**not reproduced**")
+            verdict += not_judged(set(earlier.index) - turning, _("no run turned"))
     else:
-        measured, verdict = "headline not run", not_run
-    out.append(Claim("The mini-LLaMA learns faster: its best val comes earlier", "step 500 vs 1100", measured, verdict))
+        measured, verdict = _("headline not run"), not_run
+    out.append(
+        Claim(_("The mini-LLaMA learns faster: its best val comes earlier"), _("step 500 vs 1100"), measured, verdict)
+    )
 
     # 2. llama reaches a lower best val: the lowest val each reached in the same steps, a fair
     # comparison whether or not the runs turned (a run still falling would only go lower)
     if both:
         gap, noise = headline_gap(data)
-        measured = (
-            f"best val {per_seed(llama, 'best_val_loss')} vs {per_seed(vanilla, 'best_val_loss')}: "
-            f"llama minus vanilla {' / '.join(fmt(v, sign=True) for v in gap.sort_index(ascending=False))} "
-            f"(negative: llama lower; seed noise {fmt(noise)})"
+        measured = _(
+            "best val {llama} vs {vanilla}: llama minus vanilla {gap} (negative: llama lower; seed noise {noise})"
+        ).format(
+            llama=per_seed(llama, "best_val_loss"),
+            vanilla=per_seed(vanilla, "best_val_loss"),
+            gap=" / ".join(fmt(v, sign=True) for v in gap.sort_index(ascending=False)),
+            noise=fmt(noise),
         )
         side = side_beyond_noise(gap, noise)
         if gap.empty:
-            verdict = "not testable: no seed has a best val for both models"
+            verdict = _("not testable: no seed has a best val for both models")
         elif not (gap < 0).all():
-            verdict = "**not reproduced**"
+            verdict = _("**not reproduced**")
         elif side == -1:
-            verdict = "**reproduced**"
+            verdict = _("**reproduced**")
         elif side is None and math.isnan(noise):
-            verdict = "**reproduced** with one seed; a second seed would measure the seed noise"
+            verdict = _("**reproduced** with one seed; a second seed would measure the seed noise")
         elif side is None and (gap < -noise).all():
-            verdict = "**reproduced** with one seed, by more than the other model's seed noise"
+            verdict = _("**reproduced** with one seed, by more than the other model's seed noise")
         else:
-            verdict = "**not reproduced**: lower with every seed, but by less than the seed noise"
+            verdict = _("**not reproduced**: lower with every seed, but by less than the seed noise")
     else:
-        measured, verdict = "headline not run", not_run
+        measured, verdict = _("headline not run"), not_run
     out.append(
         Claim(
-            "The mini-LLaMA reaches a lower best val",
-            "3.599 vs 3.706 (gap 0.107); seed 7: gap 0.094",
+            _("The mini-LLaMA reaches a lower best val"),
+            _("3.599 vs 3.706 (gap 0.107); seed 7: gap 0.094"),
             measured,
             verdict,
         )
@@ -155,22 +167,26 @@ def claims(data: Results) -> list[Claim]:
     if not llama.empty:
         judged = llama[turned(llama)]  # a run that never turned has no "after its best val"
         rising = (judged["val_rise"] > MEMORISING_RISE) & (judged["final_train_loss"] < judged["train_at_best"])
-        measured = (
-            f"after step {per_seed(llama, 'best_step')} val rises by {per_seed(llama, 'val_rise')} to "
-            f"{per_seed(llama, 'final_val_loss')}; train falls from {per_seed(llama, 'train_at_best')} to "
-            f"{per_seed(llama, 'final_train_loss')}"
+        measured = _(
+            "after step {step} val rises by {rise} to {final_val}; train falls from {train_at_best} to {final_train}"
+        ).format(
+            step=per_seed(llama, "best_step"),
+            rise=per_seed(llama, "val_rise"),
+            final_val=per_seed(llama, "final_val_loss"),
+            train_at_best=per_seed(llama, "train_at_best"),
+            final_train=per_seed(llama, "final_train_loss"),
         )
         if judged.empty:
-            verdict = f"not testable here: {STILL_FALLING}"
+            verdict = _("not testable here: {reason}").format(reason=_(STILL_FALLING))
         else:
-            verdict = "**reproduced**" if rising.all() else "**not reproduced**"
-            verdict += not_judged(set(llama["seed"]) - set(judged["seed"]), STILL_FALLING)
+            verdict = _("**reproduced**") if rising.all() else _("**not reproduced**")
+            verdict += not_judged(set(llama["seed"]) - set(judged["seed"]), _(STILL_FALLING))
     else:
-        measured, verdict = "mini-LLaMA not run", not_run
+        measured, verdict = _("mini-LLaMA not run"), not_run
     out.append(
         Claim(
-            "The mini-LLaMA memorises after its best val: val climbs while train falls",
-            "val 3.599 → 5.083 at step 2000, train → 0.33",
+            _("The mini-LLaMA memorises after its best val: val climbs while train falls"),
+            _("val 3.599 → 5.083 at step 2000, train → 0.33"),
             measured,
             verdict,
         )
@@ -192,14 +208,14 @@ def headline_gap(data: Results) -> tuple[pd.Series, float]:
 
 
 def _memorised_sample(data: Results) -> Claim:
-    claim = "The mini-LLaMA's sample from its final weights sounds right partly because it is memorised"
-    chapter = "confessed, not measured"
+    claim = _("The mini-LLaMA's sample from its final weights sounds right partly because it is memorised")
+    chapter = _("confessed, not measured")
     llama = headline_of(data, "llama")
     samples = data.memorisation[data.memorisation["run_id"].isin(llama["run_id"])]
     by_run = {run_id: rows.set_index("checkpoint") for run_id, rows in samples.groupby("run_id")}
     pairs = {run_id: rows for run_id, rows in by_run.items() if {"best", "last"} <= set(rows.index)}
     if not pairs:
-        return Claim(claim, chapter, "no measured best and last samples", "not yet run")
+        return Claim(claim, chapter, _("no measured best and last samples"), _("not yet run"))
     seeds = llama.set_index("run_id")["seed"]
     ordered = sorted(pairs, key=lambda run_id: -seeds[run_id])
     # a run that never turned was sampled twice from the same weights: its best is its last
@@ -208,40 +224,47 @@ def _memorised_sample(data: Results) -> Claim:
     for run_id in ordered:
         best, last = pairs[run_id].loc["best"], pairs[run_id].loc["last"]
         parts.append(
-            f"seed {int(seeds[run_id])}: {best['copied_fraction']:.1%} at the best checkpoint, "
-            f"{last['copied_fraction']:.1%} at the last (val control {last['val_copied_fraction']:.1%})"
+            _("seed {seed}: {best} at the best checkpoint, {last} at the last (val control {control})").format(
+                seed=int(seeds[run_id]),
+                best=f"{best['copied_fraction']:.1%}",
+                last=f"{last['copied_fraction']:.1%}",
+                control=f"{last['val_copied_fraction']:.1%}",
+            )
         )
         if run_id in turning:
             beyond.append(last["copied_fraction"] > max(best["copied_fraction"], last["val_copied_fraction"]))
     if not beyond:
-        verdict = f"not testable here: {STILL_FALLING}, so the best weights are the last"
+        verdict = _("not testable here: {reason}, so the best weights are the last").format(reason=_(STILL_FALLING))
     elif all(beyond):
-        verdict = "**reproduced**: the last weights copy more than the best ones and than the control"
+        verdict = _("**reproduced**: the last weights copy more than the best ones and than the control")
     elif any(beyond):
-        verdict = "**partly reproduced**: only some seeds copy more than the best weights and the control"
+        verdict = _("**partly reproduced**: only some seeds copy more than the best weights and the control")
     else:
-        verdict = "**not reproduced**: no more copying than the control"
+        verdict = _("**not reproduced**: no more copying than the control")
     if beyond:
-        verdict += not_judged({seeds[run_id] for run_id in ordered if run_id not in turning}, STILL_FALLING)
+        verdict += not_judged({seeds[run_id] for run_id in ordered if run_id not in turning}, _(STILL_FALLING))
     min_chars = int(samples["copy_min_chars"].iloc[0])
-    return Claim(claim, chapter, f"copied spans of {min_chars}+ characters: " + "; ".join(parts), verdict)
+    measured = _("copied spans of {min_chars}+ characters: {samples}").format(
+        min_chars=min_chars, samples=clauses(parts)
+    )
+    return Claim(claim, chapter, measured, verdict)
 
 
 # What having a part does to best val in one direction: every seed's loss lower with it by more
 # than the seed noise, every seed's higher, or neither (seeds that disagree, or too close to call)
 HELPS, HURTS, NOT_BEYOND_NOISE = "helps", "hurts", "not beyond noise"
 
-# (added to vanilla, removed from llama) -> what the two together say about the part
+# (added to vanilla, removed from llama) -> what the two together say about the part (shown with _())
 EFFECT_SUMMARY = {
-    (HELPS, HELPS): "earned its gain both ways",
-    (HELPS, NOT_BEYOND_NOISE): "helps vanilla, llama does not clearly miss it",
-    (HELPS, HURTS): "helps vanilla, llama does better without it",
-    (NOT_BEYOND_NOISE, HELPS): "llama misses it, vanilla does not clearly gain from it",
-    (NOT_BEYOND_NOISE, NOT_BEYOND_NOISE): "not beyond seed noise either way",
-    (NOT_BEYOND_NOISE, HURTS): "vanilla does not clearly gain from it, llama does better without it",
-    (HURTS, HELPS): "hurts vanilla, llama misses it",
-    (HURTS, NOT_BEYOND_NOISE): "hurts vanilla, llama does not clearly miss it",
-    (HURTS, HURTS): "hurts both ways",
+    (HELPS, HELPS): N_("earned its gain both ways"),
+    (HELPS, NOT_BEYOND_NOISE): N_("helps vanilla, llama does not clearly miss it"),
+    (HELPS, HURTS): N_("helps vanilla, llama does better without it"),
+    (NOT_BEYOND_NOISE, HELPS): N_("llama misses it, vanilla does not clearly gain from it"),
+    (NOT_BEYOND_NOISE, NOT_BEYOND_NOISE): N_("not beyond seed noise either way"),
+    (NOT_BEYOND_NOISE, HURTS): N_("vanilla does not clearly gain from it, llama does better without it"),
+    (HURTS, HELPS): N_("hurts vanilla, llama misses it"),
+    (HURTS, NOT_BEYOND_NOISE): N_("hurts vanilla, llama does not clearly miss it"),
+    (HURTS, HURTS): N_("hurts both ways"),
 }
 
 
@@ -255,18 +278,38 @@ def largest_ablation_change(data: Results) -> str | None:
     deltas = baseline_deltas(data, row["experiment"])
     noise = headline_noise(data)
     against = {
-        None: "measured with fewer than two seeds",
-        0: f"not beyond the seed noise ({fmt(noise)}) with every seed",
-    }.get(side_beyond_noise(deltas, noise), f"beyond the seed noise ({fmt(noise)}) with every seed")
-    way = (
-        f"adding {row['part']} to {row['baseline']}"
-        if row["direction"] == "add"
-        else (f"removing {row['part']} from {row['baseline']}")
+        None: _("measured with fewer than two seeds"),
+        0: _("not beyond the seed noise ({noise}) with every seed").format(noise=fmt(noise)),
+    }.get(
+        side_beyond_noise(deltas, noise), _("beyond the seed noise ({noise}) with every seed").format(noise=fmt(noise))
     )
-    change = "lowers" if row["delta_best_val_mean"] < 0 else "raises"
-    return (
-        f"The largest change of any ablation: {way} {change} its best val by {abs(row['delta_best_val_mean']):.3f} "
-        f"(Δ {delta_text(deltas)}), {against}."
+    lowers = row["delta_best_val_mean"] < 0
+    if row["direction"] == "add":
+        sentence = (
+            _(
+                "The largest change of any ablation: adding {part} to {baseline} lowers its best val by {change} (Δ {deltas}), {against}."
+            )
+            if lowers
+            else _(
+                "The largest change of any ablation: adding {part} to {baseline} raises its best val by {change} (Δ {deltas}), {against}."
+            )
+        )
+    else:
+        sentence = (
+            _(
+                "The largest change of any ablation: removing {part} from {baseline} lowers its best val by {change} (Δ {deltas}), {against}."
+            )
+            if lowers
+            else _(
+                "The largest change of any ablation: removing {part} from {baseline} raises its best val by {change} (Δ {deltas}), {against}."
+            )
+        )
+    return sentence.format(
+        part=row["part"],
+        baseline=row["baseline"],
+        change=f"{abs(row['delta_best_val_mean']):.3f}",
+        deltas=delta_text(deltas),
+        against=against,
     )
 
 
@@ -288,77 +331,95 @@ def part_effects(data: Results, part: str) -> tuple[str, str] | None:
 
 def _which_part(data: Results) -> Claim:
     claim, chapter = (
-        "Which part earned the gain",
-        "could not tell (no ablation); guessed SwiGLU and RMSNorm, RoPE helping",
+        _("Which part earned the gain"),
+        _("could not tell (no ablation); guessed SwiGLU and RMSNorm, RoPE helping"),
     )
     if data.ablations.empty:
-        return Claim(claim, chapter, "ablations not run", "not yet run")
+        return Claim(claim, chapter, _("ablations not run"), _("not yet run"))
     effects = {part: part_effects(data, part) for part in PARTS}
     earned = [part for part in PARTS if effects[part] == (HELPS, HELPS)]
     said = [
-        f"seed noise {fmt(headline_noise(data))}, two seeds each way; earned the gain both ways: {', '.join(earned) or 'none'}"
+        _("seed noise {noise}, two seeds each way; earned the gain both ways: {parts}").format(
+            noise=fmt(headline_noise(data)), parts=listed(earned) or _("none")
+        )
     ]
     said += [
-        f"{part}: {EFFECT_SUMMARY[effects[part]]}" for part in PARTS if effects[part] not in (None, (HELPS, HELPS))
+        _("{part}: {effect}").format(part=part, effect=_(EFFECT_SUMMARY[effects[part]]))
+        for part in PARTS
+        if effects[part] not in (None, (HELPS, HELPS))
     ]
     pending = [part for part in PARTS if effects[part] is None]
     if pending:
-        said.append(f"not yet both ways with two seeds: {', '.join(pending)}")
-        return Claim(claim, chapter, "; ".join(said), "partly answered")
+        said.append(_("not yet both ways with two seeds: {parts}").format(parts=listed(pending)))
+        return Claim(claim, chapter, clauses(said), _("partly answered"))
     verdict = (
-        f"**answered here**: {', '.join(earned)} earned it both ways"
+        _("**answered here**: {parts} earned it both ways").format(parts=listed(earned))
         if earned
-        else "**answered here**: no part earned it both ways"
+        else _("**answered here**: no part earned it both ways")
     )
     help_vanilla = [part for part in PARTS if effects[part][0] == HELPS and part not in earned]
     if help_vanilla:
-        lower = "lowers" if len(help_vanilla) == 1 else "lower"
-        verdict += f"; added to the 2017 model alone, {' and '.join(help_vanilla)} {lower} its best val"
+        verdict += ngettext(
+            "; added to the 2017 model alone, {parts} lowers its best val",
+            "; added to the 2017 model alone, {parts} lower its best val",
+            len(help_vanilla),
+        ).format(parts=and_list(help_vanilla))
     gap, noise = headline_gap(data)
     if side_beyond_noise(gap, noise) not in (-1, None):
-        verdict += "; and here the mini-LLaMA has no gain to earn: its best val is not lower beyond seed noise"
-    return Claim(claim, chapter, "; ".join(said), verdict)
+        verdict += _("; and here the mini-LLaMA has no gain to earn: its best val is not lower beyond seed noise")
+    return Claim(claim, chapter, clauses(said), verdict)
 
 
 def _deep_claim(data: Results) -> Claim:
-    claim = "A 12-layer post-norm model without warmup struggles or diverges; pre-norm keeps it stable"
-    chapter = "left to the reader"
+    claim = _("A 12-layer post-norm model without warmup struggles or diverges; pre-norm keeps it stable")
+    chapter = _("left to the reader")
     post, pre = deep_runs(data, "post"), deep_runs(data, "pre")
     # the depth exam asks the same question over the learning rate
     depth_map = ""
     if not data.exams.depth_stability.empty:
         layers = "/".join(str(n) for n in sorted(data.exams.depth["n_layer"].unique()))
-        depth_map = f"; the depth map, {layers} layers over lr: {stability_text(data.exams.depth_stability)}"
+        depth_map = _("; the depth map, {layers} layers over lr: {stability}").format(
+            layers=layers, stability=stability_text(data.exams.depth_stability)
+        )
     if post.empty or pre.empty:
-        return Claim(claim, chapter, "deep pair not run" + depth_map, "not yet run")
+        return Claim(claim, chapter, _("deep pair not run") + depth_map, _("not yet run"))
     post_broke, pre_broke = post["diverged"].any(), pre["diverged"].any()
     deltas = paired_deltas(post, pre)
-    measured = (
-        f"post-norm: diverged {'yes' if post_broke else 'no'}, best val {per_seed(post, 'best_val_loss')}; "
-        f"pre-norm: diverged {'yes' if pre_broke else 'no'}, best val {per_seed(pre, 'best_val_loss')}; "
-        f"post minus pre {delta_text(deltas)}"
+    measured = _(
+        "post-norm: diverged {post_diverged}, best val {post_best}; "
+        "pre-norm: diverged {pre_diverged}, best val {pre_best}; post minus pre {deltas}"
+    ).format(
+        post_diverged=_("yes") if post_broke else _("no"),
+        post_best=per_seed(post, "best_val_loss"),
+        pre_diverged=_("yes") if pre_broke else _("no"),
+        pre_best=per_seed(pre, "best_val_loss"),
+        deltas=delta_text(deltas),
     )
     peak_lr = data.metrics.loc[data.metrics["run_id"].isin(post["run_id"]), "lr"].max()
     if pd.notna(peak_lr):
-        measured += f", at peak lr {peak_lr:g}"
+        measured += _(", at peak lr {lr}").format(lr=f"{peak_lr:g}")
     measured += depth_map
     # the wider of the headline models' seed spread and the deep pair's own: deep models may vary more
     spreads = [headline_noise(data), seed_noise(data, set(post["experiment"]) | set(pre["experiment"]))]
     noise = max((spread for spread in spreads if not math.isnan(spread)), default=math.nan)
     if post_broke and not pre_broke:
-        verdict = "**reproduced**: post-norm diverged, pre-norm did not"
+        verdict = _("**reproduced**: post-norm diverged, pre-norm did not")
     elif pre_broke:
-        verdict = f"**not reproduced**: pre-norm diverged{', and so did post-norm' if post_broke else ''}"
+        verdict = (
+            _("**not reproduced**: pre-norm diverged, and so did post-norm")
+            if post_broke
+            else _("**not reproduced**: pre-norm diverged")
+        )
     elif (side := side_beyond_noise(deltas, noise)) is None:
-        verdict = "partly answered: neither diverged; how far apart they train needs 2 seeds"
+        verdict = _("partly answered: neither diverged; how far apart they train needs 2 seeds")
     elif side > 0:
-        verdict = "**partly reproduced**: post-norm trains, but worse beyond seed noise"
+        verdict = _("**partly reproduced**: post-norm trains, but worse beyond seed noise")
     elif side < 0:
-        verdict = "**not reproduced** at this lr: post-norm trains, and lower than pre-norm beyond seed noise"
+        verdict = _("**not reproduced** at this lr: post-norm trains, and lower than pre-norm beyond seed noise")
     else:
-        verdict = "**not reproduced** at this lr: post-norm trains as well as pre-norm, within seed noise"
+        verdict = _("**not reproduced** at this lr: post-norm trains as well as pre-norm, within seed noise")
     if not post_broke and (shown := depth_map_break(data, peak_lr)):
-        verdict += f"; {shown}"
+        verdict = clauses([verdict, shown])
     return Claim(claim, chapter, measured, verdict)
 
 
@@ -374,44 +435,61 @@ def depth_map_break(data: Results, peak_lr: float) -> str | None:
         return None
     if pre["max_trained_lr"] < post["min_failed_lr"]:
         return None
-    where = "at a higher lr" if pd.notna(peak_lr) and post["min_failed_lr"] > peak_lr else "in its short cells"
-    return (
-        f"the depth map shows the break {where}: post-norm fails from lr {post['min_failed_lr']:g}, "
-        f"pre-norm trains up to lr {pre['max_trained_lr']:g}"
+    sentence = (
+        _(
+            "the depth map shows the break at a higher lr: post-norm fails from lr {failed}, pre-norm trains up to lr {trained}"
+        )
+        if pd.notna(peak_lr) and post["min_failed_lr"] > peak_lr
+        else _(
+            "the depth map shows the break in its short cells: post-norm fails from lr {failed}, "
+            "pre-norm trains up to lr {trained}"
+        )
     )
+    return sentence.format(failed=f"{post['min_failed_lr']:g}", trained=f"{pre['max_trained_lr']:g}")
 
 
 def _rope_claim(data: Results) -> Claim:
-    claim = "Breaking RoPE (k unrotated, or k paired differently from q) hurts; which hurts more, and does either collapse to chance?"
-    chapter = "left to the reader"
+    claim = _(
+        "Breaking RoPE (k unrotated, or k paired differently from q) hurts; which hurts more, and does either "
+        "collapse to chance?"
+    )
+    chapter = _("left to the reader")
     broken = data.runs[(data.runs["rope_break"].notna()) & (data.runs["rope_break"] != "none")]
     llama = headline_of(data, "llama")
     if broken.empty or llama.empty:
-        return Claim(claim, chapter, "RoPE breaks not run", "not yet run")
+        return Claim(claim, chapter, _("RoPE breaks not run"), _("not yet run"))
     chance = math.log(float(broken["vocab_size"].iloc[0]))
     deltas = {name: paired_deltas(runs, llama) for name, runs in broken.groupby("rope_break")}
     parts = [
-        f"{name}: best val {per_seed(broken[broken['rope_break'] == name], 'best_val_loss')}, "
-        f"{delta_text(delta)} vs mini-LLaMA"
+        _("{name}: best val {best}, {deltas} vs mini-LLaMA").format(
+            name=name, best=per_seed(broken[broken["rope_break"] == name], "best_val_loss"), deltas=delta_text(delta)
+        )
         for name, delta in deltas.items()
     ]
     collapsed = (broken["best_val_loss"] >= chance - 0.05).any()
-    measured = "; ".join(parts) + f"; chance is ln(vocabulary) = {chance:.3f}"
-    collapse = "one collapses to chance" if collapsed else "neither collapses to chance"
+    measured = clauses(parts) + _("; chance is ln(vocabulary) = {chance}").format(chance=f"{chance:.3f}")
+    collapse = _("one collapses to chance") if collapsed else _("neither collapses to chance")
     # a higher floor than chance: predicting by character frequency alone, without any context
     unigram = data.exams.depth["unigram_loss"].dropna()
     if not collapsed and len(unigram):
         floor = float(unigram.iloc[0])
-        measured += f"; ignoring the context (the corpus's unigram loss, from the depth exam) = {floor:.3f}"
+        measured += _("; ignoring the context (the corpus's unigram loss, from the depth exam) = {floor}").format(
+            floor=f"{floor:.3f}"
+        )
         blind = sorted(broken.loc[broken["best_val_loss"] >= floor - LEARNED_MARGIN, "rope_break"].unique())
-        learns = "learns" if len(blind) == 1 else "learn"
         collapse += (
-            f", but {' and '.join(blind)} {learns} little beyond character frequencies"
+            ngettext(
+                ", but {breaks} learns little beyond character frequencies",
+                ", but {breaks} learn little beyond character frequencies",
+                len(blind),
+            ).format(breaks=and_list(blind))
             if blind
-            else ", nor to ignoring the context"
+            else _(", nor to ignoring the context")
         )
     which, complete = which_break_hurts_more(deltas, headline_noise(data))
-    verdict = f"**answered**: {which}; {collapse}" if complete else f"partly answered: {which}; {collapse}"
+    verdict = (
+        _("**answered**: {which}; {collapse}") if complete else _("partly answered: {which}; {collapse}")
+    ).format(which=which, collapse=collapse)
     return Claim(claim, chapter, measured, verdict)
 
 
@@ -419,58 +497,77 @@ def which_break_hurts_more(deltas: dict[str, pd.Series], noise: float) -> tuple[
     """Of two RoPE breaks (their best val minus llama's, by seed): which one hurts more, said only
     when every seed agrees beyond the seed noise; and whether two seeds of both were there to say it."""
     if len(deltas) != 2:
-        return f"only {', '.join(deltas)} trained so far", False
+        return _("only {breaks} trained so far").format(breaks=listed(deltas)), False
     (first, first_deltas), (second, second_deltas) = deltas.items()
     gap = (first_deltas - second_deltas).dropna()  # seed by seed: positive, the first hurts more
     if gap.empty:
-        return "no seed of both breaks yet", False
+        return _("no seed of both breaks yet"), False
     side = side_beyond_noise(gap, noise)
     if side is None:
         worse = first if gap.iloc[0] > 0 else second
-        return f"{worse} hurts more with seed {int(gap.index[0])} (one seed cannot tell it from noise)", False
+        said = _("{name} hurts more with seed {seed} (one seed cannot tell it from noise)")
+        return said.format(name=worse, seed=int(gap.index[0])), False
+    beyond = _("{name} hurts more, by {gap} (every seed beyond the seed noise, {noise})")
     if side > 0:
-        return f"{first} hurts more, by {fmt(gap.mean())} (every seed beyond the seed noise, {fmt(noise)})", True
+        return beyond.format(name=first, gap=fmt(gap.mean()), noise=fmt(noise)), True
     if side < 0:
-        return f"{second} hurts more, by {fmt(-gap.mean())} (every seed beyond the seed noise, {fmt(noise)})", True
-    return "neither hurts more beyond seed noise", True
+        return beyond.format(name=second, gap=fmt(-gap.mean()), noise=fmt(noise)), True
+    return _("neither hurts more beyond seed noise"), True
 
 
 def _mqa_claim(data: Results) -> Claim:
-    claim = "MQA (one KV head) costs little in val loss and keeps a KV cache a quarter of MHA's"
-    chapter = "left to the reader; cache 1/4 of MHA with 4 heads"
+    claim = _("MQA (one KV head) costs little in val loss and keeps a KV cache a quarter of MHA's")
+    chapter = _("left to the reader; cache 1/4 of MHA with 4 heads")
     runs = data.runs
     mqa = runs[(runs["group"] == "break") & (runs["n_kv_head"] == 1)]
     llama = headline_of(data, "llama")
     if mqa.empty or llama.empty:
-        return Claim(claim, chapter, "MQA not run", "not yet run")
+        return Claim(claim, chapter, _("MQA not run"), _("not yet run"))
     # the mini-LLaMA with plain multi-head attention: every part but GQA
     mha = runs[(runs["group"] == "ablation") & (runs["n_parts"] == 4) & (runs["n_kv_head"] == runs["n_head"])]
     n_head = int(llama["n_head"].iloc[0])
     cache = {
-        f"{name} ({kv} KV head{'s' if kv > 1 else ''})": _kv_bytes_per_token(llama.iloc[0], kv)
+        ngettext("{name} ({n} KV head)", "{name} ({n} KV heads)", kv).format(name=name, n=kv): _kv_bytes_per_token(
+            llama.iloc[0], kv
+        )
         for name, kv in (("MHA", n_head), ("GQA", int(llama["n_kv_head"].iloc[0])), ("MQA", 1))
     }
     mqa_vs_mha = paired_deltas(mqa, mha)
-    measured = f"best val {delta_text(paired_deltas(mqa, llama))} vs the mini-LLaMA (GQA)"
-    measured += f", {delta_text(mqa_vs_mha)} vs MHA" if not mha.empty else "; the MHA run is not in yet"
-    measured += "; KV cache per character: " + ", ".join(f"{name} {size:,} bytes" for name, size in cache.items())
+    measured = _("best val {deltas} vs the mini-LLaMA (GQA)").format(deltas=delta_text(paired_deltas(mqa, llama)))
+    measured += (
+        _(", {deltas} vs MHA").format(deltas=delta_text(mqa_vs_mha))
+        if not mha.empty
+        else _("; the MHA run is not in yet")
+    )
+    measured += _("; KV cache per character: {sizes}").format(
+        sizes=listed(_("{name} {size} bytes").format(name=name, size=f"{size:,}") for name, size in cache.items())
+    )
     ratio = _kv_bytes_per_token(llama.iloc[0], 1) / _kv_bytes_per_token(llama.iloc[0], n_head)
     if mha.empty:
         return Claim(
-            claim, chapter, measured, f"partly answered: cache {ratio:.2f} of MHA's; the val cost needs the MHA run"
+            claim,
+            chapter,
+            measured,
+            _("partly answered: cache {ratio} of MHA's; the val cost needs the MHA run").format(ratio=f"{ratio:.2f}"),
         )
     # the same noise as every other comparison with a baseline, and two seeds to tell it apart
     noise = headline_noise(data)
     side = side_beyond_noise(mqa_vs_mha, noise)
     if side is None:
-        needs = "2 seeds" if len(mqa_vs_mha) < 2 else "the headline models' seed noise (2 seeds each)"
+        needs = _("2 seeds") if len(mqa_vs_mha) < 2 else _("the headline models' seed noise (2 seeds each)")
         return Claim(
-            claim, chapter, measured, f"partly answered: cache {ratio:.2f} of MHA's; the val cost needs {needs}"
+            claim,
+            chapter,
+            measured,
+            _("partly answered: cache {ratio} of MHA's; the val cost needs {needs}").format(
+                ratio=f"{ratio:.2f}", needs=needs
+            ),
         )
     if side > 0:
-        verdict = f"**partly reproduced**: cache {ratio:.2f} of MHA's, but its best val is higher beyond seed noise"
+        verdict = _("**partly reproduced**: cache {ratio} of MHA's, but its best val is higher beyond seed noise")
     else:
-        verdict = f"**reproduced**: cache {ratio:.2f} of MHA's, at no cost in best val beyond seed noise"
+        verdict = _("**reproduced**: cache {ratio} of MHA's, at no cost in best val beyond seed noise")
+    verdict = verdict.format(ratio=f"{ratio:.2f}")
     return Claim(claim, chapter, measured, verdict)
 
 

@@ -17,17 +17,18 @@ import math
 import numpy as np
 import pandas as pd
 
+from anatomy.language import N_, _, ngettext
 from anatomy.report.roles import fmt, headline_of, paired_deltas, per_seed, seeds_of, stability_text
 from anatomy.results.reader import DEPTH_CELL_PREFIX, Results
 
 PART_NAMES = {"rmsnorm": "RMSNorm", "prenorm": "pre-norm", "rope": "RoPE", "gqa": "GQA", "swiglu": "SwiGLU"}
-# part -> (the exam made for it, what it measures)
+# part -> (the exam made for it, what it measures: shown with _())
 PART_EXAMS = {
-    "rmsnorm": ("wall_clock", "wall clock: the norm alone, forward + backward, hand-written vs fused"),
-    "prenorm": ("depth", "depth map: deep models without warmup, post- vs pre-norm over the learning rate"),
-    "rope": ("length", "length: loss by position, on windows longer than the training length"),
-    "gqa": ("kv_cache", "KV cache: bytes per token, generation with and without the cache"),
-    "swiglu": ("wall_clock", "wall clock: the FFN alone, forward + backward, hand-written vs fused"),
+    "rmsnorm": ("wall_clock", N_("wall clock: the norm alone, forward + backward, hand-written vs fused")),
+    "prenorm": ("depth", N_("depth map: deep models without warmup, post- vs pre-norm over the learning rate")),
+    "rope": ("length", N_("length: loss by position, on windows longer than the training length")),
+    "gqa": ("kv_cache", N_("KV cache: bytes per token, generation with and without the cache")),
+    "swiglu": ("wall_clock", N_("wall clock: the FFN alone, forward + backward, hand-written vs fused")),
 }
 # wall_clock variants by the names the text gives them
 VARIANT_NAMES = {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm", "gelu": "GELU FFN", "swiglu": "SwiGLU FFN"}
@@ -36,36 +37,43 @@ ATTENTION_ORDER = ("MHA", "GQA", "MQA")  # most KV heads first
 
 def sentence(clause: str) -> str:
     """A finding's clause as a sentence of its own: capital first letter, full stop."""
-    return clause[:1].upper() + clause[1:] + "."
+    # TRANSLATORS: a finding's clause made a sentence: the full stop of the reader's language
+    return _("{clause}.").format(clause=clause[:1].upper() + clause[1:])
+
+
+def clauses(said: list[str]) -> str:
+    """Clauses of one finding, one after the other."""
+    # TRANSLATORS: the separator between the clauses of one finding
+    return _("; ").join(said)
 
 
 def not_measured(exam: str) -> str:
-    return f"not measured yet: run `snakemake --cores 1 exams` (or `python -m anatomy exam {exam}`)"
+    return _("not measured yet: run `snakemake --cores 1 exams` (or `python -m anatomy exam {exam}`)").format(exam=exam)
 
 
 def seed_list(deltas: pd.Series) -> str:
     """Per-seed differences, seeds as the report lists them (42 / 7)."""
     ordered = deltas.sort_index(ascending=False)
-    seeds = " / ".join(str(int(seed)) for seed in ordered.index)
-    return f"{' / '.join(fmt(v, sign=True) for v in ordered)} (seed{'s' if len(ordered) > 1 else ''} {seeds})"
+    return ngettext("{deltas} (seed {seeds})", "{deltas} (seeds {seeds})", len(ordered)).format(
+        deltas=" / ".join(fmt(v, sign=True) for v in ordered),
+        seeds=" / ".join(str(int(seed)) for seed in ordered.index),
+    )
 
 
-def speedup_words(ratio: float) -> str:
-    """The KV cache's effect on generation speed (cached over recomputed characters per second):
-    "20.3x faster", or "2.0x slower" where it costs more than it saves (a tiny model, a short context)."""
-    return f"{ratio:.1f}x faster" if ratio >= 1 else f"{1 / ratio:.1f}x slower"
+# How a cache compares with MHA's, in words where the ratio is a plain fraction
+FRACTIONS = {
+    1 / 2: N_("GQA's cache is half of MHA's per token"),
+    1 / 4: N_("GQA's cache is a quarter of MHA's per token"),
+    1 / 8: N_("GQA's cache is an eighth of MHA's per token"),
+}
 
 
-# How a cache compares with another's, in words where the ratio is a plain fraction
-FRACTIONS = {1 / 2: "half of", 1 / 4: "a quarter of", 1 / 8: "an eighth of"}
-
-
-def fraction_words(ratio: float) -> str:
-    """One size against another: "half of", "a quarter of", else "0.37x"."""
+def cache_fraction_text(ratio: float) -> str:
+    """GQA's cache against MHA's: "half of", "a quarter of", "an eighth of", else "0.37x"."""
     for fraction, words in FRACTIONS.items():
         if math.isclose(ratio, fraction, rel_tol=1e-6):
-            return words
-    return f"{ratio:.2f}x"
+            return _(words)
+    return _("GQA's cache is {ratio}x MHA's per token").format(ratio=f"{ratio:.2f}")
 
 
 def gib_text(gib: float) -> str:
@@ -87,13 +95,14 @@ def wall_clock_times(data: Results, part: str) -> pd.DataFrame:
 def impl_text(times: pd.DataFrame, variant: str) -> str:
     name = VARIANT_NAMES.get(variant, variant)
     if variant not in times.index:
-        return f"{name} not timed yet"
+        return _("{name} not timed yet").format(name=name)
     manual, fused = times.loc[variant, "manual"], times.loc[variant, "fused"]
-    if math.isnan(manual) or math.isnan(fused):
-        impl, ms = ("manual", manual) if math.isnan(fused) else ("fused", fused)
-        return f"{name} {ms:.3f} ms ({impl} only)"
-    return (
-        f"{name} hand-written {manual:.3f} ms vs fused {fused:.3f} ms ({times.loc[variant, 'manual_over_fused']:.1f}x)"
+    if math.isnan(fused):
+        return _("{name} {ms} ms (manual only)").format(name=name, ms=f"{manual:.3f}")
+    if math.isnan(manual):
+        return _("{name} {ms} ms (fused only)").format(name=name, ms=f"{fused:.3f}")
+    return _("{name} hand-written {manual} ms vs fused {fused} ms ({ratio}x)").format(
+        name=name, manual=f"{manual:.3f}", fused=f"{fused:.3f}", ratio=f"{times.loc[variant, 'manual_over_fused']:.1f}"
     )
 
 
@@ -102,7 +111,9 @@ def wall_clock_text(data: Results, part: str, mine: str, other: str) -> str:
     if times.empty:
         return not_measured("wall_clock")
     shape = times["shape"].dropna().iloc[0]
-    return f"{impl_text(times, mine)}; {impl_text(times, other)} (forward + backward on {shape})"
+    return _("{mine}; {other} (forward + backward on {shape})").format(
+        mine=impl_text(times, mine), other=impl_text(times, other), shape=shape
+    )
 
 
 def wall_clock_finding(data: Results, part: str, mine: str, other: str) -> str | None:
@@ -115,13 +126,17 @@ def wall_clock_finding(data: Results, part: str, mine: str, other: str) -> str |
     if math.isnan(fused) and math.isnan(manual):
         return None
     if math.isnan(fused):
-        return f"on the wall clock, hand-written {name} takes {manual:.2f}x the {other_name}'s time"
-    said = f"on the wall clock, fused {name} takes {fused:.2f}x the {other_name}'s time"
+        return _("on the wall clock, hand-written {name} takes {ratio}x the {other}'s time").format(
+            name=name, ratio=f"{manual:.2f}", other=other_name
+        )
+    said = _("on the wall clock, fused {name} takes {ratio}x the {other}'s time").format(
+        name=name, ratio=f"{fused:.2f}", other=other_name
+    )
     if not math.isnan(manual):
-        said += f" (hand-written {manual:.2f}x)"
+        said += _(" (hand-written {ratio}x)").format(ratio=f"{manual:.2f}")
     by_hand = times.loc[mine, "manual_over_fused"]
     if not math.isnan(by_hand):
-        said += f", and written by hand {by_hand:.1f}x its own fused time"
+        said += _(", and written by hand {ratio}x its own fused time").format(ratio=f"{by_hand:.1f}")
     return said
 
 
@@ -140,23 +155,33 @@ def slowest_by_hand(data: Results) -> str | None:
     is_control = ratios["variant"].str.contains(CONTROL_MARK, regex=False)
     control = ratios[is_control]
     noise = (
-        f"the control ({control['variant'].iloc[0]}, one code timed as both) comes out at "
-        f"{control['manual_over_fused'].iloc[0]:.2f}x: the noise of these timings"
+        _("the control ({variant}, one code timed as both) comes out at {ratio}x: the noise of these timings").format(
+            variant=control["variant"].iloc[0], ratio=f"{control['manual_over_fused'].iloc[0]:.2f}"
+        )
         if not control.empty
         else None
     )
     if is_control.all():
         return noise
     top = ratios[~is_control].iloc[0]
+    numbers = {
+        "variant": top["variant"],
+        "part": top["part"],
+        "manual": f"{top['manual_ms']:.3f}",
+        "fused": f"{top['fused_ms']:.3f}",
+        "shape": top["shape"],
+    }
     if top["manual_over_fused"] >= 1:
-        how = f"{top['manual_over_fused']:.1f}x slower than its fused version"
+        said = _(
+            "the hand-written {variant} ({part}) is {ratio}x slower than its fused version: {manual} ms against "
+            "{fused} ms, forward and backward on {shape}"
+        ).format(ratio=f"{top['manual_over_fused']:.1f}", **numbers)
     else:  # no hand-written part is slower: say so instead of inventing a gap
-        how = f"the slowest relative to fused, and still {1 / top['manual_over_fused']:.1f}x faster than it"
-    said = (
-        f"the hand-written {top['variant']} ({top['part']}) is {how}: {top['manual_ms']:.3f} ms against "
-        f"{top['fused_ms']:.3f} ms, forward and backward on {top['shape']}"
-    )
-    return f"{said}; {noise}" if noise else said
+        said = _(
+            "the hand-written {variant} ({part}) is the slowest relative to fused, and still {ratio}x faster than "
+            "it: {manual} ms against {fused} ms, forward and backward on {shape}"
+        ).format(ratio=f"{1 / top['manual_over_fused']:.1f}", **numbers)
+    return clauses([said, noise]) if noise else said
 
 
 # ---------------------------------------------------------------------------------------------
@@ -190,7 +215,7 @@ VANISHED_RATIO = 1e-3
 
 def vanished_note(ratio: float) -> str:
     """What a first / last block gradient ratio means when the first block's has vanished; else nothing."""
-    return "; the first block's gradient has all but vanished" if ratio < VANISHED_RATIO else ""
+    return _("; the first block's gradient has all but vanished") if ratio < VANISHED_RATIO else ""
 
 
 def gradient_text(data: Results) -> str | None:
@@ -203,13 +228,20 @@ def gradient_text(data: Results) -> str | None:
     for norm_pos in ("post", "pre"):
         cell = depth[(depth["norm_pos"] == norm_pos) & (depth["lr"] == lr)]["cell"].iloc[0]
         ratio = last_ratio(data.exams.grad_norm_spread, DEPTH_CELL_PREFIX + cell)
+        wiring = f"{norm_pos}-norm"
         said.append(
-            f"{norm_pos}-norm no norms logged"
+            _("{wiring} no norms logged").format(wiring=wiring)
             if ratio is None
-            else f"{norm_pos}-norm {ratio['first_to_last']:.3g}x (step {int(ratio['step'])}"
-            f"{vanished_note(ratio['first_to_last'])})"
+            else _("{wiring} {ratio}x (step {step}{vanished})").format(
+                wiring=wiring,
+                ratio=f"{ratio['first_to_last']:.3g}",
+                step=int(ratio["step"]),
+                vanished=vanished_note(ratio["first_to_last"]),
+            )
         )
-    return f"at lr {lr:g}, first / last block's gradient norm at the last logged step: {', '.join(said)}"
+    return _("at lr {lr}, first / last block's gradient norm at the last logged step: {said}").format(
+        lr=f"{lr:g}", said=", ".join(said)
+    )
 
 
 def depth_text(data: Results, bold: bool = False) -> str:
@@ -218,9 +250,11 @@ def depth_text(data: Results, bold: bool = False) -> str:
     if depth.empty:
         return not_measured("depth")
     layers = "/".join(str(n) for n in sorted(depth["n_layer"].unique()))
-    said = f"{layers} layers, no warmup: {stability_text(data.exams.depth_stability, bold=bold)}"
+    said = _("{layers} layers, no warmup: {stability}").format(
+        layers=layers, stability=stability_text(data.exams.depth_stability, bold=bold)
+    )
     gradients = gradient_text(data)
-    return f"{said}; {gradients}" if gradients else said
+    return clauses([said, gradients]) if gradients else said
 
 
 def depth_finding(data: Results) -> str | None:
@@ -229,14 +263,18 @@ def depth_finding(data: Results) -> str | None:
         return None
     post, pre = stability.loc["post", "max_trained_lr"], stability.loc["pre", "max_trained_lr"]
     if pd.isna(pre) and pd.isna(post):
-        return "without warmup neither wiring trains at any learning rate tried"
+        return _("without warmup neither wiring trains at any learning rate tried")
     if pd.isna(post):
-        return f"without warmup pre-norm trains up to lr {pre:g}, where post-norm trains at none tried"
+        return _("without warmup pre-norm trains up to lr {pre}, where post-norm trains at none tried").format(
+            pre=f"{pre:g}"
+        )
     if pd.isna(pre) or post > pre:
-        return "without warmup post-norm trains at a larger learning rate than pre-norm"
+        return _("without warmup post-norm trains at a larger learning rate than pre-norm")
     if post == pre:
-        return f"without warmup both wirings train up to the same lr, {pre:g}"
-    return f"without warmup pre-norm still trains at {pre / post:.3g}x the largest lr post-norm survives ({pre:g} vs {post:g})"
+        return _("without warmup both wirings train up to the same lr, {lr}").format(lr=f"{pre:g}")
+    return _(
+        "without warmup pre-norm still trains at {ratio}x the largest lr post-norm survives ({pre} vs {post})"
+    ).format(ratio=f"{pre / post:.3g}", pre=f"{pre:g}", post=f"{post:g}")
 
 
 def spread_finding(data: Results, run_id: str, norms: pd.DataFrame) -> str:
@@ -246,14 +284,25 @@ def spread_finding(data: Results, run_id: str, norms: pd.DataFrame) -> str:
     label = data.exams.grad_norm_runs.set_index("run_id")["label"].get(run_id, run_id)
     ratios = finite_ratios(spread[spread["run_id"] == run_id])
     broke = norms[~np.isfinite(norms["norm"].astype(float))]
-    breaks = f" Its gradients are NaN/inf from step {int(broke['step'].min())}." if not broke.empty else ""
+    breaks = (
+        _(" Its gradients are NaN/inf from step {step}.").format(step=int(broke["step"].min()))
+        if not broke.empty
+        else ""
+    )
     if ratios.empty:
-        return f"{label}: no finite first-to-last ratio to show.{breaks}"
+        return _("{run}: no finite first-to-last ratio to show.{breaks}").format(run=label, breaks=breaks)
     first, last = ratios.iloc[0], ratios.iloc[-1]
-    return (
-        f"In {label} the first block's gradient norm is {first['first_to_last']:.3g}x the last block's at step "
-        f"{int(first['step'])} and {last['first_to_last']:.3g}x at step {int(last['step'])}"
-        f"{vanished_note(last['first_to_last'])}.{breaks}"
+    return _(
+        "In {run} the first block's gradient norm is {first}x the last block's at step {first_step} and {last}x "
+        "at step {last_step}{vanished}.{breaks}"
+    ).format(
+        run=label,
+        first=f"{first['first_to_last']:.3g}",
+        first_step=int(first["step"]),
+        last=f"{last['first_to_last']:.3g}",
+        last_step=int(last["step"]),
+        vanished=vanished_note(last["first_to_last"]),
+        breaks=breaks,
     )
 
 
@@ -280,18 +329,39 @@ def length_pair_text(name: str, measured: pd.DataFrame) -> str:
     first = measured.iloc[0]
     within = measured.rename(columns={"within_loss": "within", "far_loss": "far"})
     if first["far_start"] < first["ctx_len"]:
-        return f"{name} read only within its training length (0-{first['ctx_len'] - 1}): {per_seed(within, 'within')}"
+        return _("{name} read only within its training length (0-{end}): {losses}").format(
+            name=name, end=first["ctx_len"] - 1, losses=per_seed(within, "within")
+        )
     spans = {(row.window_len, far_span(row), within_span(row)) for row in measured.itertuples()}
     if len(spans) > 1:  # seeds read on different windows
-        return f"{name}: " + "; ".join(
-            f"seed {r.seed}: {fmt(r.far_loss)} at {far_span(r)} of {r.window_len:,} vs {fmt(r.within_loss)} at "
-            f"{within_span(r)}"
-            for r in measured.itertuples()
+        readings = clauses(
+            [
+                _("seed {seed}: {far} at {far_span} of {window} vs {within} at {within_span}").format(
+                    seed=r.seed,
+                    far=fmt(r.far_loss),
+                    far_span=far_span(r),
+                    window=f"{r.window_len:,}",
+                    within=fmt(r.within_loss),
+                    within_span=within_span(r),
+                )
+                for r in measured.itertuples()
+            ]
         )
-    return (
-        f"{name}: {per_seed(within, 'far')} at positions {far_span(first)} of {first['window_len']:,}-character "
-        f"windows vs {per_seed(within, 'within')} at {within_span(first)} "
-        f"(seed{'s' if len(measured) > 1 else ''} {seeds_of(measured)})"
+        return _("{name}: {readings}").format(name=name, readings=readings)
+    return ngettext(
+        "{name}: {far} at positions {far_span} of {window}-character windows vs {within} at {within_span} "
+        "(seed {seeds})",
+        "{name}: {far} at positions {far_span} of {window}-character windows vs {within} at {within_span} "
+        "(seeds {seeds})",
+        len(measured),
+    ).format(
+        name=name,
+        far=per_seed(within, "far"),
+        far_span=far_span(first),
+        window=f"{first['window_len']:,}",
+        within=per_seed(within, "within"),
+        within_span=within_span(first),
+        seeds=seeds_of(measured),
     )
 
 
@@ -313,25 +383,32 @@ def run_name(runs: pd.DataFrame) -> str:
     return f"`{first['experiment']}`"
 
 
-def learned_text(data: Results) -> str:
-    """What the length exam says of learned position tables: where they stop, and why."""
+def learned_stops(data: Results) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The length exam's rows of learned position tables, and those where a table stops: a window
+    with readable positions inside the table and none past it."""
     length = data.exams.length[data.exams.length["run_id"].isin(data.runs["run_id"])]
     learned = length[length["positions"] == "learned positions"]
-    if learned.empty:
-        return "learned positions: not examined yet"
-    # a window with readable positions inside the table and none past it
     readable = set(learned.loc[learned["possible"], "run_id"])
     stopped = learned[
         ~learned["possible"] & (learned["bucket_start"] >= learned["ctx_len"]) & learned["run_id"].isin(readable)
     ]
+    return learned, stopped
+
+
+def learned_text(data: Results) -> str:
+    """What the length exam says of learned position tables: where they stop, and why."""
+    learned, stopped = learned_stops(data)
+    if learned.empty:
+        return _("learned positions: not examined yet")
     if stopped.empty:
-        return "learned positions: examined only within the training length"
+        return _("learned positions: examined only within the training length")
     first = stopped.iloc[0]
     n_experiments = stopped["experiment"].nunique()
-    return (
-        f"learned positions ({n_experiments} experiment{'s' if n_experiments > 1 else ''}): not possible past "
-        f"position {int(first['ctx_len']) - 1} ({first['reason']})"
-    )
+    return ngettext(
+        "learned positions ({n} experiment): not possible past position {position} ({reason})",
+        "learned positions ({n} experiments): not possible past position {position} ({reason})",
+        n_experiments,
+    ).format(n=n_experiments, position=int(first["ctx_len"]) - 1, reason=first["reason"])
 
 
 def length_text(data: Results) -> str:
@@ -339,16 +416,18 @@ def length_text(data: Results) -> str:
         return not_measured("length RUN_DIR")
     rope = rope_runs(data)
     said = [
-        length_pair_text(f"RoPE, {run_name(rope)}", length_by_run(data, rope))
+        length_pair_text(_("RoPE, {model}").format(model=run_name(rope)), length_by_run(data, rope))
         if not rope.empty
-        else "RoPE: not examined yet",
+        else _("RoPE: not examined yet"),
         learned_text(data),
     ]
     broken = data.runs[data.runs["positions"].str.startswith("RoPE broken")]
     for kind, runs in broken.groupby("positions"):
         measured = length_by_run(data, runs)
-        said.append(f"{kind}: not examined yet" if measured.empty else length_pair_text(kind, measured))
-    return "; ".join(said)
+        said.append(
+            _("{kind}: not examined yet").format(kind=kind) if measured.empty else length_pair_text(kind, measured)
+        )
+    return clauses(said)
 
 
 def length_finding(data: Results) -> str | None:
@@ -357,13 +436,21 @@ def length_finding(data: Results) -> str | None:
     if measured.empty or measured["far_start"].min() < measured["ctx_len"].max() or measured["far_loss"].isna().any():
         return None
     first = measured.iloc[0]
-    said = (
-        f"past its training length RoPE ({run_name(rope)}) reads on, at {measured['far_over_within'].mean():.2f}x "
-        f"its loss within it (positions {far_span(first)} against {within_span(first)}, mean over seeds)"
-    )
-    if learned_text(data).startswith("learned positions ("):
-        said += ", where a learned position table cannot read at all"
-    return said
+    numbers = {
+        "model": run_name(rope),
+        "ratio": f"{measured['far_over_within'].mean():.2f}",
+        "far_span": far_span(first),
+        "within_span": within_span(first),
+    }
+    if not learned_stops(data)[1].empty:  # learned_text names the experiments whose table stops
+        return _(
+            "past its training length RoPE ({model}) reads on, at {ratio}x its loss within it (positions "
+            "{far_span} against {within_span}, mean over seeds), where a learned position table cannot read at all"
+        ).format(**numbers)
+    return _(
+        "past its training length RoPE ({model}) reads on, at {ratio}x its loss within it (positions "
+        "{far_span} against {within_span}, mean over seeds)"
+    ).format(**numbers)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -379,11 +466,30 @@ def cache_speedup(data: Results) -> pd.Series | None:
     return speeds[speeds["attention"] == kind].sort_values("context").iloc[-1]
 
 
+def speed_ratio(speedup: float) -> str:
+    """The KV cache's effect on generation speed (cached over recomputed characters per second) as
+    the factor the text gives: "20.3" for 20.3x faster, "2.0" for 2.0x slower (where it costs more
+    than it saves: a tiny model, a short context)."""
+    return f"{speedup:.1f}" if speedup >= 1 else f"{1 / speedup:.1f}"
+
+
 def speedup_text(speed: pd.Series) -> str:
-    return (
-        f"at {int(speed['context']):,} characters of context the cache makes {speed['attention']} generation "
-        f"{speedup_words(speed['speedup'])} ({speed['cached']:,.1f} vs {speed['recomputed']:,.1f} characters/s)"
-    )
+    numbers = {
+        "context": f"{int(speed['context']):,}",
+        "attention": speed["attention"],
+        "ratio": speed_ratio(speed["speedup"]),
+        "cached": f"{speed['cached']:,.1f}",
+        "recomputed": f"{speed['recomputed']:,.1f}",
+    }
+    if speed["speedup"] >= 1:
+        return _(
+            "at {context} characters of context the cache makes {attention} generation {ratio}x faster "
+            "({cached} vs {recomputed} characters/s)"
+        ).format(**numbers)
+    return _(
+        "at {context} characters of context the cache makes {attention} generation {ratio}x slower "
+        "({cached} vs {recomputed} characters/s)"
+    ).format(**numbers)
 
 
 def mqa_text(data: Results) -> str:
@@ -392,12 +498,12 @@ def mqa_text(data: Results) -> str:
     llama = headline_of(data, "llama")
     deltas = paired_deltas(mqa, llama)
     if mqa.empty or llama.empty or deltas.empty:
-        return "MQA's best val vs the mini-LLaMA's: not trained yet"
-    return f"MQA's best val vs the mini-LLaMA's {seed_list(deltas)}"
+        return _("MQA's best val vs the mini-LLaMA's: not trained yet")
+    return _("MQA's best val vs the mini-LLaMA's {deltas}").format(deltas=seed_list(deltas))
 
 
 def kv_heads(n: int) -> str:
-    return f"{n} KV head{'s' if n != 1 else ''}"
+    return ngettext("{n} KV head", "{n} KV heads", n).format(n=n)
 
 
 def kv_scale_text(data: Results) -> str | None:
@@ -405,47 +511,55 @@ def kv_scale_text(data: Results) -> str | None:
     scale = data.exams.kv_scale
     if scale.empty:
         return None
-    return f"at LLaMA scale ({int(scale['tokens'].iloc[0]):,} tokens) " + " vs ".join(
-        f"{gib_text(row.gib)} for {row.name}" for row in scale.itertuples()
+    # TRANSLATORS: between two cache sizes compared
+    sizes = _(" vs ").join(
+        _("{size} for {model}").format(size=gib_text(row.gib), model=row.name) for row in scale.itertuples()
     )
+    return _("at LLaMA scale ({tokens} tokens) {sizes}").format(tokens=f"{int(scale['tokens'].iloc[0]):,}", sizes=sizes)
 
 
 def kv_cache_text(data: Results) -> str:
     exams = data.exams
     if exams.kv_cache.empty and exams.kv_timing.empty:
-        return f"{not_measured('kv_cache RUN_DIR')}; {mqa_text(data)}"
+        return clauses([not_measured("kv_cache RUN_DIR"), mqa_text(data)])
     kinds = exams.kv_per_token.set_index("attention")
     sizes = [
-        f"{kind} ({kv_heads(int(kinds.loc[kind, 'n_kv_head']))}) {kinds.loc[kind, 'measured']:,.0f}"
+        _("{kind} ({heads}) {bytes}").format(
+            kind=kind, heads=kv_heads(int(kinds.loc[kind, "n_kv_head"])), bytes=f"{kinds.loc[kind, 'measured']:,.0f}"
+        )
         if kind in kinds.index
-        else f"{kind} not measured yet"
+        else _("{kind} not measured yet").format(kind=kind)
         for kind in ATTENTION_ORDER
     ]
     said = [
-        "cache bytes per token, measured: " + ", ".join(sizes) if not kinds.empty else "cache bytes: not measured yet"
+        _("cache bytes per token, measured: {sizes}").format(sizes=", ".join(sizes))
+        if not kinds.empty
+        else _("cache bytes: not measured yet")
     ]
     speed = cache_speedup(data)
-    said.append("generation not timed both ways yet" if speed is None else speedup_text(speed))
+    said.append(_("generation not timed both ways yet") if speed is None else speedup_text(speed))
     if (scale := kv_scale_text(data)) is not None:
         said.append(scale)
-    return "; ".join(said + [mqa_text(data)])
+    return clauses(said + [mqa_text(data)])
 
 
 def kv_cache_finding(data: Results) -> str | None:
     kinds = data.exams.kv_per_token.set_index("attention")
-    said = []
+    size = None
     if {"MHA", "GQA"} <= set(kinds.index):
-        said.append(
-            f"GQA's cache is {fraction_words(kinds.loc['GQA', 'measured'] / kinds.loc['MHA', 'measured'])} "
-            "MHA's per token"
-        )
+        size = cache_fraction_text(kinds.loc["GQA", "measured"] / kinds.loc["MHA", "measured"])
     speed = cache_speedup(data)
+    faster = None
     if speed is not None:
-        said.append(
-            f"that cache makes generation {speedup_words(speed['speedup'])} than "
-            f"recomputing the context, at {int(speed['context']):,} characters"
-        )
-    return " and ".join(said) or None
+        numbers = {"ratio": speed_ratio(speed["speedup"]), "context": f"{int(speed['context']):,}"}
+        faster = (
+            _("that cache makes generation {ratio}x faster than recomputing the context, at {context} characters")
+            if speed["speedup"] >= 1
+            else _("that cache makes generation {ratio}x slower than recomputing the context, at {context} characters")
+        ).format(**numbers)
+    if size and faster:
+        return _("{size} and {speed}").format(size=size, speed=faster)
+    return size or faster
 
 
 # ---------------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from anatomy.report.claims import (
     part_effects,
 )
 from anatomy.errors import AnatomyError
+from anatomy.language import _
 from anatomy.results.groups import STUDY_GROUPS, is_study
 from anatomy.report.exam_findings import PART_EXAMS, PART_NAMES, exam_rows, seed_list
 from anatomy.report.precision_section import HEADLINE_CLAIMS, precision_section
@@ -58,6 +59,7 @@ from anatomy.report.roles import (
     per_seed,
     read_provenance,
     seeds_of,
+    sentences as joined_sentences,
     side_beyond_noise,
 )
 
@@ -85,16 +87,16 @@ def beyond_noise(deltas: pd.Series, noise: float) -> str:
     """Whether every seed's difference lies outside the baselines' seed spread, on one side."""
     side = side_beyond_noise(deltas, noise)
     if side is None:
-        return "needs 2 seeds"
-    return "**yes**" if side else "no"
+        return _("needs 2 seeds")
+    return _("**yes**") if side else _("no")
 
 
 def headline_section(data: Results) -> str:
     rows = []
-    for model, name in (("vanilla", "vanilla (2017)"), ("llama", "mini-LLaMA")):
+    for model, name in (("vanilla", _("vanilla (2017)")), ("llama", "mini-LLaMA")):
         runs = headline_of(data, model)
         if runs.empty:
-            rows.append([name, "not run yet", "", "", "", "", ""])
+            rows.append([name, _("not run yet"), "", "", "", "", ""])
             continue
         rows.append(
             [
@@ -109,7 +111,7 @@ def headline_section(data: Results) -> str:
         )
     rows.append(
         [
-            "chapter: vanilla",
+            _("chapter: vanilla"),
             "42 / 7",
             "1,244,928",
             " / ".join(map(str, CHAPTER["vanilla_best"])),
@@ -120,7 +122,7 @@ def headline_section(data: Results) -> str:
     )
     rows.append(
         [
-            "chapter: mini-LLaMA",
+            _("chapter: mini-LLaMA"),
             "42 / 7",
             "1,178,496",
             " / ".join(map(str, CHAPTER["llama_best"])),
@@ -129,12 +131,14 @@ def headline_section(data: Results) -> str:
             str(CHAPTER["llama_final_train"]),
         ]
     )
-    return md_table(["model", "seeds", "params", "best val", "at step", "final val", "final train"], rows)
+    return md_table(
+        [_("model"), _("seeds"), _("params"), _("best val"), _("at step"), _("final val"), _("final train")], rows
+    )
 
 
 def ablation_section(data: Results) -> str:
     if data.ablations.empty:
-        return "No ablation runs yet: `snakemake --cores 1 ablations` trains them."
+        return _("No ablation runs yet: `snakemake --cores 1 ablations` trains them.")
     noise = headline_noise(data)
     rows = []
     for part in sorted(data.ablations["part"].unique()):
@@ -142,26 +146,27 @@ def ablation_section(data: Results) -> str:
         for direction in ("add", "remove"):
             deltas = ablation_deltas(data, part, direction)
             if deltas is None:
-                cells += ["not run yet", ""]
+                cells += [_("not run yet"), ""]
                 continue
             cells += [delta_text(deltas), beyond_noise(deltas, noise)]
         rows.append(cells)
     table = md_table(
         [
-            "part",
-            "Δ best val, added to vanilla",
-            "beyond seed noise?",
-            "Δ best val, removed from llama",
-            "beyond seed noise?",
+            _("part"),
+            _("Δ best val, added to vanilla"),
+            _("beyond seed noise?"),
+            _("Δ best val, removed from llama"),
+            _("beyond seed noise?"),
         ],
         rows,
     )
-    return (
-        f"{table}\n\nΔ is the experiment's best val minus its baseline's, seed by seed (mean, then the range "
-        f"over seeds): negative means lower loss. Seed noise is the largest spread of the headline models' best val over "
-        f"seeds, {fmt(noise)} nats; a part beyond it moves every seed further than the seed alone does. "
-        + (largest_ablation_change(data) or "")
-    ).rstrip()
+    explained = _(
+        "Δ is the experiment's best val minus its baseline's, seed by seed (mean, then the range "
+        "over seeds): negative means lower loss. Seed noise is the largest spread of the headline models' best val over "
+        "seeds, {noise} nats; a part beyond it moves every seed further than the seed alone does."
+    ).format(noise=fmt(noise))
+    largest = largest_ablation_change(data)
+    return f"{table}\n\n{joined_sentences([explained, largest]) if largest else explained}"
 
 
 def break_section(data: Results) -> str:
@@ -617,16 +622,17 @@ def headline_block(everything: Results, figure_names: list[str], image_prefix: s
     study's answer once it has one (the full report holds the rest)."""
     data = only_runs_of(everything, None)
     verdicts = md_table(
-        ["the chapter says", "chapter's figure", "measured here", "verdict"],
+        [_("the chapter says"), _("chapter's figure"), _("measured here"), _("verdict")],
         [[c.claim, c.chapter, c.measured, c.verdict] for c in claims(data)[:HEADLINE_CLAIMS]],
     )
     parts = [
-        "Val loss in nats per character on the default corpus, seeds 42 / 7.",
+        _("Val loss in nats per character on the default corpus, seeds 42 / 7."),
         headline_section(data) + figure_link("headline", figure_names, image_prefix),
         verdicts,
     ]
     if answer := scale_answer(everything):
-        parts.append(f"**{STUDY_GROUPS['scale']}** {answer} ([docs/scale.md](docs/scale.md))")
+        study = STUDY_GROUPS["scale"]  # the study's question, translated where it is marked
+        parts.append(_("**{study}** {answer} ([docs/scale.md](docs/scale.md))").format(study=_(study), answer=answer))
     return "\n\n".join(parts) + "\n"
 
 

@@ -13,17 +13,18 @@ import dataclasses
 
 import pandas as pd
 
+from anatomy.language import N_, _
 from anatomy.report.claims import claims
 from anatomy.results.reader import MODEL_FIELDS, Results
 from anatomy.report.roles import fmt, headline_noise, md_table, only_runs_of
 
 STUDY = "precision"
 HEADLINE_CLAIMS = 3  # claims() starts with the headline's: learns faster, lower best val, memorises
-COMPARED = {  # column -> how the table names it
-    "best_val_loss": "best val",
-    "best_step": "at step",
-    "final_val_loss": "final val",
-    "final_train_loss": "final train",
+COMPARED = {  # column -> how the table names it (shown with _())
+    "best_val_loss": N_("best val"),
+    "best_step": N_("at step"),
+    "final_val_loss": N_("final val"),
+    "final_train_loss": N_("final train"),
 }
 # what makes two runs twins, besides the precision: the model, the seed and the text
 # (n_parts follows from the model: a key, so that it is one column of the merge)
@@ -45,14 +46,16 @@ def fp32_twins(study: Results, grid: Results) -> pd.DataFrame:
 
 
 def model_name(n_parts: int, n_layer: int, usual_layers: int) -> str:
-    name = {0: "vanilla (2017)", 5: "mini-LLaMA"}.get(int(n_parts), f"{int(n_parts)} of the five parts")
-    return name if n_layer == usual_layers else f"{name}, {int(n_layer)} layers"
+    name = {0: _("vanilla (2017)"), 5: "mini-LLaMA"}.get(
+        int(n_parts), _("{n} of the five parts").format(n=int(n_parts))
+    )
+    return name if n_layer == usual_layers else _("{name}, {layers} layers").format(name=name, layers=int(n_layer))
 
 
 def comparison_table(pairs: pd.DataFrame) -> str:
     rows = []
     usual_layers = pairs["n_layer"].min()  # the headline's depth; a deeper twin is named by its layers
-    for _, pair in pairs.iterrows():
+    for _index, pair in pairs.iterrows():
         cells = [model_name(pair["n_parts"], pair["n_layer"], usual_layers), str(int(pair["seed"]))]
         for column in COMPARED:
             fp32, bf16 = pair[f"{column}_fp32"], pair[f"{column}_bf16"]
@@ -62,7 +65,8 @@ def comparison_table(pairs: pd.DataFrame) -> str:
                 # four decimals: the differences are far below the three a loss is quoted with
                 cells.append(f"{fmt(fp32, 4)} → {fmt(bf16, 4)} ({fmt(bf16 - fp32, 4, sign=True)})")
         rows.append(cells)
-    return md_table(["model", "seed", *(f"{name}, fp32 → bf16" for name in COMPARED.values())], rows)
+    header = [_("model"), _("seed"), *(_("{name}, fp32 → bf16").format(name=_(name)) for name in COMPARED.values())]
+    return md_table(header, rows)
 
 
 def in_twins_roles(study: Results, pairs: pd.DataFrame) -> Results:
@@ -77,7 +81,9 @@ def verdict_rows(study: Results, grid: Results, pairs: pd.DataFrame) -> tuple[li
     """Each headline claim's verdict in fp32 and in bf16, and whether every one is the same."""
     fp32 = claims(grid)[:HEADLINE_CLAIMS]
     bf16 = claims(in_twins_roles(study, pairs))[:HEADLINE_CLAIMS]
-    rows = [[a.claim, a.verdict, b.verdict, "yes" if a.verdict == b.verdict else "**no**"] for a, b in zip(fp32, bf16)]
+    rows = [
+        [a.claim, a.verdict, b.verdict, _("yes") if a.verdict == b.verdict else _("**no**")] for a, b in zip(fp32, bf16)
+    ]
     return rows, all(a.verdict == b.verdict for a, b in zip(fp32, bf16))
 
 
@@ -100,12 +106,19 @@ def precision_findings(data: Results) -> PrecisionFindings | None:
     inside = int((gaps < noise).sum())
     rows, same = verdict_rows(study, grid, pairs)
     answer = (
-        f"{inside} of {len(pairs)} runs move their best val by less than the seed noise ({fmt(noise)} nats: "
-        f"the spread of the fp32 headline models' best val over seeds); the largest move is "
-        f"{fmt(gaps.max(), 4)}. "
-        + ("Every headline verdict is the same in bf16." if same else "**Some headline verdicts differ in bf16**.")
-    )
-    verdicts = md_table(["the chapter says", "verdict, fp32 grid", "verdict, bf16 runs", "same?"], rows)
+        _(
+            "{inside} of {runs} runs move their best val by less than the seed noise ({noise} nats: "
+            "the spread of the fp32 headline models' best val over seeds); the largest move is {largest}. "
+            "Every headline verdict is the same in bf16."
+        )
+        if same
+        else _(
+            "{inside} of {runs} runs move their best val by less than the seed noise ({noise} nats: "
+            "the spread of the fp32 headline models' best val over seeds); the largest move is {largest}. "
+            "**Some headline verdicts differ in bf16**."
+        )
+    ).format(inside=inside, runs=len(pairs), noise=fmt(noise), largest=fmt(gaps.max(), 4))
+    verdicts = md_table([_("the chapter says"), _("verdict, fp32 grid"), _("verdict, bf16 runs"), _("same?")], rows)
     return PrecisionFindings(answer, comparison_table(pairs), verdicts)
 
 

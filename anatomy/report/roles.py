@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from anatomy.language import _
 from anatomy.results import reference
 from anatomy.results.groups import is_study
 from anatomy.results.reader import Results
@@ -76,16 +77,26 @@ def stability_text(stability: pd.DataFrame, bold: bool = False) -> str:
     for norm_pos in ("post", "pre"):
         row = stability[stability["norm_pos"] == norm_pos]
         if row.empty:
-            clauses.append(f"{norm_pos}-norm: no cell yet")
+            clauses.append(_("{norm_pos}-norm: no cell yet").format(norm_pos=norm_pos))
             continue
         row = row.iloc[0]
         if pd.isna(row["max_trained_lr"]):
-            clauses.append(f"{norm_pos}-norm trains at none of the {int(row['cells'])} learning rates tried")
+            clauses.append(
+                _("{norm_pos}-norm trains at none of the {cells} learning rates tried").format(
+                    norm_pos=norm_pos, cells=int(row["cells"])
+                )
+            )
             continue
         largest = f"**{row['max_trained_lr']:g}**" if bold else f"{row['max_trained_lr']:g}"
-        failed = f" (fails from {row['min_failed_lr']:g})" if pd.notna(row["min_failed_lr"]) else ""
-        clauses.append(f"{norm_pos}-norm trains up to lr {largest}{failed}")
-    return ", ".join(clauses)
+        if pd.notna(row["min_failed_lr"]):
+            clauses.append(
+                _("{norm_pos}-norm trains up to lr {largest} (fails from {failed})").format(
+                    norm_pos=norm_pos, largest=largest, failed=f"{row['min_failed_lr']:g}"
+                )
+            )
+        else:
+            clauses.append(_("{norm_pos}-norm trains up to lr {largest}").format(norm_pos=norm_pos, largest=largest))
+    return _("{post}, {pre}").format(post=clauses[0], pre=clauses[1])
 
 
 def fmt(value: Any, digits: int = 3, sign: bool = False) -> str:
@@ -139,8 +150,41 @@ def delta_text(deltas: pd.Series) -> str:
     if deltas.empty:
         return "–"
     if len(deltas) == 1:
-        return f"{fmt(deltas.iloc[0], sign=True)} (1 seed)"
-    return f"{fmt(deltas.mean(), sign=True)} ({fmt(deltas.min(), sign=True)} to {fmt(deltas.max(), sign=True)})"
+        return _("{delta} (1 seed)").format(delta=fmt(deltas.iloc[0], sign=True))
+    return _("{mean} ({low} to {high})").format(
+        mean=fmt(deltas.mean(), sign=True), low=fmt(deltas.min(), sign=True), high=fmt(deltas.max(), sign=True)
+    )
+
+
+def joined(items, template: str) -> str:
+    """Items joined two at a time by a translated template, "{first} and {second}" and the like."""
+    items = list(items)
+    if not items:
+        return ""
+    text = items[0]
+    for item in items[1:]:
+        text = template.format(first=text, second=item)
+    return text
+
+
+def and_list(items) -> str:
+    """Names joined by "and" ("rmsnorm and swiglu", "a and b and c"), in the reader's words."""
+    return joined(items, _("{first} and {second}"))
+
+
+def listed(items) -> str:
+    """Names or numbers joined by ", ", in the reader's words (Chinese: 、)."""
+    return joined(items, _("{first}, {second}"))
+
+
+def clauses(items) -> str:
+    """Clauses joined by "; ", in the reader's words (Chinese: ；)."""
+    return joined(items, _("{first}; {second}"))
+
+
+def sentences(items) -> str:
+    """Sentences joined by a space, in the reader's words (Chinese: none)."""
+    return joined(items, _("{first} {second}"))
 
 
 def side_beyond_noise(deltas: pd.Series, noise: float) -> int | None:

@@ -19,17 +19,20 @@ import math
 import pandas as pd
 
 from anatomy.config import TrainConfig
+from anatomy.language import N_, _
 from anatomy.results.reader import Results
 from anatomy.report.roles import (
     headline_noise,
     headline_of,
     fmt,
     job_seconds,
+    listed,
     md_table,
     only_runs_of,
     paired_deltas,
     per_seed,
     seed_noise,
+    sentences as joined_sentences,
     side_beyond_noise,
 )
 
@@ -91,7 +94,8 @@ def final_steps(runs: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
     return runs.assign(last_step=runs["run_id"].map(last))
 
 
-BEYOND = {-1: "**yes**, llama lower", 1: "**yes**, vanilla lower", 0: "no", None: "needs two seeds"}
+# side_beyond_noise of the gap -> the table's cell (shown with _())
+BEYOND = {-1: N_("**yes**, llama lower"), 1: N_("**yes**, vanilla lower"), 0: N_("no"), None: N_("needs two seeds")}
 
 
 def times_read(study: Results, train_tokens: int) -> float:
@@ -121,7 +125,7 @@ def size_table(study: Results, found: list[Size]) -> str:
                 per_seed(size.llama, "best_val_loss"),
                 " / ".join(fmt(v, sign=True) for v in size.gap.sort_index(ascending=False)),
                 fmt(size.noise),
-                BEYOND[size.side],
+                _(BEYOND[size.side]),
                 f"{per_seed(size.vanilla, 'best_step')} · {per_seed(size.llama, 'best_step')}",
                 f"{passes(size.vanilla, study.metrics, 'best_step')} · {passes(size.llama, study.metrics, 'best_step')}",
                 f"{per_seed(size.vanilla, 'train_val_gap')} · {per_seed(size.llama, 'train_val_gap')}",
@@ -129,17 +133,17 @@ def size_table(study: Results, found: list[Size]) -> str:
         )
     return md_table(
         [
-            "training characters",
-            "times read by the run",
-            "minutes per run",
-            "vanilla best val",
-            "mini-LLaMA best val",
-            "llama minus vanilla",
-            "seed noise",
-            "beyond it?",
-            "best step (vanilla · llama)",
-            "times read by the best step (vanilla · llama)",
-            "final val minus final train (vanilla · llama)",
+            _("training characters"),
+            _("times read by the run"),
+            _("minutes per run"),
+            _("vanilla best val"),
+            _("mini-LLaMA best val"),
+            _("llama minus vanilla"),
+            _("seed noise"),
+            _("beyond it?"),
+            _("best step (vanilla · llama)"),
+            _("times read by the best step (vanilla · llama)"),
+            _("final val minus final train (vanilla · llama)"),
         ],
         rows,
     )
@@ -154,37 +158,49 @@ def verdict(study: Results, found: list[Size]) -> str:
         if (tokens_read(runs, study.metrics, "last_step") <= size.train_tokens).all():
             once.append(size)
     if not once:
-        return (
+        return _(
             "**not testable here yet**: no size whose runs read the training text at most once has "
             "both models trained (`snakemake scale_stage1`)"
         )
     size = once[-1]
-    where = f"on {size.train_tokens:,} characters, read at most once"
+    where = _("on {tokens} characters, read at most once").format(tokens=f"{size.train_tokens:,}")
     gap = " / ".join(fmt(v, sign=True) for v in size.gap.sort_index(ascending=False))
     if size.side is None:
-        return f"**not testable here yet**: {where}, llama minus vanilla is {gap}, but one seed cannot measure the seed noise"
-    if size.side == -1:
-        return f"**reproduced**: {where}, the mini-LLaMA's best val is lower with every seed ({gap}), beyond the seed noise {fmt(size.noise)}"
-    if size.side == 1:
-        return f"**not reproduced**: {where}, vanilla's best val is lower with every seed ({gap}), beyond the seed noise {fmt(size.noise)}"
-    return (
-        f"**not reproduced**: {where}, llama minus vanilla is {gap}, not beyond the seed noise "
-        f"{fmt(size.noise)}: the mini-LLaMA does not reach a lower valley even where it cannot memorise"
-    )
+        said = _(
+            "**not testable here yet**: {where}, llama minus vanilla is {gap}, but one seed cannot measure the seed noise"
+        )
+    elif size.side == -1:
+        said = _(
+            "**reproduced**: {where}, the mini-LLaMA's best val is lower with every seed ({gap}), "
+            "beyond the seed noise {noise}"
+        )
+    elif size.side == 1:
+        said = _(
+            "**not reproduced**: {where}, vanilla's best val is lower with every seed ({gap}), "
+            "beyond the seed noise {noise}"
+        )
+    else:
+        said = _(
+            "**not reproduced**: {where}, llama minus vanilla is {gap}, not beyond the seed noise "
+            "{noise}: the mini-LLaMA does not reach a lower valley even where it cannot memorise"
+        )
+    return said.format(where=where, gap=gap, noise=fmt(size.noise))
 
 
 def where_it_wins(found: list[Size]) -> str:
     wins = [f"{size.train_tokens:,}" for size in found if size.side == -1]
     losses = [f"{size.train_tokens:,}" for size in found if size.side == 1]
-    said = [f"the mini-LLaMA's best val is lower beyond seed noise on {', '.join(wins)} characters" if wins else ""]
-    said.append(f"vanilla's on {', '.join(losses)}" if losses else "")
-    said = [part for part in said if part]
-    if not said and all(size.side is None for size in found):
-        return "No size has both models at two seeds yet, and one seed cannot measure the seed noise."
-    if not said:
-        return "At no size is either model lower beyond seed noise."
-    sentence = "; ".join(said) + "."
-    return sentence[0].upper() + sentence[1:]
+    if wins and losses:
+        said = _("The mini-LLaMA's best val is lower beyond seed noise on {wins} characters; vanilla's on {losses}.")
+    elif wins:
+        said = _("The mini-LLaMA's best val is lower beyond seed noise on {wins} characters.")
+    elif losses:
+        said = _("Vanilla's on {losses}.")
+    elif all(size.side is None for size in found):
+        return _("No size has both models at two seeds yet, and one seed cannot measure the seed noise.")
+    else:
+        return _("At no size is either model lower beyond seed noise.")
+    return said.format(wins=listed(wins), losses=listed(losses))
 
 
 def largest_as_headline(study: Results) -> Results | None:
@@ -219,14 +235,21 @@ def other_lr_text(study: Results) -> str | None:
             gap = paired_deltas(llama, vanilla)
             default_gap = paired_deltas(base[base["n_parts"] == 5], base[base["n_parts"] == 0])
             sentences.append(
-                f"At lr {lr:g} on {int(train_tokens):,} characters: best val vanilla "
-                f"{per_seed(vanilla, 'best_val_loss')}, mini-LLaMA {per_seed(llama, 'best_val_loss')}, llama minus "
-                f"vanilla {' / '.join(fmt(v, sign=True) for v in gap.sort_index(ascending=False))} (seed "
-                f"{' / '.join(str(int(s)) for s in gap.sort_index(ascending=False).index)}), against "
-                f"{' / '.join(fmt(v, sign=True) for v in default_gap.sort_index(ascending=False))} at lr "
-                f"{TrainConfig.lr:g}."
+                _(
+                    "At lr {lr} on {tokens} characters: best val vanilla {vanilla}, mini-LLaMA {llama}, "
+                    "llama minus vanilla {gap} (seed {seeds}), against {default_gap} at lr {default_lr}."
+                ).format(
+                    lr=f"{lr:g}",
+                    tokens=f"{int(train_tokens):,}",
+                    vanilla=per_seed(vanilla, "best_val_loss"),
+                    llama=per_seed(llama, "best_val_loss"),
+                    gap=" / ".join(fmt(v, sign=True) for v in gap.sort_index(ascending=False)),
+                    seeds=" / ".join(str(int(s)) for s in gap.sort_index(ascending=False).index),
+                    default_gap=" / ".join(fmt(v, sign=True) for v in default_gap.sort_index(ascending=False)),
+                    default_lr=f"{TrainConfig.lr:g}",
+                )
             )
-    return " ".join(sentences) or None
+    return joined_sentences(sentences) or None
 
 
 def grid_contrast(everything: Results, found: list[Size]) -> str | None:
@@ -244,15 +267,29 @@ def grid_contrast(everything: Results, found: list[Size]) -> str | None:
     size = min(found, key=lambda size: abs(math.log(read[size.train_tokens] / grid_read)))
     if size.side is None:
         return None
-    lower = {-1: "lower", 1: "higher", 0: "not lower"}
-    said = (
-        f"On the grid's own text ({grid_tokens:,} characters, read {grid_read:.0f} times) the mini-LLaMA's best "
-        f"val is {lower[grid_side]} beyond seed noise; on {size.train_tokens:,} characters of this study's text, "
-        f"read {read[size.train_tokens]:.0f} times, it is {lower[size.side]}"
+    lower = {-1: _("lower"), 1: _("higher"), 0: _("not lower")}
+    values = dict(
+        grid_tokens=f"{grid_tokens:,}",
+        grid_read=f"{grid_read:.0f}",
+        grid_side=lower[grid_side],
+        size_tokens=f"{size.train_tokens:,}",
+        size_read=f"{read[size.train_tokens]:.0f}",
+        size_side=lower[size.side],
     )
     if grid_side != -1 and size.side == -1:
-        return said + ": reading the text many times is not, by itself, why the grid finds no lower valley."
-    return said + "."
+        said = _(
+            "On the grid's own text ({grid_tokens} characters, read {grid_read} times) the mini-LLaMA's best "
+            "val is {grid_side} beyond seed noise; on {size_tokens} characters of this study's text, "
+            "read {size_read} times, it is {size_side}: reading the text many times is not, by itself, why the "
+            "grid finds no lower valley."
+        )
+    else:
+        said = _(
+            "On the grid's own text ({grid_tokens} characters, read {grid_read} times) the mini-LLaMA's best "
+            "val is {grid_side} beyond seed noise; on {size_tokens} characters of this study's text, "
+            "read {size_read} times, it is {size_side}."
+        )
+    return said.format(**values)
 
 
 def scale_answer(everything: Results) -> str | None:
@@ -262,12 +299,12 @@ def scale_answer(everything: Results) -> str | None:
     found = sizes(study)
     if not found:
         return None
-    answer = (
-        f"{where_it_wins(found)} Learning fast is pure gain when the data is read less than once "
-        f"(the chapter's hypothesis): {verdict(study, found)}."
-    )
+    answer = _(
+        "{where_it_wins} Learning fast is pure gain when the data is read less than once "
+        "(the chapter's hypothesis): {verdict}."
+    ).format(where_it_wins=where_it_wins(found), verdict=verdict(study, found))
     contrast = grid_contrast(everything, found)
-    return f"{answer} {contrast}" if contrast else answer
+    return joined_sentences([answer, contrast]) if contrast else answer
 
 
 def scale_section(everything: Results) -> str | None:
@@ -279,11 +316,13 @@ def scale_section(everything: Results) -> str | None:
         return None
     parts = [
         size_table(study, found),
-        "Best val in nats per character, seeds 42 / 7. Times read: tokens seen (steps x batch x "
-        "context) over the training characters. Minutes per run: the shipped runs' training jobs "
-        "(the costs table has the study's total). Seed noise at a size: the larger of the two models' "
-        "spread of best val over seeds there. All runs share one validation set of poems and one "
-        "vocabulary, so every number in a column compares.",
+        _(
+            "Best val in nats per character, seeds 42 / 7. Times read: tokens seen (steps x batch x "
+            "context) over the training characters. Minutes per run: the shipped runs' training jobs "
+            "(the costs table has the study's total). Seed noise at a size: the larger of the two models' "
+            "spread of best val over seeds there. All runs share one validation set of poems and one "
+            "vocabulary, so every number in a column compares."
+        ),
         scale_answer(everything),
     ]
     if lr_text := other_lr_text(study):

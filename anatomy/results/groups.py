@@ -9,10 +9,12 @@ bf16 pair has the headline models' parts). The workflow and the report both ask 
 
 from __future__ import annotations
 
-# study group -> the question it asks (the report's section on it)
+from anatomy.language import N_
+
+# study group -> the question it asks (the report's section on it; the dashboard shows it with `_`)
 STUDY_GROUPS = {
-    "precision": "Does training in bf16 change any finding?",
-    "scale": "When does the mini-LLaMA win?",
+    "precision": N_("Does training in bf16 change any finding?"),
+    "scale": N_("When does the mini-LLaMA win?"),
 }
 
 

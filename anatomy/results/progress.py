@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from anatomy.errors import AnatomyError
+from anatomy.language import N_, _
 from anatomy.files.locks import is_locked
 from anatomy.results.collect import find_run_folders
 from anatomy.results.reader import run_label
@@ -41,6 +42,15 @@ from anatomy.files.run_folder import read_json_object, read_metrics, read_summar
 from anatomy.files.run_folder import RunFolder
 
 UNFINISHED = ("running", "waiting", "stopped")
+# each state as the page names it: the states themselves are data (keys), never translated
+STATUS_NAMES = {
+    "done": N_("done"),
+    "diverged": N_("diverged"),
+    "running": N_("running"),
+    "waiting": N_("waiting"),
+    "stopped": N_("stopped"),
+    "unreadable": N_("unreadable"),
+}
 # The seconds per step of a run are measured over its last few logged intervals: recent enough to
 # follow a machine that got busier, long enough not to jump with one slow evaluation.
 RECENT_INTERVALS = 5
@@ -83,7 +93,7 @@ class Plan:
 
     known: bool
     run_ids: frozenset[str]
-    note: str  # in words: what is known and why
+    note: str  # in words (the reader's language): what is known and why
 
 
 @dataclass
@@ -149,7 +159,7 @@ def estimated_duration(run: RunProgress, runs: list[RunProgress]) -> float | Non
     measured = [(other.experiment, whole_run_s(other)) for other in runs if other is not run]
     measured = [(experiment, seconds) for experiment, seconds in measured if seconds is not None]
     alike = [seconds for experiment, seconds in measured if experiment == run.experiment]
-    for pool in (alike, [seconds for _, seconds in measured]):
+    for pool in (alike, [seconds for _experiment, seconds in measured]):
         if pool:
             return sum(pool) / len(pool)
     return None
@@ -183,10 +193,15 @@ def duration_words(seconds: float | None) -> str:
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
     if hours:
-        return f"{hours} h {minutes:02d} min"
+        return _("{hours} h {minutes} min").format(hours=hours, minutes=f"{minutes:02d}")
     if minutes:
-        return f"{minutes} min {secs:02d} s"
-    return f"{secs} s"
+        return _("{minutes} min {seconds} s").format(minutes=minutes, seconds=f"{secs:02d}")
+    return _("{seconds} s").format(seconds=secs)
+
+
+def status_name(status: str) -> str:
+    """A run's state in the reader's language (the state itself stays as it is, for sorting and keys)."""
+    return _(STATUS_NAMES[status]) if status in STATUS_NAMES else status
 
 
 # ---------------------------------------------------------------------------------------------
@@ -211,16 +226,21 @@ def read_plan(runs_root: Path) -> Plan:
     """The runs the Snakemake running on this runs folder plans, from its lock files."""
     workdir = workflow_folder(runs_root)
     if workdir is None:
-        return Plan(False, frozenset(), f"`{runs_root}` is not a workflow's results/runs folder: no plan to read.")
+        note = _("`{folder}` is not a workflow's results/runs folder: no plan to read.").format(folder=runs_root)
+        return Plan(False, frozenset(), note)
     if not workflow_running(workdir):
-        return Plan(True, frozenset(), f"No Snakemake is running in `{workdir}`: nothing is planned.")
+        return Plan(
+            True, frozenset(), _("No Snakemake is running in `{folder}`: nothing is planned.").format(folder=workdir)
+        )
     lock_files = sorted(Path(workdir, SNAKEMAKE_LOCKS).glob("*.lock"))
     if not lock_files:
         return Plan(
             False,
             frozenset(),
-            f"A Snakemake is running in `{workdir}`, but its plan cannot be read yet "
-            f"(no {SNAKEMAKE_LOCKS}/*.lock): runs it has not started are not shown.",
+            _(
+                "A Snakemake is running in `{folder}`, but its plan cannot be read yet "
+                "(no {locks}/*.lock): runs it has not started are not shown."
+            ).format(folder=workdir, locks=SNAKEMAKE_LOCKS),
         )
     planned = set()
     for path in lock_files:
@@ -229,7 +249,8 @@ def read_plan(runs_root: Path) -> Plan:
         except (OSError, UnicodeDecodeError):
             continue  # gone (the workflow just ended) or half-written: the next read sees it
         planned.update(filter(None, (planned_run(line, workdir, runs_root) for line in lines)))
-    return Plan(True, frozenset(planned), f"The Snakemake running in `{workdir}` plans {len(planned)} runs.")
+    note = _("The Snakemake running in `{folder}` plans {count} runs.").format(folder=workdir, count=len(planned))
+    return Plan(True, frozenset(planned), note)
 
 
 def planned_run(line: str, workdir: Path, runs_root: Path) -> str | None:
@@ -243,7 +264,7 @@ def planned_run(line: str, workdir: Path, runs_root: Path) -> str | None:
 
 def names_of(run_id: str) -> tuple[str, int | None]:
     """(experiment, seed) from the folder layout EXPERIMENT/seedSEED."""
-    experiment, _, seed_folder = run_id.rpartition("/")
+    experiment, _slash, seed_folder = run_id.rpartition("/")
     match = SEED_FOLDER.fullmatch(seed_folder)
     return (experiment or seed_folder, int(match.group(1)) if match else None)
 

@@ -24,6 +24,7 @@ import pandas as pd
 
 from anatomy.config import ModelConfig, TrainConfig
 from anatomy.errors import AnatomyError
+from anatomy.language import _
 from anatomy.results.collect import check_database_path, collect, missing_columns, open_read_only
 
 MODEL_FIELDS = {field.name for field in dataclasses.fields(ModelConfig)}
@@ -114,11 +115,11 @@ def outdated_message(con: duckdb.DuckDBPyConnection, path: str | Path) -> str | 
     missing = missing_columns(set(found))
     if not missing:
         return None
-    return (
-        f"`{path}` was made by an older version of this project (it has no {', '.join(missing[:3])}"
-        f"{', ...' if len(missing) > 3 else ''}). Collect it again to rebuild it from the run folders: "
-        f"`python -m anatomy collect --runs results/runs --db {path}`."
-    )
+    # in the reader's language on the dashboard; the report sets none, so it stays English
+    return _(
+        "`{path}` was made by an older version of this project (it has no {missing}). Collect it again to "
+        "rebuild it from the run folders: `python -m anatomy collect --runs results/runs --db {path}`."
+    ).format(path=path, missing=", ".join(missing[:3]) + (", ..." if len(missing) > 3 else ""))
 
 
 def read(con: duckdb.DuckDBPyConnection, path: str | Path, provenance: dict[str, Any] | None = None) -> Results:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from anatomy.language import _
 from anatomy.report.claims import largest_ablation_change
 from anatomy.report.roles import only_runs_of
 from dashboard import analysis, charts, loaders
@@ -12,18 +13,23 @@ from dashboard.findings import show_findings
 
 results = loaders.require_results()
 
-st.title("Which part earned the gain?")
+st.title(_("Which part earned the gain?"))
 st.caption(
-    "Each bar is one ablation's Δ best val: the experiment minus its baseline, seed by seed (negative: lower "
-    "loss), the part added alone to the 2017 model or removed alone from the mini-LLaMA. Each seed is compared "
-    "with the baseline run of the same seed (same batches); the black line spans the seeds. The grey band is "
-    "the headline models' own seed spread: a bar inside it is not bigger than seed noise."
+    _(
+        "Each bar is one ablation's Δ best val: the experiment minus its baseline, seed by seed (negative: lower "
+        "loss), the part added alone to the 2017 model or removed alone from the mini-LLaMA. Each seed is compared "
+        "with the baseline run of the same seed (same batches); the black line spans the seeds. The grey band is "
+        "the headline models' own seed spread: a bar inside it is not bigger than seed noise."
+    )
 )
 
 if results.ablations.empty:
     st.info(
-        "No ablation runs in this database yet (runs tagged with a `part`, a `direction: add|remove` and the "
-        "`baseline` they are compared with, and that baseline's runs). `snakemake --cores 1 ablations` trains them."
+        _(
+            "No ablation runs in this database yet (runs tagged with a `part`, a `direction: add|remove` and the "
+            "`baseline` they are compared with, and that baseline's runs). `snakemake --cores 1 ablations` trains "
+            "them."
+        )
     )
     st.stop()
 
@@ -53,17 +59,17 @@ st.dataframe(
     hide_index=True,
     width="stretch",
     column_config={
-        "n_seeds": st.column_config.NumberColumn("seeds"),
+        "n_seeds": st.column_config.NumberColumn(_("seeds")),
         "delta_best_val_mean": st.column_config.NumberColumn(
-            "Δ best val (mean)", format="%+.4f", help="this experiment minus its baseline; negative = lower loss"
+            _("Δ best val (mean)"), format="%+.4f", help=_("this experiment minus its baseline; negative = lower loss")
         ),
-        "delta_best_val_min": st.column_config.NumberColumn("Δ min", format="%+.4f"),
-        "delta_best_val_max": st.column_config.NumberColumn("Δ max", format="%+.4f"),
-        "delta_final_val_mean": st.column_config.NumberColumn("Δ final val", format="%+.4f"),
+        "delta_best_val_min": st.column_config.NumberColumn(_("Δ min"), format="%+.4f"),
+        "delta_best_val_max": st.column_config.NumberColumn(_("Δ max"), format="%+.4f"),
+        "delta_final_val_mean": st.column_config.NumberColumn(_("Δ final val"), format="%+.4f"),
     },
 )
 if (table["status"] != "done").any():
     st.info(
-        "Some ablation runs have not finished (see status); their numbers are from the evaluations so far.",
+        _("Some ablation runs have not finished (see status); their numbers are from the evaluations so far."),
         icon=":material/hourglass_top:",
     )

@@ -10,16 +10,17 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from anatomy.language import _
 from dashboard import analysis, charts, loaders, tables
 from dashboard.findings import show_findings
 
 results = loaders.require_results()
 runs = results.runs
 
-st.title("Break tests")
+st.title(_("Break tests"))
 breaks = runs[~runs["group"].isin(["headline", "ablation"])]
 if breaks.empty:
-    st.info("No break-test runs in this database yet. `snakemake --cores 1 break_tests` trains them.")
+    st.info(_("No break-test runs in this database yet. `snakemake --cores 1 break_tests` trains them."))
     st.stop()
 # the verdicts first: where the premise failed (post-norm trained), the deep claim says so and
 # points to the depth map on the Exams page, where the break does show
@@ -27,31 +28,40 @@ show_findings(results, "deep_postnorm", "broken_rope", "mqa")
 
 diverged = analysis.divergence_points(runs, results.metrics)
 diverged = diverged[diverged["run_id"].isin(breaks["run_id"])]
-for _, point in diverged.iterrows():
-    before = (
-        f"last finite val {point['val_loss']:.3f} at step {int(point['step'])}"
+for _index, point in diverged.iterrows():  # not `_`: that name translates
+    said = (
+        _(
+            "**{run} diverged**: the loss became NaN/inf at step {step} (last finite val {loss} at step "
+            "{last_step}); training stopped there."
+        ).format(
+            run=point["label"],
+            step=point["diverged_step"],
+            loss=f"{point['val_loss']:.3f}",
+            last_step=int(point["step"]),
+        )
         if pd.notna(point["val_loss"])
-        else "before its first evaluation"
+        else _(
+            "**{run} diverged**: the loss became NaN/inf at step {step} (before its first evaluation); training "
+            "stopped there."
+        ).format(run=point["label"], step=point["diverged_step"])
     )
-    st.error(
-        f"**{point['label']} diverged**: the loss became NaN/inf at step {point['diverged_step']} "
-        f"({before}); training stopped there.",
-        icon=":material/error:",
-    )
+    st.error(said, icon=":material/error:")
 
 # deeper than the headline models (with no headline runs yet, the median is NaN: none is deep)
 is_deep = breaks["n_layer"] > results.headline["n_layer"].median()
 deep, others = breaks[is_deep], breaks[~is_deep]
-log = st.toggle("log y", key="breaks_log")
+log = st.toggle(_("log y"), key="breaks_log")
 
 if not deep.empty:
-    st.subheader(f"At depth: {int(deep['n_layer'].max())} layers")
+    st.subheader(_("At depth: {layers} layers").format(layers=int(deep["n_layer"].max())))
     st.page_link(
-        "views/exams.py", label="The depth map: the same wirings over the learning rate", icon=":material/quiz:"
+        "views/exams.py", label=_("The depth map: the same wirings over the learning rate"), icon=":material/quiz:"
     )
     st.caption(
-        "Post-norm puts the norm after the residual sum, so at depth the gradient must pass through every "
-        "norm; pre-norm keeps a clean residual path. ✕ marks where a run broke."
+        _(
+            "Post-norm puts the norm after the residual sum, so at depth the gradient must pass through every "
+            "norm; pre-norm keeps a clean residual path. ✕ marks where a run broke."
+        )
     )
     metrics = results.metrics[results.metrics["run_id"].isin(deep["run_id"])]
     chart = charts.loss_curves(analysis.long_curves(metrics), log=log)
@@ -63,10 +73,16 @@ if not deep.empty:
 if not others.empty:
     names = list(dict.fromkeys(others["experiment"]))
     baselines = list(dict.fromkeys(others["baseline"].dropna()))
-    st.subheader(f"Broken or changed parts against {', '.join(baselines) or 'their baselines'}")
+    st.subheader(
+        _("Broken or changed parts against {baselines}").format(baselines=", ".join(baselines))
+        if baselines
+        else _("Broken or changed parts against their baselines")
+    )
     st.caption(
-        "RoPE with k left unrotated or paired differently from q loses relative position; "
-        "MQA shares one key/value head among all query heads."
+        _(
+            "RoPE with k left unrotated or paired differently from q loses relative position; "
+            "MQA shares one key/value head among all query heads."
+        )
     )
     shown = baselines + names
     metrics = results.metrics[results.metrics["experiment"].isin(shown)]
@@ -81,9 +97,15 @@ if not others.empty:
         st.altair_chart(charts.delta_chart(deltas), width="stretch")
     missing = [name for name in baselines if not (runs["experiment"] == name).any()]
     if missing or not baselines:
-        st.info(f"No runs of {', '.join(f'`{name}`' for name in missing) or 'a baseline'} to compare with yet.")
+        st.info(
+            _("No runs of {baselines} to compare with yet.").format(
+                baselines=", ".join(f"`{name}`" for name in missing)
+            )
+            if missing
+            else _("No runs of a baseline to compare with yet.")
+        )
 
-st.subheader("Break-test runs")
+st.subheader(_("Break-test runs"))
 tables.run_table(
     breaks,
     # the numbers first: the long description last, so that at 1400 px best val is never cut off

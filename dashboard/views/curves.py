@@ -11,12 +11,13 @@ import json
 import pandas as pd
 import streamlit as st
 
+from anatomy.language import N_, _, ngettext
 from dashboard import analysis, charts, loaders, tables, url_state
 
 results = loaders.require_results()
 runs = results.runs
 
-st.title("Loss curves")
+st.title(_("Loss curves"))
 
 experiments = list(dict.fromkeys(runs["experiment"]))
 default = list(dict.fromkeys(results.headline["experiment"])) or experiments[:2]
@@ -49,8 +50,12 @@ def select_all_runs() -> None:
     st.session_state["curves_runs"] = list(chosen["label"])
 
 
+# the splits and x axes, as the controls name them (the URL keeps the values)
+SPLITS = {"val": N_("val"), "train": N_("train")}
+X_AXES = {"step": N_("step"), "wall-clock": N_("wall-clock")}
+
 # ---- two runs side by side: the settings of their config.json that differ
-NOT_SET = "(not set)"
+NOT_SET = N_("(not set)")  # shown translated; told apart from a setting by identity
 
 
 def flat_settings(config: dict, prefix: str = "") -> dict:
@@ -74,7 +79,9 @@ def settings_of(label: str) -> dict:
 
 def as_written(value) -> str:
     """A setting as config.json writes it (true, null, 0.01), so the table reads like the file."""
-    if value is NOT_SET or isinstance(value, str):
+    if value is NOT_SET:
+        return _(NOT_SET)
+    if isinstance(value, str):
         return value
     return json.dumps(value)
 
@@ -94,27 +101,33 @@ def settings_that_differ(first: dict, second: dict) -> tuple[list[tuple[str, str
 def show_differences(first: str, second: str) -> None:
     """The table of what differs between two runs' settings, and how much is the same."""
     differ, equal = settings_that_differ(settings_of(first), settings_of(second))
-    st.markdown("**Settings that differ** (config.json)")
+    st.markdown(_("**Settings that differ** (config.json)"))
     if differ:
         st.dataframe(
-            pd.DataFrame(differ, columns=["setting", first, second]),
+            pd.DataFrame(differ, columns=[_("setting"), first, second]),
             hide_index=True,
             width="stretch",
         )
     else:
-        st.info("These two runs were trained with the same settings.")
-    st.caption(f"{equal} {'setting is' if equal == 1 else 'settings are'} the same in both, not shown.")
+        st.info(_("These two runs were trained with the same settings."))
+    st.caption(
+        ngettext(
+            "{count} setting is the same in both, not shown.",
+            "{count} settings are the same in both, not shown.",
+            equal,
+        ).format(count=equal)
+    )
 
 
 chosen = url_state.widget(
     st.multiselect,
-    "Experiments",
+    _("Experiments"),
     experiments,
     key="curves_experiments",
     param="experiment",
     default=default,
     on_change=select_all_runs,
-    placeholder="Every experiment",
+    placeholder=_("Every experiment"),
 )
 tag_columns = st.columns(len(TAGS))
 filters = {}
@@ -128,43 +141,45 @@ for column, tag in zip(tag_columns, TAGS):
         param=tag,
         default=[],
         on_change=select_all_runs,
-        placeholder="any",
+        placeholder=_("any"),
         disabled=not values,
-        help=f"Only runs whose {tag} is one of these; empty: any {tag}.",
+        help=_("Only runs whose {tag} is one of these; empty: any {tag}.").format(tag=tag),
     )
 candidates = list(matching_runs(chosen, filters)["label"])
 labels = url_state.widget(
     st.multiselect,
-    "Runs",
+    _("Runs"),
     candidates,
     key="curves_runs",
     param="run",
     default=candidates,
-    help="Every run of the chosen experiments that has the chosen tags; remove any you do not want.",
+    help=_("Every run of the chosen experiments that has the chosen tags; remove any you do not want."),
 )
 
 cols = st.columns([2, 2, 3, 1])
 splits = url_state.widget(
     cols[0].segmented_control,
-    "Split",
+    _("Split"),
     ["val", "train"],
     key="curves_splits",
     param="split",
     default=["val", "train"],
     selection_mode="multi",
+    format_func=lambda split: _(SPLITS[split]),
 )
 x_axis = url_state.widget(
     cols[1].segmented_control,
-    "x axis",
+    _("x axis"),
     ["step", "wall-clock"],
     key="curves_x",
     param="x",
     default="step",
     required=True,
+    format_func=lambda axis: _(X_AXES[axis]),
 )
 smoothing = url_state.widget(
     cols[2].slider,
-    "Smoothing (EMA weight of the past)",
+    _("Smoothing (EMA weight of the past)"),
     key="curves_smoothing",
     param="smoothing",
     default=0.0,
@@ -173,17 +188,17 @@ smoothing = url_state.widget(
     max_value=0.95,
     step=0.05,
 )
-log = url_state.widget(cols[3].toggle, "log y", key="curves_log", param="log", default=False, parse=url_state.flag)
+log = url_state.widget(cols[3].toggle, _("log y"), key="curves_log", param="log", default=False, parse=url_state.flag)
 
 if not labels or not splits:
-    st.info("Choose at least one run and one split.")
+    st.info(_("Choose at least one run and one split."))
     st.stop()
 
 metrics = results.metrics[results.metrics["label"].isin(labels)]
 columns = tuple(f"{split}_loss" for split in splits)
 long = analysis.long_curves(metrics, splits=columns, smoothing=smoothing)
 if long.empty:
-    st.info("These runs have no finite loss values to draw yet.")
+    st.info(_("These runs have no finite loss values to draw yet."))
     st.stop()
 
 
@@ -193,32 +208,41 @@ chart_place, beside = st.columns([3, 2]) if len(labels) == 2 else (st.container(
 with chart_place:
     st.altair_chart(charts.loss_curves(long, x=x, log=log), width="stretch")
     st.caption(
-        "Solid: val; dashed: train. Hover a point for the run's details; click a run in the legend to highlight it "
-        "(shift-click for several)."
+        _(
+            "Solid: val; dashed: train. Hover a point for the run's details; click a run in the legend to highlight "
+            "it (shift-click for several)."
+        )
     )
 if beside is not None:
     with beside:
         show_differences(*labels)
 elif len(labels) > 2:
-    with st.expander("Compare two runs' settings"):
-        pair = st.multiselect("Two of the runs drawn", labels, max_selections=2, key="curves_compare")
+    with st.expander(_("Compare two runs' settings")):
+        pair = st.multiselect(_("Two of the runs drawn"), labels, max_selections=2, key="curves_compare")
         if len(pair) == 2:
             show_differences(*pair)
 
 chosen_runs = runs[runs["label"].isin(labels)]
 not_done = chosen_runs[chosen_runs["status"] != "done"]
-for _, run in not_done.iterrows():
+for _index, run in not_done.iterrows():  # not `_`: that name translates
     if run["status"] == "running":
-        progress = (
-            "no evaluation yet" if pd.isna(run["last_step"]) else f"last evaluation at step {int(run['last_step'])}"
+        still_running = (
+            _("{run} is still running (no evaluation yet).").format(run=run["label"])
+            if pd.isna(run["last_step"])
+            else _("{run} is still running (last evaluation at step {step}).").format(
+                run=run["label"], step=int(run["last_step"])
+            )
         )
-        st.info(f"{run['label']} is still running ({progress}).", icon=":material/hourglass_top:")
+        st.info(still_running, icon=":material/hourglass_top:")
     else:
         st.warning(
-            f"{run['label']} diverged at step {run['diverged_step']}; its line stops there.", icon=":material/error:"
+            _("{run} diverged at step {step}; its line stops there.").format(
+                run=run["label"], step=run["diverged_step"]
+            ),
+            icon=":material/error:",
         )
 
-with st.expander("Run details"):
+with st.expander(_("Run details")):
     tables.run_table(
         chosen_runs,
         [

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from anatomy.language import N_, _
 from anatomy.report import exam_findings as findings
 from anatomy.results.reader import Results
 from dashboard import charts, loaders
@@ -27,13 +28,16 @@ def say_finding(finding: str | None, detail: str) -> None:
 
 
 def say_empty(exam: str, what: str, path: str) -> None:
-    """One line for an exam with no rows: which command fills it."""
-    shipped = (
-        " The shipped reference results hold none of this exam yet: run it on a grid of your own."
+    """One line for an exam with no rows (`what`: translated): which command fills it."""
+    said = (
+        _(
+            "No {what} in this database yet. {how} The shipped reference results hold none of this exam yet: "
+            "run it on a grid of your own."
+        )
         if loaders.is_reference(path)
-        else ""
+        else _("No {what} in this database yet. {how}")
     )
-    st.info(f"No {what} in this database yet. {loaders.run_exams_help(exam)}{shipped}", icon=":material/quiz:")
+    st.info(said.format(what=what, how=loaders.run_exams_help(exam)), icon=":material/quiz:")
 
 
 def say_not_examined(runs: pd.DataFrame, examined: pd.Series, exam: str) -> None:
@@ -43,8 +47,12 @@ def say_not_examined(runs: pd.DataFrame, examined: pd.Series, exam: str) -> None
         return
     names = ", ".join(missing["label"].head(8)) + (", ..." if len(missing) > 8 else "")
     st.caption(
-        f"{runs['run_id'].isin(set(examined)).sum()} of {len(runs)} runs examined; not yet: {names}. "
-        + loaders.run_exams_help(exam)
+        _("{examined} of {runs} runs examined; not yet: {names}. {how}").format(
+            examined=runs["run_id"].isin(set(examined)).sum(),
+            runs=len(runs),
+            names=names,
+            how=loaders.run_exams_help(exam),
+        )
     )
 
 
@@ -54,19 +62,24 @@ def say_not_examined(runs: pd.DataFrame, examined: pd.Series, exam: str) -> None
 
 def length_section(results: Results) -> None:
     exams = results.exams
-    st.header("RoPE: reading past the training length")
+    st.header(_("RoPE: reading past the training length"))
     st.caption(
-        "The exam reads validation windows longer than the models were trained on and averages the loss by "
-        "position: a learned position table has no row past the training length, while RoPE encodes only "
-        "the distance between two characters, so it can at least read on."
+        _(
+            "The exam reads validation windows longer than the models were trained on and averages the loss by "
+            "position: a learned position table has no row past the training length, while RoPE encodes only "
+            "the distance between two characters, so it can at least read on."
+        )
     )
     length = exams.length
     if length.empty:
-        say_empty("length", "loss-by-position results (table exam_length)", results.path)
+        say_empty("length", _("loss-by-position results (table exam_length)"), results.path)
         return
     unread = length[~length["run_id"].isin(length.loc[length["possible"], "run_id"])].drop_duplicates("run_id")
-    for _, row in unread.iterrows():
-        st.warning(f"{row['label']}: no window could be read ({row['reason']}).", icon=":material/warning:")
+    for row in unread.itertuples():
+        st.warning(
+            _("{run}: no window could be read ({reason}).").format(run=row.label, reason=row.reason),
+            icon=":material/warning:",
+        )
     curves = length_curves(length)
     if curves.empty:
         return
@@ -74,22 +87,27 @@ def length_section(results: Results) -> None:
     ctx_lens = curves["ctx_len"].unique()
     st.altair_chart(charts.length_chart(curves, ctx_lens[0] if len(ctx_lens) == 1 else None), width="stretch")
     st.caption(
-        "Each line is one experiment (mean over its seeds) on the longest window it was read on; bold: the "
-        "headline models and the RoPE experiments. A learned table's line stops at the training length."
+        _(
+            "Each line is one experiment (mean over its seeds) on the longest window it was read on; bold: the "
+            "headline models and the RoPE experiments. A learned table's line stops at the training length."
+        )
     )
     reach = exams.length_reach
     stops = reach[(reach["positions"] == "learned positions") & (reach["far_start"] < reach["ctx_len"])]
-    for _, row in stops.drop_duplicates("experiment").iterrows():
+    for _index, row in stops.drop_duplicates("experiment").iterrows():
         st.info(
-            f"{row['experiment']} (learned positions) has no rows past its training length ({row['ctx_len']}): "
-            f"its windows were at most {row['window_len']} characters. Run the exam again with longer windows.",
+            _(
+                "{experiment} (learned positions) has no rows past its training length ({ctx_len}): its windows "
+                "were at most {window} characters. Run the exam again with longer windows."
+            ).format(experiment=row["experiment"], ctx_len=row["ctx_len"], window=row["window_len"]),
             icon=":material/straighten:",
         )
     # the length_reach view, one row per run; past a learned table's last row there is no loss
+    cannot_read, run = _("cannot read"), _("{experiment} · seed {seed}")
     shown = reach.assign(
-        run=reach["experiment"] + " · seed " + reach["seed"].astype(str),
+        run=[run.format(experiment=e, seed=seed) for e, seed in zip(reach["experiment"], reach["seed"])],
         far_positions=[f"{int(a)}-{int(b)}" for a, b in zip(reach["far_start"], reach["far_end"])],
-        far_loss=["cannot read" if not ok else f"{v:.4f}" for v, ok in zip(reach["far_loss"], reach["far_possible"])],
+        far_loss=[cannot_read if not ok else f"{v:.4f}" for v, ok in zip(reach["far_loss"], reach["far_possible"])],
         far_over_within=[f"{v:.2f}" if pd.notna(v) else "–" for v in reach["far_over_within"]],
     )
     st.dataframe(
@@ -99,12 +117,14 @@ def length_section(results: Results) -> None:
         hide_index=True,
         width="stretch",
         column_config={
-            "ctx_len": st.column_config.NumberColumn("trained on (characters)", format="%d"),
-            "window_len": st.column_config.NumberColumn("window (characters)", format="%d"),
-            "within_loss": st.column_config.NumberColumn("loss within training length (nats/char)", format="%.4f"),
-            "far_positions": st.column_config.TextColumn("farthest positions"),
-            "far_loss": st.column_config.TextColumn("loss there (nats/char)"),
-            "far_over_within": st.column_config.TextColumn("far / within"),
+            "run": st.column_config.TextColumn(_("run")),
+            "positions": st.column_config.TextColumn(_("positions")),
+            "ctx_len": st.column_config.NumberColumn(_("trained on (characters)"), format="%d"),
+            "window_len": st.column_config.NumberColumn(_("window (characters)"), format="%d"),
+            "within_loss": st.column_config.NumberColumn(_("loss within training length (nats/char)"), format="%.4f"),
+            "far_positions": st.column_config.TextColumn(_("farthest positions")),
+            "far_loss": st.column_config.TextColumn(_("loss there (nats/char)")),
+            "far_over_within": st.column_config.TextColumn(_("far / within")),
         },
     )
     say_not_examined(results.runs, length["run_id"], "length")
@@ -116,36 +136,51 @@ def length_section(results: Results) -> None:
 
 def kv_cache_section(results: Results) -> None:
     exams = results.exams
-    st.header("GQA: the KV cache")
+    st.header(_("GQA: the KV cache"))
     st.caption(
-        "GQA lets groups of query heads share one key/value head, which shrinks the cache that generation "
-        "keeps of every past position; the exam measures the cache's bytes (from its tensors, checked "
-        "against the formula) and how much faster generation runs with it than without."
+        _(
+            "GQA lets groups of query heads share one key/value head, which shrinks the cache that generation "
+            "keeps of every past position; the exam measures the cache's bytes (from its tensors, checked "
+            "against the formula) and how much faster generation runs with it than without."
+        )
     )
     cache, timing, scale = exams.kv_cache, exams.kv_timing, exams.kv_scale
     if cache.empty and timing.empty and scale.empty:
-        say_empty("kv_cache", "KV-cache results (tables exam_kv_cache, exam_kv_timing, exam_kv_scale)", results.path)
+        say_empty("kv_cache", _("KV-cache results (tables exam_kv_cache, exam_kv_timing, exam_kv_scale)"), results.path)
         return
     say_finding(findings.kv_cache_finding(results), findings.kv_cache_text(results))
     if not cache.empty:
         kinds = exams.kv_per_token
         differ = cache[cache["measured_bytes"] != cache["formula_bytes"]]
         if differ.empty:
-            st.caption(f"Measured from the cache tensors, the bytes equal the formula in all {len(cache)} rows.")
+            st.caption(
+                _("Measured from the cache tensors, the bytes equal the formula in all {rows} rows.").format(
+                    rows=len(cache)
+                )
+            )
         else:
+            said = [
+                _("{run} at {tokens} tokens: {measured} vs {formula}").format(
+                    run=r["label"],
+                    tokens=r["tokens"],
+                    measured=f"{r['measured_bytes']:,}",
+                    formula=f"{r['formula_bytes']:,}",
+                )
+                for _index, r in differ.head(4).iterrows()
+            ]
             st.warning(
-                f"Measured bytes differ from the formula in {len(differ)} of {len(cache)} rows: "
-                + "; ".join(
-                    f"{r['label']} at {r['tokens']} tokens: {r['measured_bytes']:,} vs {r['formula_bytes']:,}"
-                    for _, r in differ.head(4).iterrows()
+                _("Measured bytes differ from the formula in {differ} of {rows} rows: {said}").format(
+                    differ=len(differ), rows=len(cache), said=findings.clauses(said)
                 ),
                 icon=":material/warning:",
             )
         absent = [kind for kind in charts.ATTENTION_ORDER if kind not in set(kinds["attention"])]
         if absent:
             st.caption(
-                f"Not measured yet: {', '.join(absent)} (the workflow measures the experiments of config "
-                "`exams.kv_cache.experiments`). " + loaders.run_exams_help("kv_cache")
+                _(
+                    "Not measured yet: {kinds} (the workflow measures the experiments of config "
+                    "`exams.kv_cache.experiments`). {how}"
+                ).format(kinds=", ".join(absent), how=loaders.run_exams_help("kv_cache"))
             )
         bars = cache.melt(
             id_vars=["attention", "n_kv_head", "tokens"],
@@ -157,23 +192,28 @@ def kv_cache_section(results: Results) -> None:
         bars = bars.groupby(["attention", "n_kv_head", "tokens", "source"], as_index=False)["bytes"].median()
         st.altair_chart(charts.kv_cache_chart(bars), width="stretch")
     else:
-        say_empty("kv_cache", "cache sizes (table exam_kv_cache)", results.path)
+        say_empty("kv_cache", _("cache sizes (table exam_kv_cache)"), results.path)
     if not timing.empty:
         drawn = timing.assign(cache=np.where(timing["cached"], "with cache", "recomputed"))
         st.altair_chart(charts.kv_timing_chart(drawn), width="stretch")
         st.caption(
-            "Solid: with the KV cache; dashed: the whole context recomputed for every new character. "
-            "Median over rounds."
+            _(
+                "Solid: with the KV cache; dashed: the whole context recomputed for every new character. "
+                "Median over rounds."
+            )
         )
     else:
-        say_empty("kv_cache", "generation timings (table exam_kv_timing)", results.path)
+        say_empty("kv_cache", _("generation timings (table exam_kv_timing)"), results.path)
     if not scale.empty:
         st.dataframe(
             scale,
             hide_index=True,
             width="stretch",
             column_config={
-                "bytes": st.column_config.NumberColumn("bytes", format="localized"),
+                "name": st.column_config.TextColumn(_("name")),
+                "tokens": st.column_config.NumberColumn(_("tokens")),
+                "element_bytes": st.column_config.NumberColumn(_("element_bytes")),
+                "bytes": st.column_config.NumberColumn(_("bytes"), format="localized"),
                 "gib": st.column_config.NumberColumn("GiB", format="%.1f"),
             },
         )
@@ -197,15 +237,17 @@ def grad_norm_default(runs: pd.DataFrame) -> int:
 
 def depth_section(results: Results) -> None:
     exams = results.exams
-    st.header("Pre-norm: depth without warmup")
+    st.header(_("Pre-norm: depth without warmup"))
     st.caption(
-        "Pre-norm keeps a clean residual path from the loss to every block; the exam trains 12-layer models "
-        "without warmup at rising learning rates, post-norm against pre-norm, and logs every block's "
-        "gradient norm."
+        _(
+            "Pre-norm keeps a clean residual path from the loss to every block; the exam trains 12-layer models "
+            "without warmup at rising learning rates, post-norm against pre-norm, and logs every block's "
+            "gradient norm."
+        )
     )
     depth = exams.depth
     if depth.empty:
-        say_empty("depth", "stability map (table exam_depth)", results.path)
+        say_empty("depth", _("stability map (table exam_depth)"), results.path)
     else:
         say_finding(findings.depth_finding(results), findings.depth_text(results, bold=True))
         cells = depth_cells(depth)
@@ -213,25 +255,32 @@ def depth_section(results: Results) -> None:
         running = cells[cells["state"] == "running"]
         if not running.empty:
             st.info(
-                f"{len(running)} cell(s) still running ({', '.join(running['cell'])}): they count as not "
-                "trained until they finish.",
+                _("{n} cell(s) still running ({cells}): they count as not trained until they finish.").format(
+                    n=len(running), cells=", ".join(running["cell"])
+                ),
                 icon=":material/hourglass_top:",
             )
         wanted = pd.MultiIndex.from_product([["post", "pre"], sorted(depth["lr"].unique())])
         absent = [
-            f"{pos}-norm at lr {lr:g}"
+            _("{wiring} at lr {lr}").format(wiring=f"{pos}-norm", lr=f"{lr:g}")
             for pos, lr in wanted.difference(pd.MultiIndex.from_frame(depth[["norm_pos", "lr"]]))
         ]
         if absent:
-            st.caption(f"Not in the map yet: {', '.join(absent)}. " + loaders.run_exams_help("depth"))
+            st.caption(
+                _("Not in the map yet: {cells}. {how}").format(
+                    cells=", ".join(absent), how=loaders.run_exams_help("depth")
+                )
+            )
 
-    st.subheader("Gradient norm of every block")
+    st.subheader(_("Gradient norm of every block"))
     runs = exams.grad_norm_runs
     if runs.empty:
         say_empty(
             "depth",
-            "gradient norms (table grad_norms: every run trained by this version logs them, and so "
-            "does each cell of the depth map)",
+            _(
+                "gradient norms (table grad_norms: every run trained by this version logs them, and so "
+                "does each cell of the depth map)"
+            ),
             results.path,
         )
         return
@@ -240,68 +289,91 @@ def depth_section(results: Results) -> None:
     runs = runs.reset_index(drop=True)
     labels = dict(zip(runs["run_id"], runs["label"]))
     run_id = st.selectbox(
-        "Run", list(runs["run_id"]), index=grad_norm_default(runs), format_func=labels.get, key="exams_grad_run"
+        _("Run"), list(runs["run_id"]), index=grad_norm_default(runs), format_func=labels.get, key="exams_grad_run"
     )
     norms = loaders.grad_norms_of(results.path, run_id)
     spread = exams.grad_norm_spread
     st.markdown(findings.spread_finding(results, run_id, norms))
     st.altair_chart(charts.grad_norm_heatmap(norms), width="stretch")
     st.caption(
-        "Every step for the first 200, then at every evaluation. Colour: the block's gradient norm, log scale; "
-        "red: NaN/inf."
+        _(
+            "Every step for the first 200, then at every evaluation. Colour: the block's gradient norm, log "
+            "scale; red: NaN/inf."
+        )
     )
     # every run logs its gradient norms: compare the deepest ones (and the chosen run), not the whole grid
     deepest = runs[runs["layers"] == runs["layers"].max()]
     compared = spread[spread["run_id"].isin(set(deepest["run_id"]) | {run_id})]
     st.altair_chart(charts.grad_norm_spread_chart(compared, labels[run_id]), width="stretch")
     st.caption(
-        f"The first block's gradient norm over the last block's (1: equal), for the {int(deepest['layers'].max())}"
-        "-layer runs and the chosen one, which is bold. Click a run in the legend to highlight it."
+        _(
+            "The first block's gradient norm over the last block's (1: equal), for the {layers}-layer runs and "
+            "the chosen one, which is bold. Click a run in the legend to highlight it."
+        ).format(layers=int(deepest["layers"].max()))
     )
 
 
 # ---------------------------------------------------------------------------------------------
 # Pitfall 4: the wall clock of each part alone
 
+# the two ways a part is timed (the impl column), as the page names them
+IMPL_NAMES = {"manual": N_("manual"), "fused": N_("fused")}
+
 
 def wall_clock_section(results: Results) -> None:
     exams = results.exams
-    st.header("The wall clock of each part")
+    st.header(_("The wall clock of each part"))
     st.caption(
-        "Pitfall 4: a hand-written part can be slow for reasons that have nothing to do with the "
-        "architecture; the exam times each part alone, forward and backward, as written here and as "
-        "PyTorch's fused kernels."
+        _(
+            "Pitfall 4: a hand-written part can be slow for reasons that have nothing to do with the "
+            "architecture; the exam times each part alone, forward and backward, as written here and as "
+            "PyTorch's fused kernels."
+        )
     )
     rows = exams.wall_clock
     if rows.empty:
-        say_empty("wall_clock", "wall-clock results (table exam_wall_clock)", results.path)
+        say_empty("wall_clock", _("wall-clock results (table exam_wall_clock)"), results.path)
         return
     finding = findings.slowest_by_hand(results)
     if finding is None:
-        st.caption("No part is timed both ways (manual and fused) yet, so there is no ratio to give.")
+        st.caption(_("No part is timed both ways (manual and fused) yet, so there is no ratio to give."))
     else:
         st.markdown(f"**{findings.sentence(finding)}**")
         for part, mine, other in (("norm", "rmsnorm", "layernorm"), ("ffn", "swiglu", "gelu")):
             if clause := findings.wall_clock_finding(results, part, mine, other):
-                st.caption(findings.sentence(f"{findings.VARIANT_NAMES[mine]}: {clause}"))
+                st.caption(
+                    findings.sentence(
+                        _("{variant}: {finding}").format(variant=findings.VARIANT_NAMES[mine], finding=clause)
+                    )
+                )
     st.altair_chart(charts.wall_clock_chart(rows), width="stretch")
-    st.caption("Bars: the median over rounds; the black line runs from the fastest round to the slowest.")
+    st.caption(_("Bars: the median over rounds; the black line runs from the fastest round to the slowest."))
     impls = rows.groupby(["part", "variant"])["impl"].agg(set)
     one_way = [
-        f"{part} · {variant} ({', '.join(sorted(found))} only)"
+        _("{part} · {variant} ({impls} only)").format(
+            part=part,
+            variant=variant,
+            impls=", ".join(_(IMPL_NAMES[impl]) if impl in IMPL_NAMES else impl for impl in sorted(found)),
+        )
         for (part, variant), found in impls.items()
         if len(found) < 2
     ]
     if one_way:
-        st.caption(f"Timed one way only: {'; '.join(one_way)}. " + loaders.run_exams_help("wall_clock"))
+        st.caption(
+            _("Timed one way only: {parts}. {how}").format(
+                parts=findings.clauses(one_way), how=loaders.run_exams_help("wall_clock")
+            )
+        )
 
 
 results = loaders.require_results(runs_needed=False)  # the depth map and the wall clock need no run
-st.title("Exams: each part where it pays")
+st.title(_("Exams: each part where it pays"))
 st.caption(
-    "The training loss of a small model is not what RoPE, GQA and pre-norm were made for (Ablations shows "
-    "what it says of them). Each is examined where it is made to pay: reading past the training length, "
-    "the memory of generation, depth without warmup; and every part's wall clock alone."
+    _(
+        "The training loss of a small model is not what RoPE, GQA and pre-norm were made for (Ablations shows "
+        "what it says of them). Each is examined where it is made to pay: reading past the training length, "
+        "the memory of generation, depth without warmup; and every part's wall clock alone."
+    )
 )
 length_section(results)
 kv_cache_section(results)

@@ -7,7 +7,9 @@ run, checkpoint, prefix, temperature and seed give the same text here as
 there yet: it is built on first use, as the workflow would build it (`anatomy.data.default_corpus`).
 
 Each generation is kept in the session with the settings that made it (the last HISTORY of
-them), so that changing a control and generating again puts the new text beside the old.
+them), so that changing a control and generating again puts the new text beside the old. What it
+keeps is put in words when shown, in the reader's language then: a note on copies is kept as its
+sentence and values (`Note`), not as the words of the language it was made in.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from anatomy.data.default_corpus import build_default_corpus, is_default_corpus,
 from anatomy.errors import AnatomyError
 from anatomy.generation.generate import load_model, stream, window_start
 from anatomy.generation.memorisation import Memorisation, data_dir_of
+from anatomy.language import N_, _
 from anatomy.results.reference import corpus_differences
 from anatomy.files.run_folder import read_run_config
 from anatomy.files.run_folder import run_precision
@@ -30,15 +33,25 @@ from dashboard.sample_text import highlighted
 
 REFRESH_EVERY = 5  # characters between screen updates: each update is a message to the browser
 HISTORY = 4  # generations kept on the page, newest first
+# a note on copies, kept with its generation: (sentence marked with N_, its values), in words when shown
+Note = tuple[str, dict[str, str]]
 
 
-@st.cache_resource(show_spinner="Loading the weights…", max_entries=8)
+def note_text(note: Note | None) -> str:
+    """A note in the reader's language now (none: nothing to say)."""
+    if note is None:
+        return ""
+    sentence, values = note
+    return _(sentence).format(**values)
+
+
+@st.cache_resource(show_spinner=_("Loading the weights…"), max_entries=8)
 def cached_model(run_dir: str, checkpoint: str, version: float):
     del version  # only part of the cache key: a retrained run has new weights
     return load_model(run_dir, checkpoint)
 
 
-@st.cache_resource(show_spinner="Indexing the training text…", max_entries=4)
+@st.cache_resource(show_spinner=_("Indexing the training text…"), max_entries=4)
 def cached_memorisation(data_dir: str, version: float) -> Memorisation:
     del version  # only part of the cache key: a rebuilt corpus has a new split.json
     return Memorisation(Path(data_dir))
@@ -56,26 +69,36 @@ def weights_file(run_dir: Path, checkpoint: str) -> Path | None:
 # The training text that copies are measured against
 
 
-def corpus_folder(data_dir: Path) -> tuple[bool, str]:
+def corpus_folder(data_dir: Path) -> tuple[bool, Note | None]:
     """Make sure the run's tokenized corpus is on disk: (whether it is, what the learner is told).
     The default corpus is built here if missing (about a second); a named corpus is not."""
     if (data_dir / SPLIT_FILE).is_file():
-        return True, ""
+        return True, None
     if not is_default_corpus(data_dir):
         return False, (
-            f"copies not measured: the run's corpus folder `{data_dir}` is not here "
-            f"(make it with `snakemake --cores 1 {data_dir}/{SPLIT_FILE}`)"
+            N_(
+                "copies not measured: the run's corpus folder `{folder}` is not here "
+                "(make it with `snakemake --cores 1 {folder}/{split_file}`)"
+            ),
+            {"folder": str(data_dir), "split_file": SPLIT_FILE},
         )
     source = workflow_source()
-    with st.spinner(f"Building the training text: `{source}` into `{data_dir}`, as the workflow does…"):
+    building = _("Building the training text: `{source}` into `{folder}`, as the workflow does…")
+    with st.spinner(building.format(source=source, folder=data_dir)):
         try:
             build_default_corpus(data_dir)
         except AnatomyError as err:
-            return False, f"copies not measured: `{data_dir}` is not here, and building it failed: {err}"
-    return True, f"`{data_dir}` was not here: built it from `{source}` (once), as the workflow would"
+            return False, (
+                N_("copies not measured: `{folder}` is not here, and building it failed: {error}"),
+                {"folder": str(data_dir), "error": str(err)},
+            )
+    return True, (
+        N_("`{folder}` was not here: built it from `{source}` (once), as the workflow would"),
+        {"folder": str(data_dir), "source": str(source)},
+    )
 
 
-def measurer(run_dir: Path) -> tuple[Memorisation | None, str]:
+def measurer(run_dir: Path) -> tuple[Memorisation | None, Note | None]:
     """What measures this run's copies (None: nothing can), and a note on it for the page."""
     try:
         data_dir = data_dir_of(run_dir)
@@ -86,11 +109,13 @@ def measurer(run_dir: Path) -> tuple[Memorisation | None, str]:
         # measured against another text, the marks would be wrong: the corpus must be the run's own
         differ = corpus_differences(read_run_config(run_dir / "config.json")["data"], split)
         if differ:
-            differ = ", ".join(differ)
-            return None, f"copies not measured: `{data_dir}` is not the corpus this run trained on ({differ} differ)"
+            return None, (
+                N_("copies not measured: `{folder}` is not the corpus this run trained on ({fields} differ)"),
+                {"folder": str(data_dir), "fields": ", ".join(differ)},
+            )
         return cached_memorisation(str(data_dir), (data_dir / SPLIT_FILE).stat().st_mtime), note
     except AnatomyError as err:
-        return None, f"copies not measured: {err}"
+        return None, (N_("copies not measured: {error}"), {"error": str(err)})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -98,25 +123,42 @@ def measurer(run_dir: Path) -> tuple[Memorisation | None, str]:
 
 
 def settings_line(number: int, settings: dict) -> str:
-    return (
-        f"**Generation {number}** · `{settings['checkpoint']}` · temperature {settings['temperature']:g} · "
-        f"seed {settings['seed']} · prefix `{settings['prefix']!r}` · {settings['chars']} characters"
+    return _(
+        "**Generation {number}** · `{checkpoint}` · temperature {temperature} · "
+        "seed {seed} · prefix `{prefix}` · {chars} characters"
+    ).format(
+        number=number,
+        checkpoint=settings["checkpoint"],
+        temperature=f"{settings['temperature']:g}",
+        seed=settings["seed"],
+        prefix=repr(settings["prefix"]),
+        chars=settings["chars"],
     )
 
 
 def cache_text(pane: dict) -> str:
     """The cache's size, and why it drops: it holds at most ctx_len positions (anatomy/generation/generate.py)."""
     ctx_len = pane["ctx_len"]
-    return (
-        f"KV cache {pane['cache_bytes'] / 1024:,.1f} KiB for {pane['positions']} positions (at most ctx_len = "
-        f"{ctx_len}, the window the model sees: once the text outgrows it, the window jumps ahead by "
-        f"{max(1, ctx_len // 2)} and the cache is rebuilt from the text still inside, so it shrinks)"
+    return _(
+        "KV cache {size} KiB for {positions} positions (at most ctx_len = "
+        "{ctx_len}, the window the model sees: once the text outgrows it, the window jumps ahead by "
+        "{jump} and the cache is rebuilt from the text still inside, so it shrinks)"
+    ).format(
+        size=f"{pane['cache_bytes'] / 1024:,.1f}",
+        positions=pane["positions"],
+        ctx_len=ctx_len,
+        jump=max(1, ctx_len // 2),
     )
 
 
 def stats_caption(pane: dict) -> str:
-    copied = f"copied {pane['copied_fraction']:.1%}" if pane["copied_fraction"] is not None else pane["copy_note"]
-    return f"{pane['characters']} characters · {pane['rate']:,.0f} characters/s · {cache_text(pane)} · {copied}"
+    if pane["copied_fraction"] is not None:
+        copied = _("copied {fraction}").format(fraction=f"{pane['copied_fraction']:.1%}")
+    else:
+        copied = note_text(pane["copy_note"])
+    return _("{characters} characters · {rate} characters/s · {cache} · {copies}").format(
+        characters=pane["characters"], rate=f"{pane['rate']:,.0f}", cache=cache_text(pane), copies=copied
+    )
 
 
 def show_pane(slots: tuple, pane: dict) -> None:
@@ -125,11 +167,11 @@ def show_pane(slots: tuple, pane: dict) -> None:
     stats_slot.caption(stats_caption(pane))
 
 
-def generation_slots(number: int, settings: dict, labels: list[str], notes: list[str]) -> dict[str, tuple]:
+def generation_slots(number: int, settings: dict, labels: list[str], notes: list[Note]) -> dict[str, tuple]:
     """The heading of one generation and an empty text and caption per run, side by side."""
     st.markdown(settings_line(number, settings))
     for note in notes:
-        st.caption(note)
+        st.caption(note_text(note))
     slots = {}
     for column, label in zip(st.columns(len(labels)), labels):
         with column:
@@ -204,40 +246,43 @@ def update_figures(pane: dict, step: int, prefix: str, measure: tuple) -> None:
 results = loaders.require_results()
 runs = results.runs[results.runs["status"] != "running"]
 
-st.title("Listen to it")
+st.title(_("Listen to it"))
 st.caption(
-    "Before any number, the text. Pick a run (or two, to hear them side by side), a checkpoint and how to "
-    "sample; the text is written as it is generated. Highlighted: spans of 12+ characters copied verbatim "
-    "from the training text (hover one for its post). On a fresh clone the tokenized training text "
-    f"(`results/corpus`, from `{workflow_source()}`) is not there yet: the first generation builds it, as the "
-    "workflow would. Each generation stays on the page with its settings (the last "
-    f"{HISTORY}): change a control and generate again to compare."
+    _(
+        "Before any number, the text. Pick a run (or two, to hear them side by side), a checkpoint and how to "
+        "sample; the text is written as it is generated. Highlighted: spans of 12+ characters copied verbatim "
+        "from the training text (hover one for its post). On a fresh clone the tokenized training text "
+        "(`results/corpus`, from `{source}`) is not there yet: the first generation builds it, as the "
+        "workflow would. Each generation stays on the page with its settings (the last "
+        "{history}): change a control and generate again to compare."
+    ).format(source=workflow_source(), history=HISTORY)
 )
 
 root = Path(
     st.text_input(
-        "Run folders",
+        _("Run folders"),
         value=str(loaders.runs_root(results.path)),
         key="listen_root",
-        help="The folder that holds the runs of this database, e.g. results/runs",
+        help=_("The folder that holds the runs of this database, e.g. results/runs"),
     )
 )
 labels = list(runs["label"])
 headline = runs[(runs["group"] == "headline") & (runs["seed"] == runs["seed"].max())]["label"].tolist()
 chosen = st.multiselect(
-    "Runs (one or two)", labels, default=(headline or labels)[:2], max_selections=2, key="listen_runs"
+    _("Runs (one or two)"), labels, default=(headline or labels)[:2], max_selections=2, key="listen_runs"
 )
 cols = st.columns(5)
-checkpoint = cols[0].segmented_control("Checkpoint", ["best", "last"], default="last", key="listen_checkpoint")
-prefix = cols[1].text_input("Prefix", value="## ", key="listen_prefix")
+# the checkpoints keep their names (best, last): they are the files best.pt and last.pt
+checkpoint = cols[0].segmented_control(_("Checkpoint"), ["best", "last"], default="last", key="listen_checkpoint")
+prefix = cols[1].text_input(_("Prefix"), value="## ", key="listen_prefix")
 temperature = cols[2].number_input(
-    "Temperature", 0.0, 2.0, 0.8, 0.1, key="listen_temperature", help="0: always the most likely character"
+    _("Temperature"), 0.0, 2.0, 0.8, 0.1, key="listen_temperature", help=_("0: always the most likely character")
 )
-chars = cols[3].number_input("Characters", 1, 2000, 300, 50, key="listen_chars")
-seed = cols[4].number_input("Seed", 0, 2**31 - 1, 0, 1, key="listen_seed")
+chars = cols[3].number_input(_("Characters"), 1, 2000, 300, 50, key="listen_chars")
+seed = cols[4].number_input(_("Seed"), 0, 2**31 - 1, 0, 1, key="listen_seed")
 history = st.session_state.setdefault("listen_history", [])
 if not chosen or not checkpoint:
-    st.info("Choose a run and a checkpoint.")
+    st.info(_("Choose a run and a checkpoint."))
     st.stop()
 
 chosen_runs = runs.set_index("label").loc[chosen]
@@ -250,9 +295,11 @@ for pane, (label, run) in zip(panes, chosen_runs.iterrows()):
         with pane:
             st.markdown(f"**{label}** · `{checkpoint}`")
             st.info(
-                f"No `{checkpoint}` weights on disk for this run (looked in `{run_dir}`): checkpoints are not "
-                "committed, and the reference results ship weights only for the seed-42 headline runs. "
-                "Train it to listen to it; its stored sample is below.",
+                _(
+                    "No `{checkpoint}` weights on disk for this run (looked in `{folder}`): checkpoints are not "
+                    "committed, and the reference results ship weights only for the seed-42 headline runs. "
+                    "Train it to listen to it; its stored sample is below."
+                ).format(checkpoint=checkpoint, folder=run_dir),
                 icon=":material/volume_off:",
             )
             stored = results.samples[(results.samples["run_id"] == run["run_id"]) & results.samples["text"].notna()]
@@ -265,8 +312,8 @@ for pane, (label, run) in zip(panes, chosen_runs.iterrows()):
     ready[label] = (run_dir, weights)
 
 buttons = st.columns([1, 1, 6])
-go = bool(ready) and buttons[0].button("Generate", type="primary", key="listen_go")
-if history and buttons[1].button("Clear", key="listen_clear"):
+go = bool(ready) and buttons[0].button(_("Generate"), type="primary", key="listen_go")
+if history and buttons[1].button(_("Clear"), key="listen_clear"):
     history.clear()
 newest = st.container()  # above the older generations, filled while they are already on screen
 for record in history[: HISTORY - 1] if go else history:
@@ -291,4 +338,4 @@ if go:
             del history[HISTORY:]
             st.session_state["listen_texts"] = {label: pane["text"] for label, pane in record["panes"].items()}
 elif ready and not history:
-    st.caption("Press Generate to start.")
+    st.caption(_("Press Generate to start."))

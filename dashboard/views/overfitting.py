@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import streamlit as st
 
+from anatomy.language import _
 from dashboard import analysis, charts, loaders, url_state
 from dashboard.findings import show_findings
 
 results = loaders.require_results()
 
-st.title("The overfitting turn")
+st.title(_("The overfitting turn"))
 st.caption(
-    "Train loss keeps falling, but past some step the model memorises the training text and val loss "
-    "turns upward. The shaded region is everything after val's minimum; the grey band is the train/val gap."
+    _(
+        "Train loss keeps falling, but past some step the model memorises the training text and val loss "
+        "turns upward. The shaded region is everything after val's minimum; the grey band is the train/val gap."
+    )
 )
 show_findings(results, "memorises")
 
 margin = st.number_input(
-    "Margin (nats): the turn is the first step where val is this far above its minimum",
+    _("Margin (nats): the turn is the first step where val is this far above its minimum"),
     min_value=0.0,
     max_value=5.0,
     value=0.05,
@@ -27,7 +30,7 @@ margin = st.number_input(
 )
 table = analysis.overfitting_table(results.runs, results.above_best, margin)
 if table.empty:
-    st.info("No run has a finite val loss yet.")
+    st.info(_("No run has a finite val loss yet."))
     st.stop()
 
 st.dataframe(
@@ -35,15 +38,15 @@ st.dataframe(
     hide_index=True,
     width="stretch",
     column_config={
-        "label": st.column_config.TextColumn("run"),
-        "min_val": st.column_config.NumberColumn("min val", format="%.4f"),
-        "min_step": st.column_config.NumberColumn("at step", format="%d"),
-        "turn_step": st.column_config.NumberColumn("val > min + margin from step", format="%d"),
-        "final_step": st.column_config.NumberColumn("last eval", format="%d"),
-        "final_val": st.column_config.NumberColumn("final val", format="%.4f"),
-        "val_rise": st.column_config.NumberColumn("rise after min", format="%+.4f"),
-        "final_train": st.column_config.NumberColumn("final train", format="%.4f"),
-        "gap": st.column_config.NumberColumn("val - train at end", format="%.4f"),
+        "label": st.column_config.TextColumn(_("run")),
+        "min_val": st.column_config.NumberColumn(_("min val"), format="%.4f"),
+        "min_step": st.column_config.NumberColumn(_("at step"), format="%d"),
+        "turn_step": st.column_config.NumberColumn(_("val > min + margin from step"), format="%d"),
+        "final_step": st.column_config.NumberColumn(_("last eval"), format="%d"),
+        "final_val": st.column_config.NumberColumn(_("final val"), format="%.4f"),
+        "val_rise": st.column_config.NumberColumn(_("rise after min"), format="%+.4f"),
+        "final_train": st.column_config.NumberColumn(_("final train"), format="%.4f"),
+        "gap": st.column_config.NumberColumn(_("val - train at end"), format="%.4f"),
     },
 )
 
@@ -53,7 +56,7 @@ headline = [label for label in results.headline["label"] if label in set(table["
 default = headline or list(table.sort_values("val_rise", ascending=False)["label"][:2])
 # kept in the URL (?run=...), so a reload or a shared link draws the same runs
 chosen = url_state.widget(
-    st.multiselect, "Runs to draw", list(table["label"]), key="turn_runs", param="run", default=default
+    st.multiselect, _("Runs to draw"), list(table["label"]), key="turn_runs", param="run", default=default
 )
 columns = st.columns(2)
 for i, label in enumerate(chosen):
@@ -63,12 +66,18 @@ for i, label in enumerate(chosen):
     with columns[i % 2]:
         if row["min_step"] < row["final_step"]:
             st.markdown(
-                f"**{label}**: min val {row['min_val']:.3f} at step {int(row['min_step'])}, "
-                f"then +{row['val_rise']:.3f} by step {int(row['final_step'])}"
+                _("**{run}**: min val {loss} at step {step}, then +{rise} by step {last_step}").format(
+                    run=label,
+                    loss=f"{row['min_val']:.3f}",
+                    step=int(row["min_step"]),
+                    rise=f"{row['val_rise']:.3f}",
+                    last_step=int(row["final_step"]),
+                )
             )
         else:
             st.markdown(
-                f"**{label}**: val is still falling at its last evaluation "
-                f"({row['min_val']:.3f} at step {int(row['min_step'])}): no turn yet"
+                _("**{run}**: val is still falling at its last evaluation ({loss} at step {step}): no turn yet").format(
+                    run=label, loss=f"{row['min_val']:.3f}", step=int(row["min_step"])
+                )
             )
         st.altair_chart(charts.overfitting_chart(run, row, margin), width="stretch")

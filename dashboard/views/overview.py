@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from anatomy.language import _
 from anatomy.results.reference import corpus_differences, fact_value
 from anatomy.report.roles import baseline_deltas, headline_noise, only_runs_of, side_beyond_noise
 from dashboard import analysis, charts, loaders, tables
@@ -28,45 +29,56 @@ def reference_band(path: str, experiments: list[str]) -> tuple[pd.DataFrame | No
     for mine in ours:
         for shipped in theirs:
             if differ := corpus_differences(mine, shipped):
-                said = ", ".join(f"{key} {fact_value(mine[key])} against {fact_value(shipped[key])}" for key in differ)
-                return None, (
-                    f"No reference band: these runs were trained on another corpus than the shipped "
-                    f"reference results ({said}), so their losses do not compare."
+                said = ", ".join(
+                    _("{fact} {ours} against {theirs}").format(
+                        fact=key, ours=fact_value(mine[key]), theirs=fact_value(shipped[key])
+                    )
+                    for key in differ
                 )
+                return None, _(
+                    "No reference band: these runs were trained on another corpus than the shipped "
+                    "reference results ({differences}), so their losses do not compare."
+                ).format(differences=said)
     return band[band["experiment"].isin(experiments)], ""
 
 
 results = loaders.require_results()
 runs = results.runs
 
-st.title("Vanilla Transformer vs mini-LLaMA")
+st.title(_("Vanilla Transformer vs mini-LLaMA"))
 st.caption(
-    "Same text, same batches, same budget; only the parts differ. Val loss in nats per character, lower is better."
+    _("Same text, same batches, same budget; only the parts differ. Val loss in nats per character, lower is better.")
 )
 
 # ---- how far the grid got
 counts = runs["status"].value_counts()
 n_running, n_diverged = int(counts.get("running", 0)), int(runs["diverged"].sum())
 cols = st.columns(4)
-cols[0].metric("runs collected", len(runs))
-cols[1].metric("experiments", runs["experiment"].nunique())
-cols[2].metric("still running", n_running)
-cols[3].metric("diverged", n_diverged)
+cols[0].metric(_("runs collected"), len(runs))
+cols[1].metric(_("experiments"), runs["experiment"].nunique())
+cols[2].metric(_("still running"), n_running)
+cols[3].metric(_("diverged"), n_diverged)
 if n_running:
     st.info(
-        f"The grid is still running: {n_running} run(s) have no summary yet. Their curves show the "
-        "evaluations so far; collect again to update.",
+        _(
+            "The grid is still running: {n_running} run(s) have no summary yet. Their curves show the "
+            "evaluations so far; collect again to update."
+        ).format(n_running=n_running),
         icon=":material/hourglass_top:",
     )
 if n_diverged:
     names = ", ".join(runs.loc[runs["diverged"], "label"])
-    st.warning(f"Diverged (loss became NaN/inf): {names}. See **Break tests**.", icon=":material/error:")
+    st.warning(
+        _("Diverged (loss became NaN/inf): {runs}. See **Break tests**.").format(runs=names), icon=":material/error:"
+    )
 
 headline = results.headline
 if headline.empty:
     st.info(
-        "No headline runs (tag `group: headline`) in this database yet. "
-        "`snakemake --cores 1 headline` trains vanilla and llama over both seeds. All runs so far:"
+        _(
+            "No headline runs (tag `group: headline`) in this database yet. "
+            "`snakemake --cores 1 headline` trains vanilla and llama over both seeds. All runs so far:"
+        )
     )
     shown = runs
 else:
@@ -87,28 +99,33 @@ else:
         if experiment in compared.index:
             versus = compared.loc[experiment]
             beyond = bool(side_beyond_noise(baseline_deltas(grid, experiment), noise))
-            delta = f"{versus['delta_best_val_mean']:+.3f} vs {versus['baseline']}" + (
-                "" if beyond else " (inside seed noise)"
+            # the number first in every language: Streamlit reads its sign for the arrow
+            delta = (_("{delta} vs {baseline}") if beyond else _("{delta} vs {baseline} (inside seed noise)")).format(
+                delta=f"{versus['delta_best_val_mean']:+.3f}", baseline=versus["baseline"]
             )
         col.metric(
-            f"{experiment}: best val (mean of {int(row['n_runs'])} seeds)",
+            _("{experiment}: best val (mean of {n_runs} seeds)").format(
+                experiment=experiment, n_runs=int(row["n_runs"])
+            ),
             f"{row['best_val_mean']:.3f}",
             delta=delta,
             delta_color="inverse" if beyond else "off",  # lower is better; grey inside the noise
-            help=f"seed range {row['best_val_min']:.3f} to {row['best_val_max']:.3f}; seed noise {noise:.3f} nats",
+            help=_("seed range {low} to {high}; seed noise {noise} nats").format(
+                low=f"{row['best_val_min']:.3f}", high=f"{row['best_val_max']:.3f}", noise=f"{noise:.3f}"
+            ),
         )
 
     # ---- the curves: min-max band over seeds, each seed, each run's best point
     metrics = results.metrics[results.metrics["experiment"].isin(experiments)]
     cols = st.columns(2)
-    log = cols[0].toggle("log scale", value=False, key="overview_log")
+    log = cols[0].toggle(_("log scale"), value=False, key="overview_log")
     reference, no_band = (
         reference_band(results.path, experiments)
         if cols[1].toggle(
-            "reference results behind",
+            _("reference results behind"),
             value=True,
             key="overview_reference",
-            help="The shipped full-size reference grid's min-max band over seeds, in grey",
+            help=_("The shipped full-size reference grid's min-max band over seeds, in grey"),
         )
         else (None, "")
     )
@@ -116,19 +133,16 @@ else:
     seeds = analysis.long_curves(metrics, splits=("val_loss",))
     best = analysis.best_points(headline)
     st.altair_chart(charts.seed_band_chart(band, seeds, best, log=log, reference=reference), width="stretch")
-    st.caption(
-        "Shaded: min to max over seeds at each evaluation. Lines: each seed. ◆: each run's best val. "
-        + (
-            "Grey: the same experiments in the shipped reference results (min to max over seeds). "
-            if reference is not None and not reference.empty
-            else ""
-        )
-        + "Click a model in the legend to highlight it."
-        + (f" {no_band}" if no_band else "")
-    )
+    sentences = [_("Shaded: min to max over seeds at each evaluation. Lines: each seed. ◆: each run's best val.")]
+    if reference is not None and not reference.empty:
+        sentences.append(_("Grey: the same experiments in the shipped reference results (min to max over seeds)."))
+    sentences.append(_("Click a model in the legend to highlight it."))
+    if no_band:
+        sentences.append(no_band)
+    st.caption(" ".join(sentences))
 
 # ---- the table, as in the chapter
-st.subheader("Runs")
+st.subheader(_("Runs"))
 tables.run_table(
     shown,
     [

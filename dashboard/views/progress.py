@@ -13,27 +13,34 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from anatomy.language import _
 from anatomy.results import progress
-from dashboard import analysis, charts, loaders
+from dashboard import analysis, charts, language_choice, loaders
 
 STATUS_ORDER = ["running", "waiting", "stopped", "done", "diverged", "unreadable"]
-TABLE_COLUMNS = {
-    "run": st.column_config.TextColumn("run"),
-    "status": st.column_config.TextColumn("status"),
-    "step": st.column_config.NumberColumn("step", format="%d"),
-    "steps": st.column_config.NumberColumn("of steps", format="%d"),
-    "done": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent"),
-    "s_per_step": st.column_config.NumberColumn("s / step (recent)", format="%.3f"),
-    "eta": st.column_config.TextColumn("ETA", help="training left after its last logged step, at its recent pace"),
-    "planned": st.column_config.CheckboxColumn("planned", help="in the plan of the Snakemake running now"),
-    "problem": st.column_config.TextColumn("problem"),
-}
+
+
+def table_columns() -> dict:
+    """The run table's column headers, in the reader's language (the columns' names are keys)."""
+    return {
+        "run": st.column_config.TextColumn(_("run")),
+        "status": st.column_config.TextColumn(_("status")),
+        "step": st.column_config.NumberColumn(_("step"), format="%d"),
+        "steps": st.column_config.NumberColumn(_("of steps"), format="%d"),
+        "done": st.column_config.ProgressColumn(_("progress"), min_value=0.0, max_value=1.0, format="percent"),
+        "s_per_step": st.column_config.NumberColumn(_("s / step (recent)"), format="%.3f"),
+        "eta": st.column_config.TextColumn(
+            _("ETA"), help=_("training left after its last logged step, at its recent pace")
+        ),
+        "planned": st.column_config.CheckboxColumn(_("planned"), help=_("in the plan of the Snakemake running now")),
+        "problem": st.column_config.TextColumn(_("problem")),
+    }
 
 
 def status_counts(grid: progress.GridProgress) -> None:
     columns = st.columns(5)
     for column, status in zip(columns, ["done", "running", "waiting", "diverged", "stopped"]):
-        column.metric(status, len(grid.with_status(status)))
+        column.metric(progress.status_name(status), len(grid.with_status(status)))
 
 
 def grid_eta(grid: progress.GridProgress) -> None:
@@ -41,15 +48,18 @@ def grid_eta(grid: progress.GridProgress) -> None:
     if not grid.with_status("running", "waiting"):
         return
     if not grid.plan.known:
-        st.caption("No ETA for the grid: without the plan, the runs still to come are unknown.")
+        st.caption(_("No ETA for the grid: without the plan, the runs still to come are unknown."))
     elif grid.eta_s is None:
-        st.caption("No ETA for the grid yet: no run is training now, or none has logged a step to time.")
+        st.caption(_("No ETA for the grid yet: no run is training now, or none has logged a step to time."))
     else:
-        st.metric("grid done in about", progress.duration_words(grid.eta_s))
+        st.metric(_("grid done in about"), progress.duration_words(grid.eta_s))
         st.caption(
-            f"Assumes the runs left go on {grid.lanes} lane(s), as many as are training now, each lane taking "
-            "the next waiting run as soon as it is free; a run not started yet takes as long as the measured "
-            "runs of its experiment (else of the grid). Sampling, exams and collecting after training are not counted."
+            _(
+                "Assumes the runs left go on {lanes} lane(s), as many as are training now, each lane taking "
+                "the next waiting run as soon as it is free; a run not started yet takes as long as the measured "
+                "runs of its experiment (else of the grid). Sampling, exams and collecting after training are not "
+                "counted."
+            ).format(lanes=grid.lanes)
         )
 
 
@@ -57,28 +67,32 @@ def run_table(grid: progress.GridProgress) -> None:
     table = pd.DataFrame(progress.progress_rows(grid))
     table["order"] = table["status"].map(STATUS_ORDER.index)
     table = table.sort_values(["order", "run"]).drop(columns="order")
+    table["status"] = table["status"].map(progress.status_name)  # sorted by the state, shown in words
     if not table["problem"].any():
         table = table.drop(columns="problem")
     if not grid.plan.run_ids:
         table = table.drop(columns="planned")
-    st.dataframe(table, hide_index=True, width="stretch", column_config=TABLE_COLUMNS)
+    st.dataframe(table, hide_index=True, width="stretch", column_config=table_columns())
     for run in grid.with_status("diverged"):
-        st.error(f"{run.label} diverged (its loss became NaN/inf) at step {run.step}.", icon=":material/bolt:")
+        st.error(
+            _("{run} diverged (its loss became NaN/inf) at step {step}.").format(run=run.label, step=run.step),
+            icon=":material/bolt:",
+        )
 
 
 def live_curves(grid: progress.GridProgress) -> None:
     """The curves of the runs training now, as far as they have logged."""
     running = grid.with_status("running")
     if not running:
-        st.info("No run is training right now.", icon=":material/pause_circle:")
+        st.info(_("No run is training right now."), icon=":material/pause_circle:")
         return
-    st.subheader("Training now")
+    st.subheader(_("Training now"))
     metrics = pd.DataFrame(progress.live_metrics(running))
     if metrics.empty:
-        st.caption("The runs training now have not logged an evaluation yet.")
+        st.caption(_("The runs training now have not logged an evaluation yet."))
         return
     st.altair_chart(charts.loss_curves(analysis.long_curves(metrics), height=360), width="stretch")
-    st.caption("Val solid, train dashed; a line grows at every evaluation (train.eval_every steps).")
+    st.caption(_("Val solid, train dashed; a line grows at every evaluation (train.eval_every steps)."))
 
 
 def show_grid(runs_root: Path) -> None:
@@ -89,7 +103,9 @@ def show_grid(runs_root: Path) -> None:
     else:
         st.warning(grid.plan.note, icon=":material/help:")
     if not grid.runs:
-        st.info(f"No run has started under `{runs_root}` yet.", icon=":material/hourglass_empty:")
+        st.info(
+            _("No run has started under `{folder}` yet.").format(folder=runs_root), icon=":material/hourglass_empty:"
+        )
         return
     status_counts(grid)
     grid_eta(grid)
@@ -103,35 +119,41 @@ def own_runs_root() -> Path | None:
     return root if root.is_dir() else None
 
 
-st.title("Progress")
+st.title(_("Progress"))
 st.caption(
-    "Every run of the grid, read from its run folder as it trains: no collect needed. "
-    "The other pages show the database, which changes when a target ends."
+    _(
+        "Every run of the grid, read from its run folder as it trains: no collect needed. "
+        "The other pages show the database, which changes when a target ends."
+    )
 )
 
 db_path = st.session_state.get("db_path") or loaders.default_db_path()
 runs_root = loaders.runs_root(db_path)
 if loaders.is_reference(db_path):
     st.info(
-        "These are the shipped reference results: finished long ago, nothing of them is running. "
-        f"A grid you start writes its runs to `{loaders.runs_root(loaders.DEFAULT_DB)}`.",
+        _(
+            "These are the shipped reference results: finished long ago, nothing of them is running. "
+            "A grid you start writes its runs to `{folder}`."
+        ).format(folder=loaders.runs_root(loaders.DEFAULT_DB)),
         icon=":material/verified:",
     )
     runs_root = own_runs_root()
     if runs_root is None:
         st.stop()
-    st.caption(f"Showing your own runs folder, `{runs_root}`: it needs no database.")
+    st.caption(_("Showing your own runs folder, `{folder}`: it needs no database.").format(folder=runs_root))
 
 left, right = st.columns(2)
-auto = left.toggle("Refresh by itself", value=True, key="progress_auto")
+auto = left.toggle(_("Refresh by itself"), value=True, key="progress_auto")
 every = right.select_slider(
-    "every (seconds)", options=[2, 5, 10, 30, 60], value=10, key="progress_every", disabled=not auto
+    _("every (seconds)"), options=[2, 5, 10, 30, 60], value=10, key="progress_every", disabled=not auto
 )
-st.caption(f"Runs folder: `{runs_root}`")
+st.caption(_("Runs folder: `{folder}`").format(folder=runs_root))
 
 
 @st.fragment(run_every=every if auto else None)
 def live() -> None:
+    # a rerun of this fragment alone skips the top of the script, and runs in a thread of its own
+    language_choice.reapply()
     show_grid(runs_root)
 
 

@@ -7,6 +7,8 @@ import json
 import pandas as pd
 import streamlit as st
 
+from anatomy.language import _
+
 from dashboard import charts, loaders, url_state
 from dashboard.findings import show_findings
 from dashboard.sample_text import highlighted, memorisation_caption
@@ -14,11 +16,13 @@ from dashboard.sample_text import highlighted, memorisation_caption
 results = loaders.require_results()
 samples = results.samples
 
-st.title("Generated text")
+st.title(_("Generated text"))
 if samples.empty:
     st.info(
-        "No samples in this database yet. The workflow's `generate_samples` step writes them; by hand: "
-        "`python -m anatomy generate results/runs/llama/seed42`, then collect again."
+        _(
+            "No samples in this database yet. The workflow's `generate_samples` step writes them; by hand: "
+            "`python -m anatomy generate results/runs/llama/seed42`, then collect again."
+        )
     )
     st.stop()
 show_findings(results, "copied")
@@ -27,13 +31,24 @@ labels = list(dict.fromkeys(samples["label"]))
 headline = [label for label in results.headline["label"] if label in labels]
 # kept in the URL (?run=...), so a reload or a shared link shows the same runs
 chosen = url_state.widget(
-    st.multiselect, "Runs", labels, key="samples_runs", param="run", default=(headline or labels)[:4]
+    st.multiselect, _("Runs"), labels, key="samples_runs", param="run", default=(headline or labels)[:4]
 )
+
+
+def option_text(option) -> str:
+    """A choice as the selectbox shows it: "any" in the reader's language, a value as it is."""
+    return _("any") if option == "any" else str(option)
+
+
 cols = st.columns(2)
 checkpoints = sorted(samples["checkpoint"].dropna().unique())
-checkpoint = cols[0].selectbox("Checkpoint", ["any"] + checkpoints, key="samples_checkpoint")
+checkpoint = cols[0].selectbox(
+    _("Checkpoint"), ["any"] + checkpoints, key="samples_checkpoint", format_func=option_text
+)
 temperatures = sorted(samples["temperature"].dropna().unique())
-temperature = cols[1].selectbox("Temperature", ["any"] + temperatures, key="samples_temperature")
+temperature = cols[1].selectbox(
+    _("Temperature"), ["any"] + temperatures, key="samples_temperature", format_func=option_text
+)
 
 shown = samples[samples["label"].isin(chosen)]
 if checkpoint != "any":
@@ -41,7 +56,7 @@ if checkpoint != "any":
 if temperature != "any":
     shown = shown[shown["temperature"] == temperature]
 if shown.empty:
-    st.info("No samples match these choices.")
+    st.info(_("No samples match these choices."))
     st.stop()
 
 n_runs = shown["label"].nunique()
@@ -50,10 +65,14 @@ columns = st.columns(per_row)
 for i, (label, group) in enumerate(shown.groupby("label", sort=False)):
     with columns[i % per_row].container(border=True):
         st.markdown(f"**{label}**")
-        for _, sample in group.iterrows():
+        for _index, sample in group.iterrows():
             st.caption(
-                f"checkpoint `{sample['checkpoint']}` · temperature {sample['temperature']} · "
-                f"seed {sample['seed']} · prefix {sample['prefix']!r}"
+                _("checkpoint `{checkpoint}` · temperature {temperature} · seed {seed} · prefix {prefix}").format(
+                    checkpoint=sample["checkpoint"],
+                    temperature=sample["temperature"],
+                    seed=sample["seed"],
+                    prefix=repr(sample["prefix"]),
+                )
             )
             if pd.notna(sample["note"]):
                 st.warning(sample["note"], icon=":material/warning:")
@@ -67,10 +86,12 @@ for i, (label, group) in enumerate(shown.groupby("label", sort=False)):
 measured = results.memorisation[results.memorisation["label"].isin(chosen)]
 several = measured.groupby("run_id")["step"].transform("nunique") > 1
 if several.any():
-    st.subheader("Memorised share against training step")
+    st.subheader(_("Memorised share against training step"))
     st.altair_chart(charts.memorisation_chart(measured[several]), width="stretch")
     st.caption(
-        "Each run's samples from its best-val weights and its last weights: the share of generated characters "
-        "copied verbatim from the training text (solid) and, as a control, found in the validation text the "
-        "model never saw (dashed)."
+        _(
+            "Each run's samples from its best-val weights and its last weights: the share of generated characters "
+            "copied verbatim from the training text (solid) and, as a control, found in the validation text the "
+            "model never saw (dashed)."
+        )
     )

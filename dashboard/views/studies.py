@@ -10,6 +10,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from anatomy.language import N_, _
 from anatomy.report import precision_section
 
 from anatomy.report import scale_section
@@ -18,12 +19,12 @@ from anatomy.report.markdown import ablation_section
 from anatomy.report.roles import only_runs_of
 from dashboard import analysis, charts, loaders
 
-TRAIN_SCALE = (
+TRAIN_SCALE = N_(
     "Train them with `snakemake --cores 2 --config train_threads=1 scale_stage1` "
     "(then `scale_stage2`: the part ablations at the largest size, and `scale_stage3`: both models at lr 1e-3), "
     "then collect again."
 )
-RUN_PRECISION = (
+RUN_PRECISION = N_(
     "No bf16 run with an fp32 twin in this database yet. Train them with "
     "`snakemake --cores 2 --config train_threads=1 precision_check` (the headline pair in bf16; "
     "their fp32 twins are the grid's headline runs), then collect again."
@@ -32,42 +33,56 @@ RUN_PRECISION = (
 
 def size_label(size: int, read: float) -> str:
     """'1,024,000 characters (read 8x)': the size and how often its runs read it, as the size table says."""
-    return f"{size:,} characters" + (f" (read {read:.3g}x)" if pd.notna(read) else "")
+    if pd.notna(read):
+        return _("{size} characters (read {times}x)").format(size=f"{size:,}", times=f"{read:.3g}")
+    return _("{size} characters").format(size=f"{size:,}")
+
+
+def question(group: str) -> str:
+    """The question a study group asks, as its section's header, in the reader's language."""
+    asked = STUDY_GROUPS[group]  # marked where it is defined (anatomy/results/groups.py)
+    return _(asked)
 
 
 everything = loaders.require_results(runs_needed=False)  # a database of no runs says so below
 
-st.title("Studies")
+st.title(_("Studies"))
 st.caption(
-    "Questions asked beside the chapter's grid, each with runs of its own: the grid's pages and tables never "
-    "take them. The sentences below are the report's own."
+    _(
+        "Questions asked beside the chapter's grid, each with runs of its own: the grid's pages and tables never "
+        "take them. The sentences below are the report's own."
+    )
 )
 
 # ---- scale: when does the mini-LLaMA win?
-st.header(STUDY_GROUPS["scale"], divider="gray")
+st.header(question("scale"), divider="gray")
 study = scale_section.scale_data(everything)
 found = scale_section.sizes(study)
 if study.runs.empty:
-    st.info(f"No scale runs in this database yet. {TRAIN_SCALE}", icon=":material/science:")
+    st.info(_("No scale runs in this database yet. {how}").format(how=_(TRAIN_SCALE)), icon=":material/science:")
 else:
     if found:
         # the report's answer (where_it_wins, then the verdict on the chapter's hypothesis), as the README says it
         st.markdown(scale_section.scale_answer(everything))
         st.altair_chart(charts.best_val_by_size_chart(scale_section.best_val_by_size(study)), width="stretch")
-        st.caption("Best val against training-set size: a line through the mean over seeds, the band from min to max.")
+        st.caption(
+            _("Best val against training-set size: a line through the mean over seeds, the band from min to max.")
+        )
         st.markdown(scale_section.size_table(study, found))
         if lr_text := scale_section.other_lr_text(study):
             st.markdown(lr_text)
     else:  # runs, but no size with both models yet (a stage still training)
-        st.info(f"No training-set size has both models yet. {TRAIN_SCALE}", icon=":material/science:")
+        st.info(
+            _("No training-set size has both models yet. {how}").format(how=_(TRAIN_SCALE)), icon=":material/science:"
+        )
 
     # the curves of one size at a time: on one log axis the sizes' losses would overlap
-    st.subheader("Curves, one training-set size at a time")
+    st.subheader(_("Curves, one training-set size at a time"))
     sizes = sorted(int(size) for size in study.runs["train_tokens"].dropna().unique())
     if sizes:
         labels = {size: size_label(size, scale_section.times_read(study, size)) for size in sizes}
         size = st.selectbox(
-            "Training-set size",
+            _("Training-set size"),
             sizes,
             index=len(sizes) - 1,  # the largest: the size the verdict is judged at
             format_func=labels.get,
@@ -76,30 +91,32 @@ else:
         run_ids = study.runs.loc[study.runs["train_tokens"] == size, "run_id"]
         long = analysis.long_curves(study.metrics[study.metrics["run_id"].isin(run_ids)])
         if long.empty:
-            st.info("These runs have no finite loss values to draw yet.")
+            st.info(_("These runs have no finite loss values to draw yet."))
         else:
             st.altair_chart(charts.loss_curves(long, by="experiment"), width="stretch")
             st.caption(
-                "Solid: val; dashed: train; one line per seed. Click an experiment in the legend to highlight it."
+                _("Solid: val; dashed: train; one line per seed. Click an experiment in the legend to highlight it.")
             )
     else:
-        st.info("These scale runs record no training-set size (`train_tokens`): collect them again.")
+        st.info(_("These scale runs record no training-set size (`train_tokens`): collect them again."))
 
     # stage 2, judged by the report's ablation table with this size's seed noise
     if (largest := scale_section.largest_as_headline(study)) is not None:
-        with st.expander("Which part earned the gap at the largest size (stage 2)"):
+        with st.expander(_("Which part earned the gap at the largest size (stage 2)")):
             st.markdown(ablation_section(largest))
 
 # ---- precision: does training in bf16 change any finding?
-st.header(STUDY_GROUPS["precision"], divider="gray")
+st.header(question("precision"), divider="gray")
 findings = precision_section.precision_findings(everything)
 if findings is None:
     bf16_runs = only_runs_of(everything, precision_section.STUDY).runs
     said = (
-        f"{len(bf16_runs)} bf16 run(s) here, but none has its fp32 twin in the grid yet (same model, seed and "
-        "corpus): `snakemake --cores 2 --config train_threads=1 headline` trains the twins."
+        _(
+            "{count} bf16 run(s) here, but none has its fp32 twin in the grid yet (same model, seed and "
+            "corpus): `snakemake --cores 2 --config train_threads=1 headline` trains the twins."
+        ).format(count=len(bf16_runs))
         if not bf16_runs.empty
-        else RUN_PRECISION
+        else _(RUN_PRECISION)
     )
     st.info(said, icon=":material/science:")
 else:

@@ -1,0 +1,113 @@
+"""The two languages: every sentence marked in the code has its Chinese, the catalogue holds
+nothing the code no longer says, a translation keeps its placeholders, the language belongs to
+one reader (one thread), English unless set, and every dashboard page speaks Chinese when its
+link asks (`?lang=zh_CN`)."""
+
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+
+import duckdb
+import pytest
+from babel.messages.extract import extract_from_dir
+from babel.messages.pofile import read_po
+from streamlit.testing.v1 import AppTest
+
+from anatomy import language
+from anatomy.errors import AnatomyError
+from anatomy.language import _
+from dashboard_pages import APP, PAGES, no_reference, texts  # noqa: F401 (no_reference: a fixture)
+
+REPO = Path(__file__).resolve().parents[1]
+PLACEHOLDER = re.compile(r"\{[^{}]*\}")
+
+
+def marked_in_code() -> dict[str, str]:
+    """Each sentence marked with `_` or `ngettext` in anatomy/ and dashboard/ -> where (file:line)."""
+    found: dict[str, str] = {}
+    for top in ("anatomy", "dashboard"):
+        for filename, line, message, _comments, _context in extract_from_dir(
+            REPO / top, method_map=[("**.py", "python")]
+        ):
+            for text in message if isinstance(message, tuple) else (message,):
+                if text:
+                    found.setdefault(text, f"{top}/{filename}:{line}")
+    return found
+
+
+def chinese() -> dict[str, str | tuple]:
+    """msgid -> its Chinese; a sentence with a count (ngettext) under its singular and its plural."""
+    with language.catalogue_path("zh_CN").open("rb") as file:
+        messages = [m for m in read_po(file) if m.id]
+    return {text: m.string for m in messages for text in (m.id if isinstance(m.id, tuple) else (m.id,))}
+
+
+def test_every_marked_sentence_has_its_chinese():
+    catalogue = chinese()
+    missing = [f"{where}: {text!r}" for text, where in marked_in_code().items() if not catalogue.get(text)]
+    assert not missing, (
+        f"{len(missing)} sentence(s) without Chinese in {language.catalogue_path('zh_CN').relative_to(REPO)} "
+        "(docs/translating.md):\n" + "\n".join(missing[:40])
+    )
+
+
+def test_the_catalogue_holds_no_sentence_the_code_no_longer_says():
+    in_code = marked_in_code()
+    stale = [text for text in chinese() if text not in in_code]
+    assert not stale, "translated, but no longer in the code (remove them): " + "; ".join(map(repr, stale[:20]))
+
+
+def test_a_translation_keeps_every_placeholder():
+    wrong = []
+    for text, translated in chinese().items():
+        for one in translated if isinstance(translated, tuple) else (translated,):
+            if one and sorted(PLACEHOLDER.findall(one)) != sorted(PLACEHOLDER.findall(text)):
+                wrong.append(f"{text!r} -> {one!r}")
+    assert not wrong, "placeholders differ:\n" + "\n".join(wrong)
+
+
+def test_english_unless_set_and_each_thread_speaks_its_own():
+    text = next(iter(chinese()))
+    assert language.current() == "en" and _(text) == text
+    heard = {}
+
+    def reader():
+        language.use("zh_CN")
+        heard["zh"] = _(text)
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    thread.join()
+    assert heard["zh"] == chinese()[text] != text
+    assert _(text) == text  # the other reader's choice did not reach this one
+
+
+def test_an_unknown_language_is_one_line():
+    with pytest.raises(AnatomyError, match=r"language 'fr': expected one of en, zh_CN"):
+        language.use("fr")
+
+
+# Every page of the dashboard, in Chinese: no English sentence left outside code and the samples' own text
+ENGLISH_WORDS = re.compile(r"[A-Za-z]+(?:[ ,'-]+[A-Za-z]+){3,}")  # four English words in a row
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_speaks_chinese_when_the_link_asks(fixture_grid_db, page, monkeypatch):
+    monkeypatch.setenv("ANATOMY_DB", str(fixture_grid_db))
+    app = AppTest.from_file(str(APP), default_timeout=60)
+    app.query_params["lang"] = "zh_CN"
+    app.run()
+    if page != "overview":
+        app.switch_page(f"views/{page}.py").run()
+    assert not app.exception, [e.value for e in app.exception]
+    assert re.search(r"[\u4e00-\u9fff]", app.title[0].value), app.title[0].value
+    with duckdb.connect(str(fixture_grid_db), read_only=True) as con:
+        samples = [text for (text,) in con.execute("SELECT text FROM samples WHERE text IS NOT NULL").fetchall()]
+    english = [
+        line
+        for line in texts(app).splitlines()
+        if ENGLISH_WORDS.search(re.sub(r"`[^`]*`", "", line)) and not any(line.strip() in text for text in samples)
+    ]
+    assert not english, f"/{page} in Chinese still shows: " + " | ".join(english[:5])
