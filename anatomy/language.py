@@ -10,12 +10,15 @@ English.
 
 The language belongs to one reader, not to the process: the dashboard serves several readers at
 once, each page render in a thread of its own, so it lives in a context variable that each render
-sets (`use`). The report never sets it, so `anatomy report` writes English.
+sets (`use`). The report writes English, except the headline of a translated README
+(`README.zh-CN.md`), which it writes inside `speaking`.
 """
 
 from __future__ import annotations
 
 import gettext
+from collections.abc import Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import cache
 from io import BytesIO
@@ -57,11 +60,25 @@ def translations(language: str) -> gettext.NullTranslations:
     return gettext.GNUTranslations(compiled)
 
 
-def use(language: str) -> None:
-    """Speak `language` from here on, in this thread (a dashboard render) only."""
+def known(language: str) -> str:
     if language not in LANGUAGES:
         raise AnatomyError(f"language {language!r}: expected one of {', '.join(LANGUAGES)}")
-    _language.set(language)
+    return language
+
+
+def use(language: str) -> None:
+    """Speak `language` from here on, in this thread (a dashboard render) only."""
+    _language.set(known(language))
+
+
+@contextmanager
+def speaking(language: str) -> Iterator[None]:
+    """Speak `language` inside the block only (the report writes each README in its language)."""
+    token = _language.set(known(language))
+    try:
+        yield
+    finally:
+        _language.reset(token)
 
 
 def current() -> str:

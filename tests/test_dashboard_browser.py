@@ -16,6 +16,7 @@ import base64
 import itertools
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -234,6 +235,43 @@ def browser_db(request) -> Path:
     return Path(chosen) if chosen else request.getfixturevalue("dashboard_db")
 
 
+def sample_characters() -> str:
+    """Every character the shipped samples hold (whitespace aside): the common ones need the
+    system's CJK font (.ci/run installs one), the rare ones the font the dashboard serves."""
+    chars = set()
+    for path in (REPO_ROOT / "results" / "reference" / "runs").glob("*/seed*/samples.json"):
+        chars |= {c for sample in json.loads(path.read_text(encoding="utf-8")) for c in sample.get("text") or ""}
+    return "".join(sorted(c for c in chars if not c.isspace()))
+
+
+# Which of `chars` the page's font draws as nothing or as the box of a code point no font has.
+BOXED = """(async (chars) => {
+  const family = getComputedStyle(document.querySelector('[data-testid="stMarkdownContainer"]') || document.body).fontFamily;
+  await document.fonts.load(`32px ${family}`, chars);
+  const canvas = document.createElement('canvas');
+  canvas.width = canvas.height = 48;
+  const pen = canvas.getContext('2d');
+  const draw = (c) => { pen.clearRect(0, 0, 48, 48); pen.font = `32px ${family}`; pen.fillText(c, 4, 36); return canvas.toDataURL(); };
+  const box = draw('\\u{10FFFD}'), blank = draw(' ');
+  return [...chars].filter((c) => { const drawn = draw(c); return drawn === box || drawn === blank; });
+})"""
+NO_FONT_HAS = "\U00030f84"  # U+30F84 (CJK Extension G): no Hanazono font has it; the check must see its box
+
+# Chromium at a desktop width and at a phone's
+WIDTHS = {"wide": 1400, "phone": 390}
+HAN = re.compile(r"[\u4e00-\u9fff]")
+
+
+def set_width(browser: DevTools, width: int) -> None:
+    browser.call(
+        "Emulation.setDeviceMetricsOverride", width=width, height=WINDOW[1], deviceScaleFactor=1, mobile=width < 600
+    )
+
+
+# the page wider than the window: something is cut off or needs a sideways scroll
+OVERFLOW = """(() => document.documentElement.scrollWidth - window.innerWidth)()"""
+
+
 def test_every_page_draws_its_charts_in_chromium(browser_db, screenshot_dir, tmp_path):
     db = browser_db
     experiments, labels = headline_names(db)
@@ -247,45 +285,74 @@ def test_every_page_draws_its_charts_in_chromium(browser_db, screenshot_dir, tmp
         "samples": labels,
         "exams": ["RoPE: reading past the training length"],
     }
+    log = tmp_path / "streamlit.log"
     # a fresh profile; in tmp_path, since Chromium's helpers may still write there as it exits
-    with streamlit_server(db, tmp_path / "streamlit.log") as url, chromium(tmp_path / "profile") as browser:
-        for page, n_charts in PAGES.items():
-            browser.call("Page.navigate", url=f"{url}/{page}")
+    with streamlit_server(db, log) as url, chromium(tmp_path / "profile") as browser:
+        for language, width in (("en", "wide"), ("zh_CN", "wide"), ("en", "phone"), ("zh_CN", "phone")):
+            set_width(browser, WIDTHS[width])
+            for page, n_charts in PAGES.items():
+                browser.call("Page.navigate", url=f"{url}/{page}?lang={language}")
+                must_show = expected.get(page, []) if language == "en" else []
 
-            last = {}
+                last = {}
 
-            def drawn():
-                last.update(browser.evaluate(PAGE_STATE) or {})
-                done = (
-                    last.get("title")
-                    and not last["running"]
-                    and last["charts"] >= n_charts
-                    and all(name in last["text"] for name in expected.get(page, []))
-                )
-                return done or bool(last.get("exceptions"))
+                def drawn():
+                    last.update(browser.evaluate(PAGE_STATE) or {})
+                    done = (
+                        last.get("title")
+                        and not last["running"]
+                        and last["charts"] >= n_charts
+                        and all(name in last["text"] for name in must_show)
+                        and (language == "en" or HAN.search(last["title"]))
+                    )
+                    return done or bool(last.get("exceptions"))
 
-            poll(drawn, 60)
-            if page == "listen" and not last.get("exceptions"):
-                # A click that lands while the page is still settling is lost (the server stays idle,
-                # checked with py-spy): press again if nothing has started after a while.
-                for _ in range(3):
-                    browser.evaluate(PRESS_GENERATE)
-                    if poll(
-                        lambda: (
-                            "characters/s" in (browser.evaluate(PAGE_STATE) or {}).get("text", "")
-                            and not browser.evaluate(PAGE_STATE)["running"]
-                        ),
-                        40,
-                    ):
-                        break
-                last.update(browser.evaluate(PAGE_STATE) or {})
-                assert "characters/s" in last["text"], "/listen wrote no text after Generate"
-            time.sleep(1.0)  # let the charts finish their first paint before the screenshot
-            shot = browser.call("Page.captureScreenshot", format="png")
-            target = screenshot_dir / f"dashboard-{page or 'overview'}.png"
-            target.write_bytes(base64.b64decode(shot["data"]))
-            print(f"screenshot: {target}")
-            assert last.get("exceptions") == [], f"/{page} shows an exception: {last.get('exceptions')}"
-            assert last["charts"] >= n_charts, f"/{page} drew {last['charts']} of {n_charts} charts (see {target})"
-            for name in expected.get(page, []):
-                assert name in last["text"], f"/{page} does not show {name}"
+                poll(drawn, 60)
+                if page == "listen" and (language, width) == ("en", "wide") and not last.get("exceptions"):
+                    # A click that lands while the page is still settling is lost (the server stays idle,
+                    # checked with py-spy): press again if nothing has started after a while.
+                    for _ in range(3):
+                        browser.evaluate(PRESS_GENERATE)
+                        if poll(
+                            lambda: (
+                                "characters/s" in (browser.evaluate(PAGE_STATE) or {}).get("text", "")
+                                and not browser.evaluate(PAGE_STATE)["running"]
+                            ),
+                            40,
+                        ):
+                            break
+                    last.update(browser.evaluate(PAGE_STATE) or {})
+                    assert "characters/s" in last["text"], "/listen wrote no text after Generate"
+                time.sleep(1.0)  # let the charts finish their first paint before the screenshot
+                shot = browser.call("Page.captureScreenshot", format="png")
+                suffix = "" if (language, width) == ("en", "wide") else f"-{language}-{width}"
+                target = screenshot_dir / f"dashboard-{page or 'overview'}{suffix}.png"
+                target.write_bytes(base64.b64decode(shot["data"]))
+                print(f"screenshot: {target}")
+                where = f"/{page}?lang={language} at {WIDTHS[width]} px"
+                assert last.get("exceptions") == [], f"{where} shows an exception: {last.get('exceptions')}"
+                assert last["charts"] >= n_charts, f"{where} drew {last['charts']} of {n_charts} charts (see {target})"
+                for name in must_show:
+                    assert name in last["text"], f"{where} does not show {name}"
+                if language != "en":
+                    assert HAN.search(last["title"]), f"{where}: its title {last['title']!r} is not in Chinese"
+                overflow = browser.evaluate(OVERFLOW)
+                assert overflow <= 1, f"{where} is {overflow} px wider than the window: cut off (see {target})"
+
+        # every character the shipped samples hold has a glyph (the check itself must see a box)
+        chars = sample_characters()
+        boxed = browser.call(
+            "Runtime.evaluate",
+            expression=f"{BOXED}({json.dumps(chars + NO_FONT_HAS)})",
+            awaitPromise=True,
+            returnByValue=True,
+        )["result"]["value"]
+        assert boxed == [NO_FONT_HAS], (
+            f"drawn as boxes: {''.join(c for c in boxed if c != NO_FONT_HAS)!r} (data/build_font.py)"
+        )
+    problems = [
+        line
+        for line in log.read_text(encoding="utf-8").splitlines()
+        if re.search(r"Traceback|Error|Warning|WARNING", line)
+    ]
+    assert not problems, f"the server log ({log}) holds:\n" + "\n".join(problems[:20])

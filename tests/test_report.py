@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import subprocess
 from pathlib import Path
@@ -516,6 +517,40 @@ def test_cli_writes_report_figures_and_readme_section(fixture_runs, tmp_path, ca
         assert "| " + " | ".join(row) + " |" in block
 
 
+def test_a_translated_readme_gets_the_headline_in_its_language(fixture_runs, tmp_path, capsys):
+    runs_root, _ = fixture_runs
+    start, end = markdown.markers("headline")
+    english, chinese = tmp_path / "README.md", tmp_path / "README.zh-CN.md"
+    english.write_text(f"{start}\n{end}\n{markdown.markers('costs')[0]}\n{markdown.markers('costs')[1]}\n")
+    chinese.write_text(f"# 标题\n{start}\nold\n{end}\n")
+    out = tmp_path / "docs" / "results"
+    argv = ["report", "--runs", str(runs_root), "--out", str(out), "--readme", str(english), str(chinese)]
+    assert main(argv) == 0
+    assert f"the headline section(s) of {chinese} rewritten" in capsys.readouterr().out
+    block = markdown.readme_block(chinese.read_text(), "headline")
+    # the same numbers and figure as the English headline, in Chinese words
+    assert "](docs/results/headline.png)" in block and "验证损失" in block and "Val loss" not in block
+    numbers = re.compile(r"\d+\.\d{3}")
+    assert numbers.findall(block) == numbers.findall(markdown.readme_block(english.read_text(), "headline"))
+
+
+def test_a_readme_in_an_unknown_language_or_without_markers_changes_no_readme(fixture_runs, tmp_path, capsys):
+    runs_root, _ = fixture_runs
+    start, end = markdown.markers("headline")
+    chinese, french = tmp_path / "README.zh-CN.md", tmp_path / "README.fr.md"
+    chinese.write_text(f"{start}\nold\n{end}\n")
+    french.write_text(f"{start}\nold\n{end}\n")
+    argv = ["report", "--runs", str(runs_root), "--out", str(tmp_path / "o"), "--readme", str(chinese)]
+    assert main([*argv, str(french)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: --readme {french}: expected README.md, or README.LANGUAGE.md with LANGUAGE one of zh-CN\n"
+    )
+    no_markers = tmp_path / "README.md"
+    no_markers.write_text("# no markers\n")
+    assert main([*argv, str(no_markers)]) == 2
+    assert chinese.read_text() == f"{start}\nold\n{end}\n"  # checked before any README was written
+
+
 def test_cli_errors_are_one_line(fixture_runs, tmp_path, capsys):
     runs_root, _ = fixture_runs
     assert main(["report", "--db", str(tmp_path / "none.duckdb"), "--out", str(tmp_path / "o")]) == 2
@@ -541,17 +576,18 @@ def test_cli_errors_are_one_line(fixture_runs, tmp_path, capsys):
 
 
 def test_readme_results_come_from_the_shipped_reference_runs():
-    """The README's headline and costs are what `anatomy report` makes of results/reference: no drift."""
+    """The READMEs' headline (and costs) are what `anatomy report` makes of results/reference: no drift."""
     reference = REPO / "results" / "reference"
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
     assert (reference / "runs").is_dir(), "results/reference/runs is missing: the README's numbers have no source"
     data = load_runs(reference / "runs", read_provenance(reference / "grid.json"))
-    expected = markdown.readme_blocks(data, list(markdown.figure_charts(data)), "docs/results/")
-    for name, block in expected.items():
-        assert markdown.readme_block(readme, name) == block, (
-            f"README's {name} section is stale: run `python -m anatomy report --runs results/reference/runs "
-            "--out docs/results --readme README.md`"
-        )
+    figures = list(markdown.figure_charts(data))
+    for path, language in (("README.md", "en"), ("README.zh-CN.md", "zh_CN")):
+        readme = (REPO / path).read_text(encoding="utf-8")
+        for name, block in markdown.readme_blocks(data, figures, "docs/results/", language).items():
+            assert markdown.readme_block(readme, name) == block, (
+                f"{path}'s {name} section is stale: run `python -m anatomy report --runs results/reference/runs "
+                "--out docs/results --readme README.md README.zh-CN.md`"
+            )
     for name in markdown.figure_charts(data):
         assert (REPO / "docs" / "results" / f"{name}.png").is_file()
 

@@ -4,9 +4,10 @@ Reads a results database (or collects a folder of runs into a temporary one) and
 `report.md` with the experiment's tables, the chapter's claims each next to our measurement
 with a verdict (`anatomy/report/claims.py`), each part's training loss beside the exam made for it
 (`anatomy/exams/`: which part wins where), and PNG figures drawn by the same Altair charts as the
-dashboard (anatomy/report/charts.py). `--readme README.md` also rewrites the README's generated sections (README_BLOCKS,
-between their marker lines) from the same data, so the README's numbers are never typed by
-hand; tests/test_report.py holds the two together.
+dashboard (anatomy/report/charts.py). `--readme README.md README.zh-CN.md` also rewrites the READMEs'
+generated sections (README_BLOCKS, between their marker lines) from the same data, each in its
+file's language, so the README's numbers are never typed by hand; tests/test_report.py holds
+them together.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from anatomy.report.claims import (
     part_effects,
 )
 from anatomy.errors import AnatomyError
-from anatomy.language import _
+from anatomy.language import ENGLISH, LANGUAGES, N_, _, speaking
 from anatomy.results.groups import STUDY_GROUPS, is_study
 from anatomy.report.exam_findings import PART_EXAMS, PART_NAMES, exam_rows, seed_list
 from anatomy.report.precision_section import HEADLINE_CLAIMS, precision_section
@@ -534,18 +535,19 @@ def save_figures(charts: dict[str, Any], out_dir: Path) -> list[str]:
     return list(charts)
 
 
+# each figure's caption (its alt text), translated where a README in another language shows it
 FIGURE_TITLES = {
-    "headline": "Val loss, vanilla vs mini-LLaMA (band: min to max over seeds; ◆ best val)",
-    "overfitting": "The overfitting turn of the mini-LLaMA",
-    "ablations": (
+    "headline": N_("Val loss, vanilla vs mini-LLaMA (band: min to max over seeds; ◆ best val)"),
+    "overfitting": N_("The overfitting turn of the mini-LLaMA"),
+    "ablations": N_(
         "Each part's gain in best val, added to vanilla and removed from the mini-LLaMA (right: having "
         "the part lowers best val, whichever way it was swapped; grey: seed noise)"
     ),
-    "depth": "12 layers without warmup: post-norm vs pre-norm",
-    "breaks": "Break tests: best val minus the mini-LLaMA's (right: worse than the mini-LLaMA)",
-    "length": "RoPE's exam: loss by position, past the training length (dashed line)",
-    "stability": "Pre-norm's exam: which deep models train without warmup, by learning rate",
-    "scale": "Best val against training-set size, poems (band: min to max over seeds; each seed a point)",
+    "depth": N_("12 layers without warmup: post-norm vs pre-norm"),
+    "breaks": N_("Break tests: best val minus the mini-LLaMA's (right: worse than the mini-LLaMA)"),
+    "length": N_("RoPE's exam: loss by position, past the training length (dashed line)"),
+    "stability": N_("Pre-norm's exam: which deep models train without warmup, by learning rate"),
+    "scale": N_("Best val against training-set size, poems (band: min to max over seeds; each seed a point)"),
 }
 
 
@@ -555,7 +557,7 @@ FIGURE_TITLES = {
 
 def figure_link(name: str, figure_names: list[str], image_prefix: str) -> str:
     """A drawn figure as Markdown after a blank line; nothing where it was not drawn."""
-    return f"\n\n![{FIGURE_TITLES[name]}]({image_prefix}{name}.png)" if name in figure_names else ""
+    return f"\n\n![{_(FIGURE_TITLES[name])}]({image_prefix}{name}.png)" if name in figure_names else ""
 
 
 def render(everything: Results, figure_names: list[str], image_prefix: str = "", costs: bool = True) -> str:
@@ -636,10 +638,29 @@ def headline_block(everything: Results, figure_names: list[str], image_prefix: s
     return "\n\n".join(parts) + "\n"
 
 
-def readme_blocks(data: Results, figure_names: list[str], image_prefix: str) -> dict[str, str]:
-    """The README's generated sections by name (README_BLOCKS)."""
+def readme_blocks(data: Results, figure_names: list[str], image_prefix: str, language: str = ENGLISH) -> dict[str, str]:
+    """The README's generated sections by name (README_BLOCKS). A translated README carries the
+    headline only, in its language; the costs table stays in the English one."""
+    with speaking(language):
+        headline = headline_block(data, figure_names, image_prefix)
+    if language != ENGLISH:
+        return {"headline": headline}
     costs = costs_section(data) or "No shipped run records its wall time yet."
-    return {"headline": headline_block(data, figure_names, image_prefix), "costs": costs + "\n"}
+    return {"headline": headline, "costs": costs + "\n"}
+
+
+def readme_language(path: Path) -> str:
+    """README.md is English; README.zh-CN.md is zh_CN (the names GitHub shows side by side)."""
+    parts = path.name.split(".")
+    if len(parts) == 2 and parts[1] == "md":
+        return ENGLISH
+    code = parts[1].replace("-", "_") if len(parts) == 3 and parts[2] == "md" else None
+    if code not in LANGUAGES:
+        raise AnatomyError(
+            f"--readme {path}: expected README.md, or README.LANGUAGE.md with LANGUAGE one of "
+            + ", ".join(code.replace("_", "-") for code in LANGUAGES if code != ENGLISH)
+        )
+    return code
 
 
 def markers(name: str) -> tuple[str, str]:
@@ -686,8 +707,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--readme",
         type=Path,
+        nargs="+",
         default=None,
-        help="also rewrite this README's results and costs sections (between their marker lines)",
+        help="also rewrite these READMEs' generated sections (between their marker lines): README.md's "
+        "headline and costs, a translated README.LANGUAGE.md's headline in its language",
     )
     parser.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
 
@@ -697,6 +720,10 @@ def run(args: argparse.Namespace) -> int:
         raise AnatomyError(f"--out {args.out} is a file: expected a folder for report.md and the figures")
     if args.readme is not None and args.no_figures:
         raise AnatomyError("--readme with --no-figures would drop the README's figures: give one or the other")
+    for readme in args.readme or []:  # every README checked before any file is written
+        readme_language(readme)
+        if not readme.is_file():
+            raise AnatomyError(f"--readme {readme}: no such file")
     if args.runs is not None:
         provenance = read_provenance(args.provenance or args.runs.parent / "grid.json")
         data = load_runs(args.runs, provenance)
@@ -708,11 +735,12 @@ def run(args: argparse.Namespace) -> int:
         names = [] if args.no_figures else save_figures(figure_charts(data), args.out)
         write_text(args.out / "report.md", "# Results\n\n" + render(data, names))
     print(f"report: {args.out / 'report.md'} ({len(data.runs)} runs, {len(names)} figures)")
-    if args.readme is not None:
-        if not args.readme.is_file():
-            raise AnatomyError(f"--readme {args.readme}: no such file")
-        prefix = Path(os.path.relpath(args.out.resolve(), args.readme.resolve().parent)).as_posix()
-        readme = args.readme.read_text(encoding="utf-8")
-        write_text(args.readme, splice_readme(readme, readme_blocks(data, names, prefix + "/"), args.readme))
-        print(f"report: the {' and '.join(README_BLOCKS)} sections of {args.readme} rewritten")
+    spliced = {}  # every README's new text first: one without its markers changes none of them
+    for readme in args.readme or []:
+        prefix = Path(os.path.relpath(args.out.resolve(), readme.resolve().parent)).as_posix()
+        blocks = readme_blocks(data, names, prefix + "/", readme_language(readme))
+        spliced[readme] = (splice_readme(readme.read_text(encoding="utf-8"), blocks, readme), list(blocks))
+    for readme, (text, blocks) in spliced.items():
+        write_text(readme, text)
+        print(f"report: the {' and '.join(blocks)} section(s) of {readme} rewritten")
     return 0
