@@ -540,8 +540,8 @@ FIGURE_TITLES = {
     "headline": N_("Val loss, vanilla vs mini-LLaMA (band: min to max over seeds; ◆ best val)"),
     "overfitting": N_("The overfitting turn of the mini-LLaMA"),
     "ablations": N_(
-        "Each part's gain in best val, added to vanilla and removed from the mini-LLaMA (right: having "
-        "the part lowers best val, whichever way it was swapped; grey: seed noise)"
+        "Each part's Δ best val, added to vanilla and removed from the mini-LLaMA (experiment minus "
+        "baseline: left of zero, lower loss; grey: seed noise)"
     ),
     "depth": N_("12 layers without warmup: post-norm vs pre-norm"),
     "breaks": N_("Break tests: best val minus the mini-LLaMA's (right: worse than the mini-LLaMA)"),
