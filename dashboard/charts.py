@@ -13,6 +13,7 @@ from __future__ import annotations
 import altair as alt
 import numpy as np
 import pandas as pd
+import streamlit as st
 
 from anatomy.language import N_, _
 from anatomy.report.exam_findings import ATTENTION_ORDER
@@ -32,6 +33,12 @@ from anatomy.report.charts import (
     seed_band_chart as seed_band_chart,
     stability_map as stability_map,
 )
+
+
+def draw(chart: alt.TopLevelMixin) -> None:
+    """A chart across the page, its legends under the plot in two columns: beside it, at a phone's
+    width (390 px), a legend squeezes the plot itself to a sliver."""
+    st.altair_chart(chart.configure_legend(orient="bottom", columns=2), width="stretch")
 
 
 # words a chart's data carries and shows (its legends, its tooltips): each translated where drawn

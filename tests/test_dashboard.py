@@ -241,6 +241,8 @@ def test_views_survive_non_finite_losses_and_a_running_grid(fixture_grid_db, pag
         assert app.get("vega_lite_chart") or app.text
     if page == "breaks":
         assert len(app.error) == 2  # both seeds of the post-norm run diverged
+    # every legend under its plot: beside it, at a phone's width, it squeezes the plot to a sliver
+    assert all(spec["config"]["legend"] == {"orient": "bottom", "columns": 2} for spec in chart_specs(app))
 
 
 @pytest.mark.parametrize("page", PAGES)

@@ -37,7 +37,7 @@ show_findings(results, "which_part")
 st.markdown(largest_ablation_change(only_runs_of(results, None)) or "")
 # the noise floor: the headline models' own spread over seeds (both are baselines), as in the report
 noise = analysis.seed_spread(results.experiments, results.headline["experiment"].unique())
-st.altair_chart(charts.ablation_chart(analysis.part_deltas(results.ablations), noise), width="stretch")
+charts.draw(charts.ablation_chart(analysis.part_deltas(results.ablations), noise))
 
 statuses = results.runs.groupby("experiment")["status"].agg(lambda s: ", ".join(sorted(set(s))))
 table = results.ablations.assign(status=results.ablations["experiment"].map(statuses))

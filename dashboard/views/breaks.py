@@ -68,7 +68,7 @@ if not deep.empty:
     marks = diverged[diverged["run_id"].isin(deep["run_id"])]
     if not marks.empty:
         chart = chart + charts.divergence_marks(marks, x_max=metrics["step"].max(), log=log)
-    st.altair_chart(chart, width="stretch")
+    charts.draw(chart)
 
 if not others.empty:
     names = list(dict.fromkeys(others["experiment"]))
@@ -91,10 +91,10 @@ if not others.empty:
     marks = diverged[diverged["run_id"].isin(others["run_id"])]
     if not marks.empty:
         chart = chart + charts.divergence_marks(marks, x_max=metrics["step"].max(), log=log)
-    st.altair_chart(chart, width="stretch")
+    charts.draw(chart)
     deltas = analysis.versus_baseline(results.comparisons, names)
     if not deltas.empty:
-        st.altair_chart(charts.delta_chart(deltas), width="stretch")
+        charts.draw(charts.delta_chart(deltas))
     missing = [name for name in baselines if not (runs["experiment"] == name).any()]
     if missing or not baselines:
         st.info(

@@ -206,7 +206,7 @@ x = "elapsed_s" if x_axis == "wall-clock" else "step"
 # exactly two runs: what differs between them goes next to their curves
 chart_place, beside = st.columns([3, 2]) if len(labels) == 2 else (st.container(), None)
 with chart_place:
-    st.altair_chart(charts.loss_curves(long, x=x, log=log), width="stretch")
+    charts.draw(charts.loss_curves(long, x=x, log=log))
     st.caption(
         _(
             "Solid: val; dashed: train. Hover a point for the run's details; click a run in the legend to highlight "

@@ -85,7 +85,7 @@ def length_section(results: Results) -> None:
         return
     say_finding(findings.length_finding(results), findings.length_text(results))
     ctx_lens = curves["ctx_len"].unique()
-    st.altair_chart(charts.length_chart(curves, ctx_lens[0] if len(ctx_lens) == 1 else None), width="stretch")
+    charts.draw(charts.length_chart(curves, ctx_lens[0] if len(ctx_lens) == 1 else None))
     st.caption(
         _(
             "Each line is one experiment (mean over its seeds) on the longest window it was read on; bold: the "
@@ -190,12 +190,12 @@ def kv_cache_section(results: Results) -> None:
         )
         bars["source"] = bars["source"].str.replace("_bytes", "")
         bars = bars.groupby(["attention", "n_kv_head", "tokens", "source"], as_index=False)["bytes"].median()
-        st.altair_chart(charts.kv_cache_chart(bars), width="stretch")
+        charts.draw(charts.kv_cache_chart(bars))
     else:
         say_empty("kv_cache", _("cache sizes (table exam_kv_cache)"), results.path)
     if not timing.empty:
         drawn = timing.assign(cache=np.where(timing["cached"], "with cache", "recomputed"))
-        st.altair_chart(charts.kv_timing_chart(drawn), width="stretch")
+        charts.draw(charts.kv_timing_chart(drawn))
         st.caption(
             _(
                 "Solid: with the KV cache; dashed: the whole context recomputed for every new character. "
@@ -251,7 +251,7 @@ def depth_section(results: Results) -> None:
     else:
         say_finding(findings.depth_finding(results), findings.depth_text(results, bold=True))
         cells = depth_cells(depth)
-        st.altair_chart(charts.stability_map(cells), width="stretch")
+        charts.draw(charts.stability_map(cells))
         running = cells[cells["state"] == "running"]
         if not running.empty:
             st.info(
@@ -294,7 +294,7 @@ def depth_section(results: Results) -> None:
     norms = loaders.grad_norms_of(results.path, run_id)
     spread = exams.grad_norm_spread
     st.markdown(findings.spread_finding(results, run_id, norms))
-    st.altair_chart(charts.grad_norm_heatmap(norms), width="stretch")
+    charts.draw(charts.grad_norm_heatmap(norms))
     st.caption(
         _(
             "Every step for the first 200, then at every evaluation. Colour: the block's gradient norm, log "
@@ -304,7 +304,7 @@ def depth_section(results: Results) -> None:
     # every run logs its gradient norms: compare the deepest ones (and the chosen run), not the whole grid
     deepest = runs[runs["layers"] == runs["layers"].max()]
     compared = spread[spread["run_id"].isin(set(deepest["run_id"]) | {run_id})]
-    st.altair_chart(charts.grad_norm_spread_chart(compared, labels[run_id]), width="stretch")
+    charts.draw(charts.grad_norm_spread_chart(compared, labels[run_id]))
     st.caption(
         _(
             "The first block's gradient norm over the last block's (1: equal), for the {layers}-layer runs and "
@@ -346,7 +346,7 @@ def wall_clock_section(results: Results) -> None:
                         _("{variant}: {finding}").format(variant=findings.VARIANT_NAMES[mine], finding=clause)
                     )
                 )
-    st.altair_chart(charts.wall_clock_chart(rows), width="stretch")
+    charts.draw(charts.wall_clock_chart(rows))
     st.caption(_("Bars: the median over rounds; the black line runs from the fastest round to the slowest."))
     impls = rows.groupby(["part", "variant"])["impl"].agg(set)
     one_way = [

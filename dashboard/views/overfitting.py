@@ -80,4 +80,4 @@ for i, label in enumerate(chosen):
                     run=label, loss=f"{row['min_val']:.3f}", step=int(row["min_step"])
                 )
             )
-        st.altair_chart(charts.overfitting_chart(run, row, margin), width="stretch")
+        charts.draw(charts.overfitting_chart(run, row, margin))

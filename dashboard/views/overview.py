@@ -132,7 +132,7 @@ else:
     band = results.band[results.band["experiment"].isin(experiments)]
     seeds = analysis.long_curves(metrics, splits=("val_loss",))
     best = analysis.best_points(headline)
-    st.altair_chart(charts.seed_band_chart(band, seeds, best, log=log, reference=reference), width="stretch")
+    charts.draw(charts.seed_band_chart(band, seeds, best, log=log, reference=reference))
     sentences = [_("Shaded: min to max over seeds at each evaluation. Lines: each seed. ◆: each run's best val.")]
     if reference is not None and not reference.empty:
         sentences.append(_("Grey: the same experiments in the shipped reference results (min to max over seeds)."))

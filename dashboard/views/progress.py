@@ -91,7 +91,7 @@ def live_curves(grid: progress.GridProgress) -> None:
     if metrics.empty:
         st.caption(_("The runs training now have not logged an evaluation yet."))
         return
-    st.altair_chart(charts.loss_curves(analysis.long_curves(metrics), height=360), width="stretch")
+    charts.draw(charts.loss_curves(analysis.long_curves(metrics), height=360))
     st.caption(_("Val solid, train dashed; a line grows at every evaluation (train.eval_every steps)."))
 
 

@@ -64,7 +64,7 @@ else:
     if found:
         # the report's answer (where_it_wins, then the verdict on the chapter's hypothesis), as the README says it
         st.markdown(scale_section.scale_answer(everything))
-        st.altair_chart(charts.best_val_by_size_chart(scale_section.best_val_by_size(study)), width="stretch")
+        charts.draw(charts.best_val_by_size_chart(scale_section.best_val_by_size(study)))
         st.caption(
             _("Best val against training-set size: a line through the mean over seeds, the band from min to max.")
         )
@@ -93,7 +93,7 @@ else:
         if long.empty:
             st.info(_("These runs have no finite loss values to draw yet."))
         else:
-            st.altair_chart(charts.loss_curves(long, by="experiment"), width="stretch")
+            charts.draw(charts.loss_curves(long, by="experiment"))
             st.caption(
                 _("Solid: val; dashed: train; one line per seed. Click an experiment in the legend to highlight it.")
             )
