@@ -853,3 +853,21 @@ def test_the_break_run_table_shows_its_numbers_before_the_description(fixture_gr
     app = open_page(fixture_grid_db, "breaks", monkeypatch)
     columns = list(app.dataframe[-1].value.columns)
     assert columns.index("best_val_loss") < 3 and columns[-1] == "description"
+
+
+def test_the_overfitting_charts_share_one_loss_axis(fixture_grid_db, monkeypatch):
+    """Charts side by side are compared: one loss range for all, from every run shown."""
+    app = open_page(fixture_grid_db, "overfitting", monkeypatch)
+    specs = chart_specs(app)
+    domains = [
+        layer["encoding"]["y"]["scale"]["domain"]
+        for spec in specs
+        for layer in spec["layer"]
+        if "domain" in layer.get("encoding", {}).get("y", {}).get("scale", {})
+    ]
+    assert len(specs) >= 2 and len(domains) == len(specs)
+    losses = pd.concat(
+        [table[column] for table in chart_tables(app) for column in ("train_loss", "val_loss") if column in table]
+    )
+    losses = losses[np.isfinite(losses.astype(float))]
+    assert all(domain == [losses.min(), losses.max()] for domain in domains)

@@ -229,8 +229,11 @@ def seed_band_chart(
     return alt.layer(*layers).properties(height=height)
 
 
-def overfitting_chart(run: pd.DataFrame, row: pd.Series, margin: float, height: int = 300) -> alt.LayerChart:
-    """One run: train and val, the gap between them, val's minimum and the region after it."""
+def overfitting_chart(
+    run: pd.DataFrame, row: pd.Series, margin: float, height: int = 300, y_domain: tuple[float, float] | None = None
+) -> alt.LayerChart:
+    """One run: train and val, the gap between them, val's minimum and the region after it.
+    `y_domain`: the loss axis's range, shared by charts drawn side by side to be compared."""
     x = alt.X("step:Q", title=_("training step"))
     last_step = float(run["step"].max())
     after = pd.DataFrame({"start": [row["min_step"]], "end": [last_step]})
@@ -246,7 +249,11 @@ def overfitting_chart(run: pd.DataFrame, row: pd.Series, margin: float, height: 
         .mark_area(color="#999999", opacity=0.18)
         .encode(
             x=x,
-            y=alt.Y("train_loss:Q", title=_("loss (nats / char)"), scale=alt.Scale(zero=False)),
+            y=alt.Y(
+                "train_loss:Q",
+                title=_("loss (nats / char)"),
+                scale=alt.Scale(zero=False, domain=list(y_domain)) if y_domain else alt.Scale(zero=False),
+            ),
             y2="val_loss:Q",
             tooltip=[
                 alt.Tooltip("step:Q", title=_("step"), format=","),

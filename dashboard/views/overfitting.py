@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from anatomy.language import _
@@ -58,6 +59,11 @@ default = headline or list(table.sort_values("val_rise", ascending=False)["label
 chosen = url_state.widget(
     st.multiselect, _("Runs to draw"), list(table["label"]), key="turn_runs", param="run", default=default
 )
+# one loss axis for every chart here, so that their heights compare run to run
+shown = results.metrics[results.metrics["label"].isin(chosen)]
+losses = pd.concat([shown["train_loss"], shown["val_loss"]])
+losses = losses[analysis.finite(losses)]
+y_domain = (float(losses.min()), float(losses.max())) if not losses.empty else None
 columns = st.columns(2)
 for i, label in enumerate(chosen):
     row = table[table["label"] == label].iloc[0]
@@ -80,4 +86,4 @@ for i, label in enumerate(chosen):
                     run=label, loss=f"{row['min_val']:.3f}", step=int(row["min_step"])
                 )
             )
-        charts.draw(charts.overfitting_chart(run, row, margin))
+        charts.draw(charts.overfitting_chart(run, row, margin, y_domain=y_domain))
