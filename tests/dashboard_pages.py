@@ -7,6 +7,7 @@ its tests run without the shipped reference results, on the databases they build
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -75,3 +76,19 @@ def chart_tables(app: AppTest) -> list[pd.DataFrame]:
 
 def chart_specs(app: AppTest) -> list[dict]:
     return [json.loads(chart.proto.spec) for chart in app.get("vega_lite_chart")]
+
+
+ENGLISH_WORDS = re.compile(r"[A-Za-z]+(?:[ ,:'-]+[A-Za-z]+){3,}")  # four English words in a row
+
+
+def english_left(app: AppTest, data: list[str]) -> list[str]:
+    """The page's prose lines that still hold an English sentence, leaving out code (backticks) and
+    `data`: texts the database stores as written (samples, an exam's reason), which no catalogue has."""
+    left = []
+    for line in texts(app).splitlines():
+        prose = re.sub(r"`[^`]*`", "", line)
+        for stored in data:
+            prose = prose.replace(stored, "")
+        if ENGLISH_WORDS.search(prose) and not any(line.strip() in stored for stored in data):
+            left.append(line)
+    return left

@@ -18,7 +18,7 @@ from streamlit.testing.v1 import AppTest
 from anatomy import language
 from anatomy.errors import AnatomyError
 from anatomy.language import _
-from dashboard_pages import APP, PAGES, no_reference, texts  # noqa: F401 (no_reference: a fixture)
+from dashboard_pages import APP, PAGES, english_left, no_reference  # noqa: F401 (no_reference: a fixture)
 
 REPO = Path(__file__).resolve().parents[1]
 PLACEHOLDER = re.compile(r"\{[^{}]*\}")
@@ -90,9 +90,6 @@ def test_an_unknown_language_is_one_line():
 
 
 # Every page of the dashboard, in Chinese: no English sentence left outside code and the samples' own text
-ENGLISH_WORDS = re.compile(r"[A-Za-z]+(?:[ ,'-]+[A-Za-z]+){3,}")  # four English words in a row
-
-
 @pytest.mark.parametrize("page", PAGES)
 def test_every_page_speaks_chinese_when_the_link_asks(fixture_grid_db, page, monkeypatch):
     monkeypatch.setenv("ANATOMY_DB", str(fixture_grid_db))
@@ -105,9 +102,5 @@ def test_every_page_speaks_chinese_when_the_link_asks(fixture_grid_db, page, mon
     assert re.search(r"[\u4e00-\u9fff]", app.title[0].value), app.title[0].value
     with duckdb.connect(str(fixture_grid_db), read_only=True) as con:
         samples = [text for (text,) in con.execute("SELECT text FROM samples WHERE text IS NOT NULL").fetchall()]
-    english = [
-        line
-        for line in texts(app).splitlines()
-        if ENGLISH_WORDS.search(re.sub(r"`[^`]*`", "", line)) and not any(line.strip() in text for text in samples)
-    ]
+    english = english_left(app, samples)
     assert not english, f"/{page} in Chinese still shows: " + " | ".join(english[:5])

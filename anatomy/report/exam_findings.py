@@ -425,7 +425,9 @@ def length_text(data: Results) -> str:
     for kind, runs in broken.groupby("positions"):
         measured = length_by_run(data, runs)
         said.append(
-            _("{kind}: not examined yet").format(kind=kind) if measured.empty else length_pair_text(kind, measured)
+            _("{kind}: not examined yet").format(kind=_(kind))
+            if measured.empty
+            else length_pair_text(_(kind), measured)  # the kinds are marked where charts.py colours them
         )
     return clauses(said)
 

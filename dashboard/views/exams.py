@@ -109,6 +109,7 @@ def length_section(results: Results) -> None:
         far_positions=[f"{int(a)}-{int(b)}" for a, b in zip(reach["far_start"], reach["far_end"])],
         far_loss=[cannot_read if not ok else f"{v:.4f}" for v, ok in zip(reach["far_loss"], reach["far_possible"])],
         far_over_within=[f"{v:.2f}" if pd.notna(v) else "–" for v in reach["far_over_within"]],
+        positions=[_(kind) for kind in reach["positions"]],  # the kinds are marked in anatomy/report/charts.py
     )
     st.dataframe(
         shown[
