@@ -786,6 +786,14 @@ def test_the_size_selectbox_chooses_whose_curves_are_drawn(studies_db, monkeypat
     assert set(curves["split"]) == {"val", "train"} and set(curves["seed"]) == {42, 7}
 
 
+def test_the_break_tests_page_shows_no_study_run(studies_db, monkeypatch):
+    """The scale and bf16 runs are not break tests: only the grid's runs join its pages."""
+    app = open_page(studies_db, "breaks", monkeypatch)
+    shown = {str(value) for frame in app.dataframe for value in frame.value.to_numpy().ravel()}
+    assert any("mqa" in value for value in shown)
+    assert not any("scale_" in value or "bf16" in value for value in shown)
+
+
 def test_the_studies_page_on_a_grid_without_studies_says_how_to_run_them(fixture_grid_db, monkeypatch):
     app = open_page(fixture_grid_db, "studies", monkeypatch)
     scale, precision = (info.value for info in app.info)

@@ -11,6 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from anatomy.language import _
+from anatomy.report.roles import only_runs_of
 from dashboard import analysis, charts, loaders, tables
 from dashboard.findings import show_findings
 
@@ -18,7 +19,8 @@ results = loaders.require_results()
 runs = results.runs
 
 st.title(_("Break tests"))
-breaks = runs[~runs["group"].isin(["headline", "ablation"])]
+grid = only_runs_of(results, None).runs  # a study's runs never join the grid's pages
+breaks = grid[~grid["group"].isin(["headline", "ablation"])]
 if breaks.empty:
     st.info(_("No break-test runs in this database yet. `snakemake --cores 1 break_tests` trains them."))
     st.stop()
