@@ -45,10 +45,13 @@ def no_reference(tmp_path_factory, monkeypatch):
     monkeypatch.setattr(loaders, "REFERENCE_DB", empty / "reference.duckdb")
 
 
-def open_page(db: Path | str, page: str, monkeypatch) -> AppTest:
-    """The app on the database `db`, switched to views/PAGE.py, with no exception raised."""
+def open_page(db: Path | str, page: str, monkeypatch, language: str | None = None) -> AppTest:
+    """The app on the database `db`, switched to views/PAGE.py, with no exception raised;
+    `language`: opened by a link that asks for it (`?lang=zh_CN`)."""
     monkeypatch.setenv("ANATOMY_DB", str(db))
     app = AppTest.from_file(str(APP), default_timeout=60)
+    if language is not None:
+        app.query_params["lang"] = language
     app.run()
     if page != "overview":
         app.switch_page(f"views/{page}.py").run()

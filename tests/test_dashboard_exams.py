@@ -15,7 +15,6 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 import pytest
-from streamlit.testing.v1 import AppTest
 
 from exam_rows import (
     KV_SCALE,
@@ -28,7 +27,7 @@ from exam_rows import (
     timing_rows,
     wall_clock_row,
 )
-from dashboard_pages import APP, chart_specs, chart_tables, english_left, no_reference, open_page, texts  # noqa: F401 (no_reference: a fixture)
+from dashboard_pages import chart_specs, chart_tables, english_left, no_reference, open_page, texts  # noqa: F401 (no_reference: a fixture)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:  # the dashboard is an app folder, not an installed package
@@ -463,12 +462,7 @@ def test_grad_norm_heatmap_cells_reach_the_next_logged_step():
 def test_the_exams_page_speaks_chinese_when_the_link_asks(exam_db, monkeypatch):
     """Every exam filled: the findings, tables and charts in Chinese; only what the exams stored
     as written (a reason, a model's name, a variant) stays as it is."""
-    monkeypatch.setenv("ANATOMY_DB", str(exam_db))
-    app = AppTest.from_file(str(APP), default_timeout=60)
-    app.query_params["lang"] = "zh_CN"
-    app.run()
-    app.switch_page("views/exams.py").run()
-    assert not app.exception, [e.value for e in app.exception]
+    app = open_page(exam_db, "exams", monkeypatch, language="zh_CN")
     with duckdb.connect(str(exam_db), read_only=True) as con:
         stored = con.execute(
             "SELECT reason FROM exam_length WHERE reason IS NOT NULL UNION SELECT name FROM exam_kv_scale "

@@ -13,12 +13,11 @@ import duckdb
 import pytest
 from babel.messages.extract import extract_from_dir
 from babel.messages.pofile import read_po
-from streamlit.testing.v1 import AppTest
 
 from anatomy import language
 from anatomy.errors import AnatomyError
 from anatomy.language import _
-from dashboard_pages import APP, PAGES, english_left, no_reference  # noqa: F401 (no_reference: a fixture)
+from dashboard_pages import PAGES, english_left, no_reference, open_page  # noqa: F401 (no_reference: a fixture)
 
 REPO = Path(__file__).resolve().parents[1]
 PLACEHOLDER = re.compile(r"\{[^{}]*\}")
@@ -92,13 +91,7 @@ def test_an_unknown_language_is_one_line():
 # Every page of the dashboard, in Chinese: no English sentence left outside code and the samples' own text
 @pytest.mark.parametrize("page", PAGES)
 def test_every_page_speaks_chinese_when_the_link_asks(fixture_grid_db, page, monkeypatch):
-    monkeypatch.setenv("ANATOMY_DB", str(fixture_grid_db))
-    app = AppTest.from_file(str(APP), default_timeout=60)
-    app.query_params["lang"] = "zh_CN"
-    app.run()
-    if page != "overview":
-        app.switch_page(f"views/{page}.py").run()
-    assert not app.exception, [e.value for e in app.exception]
+    app = open_page(fixture_grid_db, page, monkeypatch, language="zh_CN")
     assert re.search(r"[\u4e00-\u9fff]", app.title[0].value), app.title[0].value
     with duckdb.connect(str(fixture_grid_db), read_only=True) as con:
         samples = [text for (text,) in con.execute("SELECT text FROM samples WHERE text IS NOT NULL").fetchall()]

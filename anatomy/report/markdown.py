@@ -720,8 +720,9 @@ def run(args: argparse.Namespace) -> int:
         raise AnatomyError(f"--out {args.out} is a file: expected a folder for report.md and the figures")
     if args.readme is not None and args.no_figures:
         raise AnatomyError("--readme with --no-figures would drop the README's figures: give one or the other")
-    for readme in args.readme or []:  # every README checked before any file is written
-        readme_language(readme)
+    languages = {}  # every README checked before any file is written
+    for readme in args.readme or []:
+        languages[readme] = readme_language(readme)
         if not readme.is_file():
             raise AnatomyError(f"--readme {readme}: no such file")
     if args.runs is not None:
@@ -736,9 +737,9 @@ def run(args: argparse.Namespace) -> int:
         write_text(args.out / "report.md", "# Results\n\n" + render(data, names))
     print(f"report: {args.out / 'report.md'} ({len(data.runs)} runs, {len(names)} figures)")
     spliced = {}  # every README's new text first: one without its markers changes none of them
-    for readme in args.readme or []:
+    for readme, language in languages.items():
         prefix = Path(os.path.relpath(args.out.resolve(), readme.resolve().parent)).as_posix()
-        blocks = readme_blocks(data, names, prefix + "/", readme_language(readme))
+        blocks = readme_blocks(data, names, prefix + "/", language)
         spliced[readme] = (splice_readme(readme.read_text(encoding="utf-8"), blocks, readme), list(blocks))
     for readme, (text, blocks) in spliced.items():
         write_text(readme, text)
