@@ -85,6 +85,8 @@ def first_value(param: str, default: Any, options: Sequence | None, parse: Parse
         return default, []
     values, dropped = from_url(param, options, parse)
     if isinstance(default, list):
+        if dropped and not values:  # every value was unusable: not the same as an empty `?run=`
+            return default, dropped
         return list(dict.fromkeys(values)), dropped  # a value repeated in the link is chosen once
     return (values[-1] if values else default), dropped  # as st.query_params[param] reads it: the last
 

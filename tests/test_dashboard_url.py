@@ -121,6 +121,16 @@ def test_a_run_not_in_this_database_is_left_out_in_one_line(fixture_grid_db, pag
     assert not left_out(app)
 
 
+def test_a_link_whose_runs_are_all_unknown_opens_on_the_default_runs(fixture_grid_db, monkeypatch):
+    """Only `?run=` chooses no run; a link naming none this database has falls back to the default."""
+    default = open_page(fixture_grid_db, "curves", monkeypatch).multiselect(key="curves_runs").value
+    app = open_link(fixture_grid_db, "curves", {"run": ["ghost · seed 1", "nope"]}, monkeypatch)
+    assert app.multiselect(key="curves_runs").value == default and len(default) == 4
+    (line,) = left_out(app)
+    assert "`ghost · seed 1`" in line and "`nope`" in line
+    assert "run" not in app.query_params  # the default is what the link now says
+
+
 def test_values_a_widget_cannot_take_are_left_out_not_raised(fixture_grid_db, monkeypatch):
     params = {"x": "minutes", "smoothing": "7", "log": "maybe", "split": ["val", "test"], "seed": ["42", "1234"]}
     app = open_link(fixture_grid_db, "curves", params, monkeypatch)
