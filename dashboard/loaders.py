@@ -27,7 +27,7 @@ import duckdb
 import pandas as pd
 import streamlit as st
 
-from anatomy.language import N_, _
+from anatomy.language import N_, _, joined
 from anatomy.results.reference import CORPUS_FACTS
 from anatomy.results import reader
 from anatomy.results.reader import OutdatedDatabase, Results, read
@@ -146,7 +146,7 @@ def reference_note() -> str:
             "`results/anatomy.duckdb` instead and draws these as a grey band behind your curves."
         )
     )
-    return " ".join(sentences)
+    return joined(sentences)
 
 
 Version = tuple[int, int, int]
@@ -376,10 +376,10 @@ def run_exams_help(exam: str) -> str:
 def show_problem(problem: DatabaseProblem) -> None:
     """A database that cannot be read, in words for the learner."""
     if problem.kind == "missing":
-        st.info(f"{problem} {_(MAKE_DATABASE_HELP)}", icon=":material/database:")
+        st.info(joined([str(problem), _(MAKE_DATABASE_HELP)]), icon=":material/database:")
     elif problem.kind in ("rebuilding", "outdated"):
-        wait = " " + _("Wait a few seconds, then reload.") if problem.kind == "rebuilding" else ""
-        st.warning(f"{problem}{wait}", icon=":material/hourglass_top:")
+        wait = [_("Wait a few seconds, then reload.")] if problem.kind == "rebuilding" else []
+        st.warning(joined([str(problem), *wait]), icon=":material/hourglass_top:")
         st.button(_("Reload"), on_click=st.cache_data.clear)
     else:
         st.error(str(problem), icon=":material/warning:")

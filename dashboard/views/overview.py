@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from anatomy.language import _
+from anatomy.language import _, joined
 from anatomy.results.reference import corpus_differences, fact_value
 from anatomy.report.roles import baseline_deltas, headline_noise, only_runs_of, side_beyond_noise
 from dashboard import analysis, charts, loaders, tables
@@ -139,7 +139,7 @@ else:
     sentences.append(_("Click a model in the legend to highlight it."))
     if no_band:
         sentences.append(no_band)
-    st.caption(" ".join(sentences))
+    st.caption(joined(sentences))
 
 # ---- the table, as in the chapter
 st.subheader(_("Runs"))
