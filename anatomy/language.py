@@ -99,17 +99,3 @@ def N_(message: str) -> str:
 def ngettext(singular: str, plural: str, n: int) -> str:
     """The singular or plural of a sentence with a count, in the reader's language."""
     return translations(_language.get()).ngettext(singular, plural, n)
-
-
-# Chinese ends a sentence with a full-width mark and puts no space after it; English does.
-FULL_WIDTH_ENDS = tuple("。！？；：，）")
-
-
-def joined(sentences: list[str]) -> str:
-    """Translated sentences as one paragraph: a space after each, unless it ends in a full-width mark."""
-    text = ""
-    for sentence in sentences:
-        if text and not text.endswith(FULL_WIDTH_ENDS):
-            text += " "
-        text += sentence
-    return text

@@ -27,10 +27,11 @@ import duckdb
 import pandas as pd
 import streamlit as st
 
-from anatomy.language import N_, _, joined
+from anatomy.language import N_, _
 from anatomy.results.reference import CORPUS_FACTS
 from anatomy.results import reader
 from anatomy.results.reader import OutdatedDatabase, Results, read
+from anatomy.report.roles import sentences
 from anatomy.results.collect import being_collected, collect, database_path_problem, missing_columns, open_read_only
 
 DEFAULT_DB = "results/anatomy.duckdb"
@@ -125,9 +126,9 @@ def reference_provenance() -> dict:
 def reference_note() -> str:
     """One paragraph that labels the shipped results as reference, with their device and dates."""
     grid = reference_provenance()
-    sentences = [_("**Reference results**, shipped with the repository (`results/reference/`):")]
+    said = [_("**Reference results**, shipped with the repository (`results/reference/`):")]
     if grid:
-        sentences.append(
+        said.append(
             _(
                 "{n_runs} full-size runs, trained on {devices} ({machines}) with torch {torch_versions}, "
                 "finished {first} to {last}."
@@ -140,13 +141,13 @@ def reference_note() -> str:
                 last=str(grid.get("last_finished_utc"))[:10],
             )
         )
-    sentences.append(
+    said.append(
         _(
             "Once you run the grid yourself (`snakemake --cores 1`), the dashboard opens your "
             "`results/anatomy.duckdb` instead and draws these as a grey band behind your curves."
         )
     )
-    return joined(sentences)
+    return sentences(said)
 
 
 Version = tuple[int, int, int]
@@ -376,10 +377,10 @@ def run_exams_help(exam: str) -> str:
 def show_problem(problem: DatabaseProblem) -> None:
     """A database that cannot be read, in words for the learner."""
     if problem.kind == "missing":
-        st.info(joined([str(problem), _(MAKE_DATABASE_HELP)]), icon=":material/database:")
+        st.info(sentences([str(problem), _(MAKE_DATABASE_HELP)]), icon=":material/database:")
     elif problem.kind in ("rebuilding", "outdated"):
         wait = [_("Wait a few seconds, then reload.")] if problem.kind == "rebuilding" else []
-        st.warning(joined([str(problem), *wait]), icon=":material/hourglass_top:")
+        st.warning(sentences([str(problem), *wait]), icon=":material/hourglass_top:")
         st.button(_("Reload"), on_click=st.cache_data.clear)
     else:
         st.error(str(problem), icon=":material/warning:")

@@ -88,13 +88,6 @@ def test_an_unknown_language_is_one_line():
         language.use("fr")
 
 
-def test_sentences_join_with_a_space_in_english_and_none_after_a_full_width_mark():
-    assert language.joined(["One line.", "Two lines."]) == "One line. Two lines."
-    assert language.joined(["阴影：种子的范围。", "点击图例。", "Click it."]) == "阴影：种子的范围。点击图例。Click it."
-    assert language.joined(["见表（上）", "即可。"]) == "见表（上）即可。"
-    assert language.joined([]) == ""
-
-
 # Every page of the dashboard, in Chinese: no English sentence left outside code and the samples' own text
 @pytest.mark.parametrize("page", PAGES)
 def test_every_page_speaks_chinese_when_the_link_asks(fixture_grid_db, page, monkeypatch):
@@ -104,7 +97,7 @@ def test_every_page_speaks_chinese_when_the_link_asks(fixture_grid_db, page, mon
         samples = [text for (text,) in con.execute("SELECT text FROM samples WHERE text IS NOT NULL").fetchall()]
     english = english_left(app, samples)
     assert not english, f"/{page} in Chinese still shows: " + " | ".join(english[:5])
-    # Chinese puts no space after its full-width punctuation (sentences are put together by language.joined)
+    # Chinese puts no space after its full-width punctuation (report.roles.sentences joins them)
     spaced = [line for line in texts(app).splitlines() if re.search(r"[。！？；：，] ", line)]
     spaced = [line for line in spaced if not any(line.strip() in text for text in samples)]
     assert not spaced, f"/{page} in Chinese has a space after a full stop: " + " | ".join(spaced[:5])

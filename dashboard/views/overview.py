@@ -5,9 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from anatomy.language import _, joined
+from anatomy.language import _
 from anatomy.results.reference import corpus_differences, fact_value
-from anatomy.report.roles import baseline_deltas, headline_noise, only_runs_of, side_beyond_noise
+from anatomy.report.roles import baseline_deltas, headline_noise, only_runs_of, sentences, side_beyond_noise
 from dashboard import analysis, charts, loaders, tables
 from dashboard.findings import show_findings
 
@@ -133,13 +133,13 @@ else:
     seeds = analysis.long_curves(metrics, splits=("val_loss",))
     best = analysis.best_points(headline)
     charts.draw(charts.seed_band_chart(band, seeds, best, log=log, reference=reference))
-    sentences = [_("Shaded: min to max over seeds at each evaluation. Lines: each seed. ◆: each run's best val.")]
+    said = [_("Shaded: min to max over seeds at each evaluation. Lines: each seed. ◆: each run's best val.")]
     if reference is not None and not reference.empty:
-        sentences.append(_("Grey: the same experiments in the shipped reference results (min to max over seeds)."))
-    sentences.append(_("Click a model in the legend to highlight it."))
+        said.append(_("Grey: the same experiments in the shipped reference results (min to max over seeds)."))
+    said.append(_("Click a model in the legend to highlight it."))
     if no_band:
-        sentences.append(no_band)
-    st.caption(joined(sentences))
+        said.append(no_band)
+    st.caption(sentences(said))
 
 # ---- the table, as in the chapter
 st.subheader(_("Runs"))
