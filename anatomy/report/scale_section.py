@@ -22,6 +22,7 @@ from anatomy.config import TrainConfig
 from anatomy.language import N_, _
 from anatomy.results.reader import Results
 from anatomy.report.roles import (
+    and_list,
     headline_noise,
     headline_of,
     fmt,
@@ -219,11 +220,13 @@ def largest_as_headline(study: Results) -> Results | None:
 
 
 def other_lr_text(study: Results) -> str | None:
-    """Stage 3: the pair at another learning rate, against the same pair at the default one."""
+    """Stage 3: the pair at another learning rate, against the same pair at the default one, and
+    whether the gap survives when each model trains at the better of the learning rates tried."""
     runs = study.runs[study.runs["n_parts"].isin(list(MODELS)) & study.runs["part"].isna()]
     other = sorted(set(runs["lr"]) - {TrainConfig.lr})
     if not other:
         return None
+    noise = {size.train_tokens: size.noise for size in sizes(study)}
     sentences = []
     for lr in other:
         at_lr = runs[runs["lr"] == lr]
@@ -249,7 +252,59 @@ def other_lr_text(study: Results) -> str | None:
                     default_lr=f"{TrainConfig.lr:g}",
                 )
             )
+    for train_tokens, at_size in runs.groupby("train_tokens"):
+        if at_size["lr"].nunique() > 1 and (said := better_lr_verdict(at_size, noise.get(int(train_tokens)))):
+            sentences.append(said)
     return joined_sentences(sentences) or None
+
+
+def better_lr_verdict(at_size: pd.DataFrame, noise: float | None) -> str | None:
+    """Each model at the better of the learning rates it was trained at, over the seeds every one of
+    them has: is the mini-LLaMA still lower? Stage 3's question: does the gap exist only because
+    both models share one learning rate? None without both models at every one of those rates."""
+    lrs = sorted(at_size["lr"].unique())
+    seeds = None
+    for (_model, _lr), runs in at_size.groupby(["n_parts", "lr"]):
+        seeds = set(runs["seed"]) if seeds is None else seeds & set(runs["seed"])
+    common = at_size[at_size["seed"].isin(seeds or set())]
+    best = common.groupby(["n_parts", "lr"])["best_val_loss"].mean().unstack()  # model x lr
+    if set(best.index) != set(MODELS) or best.isna().any(axis=None) or best.shape[1] != len(lrs):
+        return None
+    best_lr = best.idxmin(axis=1)
+    vanilla, llama = best.loc[0].min(), best.loc[5].min()
+    difference = llama - vanilla
+    if noise is None or math.isnan(noise):
+        judged = _("with no seed noise at this size to judge it by")
+    elif difference < -noise:
+        judged = _("the mini-LLaMA is still lower, beyond the seed noise {noise}: the gap is not only the shared lr")
+    elif difference > noise:
+        judged = _("vanilla is lower, beyond the seed noise {noise}: the gap came from the shared lr")
+    else:
+        judged = _("within the seed noise {noise}, so the two models are level: the gap came from the shared lr")
+    said = _(
+        "Each model at the better of lr {lrs} (seed {seeds}): vanilla {vanilla} at lr {vanilla_lr}, mini-LLaMA "
+        "{llama} at lr {llama_lr}; llama minus vanilla {difference}: {judged}."
+    ).format(
+        lrs=and_list(f"{lr:g}" for lr in lrs),
+        seeds=" / ".join(str(int(seed)) for seed in sorted(seeds, reverse=True)),
+        vanilla=fmt(vanilla),
+        vanilla_lr=f"{best_lr[0]:g}",
+        llama=fmt(llama),
+        llama_lr=f"{best_lr[5]:g}",
+        difference=fmt(difference, sign=True),
+        judged=judged.format(noise=fmt(noise) if noise is not None else ""),
+    )
+    at_edge = [MODELS[model] for model, lr in best_lr.items() if lr == lrs[-1]]
+    if at_edge:
+        said = joined_sentences(
+            [
+                said,
+                _(
+                    "For {models}, the best lr is the highest tried: a higher one might lower best val further."
+                ).format(models=and_list(at_edge)),
+            ]
+        )
+    return said
 
 
 def grid_contrast(everything: Results, found: list[Size]) -> str | None:
