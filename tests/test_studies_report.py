@@ -19,6 +19,7 @@ from anatomy.report.scale_section import (
     sizes,
     verdict,
     where_it_wins,
+    which_part_earns,
 )
 from run_folders import LLAMA_PARTS, SCALE_SIZES, write_fixture_grid, write_run_folder, write_scale_runs
 
@@ -95,6 +96,35 @@ def test_stage2_ablations_are_judged_at_the_largest_size(tmp_path):
     text = markdown.render(load(tmp_path / "db.duckdb"), [])
     stage2 = text.split("Which part earned the gap at the largest size (stage 2):")[1]
     assert "| swiglu | not run yet |  | +0.200 (+0.200 to +0.200) | **yes** |" in stage2
+    assert which_part_earns(scale_data(load(tmp_path / "db.duckdb"))) == (
+        "At 25,600 characters (stage 2), beyond the seed noise 0.010 with every seed: removing swiglu from the "
+        "mini-LLaMA raises best val by 0.200. 9 of the 10 ablations have fewer than two seeds so far."
+    )
+
+
+def test_stage2_in_words_counts_the_ablations_inside_the_noise(tmp_path):
+    runs_root = tmp_path / "runs"
+    write_scale_runs(runs_root, {"l": (1.8, 1.5)})
+    data = {"vocab_size": 50, "train_tokens": SCALE_SIZES["l"], "val_tokens": 500}
+    for seed in SEEDS:  # RMSNorm added to vanilla: the same best val, inside the noise
+        write_run_folder(
+            runs_root,
+            "scale_8m_vanilla_plus_rmsnorm",
+            seed,
+            group="scale",
+            preset="vanilla",
+            model={"norm_type": "rmsnorm"},
+            part="rmsnorm",
+            direction="add",
+            baseline="scale_vanilla_l",
+            floor=1.8,
+            data=data,
+        )
+    collect.collect(runs_root, tmp_path / "db.duckdb")
+    assert which_part_earns(scale_data(load(tmp_path / "db.duckdb"))) == (
+        "At 25,600 characters (stage 2), no ablation moves best val beyond the seed noise 0.010 yet. "
+        "1 of the 10 ablations stays inside the seed noise. 9 of the 10 ablations have fewer than two seeds so far."
+    )
 
 
 def test_the_precision_section_holds_each_bf16_run_against_its_fp32_twin(tmp_path):
@@ -234,9 +264,7 @@ def test_stage3_sets_each_model_at_its_better_lr(tmp_path, vanilla, llama, judge
         for name, floor in (("vanilla", vanilla), ("mini-LLaMA", llama))
         if floor < {"vanilla": 1.8, "mini-LLaMA": 1.5}[name]
     )
-    assert text.endswith(
-        f"For {at_edge}, the best lr is the highest tried: a higher one might lower best val further."
-    )
+    assert text.endswith(f"For {at_edge}, the best lr is the highest tried: a higher one might lower best val further.")
 
 
 def test_stage3_waits_for_both_models(tmp_path):

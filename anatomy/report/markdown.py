@@ -44,6 +44,7 @@ from anatomy.report.scale_section import (
     scale_data,
     scale_answer,
     scale_section,
+    which_part_earns,
 )
 from anatomy.results.reader import Results, load, load_runs
 from anatomy.report.roles import (
@@ -611,7 +612,8 @@ def render(everything: Results, figure_names: list[str], image_prefix: str = "",
     if scale := scale_section(everything):
         lines += ["", f"### {STUDY_GROUPS['scale']}", "", scale + figure("scale")]
         if (largest := largest_as_headline(scale_data(everything))) is not None:
-            lines += ["", "Which part earned the gap at the largest size (stage 2):", "", ablation_section(largest)]
+            lines += ["", "Which part earned the gap at the largest size (stage 2):", ""]
+            lines += [which_part_earns(scale_data(everything)), "", ablation_section(largest)]
     if precision := precision_section(everything):
         lines += ["", f"### {STUDY_GROUPS['precision']}", "", precision]
     if costs and costs_section(everything):
@@ -633,6 +635,8 @@ def headline_block(everything: Results, figure_names: list[str], image_prefix: s
         verdicts,
     ]
     if answer := scale_answer(everything):
+        if stage2 := which_part_earns(scale_data(everything)):
+            answer = joined_sentences([answer, stage2])
         study = STUDY_GROUPS["scale"]  # the study's question, translated where it is marked
         parts.append(_("**{study}** {answer} ([docs/scale.md](docs/scale.md))").format(study=_(study), answer=answer))
     return "\n\n".join(parts) + "\n"

@@ -19,10 +19,13 @@ import math
 import pandas as pd
 
 from anatomy.config import TrainConfig
-from anatomy.language import N_, _
+from anatomy.language import N_, _, ngettext
 from anatomy.results.reader import Results
+from anatomy.report.claims import PARTS
 from anatomy.report.roles import (
+    ablation_deltas,
     and_list,
+    clauses,
     headline_noise,
     headline_of,
     fmt,
@@ -219,6 +222,59 @@ def largest_as_headline(study: Results) -> Results | None:
     return dataclasses.replace(study, runs=runs, ablations=ablations.reset_index(drop=True))
 
 
+# an ablation's direction and the side of seed noise its every seed lies on -> what it does (shown with _())
+MOVES = {
+    ("add", -1): N_("adding {part} to vanilla lowers best val by {change}"),
+    ("add", 1): N_("adding {part} to vanilla raises best val by {change}"),
+    ("remove", 1): N_("removing {part} from the mini-LLaMA raises best val by {change}"),
+    ("remove", -1): N_("removing {part} from the mini-LLaMA lowers best val by {change}"),
+}
+
+
+def which_part_earns(study: Results) -> str | None:
+    """Stage 2 in words, for the README's headline and the dashboard: the ablations at the largest
+    size that move best val beyond seed noise with every seed, and how many are not judged yet
+    (fewer than two seeds). None before any stage-2 run."""
+    largest = largest_as_headline(study)
+    if largest is None:
+        return None
+    noise = headline_noise(largest)
+    moves, unjudged, total = [], 0, 2 * len(PARTS)
+    for part in PARTS:
+        for direction in ("add", "remove"):
+            deltas = ablation_deltas(largest, part, direction)
+            side = None if deltas is None else side_beyond_noise(deltas, noise)
+            if side is None:
+                unjudged += 1
+            elif side:
+                moves.append(_(MOVES[(direction, side)]).format(part=part, change=fmt(abs(deltas.mean()))))
+    values = dict(tokens=f"{sizes(study)[-1].train_tokens:,}", noise=fmt(noise), moves=clauses(moves))
+    said = [
+        _("At {tokens} characters (stage 2), beyond the seed noise {noise} with every seed: {moves}.").format(**values)
+        if moves
+        else _(
+            "At {tokens} characters (stage 2), no ablation moves best val beyond the seed noise {noise} yet."
+        ).format(**values)
+    ]
+    if inside := total - unjudged - len(moves):
+        said.append(
+            ngettext(
+                "{n} of the {total} ablations stays inside the seed noise.",
+                "{n} of the {total} ablations stay inside the seed noise.",
+                inside,
+            ).format(n=inside, total=total)
+        )
+    if unjudged:
+        said.append(
+            ngettext(
+                "{n} of the {total} ablations has fewer than two seeds so far.",
+                "{n} of the {total} ablations have fewer than two seeds so far.",
+                unjudged,
+            ).format(n=unjudged, total=total)
+        )
+    return joined_sentences(said)
+
+
 def other_lr_text(study: Results) -> str | None:
     """Stage 3: the pair at another learning rate, against the same pair at the default one, and
     whether the gap survives when each model trains at the better of the learning rates tried."""
@@ -299,9 +355,9 @@ def better_lr_verdict(at_size: pd.DataFrame, noise: float | None) -> str | None:
         said = joined_sentences(
             [
                 said,
-                _(
-                    "For {models}, the best lr is the highest tried: a higher one might lower best val further."
-                ).format(models=and_list(at_edge)),
+                _("For {models}, the best lr is the highest tried: a higher one might lower best val further.").format(
+                    models=and_list(at_edge)
+                ),
             ]
         )
     return said

@@ -102,6 +102,7 @@ else:
 
     # stage 2, judged by the report's ablation table with this size's seed noise
     if (largest := scale_section.largest_as_headline(study)) is not None:
+        st.markdown(scale_section.which_part_earns(study))
         with st.expander(_("Which part earned the gap at the largest size (stage 2)")):
             st.markdown(ablation_section(largest))
 
