@@ -257,7 +257,7 @@ def test_stage3_sets_each_model_at_its_better_lr(tmp_path, vanilla, llama, judge
     assert text.startswith(
         f"At lr 0.001 on 25,600 characters: best val vanilla {vanilla + 0.02:.3f}, mini-LLaMA {llama + 0.02:.3f}"
     )
-    assert f"Each model at the better of lr 0.0003 and 0.001 (seed 42): {judged}" in text
+    assert f"Each model at the better of lr 0.0003 and 0.001 (stage 3, seed 42): {judged}" in text
     # a best at the highest lr tried is said to be an edge, not an optimum
     at_edge = " and ".join(
         name

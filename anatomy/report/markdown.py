@@ -40,6 +40,7 @@ from anatomy.report.exam_findings import PART_EXAMS, PART_NAMES, exam_rows, seed
 from anatomy.report.precision_section import HEADLINE_CLAIMS, precision_section
 from anatomy.report.scale_section import (
     best_val_by_size,
+    better_lr_answer,
     largest_as_headline,
     scale_data,
     scale_answer,
@@ -635,8 +636,8 @@ def headline_block(everything: Results, figure_names: list[str], image_prefix: s
         verdicts,
     ]
     if answer := scale_answer(everything):
-        if stage2 := which_part_earns(scale_data(everything)):
-            answer = joined_sentences([answer, stage2])
+        stages = [which_part_earns(scale_data(everything)), better_lr_answer(scale_data(everything))]
+        answer = joined_sentences([answer, *filter(None, stages)])
         study = STUDY_GROUPS["scale"]  # the study's question, translated where it is marked
         parts.append(_("**{study}** {answer} ([docs/scale.md](docs/scale.md))").format(study=_(study), answer=answer))
     return "\n\n".join(parts) + "\n"

@@ -282,7 +282,6 @@ def other_lr_text(study: Results) -> str | None:
     other = sorted(set(runs["lr"]) - {TrainConfig.lr})
     if not other:
         return None
-    noise = {size.train_tokens: size.noise for size in sizes(study)}
     sentences = []
     for lr in other:
         at_lr = runs[runs["lr"] == lr]
@@ -308,10 +307,22 @@ def other_lr_text(study: Results) -> str | None:
                     default_lr=f"{TrainConfig.lr:g}",
                 )
             )
-    for train_tokens, at_size in runs.groupby("train_tokens"):
-        if at_size["lr"].nunique() > 1 and (said := better_lr_verdict(at_size, noise.get(int(train_tokens)))):
-            sentences.append(said)
+    if verdicts := better_lr_answer(study):
+        sentences.append(verdicts)
     return joined_sentences(sentences) or None
+
+
+def better_lr_answer(study: Results) -> str | None:
+    """Stage 3's verdict at each size trained at more than one lr (the README's headline says it
+    too), or None before both models ran at another lr."""
+    runs = study.runs[study.runs["n_parts"].isin(list(MODELS)) & study.runs["part"].isna()]
+    noise = {size.train_tokens: size.noise for size in sizes(study)}
+    said = [
+        verdict
+        for train_tokens, at_size in runs.groupby("train_tokens")
+        if at_size["lr"].nunique() > 1 and (verdict := better_lr_verdict(at_size, noise.get(int(train_tokens))))
+    ]
+    return joined_sentences(said) or None
 
 
 def better_lr_verdict(at_size: pd.DataFrame, noise: float | None) -> str | None:
@@ -338,7 +349,7 @@ def better_lr_verdict(at_size: pd.DataFrame, noise: float | None) -> str | None:
     else:
         judged = _("within the seed noise {noise}, so the two models are level: the gap came from the shared lr")
     said = _(
-        "Each model at the better of lr {lrs} (seed {seeds}): vanilla {vanilla} at lr {vanilla_lr}, mini-LLaMA "
+        "Each model at the better of lr {lrs} (stage 3, seed {seeds}): vanilla {vanilla} at lr {vanilla_lr}, mini-LLaMA "
         "{llama} at lr {llama_lr}; llama minus vanilla {difference}: {judged}."
     ).format(
         lrs=and_list(f"{lr:g}" for lr in lrs),
