@@ -23,7 +23,7 @@ from anatomy.report.claims import claims_by_key, finding_text, largest_ablation_
 from anatomy.report.roles import baseline_deltas, headline_noise, only_runs_of, side_beyond_noise
 from anatomy.results.collect import SCHEMA_PATH, collect
 from anatomy.results.reader import load
-from run_folders import LLAMA_PARTS, write_fixture_grid, write_run_folder, write_scale_runs
+from run_folders import LLAMA_PARTS, SCALE_SIZES, write_fixture_grid, write_run_folder, write_scale_runs
 
 from dashboard_pages import APP, PAGES, chart_specs, chart_tables, no_reference, open_page, texts  # noqa: F401 (no_reference: a fixture)
 
@@ -736,6 +736,18 @@ def studies_db(tmp_path_factory) -> Path:
     runs = root / "runs"
     write_fixture_grid(runs)
     write_scale_runs(runs, {"s": (2.0, 2.0), "m": (1.9, 1.8), "l": (1.8, 1.5)})
+    largest = {"vocab_size": 50, "train_tokens": SCALE_SIZES["l"], "val_tokens": 500, "corpus": "poems_l"}
+    for seed in (42, 7):  # stage 2: SwiGLU removed from llama at the largest size, 0.2 higher
+        scale = dict(group="scale", data=largest, train={"precision": "bf16"})
+        model = {**LLAMA_PARTS, "ffn_type": "gelu"}
+        ablation = dict(part="swiglu", direction="remove", baseline="scale_llama_l")
+        write_run_folder(
+            runs, "scale_l_llama_minus_swiglu", seed, preset="llama", model=model, floor=1.7, **ablation, **scale
+        )
+    for preset, floor in (("vanilla", 1.6), ("llama", 1.45)):  # stage 3: both at lr 1e-3, seed 42
+        model = LLAMA_PARTS if preset == "llama" else None
+        other_lr = dict(group="scale", data=largest, train={"precision": "bf16", "lr": 1.0e-3})
+        write_run_folder(runs, f"scale_l_{preset}_lr1e3", 42, preset=preset, model=model, floor=floor, **other_lr)
     for seed in (42, 7):  # the grid's headline pair again in bf16, a hair off its fp32 twins
         bf16 = dict(group="precision", train={"precision": "bf16"})
         write_run_folder(runs, "vanilla_bf16", seed, preset="vanilla", floor=2.301, turn_step=70, **bf16)
@@ -747,7 +759,15 @@ def studies_db(tmp_path_factory) -> Path:
 
 def test_the_studies_page_says_the_reports_findings(studies_db, monkeypatch):
     from anatomy.report.precision_section import precision_findings
-    from anatomy.report.scale_section import scale_answer, scale_data, sizes, verdict, where_it_wins
+    from anatomy.report.scale_section import (
+        better_lr_answer,
+        scale_answer,
+        scale_data,
+        sizes,
+        verdict,
+        where_it_wins,
+        which_part_earns,
+    )
 
     everything = load(studies_db)
     study = scale_data(everything)
@@ -759,6 +779,11 @@ def test_the_studies_page_says_the_reports_findings(studies_db, monkeypatch):
     assert said[0] == scale_answer(everything)
     assert said[0].startswith(wins) and verdict(study, sizes(study)) in said[0]
     assert any(sentence.startswith("| training characters |") for sentence in said)  # the size table
+    # stage 2 and stage 3 in the words of the README's headline
+    assert which_part_earns(study).startswith("At 25,600 characters (stage 2), beyond the seed noise")
+    assert which_part_earns(study) in said
+    assert any(better_lr_answer(study) in sentence for sentence in said)
+    assert "(stage 3, seed 42): vanilla 1.620 at lr 0.001, mini-LLaMA 1.470 at lr 0.001" in better_lr_answer(study)
     # the precision study: the report's answer and its two tables
     findings = precision_findings(everything)
     assert {findings.answer, findings.comparison, findings.verdicts} <= set(said)
@@ -778,7 +803,13 @@ def test_the_size_selectbox_chooses_whose_curves_are_drawn(studies_db, monkeypat
     ]
     assert size.value == 25_600  # the largest first: the size the verdict is judged at
     _, curves = chart_tables(app)
-    assert set(curves["experiment"]) == {"scale_vanilla_l", "scale_llama_l"}
+    assert set(curves["experiment"]) == {
+        "scale_vanilla_l",
+        "scale_llama_l",
+        "scale_l_llama_minus_swiglu",
+        "scale_l_vanilla_lr1e3",
+        "scale_l_llama_lr1e3",
+    }
     size.set_value(400).run()
     assert not app.exception
     _, curves = chart_tables(app)
