@@ -235,3 +235,27 @@ def write_scale_runs(runs_root: Path, floors: dict[str, tuple[float, float]], se
                 baseline=f"scale_vanilla_{size}",
                 **common,
             )
+
+
+def write_scale_ablation(
+    runs_root: Path, part: str, direction: str, model: dict[str, Any], floor: float, seeds=(42, 7)
+) -> None:
+    """Stage 2 at the largest size as run folders: `part` added to vanilla ("add", `model` its
+    settings) or removed from llama ("remove", `model` llama's settings without it), in bf16."""
+    data = {"vocab_size": 50, "train_tokens": SCALE_SIZES["l"], "val_tokens": 500, "corpus": "poems_l"}
+    preset, name = ("vanilla", f"vanilla_plus_{part}") if direction == "add" else ("llama", f"llama_minus_{part}")
+    for seed in seeds:
+        write_run_folder(
+            runs_root,
+            f"scale_l_{name}",
+            seed,
+            group="scale",
+            preset=preset,
+            model=model,
+            part=part,
+            direction=direction,
+            baseline=f"scale_{preset}_l",
+            floor=floor,
+            data=data,
+            train={"precision": "bf16"},
+        )

@@ -23,7 +23,14 @@ from anatomy.report.claims import claims_by_key, finding_text, largest_ablation_
 from anatomy.report.roles import baseline_deltas, headline_noise, only_runs_of, side_beyond_noise
 from anatomy.results.collect import SCHEMA_PATH, collect
 from anatomy.results.reader import load
-from run_folders import LLAMA_PARTS, SCALE_SIZES, write_fixture_grid, write_run_folder, write_scale_runs
+from run_folders import (
+    LLAMA_PARTS,
+    SCALE_SIZES,
+    write_fixture_grid,
+    write_run_folder,
+    write_scale_ablation,
+    write_scale_runs,
+)
 
 from dashboard_pages import APP, PAGES, chart_specs, chart_tables, no_reference, open_page, texts  # noqa: F401 (no_reference: a fixture)
 
@@ -737,13 +744,8 @@ def studies_db(tmp_path_factory) -> Path:
     write_fixture_grid(runs)
     write_scale_runs(runs, {"s": (2.0, 2.0), "m": (1.9, 1.8), "l": (1.8, 1.5)})
     largest = {"vocab_size": 50, "train_tokens": SCALE_SIZES["l"], "val_tokens": 500, "corpus": "poems_l"}
-    for seed in (42, 7):  # stage 2: SwiGLU removed from llama at the largest size, 0.2 higher
-        scale = dict(group="scale", data=largest, train={"precision": "bf16"})
-        model = {**LLAMA_PARTS, "ffn_type": "gelu"}
-        ablation = dict(part="swiglu", direction="remove", baseline="scale_llama_l")
-        write_run_folder(
-            runs, "scale_l_llama_minus_swiglu", seed, preset="llama", model=model, floor=1.7, **ablation, **scale
-        )
+    # stage 2: SwiGLU removed from llama at the largest size, 0.2 higher
+    write_scale_ablation(runs, "swiglu", "remove", {**LLAMA_PARTS, "ffn_type": "gelu"}, floor=1.7)
     for preset, floor in (("vanilla", 1.6), ("llama", 1.45)):  # stage 3: both at lr 1e-3, seed 42
         model = LLAMA_PARTS if preset == "llama" else None
         other_lr = dict(group="scale", data=largest, train={"precision": "bf16", "lr": 1.0e-3})

@@ -21,7 +21,14 @@ from anatomy.report.scale_section import (
     where_it_wins,
     which_part_earns,
 )
-from run_folders import LLAMA_PARTS, SCALE_SIZES, write_fixture_grid, write_run_folder, write_scale_runs
+from run_folders import (
+    LLAMA_PARTS,
+    SCALE_SIZES,
+    write_fixture_grid,
+    write_run_folder,
+    write_scale_ablation,
+    write_scale_runs,
+)
 
 SEEDS = (42, 7)
 
@@ -77,21 +84,8 @@ def test_no_size_read_at_most_once_is_not_testable(tmp_path):
 def test_stage2_ablations_are_judged_at_the_largest_size(tmp_path):
     runs_root = tmp_path / "runs"
     write_scale_runs(runs_root, {"l": (1.8, 1.5)})
-    data = {"vocab_size": 50, "train_tokens": SCALE_SIZES["l"], "val_tokens": 500}
-    for seed in SEEDS:  # SwiGLU removed from llama: 0.2 higher
-        write_run_folder(
-            runs_root,
-            "scale_8m_llama_minus_swiglu",
-            seed,
-            group="scale",
-            preset="llama",
-            model={**LLAMA_PARTS, "ffn_type": "gelu"},
-            part="swiglu",
-            direction="remove",
-            baseline="scale_llama_l",
-            floor=1.7,
-            data=data,
-        )
+    # SwiGLU removed from llama: 0.2 higher
+    write_scale_ablation(runs_root, "swiglu", "remove", {**LLAMA_PARTS, "ffn_type": "gelu"}, floor=1.7)
     collect.collect(runs_root, tmp_path / "db.duckdb")
     text = markdown.render(load(tmp_path / "db.duckdb"), [])
     stage2 = text.split("Which part earned the gap at the largest size (stage 2):")[1]
@@ -105,21 +99,8 @@ def test_stage2_ablations_are_judged_at_the_largest_size(tmp_path):
 def test_stage2_in_words_counts_the_ablations_inside_the_noise(tmp_path):
     runs_root = tmp_path / "runs"
     write_scale_runs(runs_root, {"l": (1.8, 1.5)})
-    data = {"vocab_size": 50, "train_tokens": SCALE_SIZES["l"], "val_tokens": 500}
-    for seed in SEEDS:  # RMSNorm added to vanilla: the same best val, inside the noise
-        write_run_folder(
-            runs_root,
-            "scale_8m_vanilla_plus_rmsnorm",
-            seed,
-            group="scale",
-            preset="vanilla",
-            model={"norm_type": "rmsnorm"},
-            part="rmsnorm",
-            direction="add",
-            baseline="scale_vanilla_l",
-            floor=1.8,
-            data=data,
-        )
+    # RMSNorm added to vanilla: the same best val, inside the noise
+    write_scale_ablation(runs_root, "rmsnorm", "add", {"norm_type": "rmsnorm"}, floor=1.8)
     collect.collect(runs_root, tmp_path / "db.duckdb")
     assert which_part_earns(scale_data(load(tmp_path / "db.duckdb"))) == (
         "At 25,600 characters (stage 2), no ablation moves best val beyond the seed noise 0.010 yet. "
