@@ -612,9 +612,10 @@ def render(everything: Results, figure_names: list[str], image_prefix: str = "",
     ]
     if scale := scale_section(everything):
         lines += ["", f"### {STUDY_GROUPS['scale']}", "", scale + figure("scale")]
-        if (largest := largest_as_headline(scale_data(everything))) is not None:
+        study = scale_data(everything)
+        if (largest := largest_as_headline(study)) is not None:
             lines += ["", "Which part earned the gap at the largest size (stage 2):", ""]
-            lines += [which_part_earns(scale_data(everything)), "", ablation_section(largest)]
+            lines += [which_part_earns(study), "", ablation_section(largest)]
     if precision := precision_section(everything):
         lines += ["", f"### {STUDY_GROUPS['precision']}", "", precision]
     if costs and costs_section(everything):
@@ -636,7 +637,8 @@ def headline_block(everything: Results, figure_names: list[str], image_prefix: s
         verdicts,
     ]
     if answer := scale_answer(everything):
-        stages = [which_part_earns(scale_data(everything)), better_lr_answer(scale_data(everything))]
+        study = scale_data(everything)
+        stages = [which_part_earns(study), better_lr_answer(study)]
         answer = joined_sentences([answer, *filter(None, stages)])
         study = STUDY_GROUPS["scale"]  # the study's question, translated where it is marked
         parts.append(_("**{study}** {answer} ([docs/scale.md](docs/scale.md))").format(study=_(study), answer=answer))

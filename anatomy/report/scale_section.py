@@ -60,10 +60,16 @@ def scale_data(everything: Results) -> Results:
     return only_runs_of(everything, STUDY)
 
 
+def model_runs(study: Results) -> pd.DataFrame:
+    """The study's vanilla and mini-LLaMA runs (no ablation), at every learning rate."""
+    runs = study.runs
+    return runs[runs["n_parts"].isin(list(MODELS)) & runs["part"].isna()]
+
+
 def pair_runs(study: Results, lr: float = TrainConfig.lr) -> pd.DataFrame:
     """The study's vanilla and mini-LLaMA runs at one learning rate (the default: stages 1 and 2's)."""
-    runs = study.runs
-    return runs[runs["n_parts"].isin(list(MODELS)) & (runs["lr"] == lr) & runs["part"].isna()]
+    runs = model_runs(study)
+    return runs[runs["lr"] == lr]
 
 
 def tokens_read(runs: pd.DataFrame, metrics: pd.DataFrame, step_column: str) -> pd.Series:
@@ -278,7 +284,7 @@ def which_part_earns(study: Results) -> str | None:
 def other_lr_text(study: Results) -> str | None:
     """Stage 3: the pair at another learning rate, against the same pair at the default one, and
     whether the gap survives when each model trains at the better of the learning rates tried."""
-    runs = study.runs[study.runs["n_parts"].isin(list(MODELS)) & study.runs["part"].isna()]
+    runs = model_runs(study)
     other = sorted(set(runs["lr"]) - {TrainConfig.lr})
     if not other:
         return None
@@ -315,7 +321,7 @@ def other_lr_text(study: Results) -> str | None:
 def better_lr_answer(study: Results) -> str | None:
     """Stage 3's verdict at each size trained at more than one lr (the README's headline says it
     too), or None before both models ran at another lr."""
-    runs = study.runs[study.runs["n_parts"].isin(list(MODELS)) & study.runs["part"].isna()]
+    runs = model_runs(study)
     noise = {size.train_tokens: size.noise for size in sizes(study)}
     said = [
         verdict
@@ -330,10 +336,8 @@ def better_lr_verdict(at_size: pd.DataFrame, noise: float | None) -> str | None:
     them has: is the mini-LLaMA still lower? Stage 3's question: does the gap exist only because
     both models share one learning rate? None without both models at every one of those rates."""
     lrs = sorted(at_size["lr"].unique())
-    seeds = None
-    for (_model, _lr), runs in at_size.groupby(["n_parts", "lr"]):
-        seeds = set(runs["seed"]) if seeds is None else seeds & set(runs["seed"])
-    common = at_size[at_size["seed"].isin(seeds or set())]
+    seeds = set.intersection(*(set(runs["seed"]) for _, runs in at_size.groupby(["n_parts", "lr"])))
+    common = at_size[at_size["seed"].isin(seeds)]
     best = common.groupby(["n_parts", "lr"])["best_val_loss"].mean().unstack()  # model x lr
     if set(best.index) != set(MODELS) or best.isna().any(axis=None) or best.shape[1] != len(lrs):
         return None
@@ -359,7 +363,7 @@ def better_lr_verdict(at_size: pd.DataFrame, noise: float | None) -> str | None:
         llama=fmt(llama),
         llama_lr=f"{best_lr[5]:g}",
         difference=fmt(difference, sign=True),
-        judged=judged.format(noise=fmt(noise) if noise is not None else ""),
+        judged=judged.format(noise=fmt(noise)),
     )
     at_edge = [MODELS[model] for model, lr in best_lr.items() if lr == lrs[-1]]
     if at_edge:
