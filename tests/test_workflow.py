@@ -285,6 +285,43 @@ def test_scale_stage2_brings_its_baselines_and_stage3_runs_one_seed(workdir):
     assert all("train.lr=0.001" in command for command in stage3.values())
 
 
+LR_STAGE1 = {f"lr_8m_{model}_{lr}" for model in ("vanilla", "llama") for lr in ("2e3", "4e3", "8e3")}
+
+
+def test_lr_stages_train_seed_42_first_and_seed_7_for_the_band(workdir):
+    with_scale_corpus(workdir)
+    stage1 = train_commands(snakemake(workdir, "-n", "-p", "lr_stage1").stdout)
+    assert set(stage1) == {(name, 42) for name in LR_STAGE1}
+    assert "train.lr=0.008" in stage1[("lr_8m_llama_8e3", 42)]
+    assert {precision_of(command) for command in stage1.values()} == {"bf16"}
+    assert {data_of(command) for command in stage1.values()} == {"results/corpora/poems_8m"}
+    # stage 2: seed 7 at the same lrs, and at 1e-3, whose seed 42 is the scale study's run
+    stage2 = train_commands(snakemake(workdir, "-n", "-p", "lr_stage2").stdout)
+    assert set(stage2) == {(name, 7) for name in LR_STAGE1 | {"lr_8m_vanilla_1e3", "lr_8m_llama_1e3"}}
+    everything = train_commands(snakemake(workdir, "-n", "-p", "lr").stdout)
+    assert set(everything) == set(stage1) | set(stage2)
+
+
+@pytest.mark.parametrize(
+    "stages, expected",
+    [
+        ("{1: [42]}\n    seeds: [7]", "found seeds beside it"),
+        ("{0: [42]}", "found stage 0"),
+        ("{1: []}", "should be non-empty"),
+    ],
+)
+def test_stages_of_an_experiment_are_checked(workdir, stages, expected):
+    extra = workdir / "extra.yaml"
+    entry = f"  my_test:\n    preset: llama\n    group: lr\n    description: d\n    stages: {stages}\n"
+    extra.write_text("experiments:\n" + entry, encoding="utf-8")
+    result = snakemake(workdir, "-n", "--configfile", str(extra))
+    assert result.returncode != 0
+    message = next(
+        line for line in (result.stdout + result.stderr).splitlines() if line.startswith("invalid config at ")
+    )
+    assert "experiments.my_test" in message and expected in message, message
+
+
 @pytest.mark.parametrize("other", ["exams", "./results/anatomy.duckdb"])
 def test_a_named_target_beside_one_that_needs_everything_plans_everything(workdir, other):
     result = snakemake(workdir, "-n", "-p", "headline", other)

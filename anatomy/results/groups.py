@@ -15,6 +15,7 @@ from anatomy.language import N_
 STUDY_GROUPS = {
     "precision": N_("Does training in bf16 change any finding?"),
     "scale": N_("When does the mini-LLaMA win?"),
+    "lr": N_("Does the mini-LLaMA still win when each model has its own best learning rate?"),
 }
 
 

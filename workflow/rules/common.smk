@@ -55,9 +55,22 @@ SEEDS = [int(seed) for seed in config["seeds"]]
 CORPORA = config["corpora"]
 
 
+def seeds_by_stage(experiment_name):
+    """Stage (None for an experiment not run in stages) -> the seeds it trains in that stage.
+
+    `stages: {1: [42], 2: [7]}` trains seed 42 in stage 1 and seed 7 in stage 2; otherwise every
+    seed (the experiment's own `seeds`, else config `seeds`) belongs to its `stage`.
+    """
+    experiment = EXPERIMENTS[experiment_name]
+    if "stages" in experiment:
+        return {int(stage): [int(seed) for seed in seeds] for stage, seeds in experiment["stages"].items()}
+    return {experiment.get("stage"): [int(seed) for seed in experiment.get("seeds", SEEDS)]}
+
+
 def seeds_of(experiment_name):
-    """The experiment's own seeds (a costly check of one seed), else config `seeds`."""
-    return [int(seed) for seed in EXPERIMENTS[experiment_name].get("seeds", SEEDS)]
+    """Every seed the experiment trains, over all its stages."""
+    stages = seeds_by_stage(experiment_name).values()
+    return list(dict.fromkeys(seed for seeds in stages for seed in seeds))
 
 
 def corpus_of(experiment_name):
@@ -87,6 +100,15 @@ def check_experiment_settings():
     from anatomy.errors import AnatomyError
 
     for name, experiment in EXPERIMENTS.items():
+        if "stages" in experiment:
+            clash = [key for key in ("stage", "seeds") if key in experiment]
+            bad = [stage for stage in experiment["stages"] if not (isinstance(stage, int) and stage >= 1)]
+            if clash or bad:
+                raise WorkflowError(
+                    f"invalid config at experiments.{name}.stages: expected stage numbers from 1, each with "
+                    f"its seeds ({{1: [42], 2: [7]}}), and no `stage` or `seeds` beside it; found "
+                    + (f"{', '.join(clash)} beside it" if clash else f"stage {bad[0]!r}")
+                )
         baseline = experiment.get("baseline")
         if baseline is not None and (baseline not in EXPERIMENTS or baseline == name):
             raise WorkflowError(
@@ -158,6 +180,9 @@ TARGET_GROUPS = {
     "scale_stage1": ("scale", 1),
     "scale_stage2": ("scale", 2),
     "scale_stage3": ("scale", 3),
+    "lr": ("lr", None),
+    "lr_stage1": ("lr", 1),
+    "lr_stage2": ("lr", 2),
 }
 # Studies beside the grid (anatomy/results/groups.py): only their own targets run them, never `all`.
 from anatomy.results.groups import is_study
@@ -172,26 +197,33 @@ wildcard_constraints:
     corpus="|".join(sorted(CORPORA, key=len, reverse=True)) or "(?!)",
 
 
-def experiments_of_target(target):
-    """The experiment names a named target runs, in the order experiments.yaml lists them: its
-    group's experiments and the baselines they are compared with (an ablation without its
-    baseline's runs has no difference to show)."""
+def runs_of_target(target):
+    """The runs a named target trains, as experiment name -> seeds, in the order
+    experiments.yaml lists them: its group's experiments at its stage's seeds, and the runs of
+    their baselines at the same seeds (an ablation without its baseline's runs has no
+    difference to show)."""
     group, stage = TARGET_GROUPS[target]
-    members = {
-        name
-        for name, experiment in EXPERIMENTS.items()
-        if experiment["group"] == group and stage in (None, experiment.get("stage"))
-    }
-    baselines = {EXPERIMENTS[name].get("baseline") for name in members}
-    return [name for name in EXPERIMENTS if name in members | baselines]
+    runs = {}
+    for name, experiment in EXPERIMENTS.items():
+        if experiment["group"] != group:
+            continue
+        for member_stage, seeds in seeds_by_stage(name).items():
+            if stage in (None, member_stage):
+                runs.setdefault(name, set()).update(seeds)
+    for name, seeds in list(runs.items()):
+        baseline = EXPERIMENTS[name].get("baseline")
+        if baseline is not None:
+            runs.setdefault(baseline, set()).update(seed for seed in seeds if seed in seeds_of(baseline))
+    return {name: [seed for seed in seeds_of(name) if seed in runs[name]] for name in EXPERIMENTS if name in runs}
 
 
-def run_outputs(experiment_names):
-    """Everything a finished run leaves that collecting reads, for each experiment's seeds."""
+def run_outputs(runs):
+    """Everything a finished run leaves that collecting reads, for each experiment's seeds
+    (runs: experiment name -> seeds)."""
     return [
         f"results/runs/{name}/seed{seed}/{file}"
-        for name in experiment_names
-        for seed in seeds_of(name)
+        for name, seeds in runs.items()
+        for seed in seeds
         for file in ("summary.json", "samples.json")
     ]
 
@@ -200,7 +232,7 @@ def collected_outputs(wildcards):
     """What the collecting step waits for, from the targets on the command line.
 
     Only named group targets (`headline ablations`): their runs and their baselines' runs
-    (experiments_of_target). Anything else (no target, `all`,
+    (runs_of_target). Anything else (no target, `all`,
     `exams`, results/anatomy.duckdb): every run of the grid (not the studies) and every exam. One collecting rule serves every
     target, so asking for several at once plans one collection, not rival ones. An input
     function: the targets are known once Snakemake plans, not while it reads the workflow.
@@ -217,9 +249,9 @@ def collected_outputs(wildcards):
         "results/results.json",
     }
     if wants_everything:
-        return run_outputs(GRID) + exam_outputs(GRID)
-    # dict.fromkeys: a baseline shared by two named targets (vanilla, llama) is listed once
-    return run_outputs(list(dict.fromkeys(name for target in named for name in experiments_of_target(target))))
+        return run_outputs({name: seeds_of(name) for name in GRID}) + exam_outputs(GRID)
+    # dict.fromkeys: a run shared by two named targets (vanilla, llama) is listed once
+    return list(dict.fromkeys(output for target in named for output in run_outputs(runs_of_target(target))))
 
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
