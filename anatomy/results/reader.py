@@ -63,6 +63,7 @@ class Results:
     pairs: pd.DataFrame  # baseline_pairs: each run against its baseline's run of the same seed
     comparisons: pd.DataFrame  # baseline_summary: each experiment against its baseline
     band: pd.DataFrame  # seed_band: val loss over seeds, per experiment and step
+    noise: pd.DataFrame  # setup_noise: the pooled seed noise of each setup (corpus, size, precision)
     above_best: pd.DataFrame  # val_above_best: each val after a run's best, above that best
     metrics: pd.DataFrame  # every evaluation, with the run's label, experiment, seed and status
     samples: pd.DataFrame  # every generated text, with the run's label and experiment
@@ -153,6 +154,7 @@ def read(con: duckdb.DuckDBPyConnection, path: str | Path, provenance: dict[str,
         pairs=table("SELECT * FROM baseline_pairs ORDER BY experiment, seed"),
         comparisons=table("SELECT * FROM baseline_summary ORDER BY baseline, experiment"),
         band=table("SELECT * FROM seed_band ORDER BY experiment, step"),
+        noise=table("SELECT * FROM setup_noise ORDER BY corpus, train_tokens, \"precision\""),
         above_best=table("SELECT * FROM val_above_best ORDER BY run_id, step"),
         metrics=table("SELECT * FROM metrics ORDER BY run_id, step").merge(
             runs[["run_id", "label", "experiment", "seed", "status"]], on="run_id"

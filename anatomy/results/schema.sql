@@ -213,6 +213,28 @@ SELECT
 FROM run_summary
 GROUP BY experiment;
 
+-- The seed noise of a setup: one corpus at one size, trained in one precision. The per-run
+-- standard deviation of best val, pooled over every experiment there with two or more finished
+-- seeds: each experiment's sample variance, weighted by its degrees of freedom (seeds - 1). One
+-- estimate for every comparison in the setup (anatomy/report/uncertainty.py turns it into
+-- intervals), rather than each experiment's own spread over two seeds: one degree of freedom.
+CREATE VIEW setup_noise AS
+WITH per_experiment AS (
+    SELECT corpus, vocab_size, train_tokens, val_tokens, "precision", experiment,
+        count(*) AS n, var_samp(best_val_loss) AS variance
+    FROM run_summary
+    WHERE status = 'done' AND isfinite(best_val_loss)
+    GROUP BY corpus, vocab_size, train_tokens, val_tokens, "precision", experiment
+)
+SELECT
+    corpus, vocab_size, train_tokens, val_tokens, "precision",
+    count(*) AS experiments,
+    sum(n - 1) AS df,
+    sqrt(sum((n - 1) * variance) / sum(n - 1)) AS sd
+FROM per_experiment
+WHERE n >= 2
+GROUP BY corpus, vocab_size, train_tokens, val_tokens, "precision";
+
 -- The seed band: per experiment and evaluation, val loss over its seeds (finite values only, so
 -- a diverged seed leaves the band where it broke).
 CREATE VIEW seed_band AS
