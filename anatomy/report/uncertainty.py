@@ -21,6 +21,8 @@ from dataclasses import dataclass, replace
 import pandas as pd
 from scipy import stats
 
+from anatomy.language import _, ngettext
+
 CONFIDENCE = 0.95
 # the columns that make a setup: runs that share them share one noise estimate
 SETUP = ("corpus", "vocab_size", "train_tokens", "val_tokens", "precision")
@@ -135,3 +137,43 @@ def judge(differences: dict) -> dict:
 def judge_one(d: Difference) -> Difference:
     """A difference that is a table of its own (the headline gap)."""
     return judge({0: d})[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Runs of a Results, and the words for a difference
+
+
+def compare(noise_table: pd.DataFrame, a: pd.DataFrame, b: pd.DataFrame, column: str = "best_val_loss") -> Difference:
+    """Runs a against runs b (rows of Results.runs): their means' difference, each side with the
+    pooled noise of its own setup. Diverged runs are left out: their best val is where they broke."""
+    a, b = a[~a["diverged"].astype(bool)], b[~b["diverged"].astype(bool)]
+    return difference(a[column], b[column], noise_of(noise_table, a), noise_of(noise_table, b))
+
+
+def signed(value: float) -> str:
+    return "–" if not math.isfinite(value) else f"{value:+.3f}"
+
+
+def interval_text(d: Difference) -> str:
+    """ "-0.088 (95% interval -0.120 to -0.056)"; a judged table's interval says it is corrected."""
+    if not d.testable:
+        return _("{mean} (no noise estimate)").format(mean=signed(d.mean))
+    low, high = d.interval()
+    if d.n <= 1:
+        return _("{mean} (95% interval {low} to {high})").format(
+            mean=signed(d.mean), low=signed(low), high=signed(high)
+        )
+    return _("{mean} (95% interval {low} to {high}, corrected for {n} comparisons)").format(
+        mean=signed(d.mean), low=signed(low), high=signed(high), n=d.n
+    )
+
+
+def noise_text(noise: Noise) -> str:
+    """The setup's noise in words: "sd 0.011 per run, 18 degrees of freedom"."""
+    if not noise.known:
+        return _("no noise estimate (no experiment with two seeds in this setup)")
+    return ngettext(
+        "sd {sd} per run, pooled over {df} degree of freedom",
+        "sd {sd} per run, pooled over {df} degrees of freedom",
+        noise.df,
+    ).format(sd=f"{noise.sd:.3f}", df=noise.df)
