@@ -495,6 +495,19 @@ def test_invalid_experiment_is_a_clear_error(workdir, case):
         assert fragment in message, (fragment, message)
 
 
+def test_documented_commands_name_their_target_before_config():
+    """`--config` takes every word after it as a setting, so `snakemake --config k=v headline`
+    stops with "Config entries have to be defined as name=value pairs": the target goes first."""
+    texts = [REPO / "README.md", REPO / "README.zh-CN.md", *sorted((REPO / "docs").glob("*.md"))]
+    texts += sorted((REPO / "dashboard").rglob("*.py")) + sorted((REPO / "anatomy").rglob("*.py"))
+    wrong = [
+        f"{path.relative_to(REPO)}: {match.group(0)}"
+        for path in texts
+        for match in re.finditer(r"snakemake [^`\n]*--config(?: [\w.]+=[^\s`]+)+ (?!-)[a-z_0-9]+(?![\w=])", path.read_text("utf-8"))
+    ]
+    assert not wrong, wrong
+
+
 def test_unknown_settings_key_is_a_clear_error(workdir):
     result = snakemake(workdir, "-n", "--config", "corpsu=elsewhere")
     assert result.returncode != 0
