@@ -23,6 +23,7 @@ import pyarrow as pa
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from hang import HANG_S
 from anatomy.results import progress
 from anatomy.files.locks import held_lock
 from anatomy.files.run_folder import RunFolder
@@ -294,7 +295,7 @@ def process_group_gone(pgid: int) -> bool:
     return False
 
 
-def poll(condition, process: subprocess.Popen, timeout: float = 600):
+def poll(condition, process: subprocess.Popen, timeout: float = HANG_S):
     """Poll until `condition()` gives something; fails if the grid ends or the time runs out."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

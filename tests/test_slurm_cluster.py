@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hang import HANG_S
 from slurm_cluster import (
     PARTITION,
     job_states,
@@ -189,7 +190,7 @@ LONGER_RUN = """train_overrides:
 """
 
 
-def freeze_when_checkpointed(run: Path, process: subprocess.Popen, timeout: float = 300) -> str:
+def freeze_when_checkpointed(run: Path, process: subprocess.Popen, timeout: float = HANG_S) -> str:
     """Stop the run's SLURM job (SIGSTOP) once it has written a checkpoint; its SLURM job id.
 
     Frozen, the job cannot finish before its time limit, however fast the machine.
@@ -220,7 +221,7 @@ def test_a_run_killed_at_its_time_limit_resumes_when_the_grid_starts_again(clust
         )
         try:
             job_id = freeze_when_checkpointed(run, first)
-            assert first.wait(timeout=600) != 0
+            assert first.wait(timeout=HANG_S) != 0
         finally:
             if first.poll() is None:
                 first.kill()

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import torch
 
+from hang import HANG_S
 from anatomy.training import compiling
 from anatomy.training import trainer as trainer_module
 from anatomy.cli import main
@@ -612,7 +613,7 @@ def test_a_second_trainer_on_the_same_folder_waits_for_the_first(tiny_data, tmp_
         second = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert "another trainer is writing this folder; waiting for it to stop" in second.stdout.readline()
         assert list(run_dir.iterdir()) == []
-    out, err = second.communicate(timeout=300)
+    out, err = second.communicate(timeout=HANG_S)
     assert second.returncode == 0, err
     assert json.loads((run_dir / "summary.json").read_text())["steps_done"] == FAST["steps"]
 

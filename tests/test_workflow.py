@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hang import HANG_S
 from anatomy.results.groups import STUDY_GROUPS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -78,7 +79,7 @@ def snakemake(
     snakefile: Path = WORKFLOW / "Snakefile",
     path_first: Path | None = None,
     pythonpath_first: Path | None = None,
-    timeout: int = 600,
+    timeout: float = HANG_S,
 ) -> subprocess.CompletedProcess:
     """Run Snakemake on `snakefile` in `workdir` to the end."""
     return subprocess.run(
@@ -503,7 +504,9 @@ def test_documented_commands_name_their_target_before_config():
     wrong = [
         f"{path.relative_to(REPO)}: {match.group(0)}"
         for path in texts
-        for match in re.finditer(r"snakemake [^`\n]*--config(?: [\w.]+=[^\s`]+)+ (?!-)[a-z_0-9]+(?![\w=])", path.read_text("utf-8"))
+        for match in re.finditer(
+            r"snakemake [^`\n]*--config(?: [\w.]+=[^\s`]+)+ (?!-)[a-z_0-9]+(?![\w=])", path.read_text("utf-8")
+        )
     ]
     assert not wrong, wrong
 
@@ -802,7 +805,7 @@ def files(workdir: Path, pattern: str) -> int:
     return len(list(workdir.glob(pattern)))
 
 
-def wait_for(condition, process: subprocess.Popen, timeout: float = 300) -> bool:
+def wait_for(condition, process: subprocess.Popen, timeout: float = HANG_S) -> bool:
     """Poll until `condition()` holds; False if the process ended first (nothing left to interrupt)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
