@@ -14,13 +14,16 @@ from anatomy.results.reader import load
 from anatomy.report.scale_section import (
     best_val_by_size,
     other_lr_text,
+    same_seeds,
     scale_answer,
     scale_data,
+    size_table,
     sizes,
     verdict,
     where_it_wins,
     which_part_earns,
 )
+from anatomy.report.uncertainty import judge_one
 from run_folders import (
     LLAMA_PARTS,
     SCALE_SIZES,
@@ -46,14 +49,72 @@ def grid_and_scale(tmp_path):
 
 def test_the_scale_section_finds_each_size_and_where_llama_wins(grid_and_scale):
     found = sizes(scale_data(grid_and_scale))
+    assert sizes(scale_data(grid_and_scale)) is found  # computed once per Results, however often asked
     assert [size.train_tokens for size in found] == list(SCALE_SIZES.values())
-    assert [size.side for size in found] == [0, -1, -1]
+    # each size's setup: two experiments of two seeds 0.01 apart, pooled: sd 0.01 / sqrt(2), 2 df
+    assert [(round(size.setup.sd, 4), size.setup.df) for size in found] == [(0.0071, 2)] * 3
+    assert [size.difference.sign for size in found] == [0, -1, -1]
+    assert [size.difference.n for size in found] == [3, 3, 3]  # the three sizes are one table
     assert found[-1].gap.round(3).tolist() == [-0.3, -0.3]
     text = markdown.render(grid_and_scale, [])
     section = text.split("### When does the mini-LLaMA win?")[1].split("###")[0]
     assert "| 25,600 | 1.00 | – |" in section and "| 400 | 64.00 | – |" in section  # no grid.json: no minutes
-    assert "lower beyond seed noise on 3,200, 25,600 characters" in section
-    assert "**reproduced**: on 25,600 characters, read at most once" in section
+    assert (
+        "| -0.300 / -0.300 | -0.300 (95% interval -0.354 to -0.246, corrected for 3 comparisons) "
+        "| sd 0.007 per run, pooled over 2 degrees of freedom | **yes**, llama lower |"
+    ) in section
+    assert "| +0.000 / +0.000 | +0.000 (95% interval -0.030 to +0.030, corrected for 3 comparisons)" in section
+    assert "The mini-LLaMA's best val is lower beyond noise on 3,200, 25,600 characters." in section
+    assert (
+        "**reproduced**: on 25,600 characters, read at most once, the mini-LLaMA's best val is lower: llama minus "
+        "vanilla is -0.300 (95% interval -0.354 to -0.246, corrected for 3 comparisons), beyond noise (sd 0.007 per "
+        "run, pooled over 2 degrees of freedom)"
+    ) in section
+    assert "seed noise" not in section.split("Which part earned")[0]  # the old rule is gone
+
+
+def test_the_sizes_are_judged_together_as_one_table(tmp_path):
+    """Llama 0.04 lower at every size: with a setup's sd of 0.007 over 2 df, each difference alone
+    is beyond noise (p about 0.03), but not three at once (Holm holds the smallest p to 0.05 / 3)."""
+    runs_root = tmp_path / "runs"
+    write_scale_runs(runs_root, {"s": (2.0, 1.96), "m": (1.9, 1.86), "l": (1.8, 1.76)})
+    collect.collect(runs_root, tmp_path / "db.duckdb")
+    study = scale_data(load(tmp_path / "db.duckdb"))
+    found = sizes(study)
+    for size in found:  # alone, each would be called beyond noise
+        assert judge_one(same_seeds(study.noise, size.llama, size.vanilla)).sign == -1
+    assert [size.difference.sign for size in found] == [0, 0, 0]
+    assert [size.difference.n for size in found] == [3, 3, 3]
+    assert where_it_wins(found) == "At no size is either model lower beyond noise."
+    assert verdict(study, found).startswith(
+        "**not reproduced**: on 25,600 characters, read at most once, llama minus vanilla is -0.040 "
+        "(95% interval -0.094 to +0.014, corrected for 3 comparisons), within noise"
+    )
+
+
+def test_a_size_without_a_noise_estimate_is_not_testable(tmp_path):
+    """The largest size has one seed of each model: no experiment of its setup measures the noise,
+    so its 0.3 gap is not testable here, and the table of differences counts the other two sizes."""
+    runs_root = tmp_path / "runs"
+    write_scale_runs(runs_root, {"s": (2.0, 2.0), "m": (1.9, 1.8)})
+    write_scale_runs(runs_root, {"l": (1.8, 1.5)}, seeds=(42,))
+    collect.collect(runs_root, tmp_path / "db.duckdb")
+    study = scale_data(load(tmp_path / "db.duckdb"))
+    found = sizes(study)
+    assert not found[-1].setup.known
+    assert found[-1].difference.sign is None and found[-1].difference.beyond is None
+    assert [size.difference.n for size in found[:2]] == [2, 2]  # the untestable size is not counted
+    assert where_it_wins(found) == (
+        "The mini-LLaMA's best val is lower beyond noise on 3,200 characters. On 25,600 characters it is not "
+        "testable here: no experiment in that setup has two seeds."
+    )
+    assert verdict(study, found) == (
+        "**not testable here yet**: on 25,600 characters, read at most once, llama minus vanilla is -0.300, but "
+        "its setup has no noise estimate: no experiment in it has two seeds"
+    )
+    last_row = size_table(study, found).splitlines()[-1]
+    assert "| -0.300 (no noise estimate) |" in last_row and "| not testable here |" in last_row
+    assert "**yes**" not in last_row
 
 
 def test_the_grid_tables_never_take_a_study_run(grid_and_scale):
@@ -69,7 +130,10 @@ def test_one_seed_cannot_judge_the_hypothesis(tmp_path):
     write_scale_runs(runs_root, {"l": (1.8, 1.5)}, seeds=(42,))
     collect.collect(runs_root, tmp_path / "db.duckdb")
     study = scale_data(load(tmp_path / "db.duckdb"))
-    assert verdict(study, sizes(study)).startswith("**not testable here yet**: on 25,600 characters")
+    assert verdict(study, sizes(study)).startswith(
+        "**not testable here yet**: on 25,600 characters, read at most once, llama minus vanilla is -0.300, but "
+        "its setup has no noise estimate"
+    )
 
 
 def test_no_size_read_at_most_once_is_not_testable(tmp_path):
@@ -89,11 +153,30 @@ def test_stage2_ablations_are_judged_at_the_largest_size(tmp_path):
     collect.collect(runs_root, tmp_path / "db.duckdb")
     text = markdown.render(load(tmp_path / "db.duckdb"), [])
     stage2 = text.split("Which part earned the gap at the largest size (stage 2):")[1]
-    assert "| swiglu | not run yet |  | +0.200 (+0.200 to +0.200) | **yes** |" in stage2
+    assert "| swiglu | not run yet |" in stage2  # the report's ablation table (markdown.py's own words)
+    # the setup's noise: three experiments of two seeds 0.01 apart, 3 df; one comparison, judged alone
     assert which_part_earns(scale_data(load(tmp_path / "db.duckdb"))) == (
-        "At 25,600 characters (stage 2), beyond the seed noise 0.010 with every seed: removing swiglu from the "
-        "mini-LLaMA raises best val by 0.200. 9 of the 10 ablations have fewer than two seeds so far."
+        "At 25,600 characters (stage 2), 1 ablation is judged against the noise of its setup (sd 0.007 per run, "
+        "pooled over 3 degrees of freedom); beyond it: removing swiglu from the mini-LLaMA raises best val, "
+        "Δ +0.200 (95% interval +0.177 to +0.223). 9 of the 10 ablations are not trained yet."
     )
+
+
+def test_stage2_judges_its_ablations_together(tmp_path):
+    """Two ablations at the largest size are one table: each interval is corrected for both."""
+    runs_root = tmp_path / "runs"
+    write_scale_runs(runs_root, {"l": (1.8, 1.5)})
+    write_scale_ablation(runs_root, "swiglu", "remove", {**LLAMA_PARTS, "ffn_type": "gelu"}, floor=1.7)
+    write_scale_ablation(runs_root, "rope", "add", {"pos_type": "rope"}, floor=1.6)
+    collect.collect(runs_root, tmp_path / "db.duckdb")
+    said = which_part_earns(scale_data(load(tmp_path / "db.duckdb")))
+    assert said.startswith(
+        "At 25,600 characters (stage 2), 2 ablations are judged together against the noise of their setup "
+        "(sd 0.007 per run, pooled over 4 degrees of freedom); beyond it: "
+    )
+    assert "adding rope to vanilla lowers best val, Δ -0.200 (95% interval" in said
+    assert said.count("corrected for 2 comparisons") == 2
+    assert said.endswith("8 of the 10 ablations are not trained yet.")
 
 
 def test_stage2_in_words_counts_the_ablations_inside_the_noise(tmp_path):
@@ -103,8 +186,9 @@ def test_stage2_in_words_counts_the_ablations_inside_the_noise(tmp_path):
     write_scale_ablation(runs_root, "rmsnorm", "add", {"norm_type": "rmsnorm"}, floor=1.8)
     collect.collect(runs_root, tmp_path / "db.duckdb")
     assert which_part_earns(scale_data(load(tmp_path / "db.duckdb"))) == (
-        "At 25,600 characters (stage 2), no ablation moves best val beyond the seed noise 0.010 yet. "
-        "1 of the 10 ablations stays inside the seed noise. 9 of the 10 ablations have fewer than two seeds so far."
+        "At 25,600 characters (stage 2), 1 ablation is judged against the noise of its setup (sd 0.007 per run, "
+        "pooled over 3 degrees of freedom): it does not move best val beyond noise. "
+        "9 of the 10 ablations are not trained yet."
     )
 
 
@@ -120,7 +204,8 @@ def test_the_precision_section_holds_each_bf16_run_against_its_fp32_twin(tmp_pat
     collect.collect(runs_root, tmp_path / "db.duckdb")
     text = markdown.render(load(tmp_path / "db.duckdb"), [])
     section = text.split("### Does training in bf16 change any finding?")[1].split("###")[0]
-    assert "4 of 4 runs move their best val by less than the seed noise" in section
+    # precision_section.py's words under the pooled-noise rule (its owner's; copied here as they read now)
+    assert "0 of 4 bf16 runs have a best val beyond noise of their fp32 twin's" in section
     assert "Every headline verdict is the same in bf16." in section
     assert section.count("| yes |") == 3
 
@@ -143,12 +228,14 @@ def test_a_verdict_that_flips_in_bf16_is_said(tmp_path):
     )
 
 
-def test_one_seed_is_not_called_no_win(tmp_path):
+def test_no_noise_estimate_is_not_called_no_win(tmp_path):
     runs_root = tmp_path / "runs"
     write_scale_runs(runs_root, {"l": (1.8, 1.5)}, seeds=(7,))
     collect.collect(runs_root, tmp_path / "db.duckdb")
     study = scale_data(load(tmp_path / "db.duckdb"))
-    assert where_it_wins(sizes(study)).startswith("No size has both models at two seeds yet")
+    assert where_it_wins(sizes(study)) == (
+        "No size's setup has a noise estimate yet (no experiment in it has two seeds), so none is judged."
+    )
 
 
 def grid_then_scale(root, smallest: tuple[float, float]):
@@ -176,10 +263,12 @@ def grid_then_scale(root, smallest: tuple[float, float]):
 
 def test_the_size_read_as_often_as_the_grid_is_set_against_the_grids_answer(tmp_path):
     answer = scale_answer(grid_then_scale(tmp_path / "wins", smallest=(2.0, 1.7)))
+    # the grid's headline gap, judged alone with the grid's setup noise (its pair's two seeds each)
     assert answer.endswith(
-        "On the grid's own text (500 characters, read 51 times) the mini-LLaMA's best val is not lower beyond seed "
-        "noise; on 400 characters of this study's text, read 64 times, it is lower: reading the text many times is "
-        "not, by itself, why the grid finds no lower valley."
+        "On the grid's own text (500 characters, read 51 times) the mini-LLaMA's best val is not lower beyond "
+        "noise, llama minus vanilla +0.000 (95% interval -0.030 to +0.030); on 400 characters of this study's "
+        "text, read 64 times, it is lower: reading the text many times is not, by itself, why the grid finds no "
+        "lower valley."
     )
     # where the smallest size agrees with the grid, the sentence only sets the two side by side
     answer = scale_answer(grid_then_scale(tmp_path / "agrees", smallest=(2.0, 2.0)))
@@ -188,7 +277,9 @@ def test_the_size_read_as_often_as_the_grid_is_set_against_the_grids_answer(tmp_
 
 def scale_with_other_lr(root, at_other_lr: dict[str, float]):
     """The largest size at the default lr (seed 42 vanilla 1.8, llama 1.5; seed 7 0.05 higher;
-    run_folders adds 0.02 to seed 42 and 0.03 to seed 7: a seed noise of 0.06) and stage 3 at lr 1e-3, seed 42, with these {"vanilla"/"llama": floor}."""
+    run_folders adds 0.02 to seed 42 and 0.03 to seed 7: each pair of seeds 0.06 apart, a pooled
+    sd of 0.042 over 2 df) and stage 3 at lr 1e-3, seed 42 only, with these {"vanilla"/"llama": floor}.
+    One seed each is judged by the setup's pooled noise: se 0.06, a 95% interval of +-0.258."""
     runs_root = root / "runs"
     write_scale_runs(runs_root, {"l": (1.8, 1.5)}, seeds=(42,))
     write_scale_runs(runs_root, {"l": (1.85, 1.55)}, seeds=(7,))
@@ -216,20 +307,31 @@ def scale_with_other_lr(root, at_other_lr: dict[str, float]):
         (
             1.45,
             1.48,
-            "vanilla 1.470 at lr 0.001, mini-LLaMA 1.500 at lr 0.001; llama minus vanilla +0.030: "
-            "within the seed noise 0.060, so the two models are level: the gap came from the shared lr.",
+            "vanilla 1.470 at lr 0.001, mini-LLaMA 1.500 at lr 0.001; llama minus vanilla +0.030 (95% interval "
+            "-0.228 to +0.288): within noise (sd 0.042 per run, pooled over 2 degrees of freedom), so the two "
+            "models are level: the gap came from the shared lr.",
         ),
+        # 0.2 apart, one seed each: inside the interval the setup's noise allows
         (
             1.3,
             1.6,
-            "vanilla 1.320 at lr 0.001, mini-LLaMA 1.520 at lr 0.0003; llama minus vanilla +0.200: "
-            "vanilla is lower, beyond the seed noise 0.060: the gap came from the shared lr.",
+            "vanilla 1.320 at lr 0.001, mini-LLaMA 1.520 at lr 0.0003; llama minus vanilla +0.200 (95% interval "
+            "-0.058 to +0.458): within noise (sd 0.042 per run, pooled over 2 degrees of freedom), so the two "
+            "models are level: the gap came from the shared lr.",
         ),
         (
-            1.7,
-            1.9,
-            "vanilla 1.720 at lr 0.001, mini-LLaMA 1.520 at lr 0.0003; llama minus vanilla -0.200: "
-            "the mini-LLaMA is still lower, beyond the seed noise 0.060: the gap is not only the shared lr.",
+            1.1,
+            1.6,
+            "vanilla 1.120 at lr 0.001, mini-LLaMA 1.520 at lr 0.0003; llama minus vanilla +0.400 (95% interval "
+            "+0.142 to +0.658): vanilla is lower, beyond noise (sd 0.042 per run, pooled over 2 degrees of "
+            "freedom): the gap came from the shared lr.",
+        ),
+        (
+            1.95,
+            1.4,
+            "vanilla 1.820 at lr 0.0003, mini-LLaMA 1.420 at lr 0.001; llama minus vanilla -0.400 (95% interval "
+            "-0.658 to -0.142): the mini-LLaMA is still lower, beyond noise (sd 0.042 per run, pooled over 2 "
+            "degrees of freedom): the gap is not only the shared lr.",
         ),
     ],
 )
@@ -238,7 +340,7 @@ def test_stage3_sets_each_model_at_its_better_lr(tmp_path, vanilla, llama, judge
     assert text.startswith(
         f"At lr 0.001 on 25,600 characters: best val vanilla {vanilla + 0.02:.3f}, mini-LLaMA {llama + 0.02:.3f}"
     )
-    assert f"Each model at the better of lr 0.0003 and 0.001 (stage 3, seed 42): {judged}" in text
+    assert f"Each model at the better of lr 0.0003 and 0.001 (stage 3, one seed each, seed 42): {judged}" in text
     # a best at the highest lr tried is said to be an edge, not an optimum
     at_edge = " and ".join(
         name

@@ -7,14 +7,22 @@ poems, read 64 times, 8 times and once, and asks where the mini-LLaMA's best val
 
 Roles come from settings, as everywhere in the report: a size is a training-set size (its token
 count), a model is vanilla (none of the five parts) or the mini-LLaMA (all five), and stage 3 is
-the pair at another learning rate. The part ablations at the largest size (stage 2) are judged
-by the report's own ablation table (anatomy/report/markdown.py), with this size's seed noise.
+the pair at another learning rate. The part ablations at the largest size (stage 2) are listed
+by the report's own ablation table (anatomy/report/markdown.py).
+
+Every "beyond noise" here is the one rule of anatomy/report/uncertainty.py: a difference of mean
+best val gets an interval from the pooled seed noise of its setup (the setup_noise view), and the
+differences one table makes are judged together (Holm): llama minus vanilla over the sizes, the
+ten ablations of stage 2; stage 3's difference and the grid's headline gap are judged alone.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+import weakref
+from collections.abc import Callable
 
 import pandas as pd
 
@@ -23,10 +31,8 @@ from anatomy.language import N_, _, ngettext
 from anatomy.results.reader import Results
 from anatomy.report.claims import PARTS
 from anatomy.report.roles import (
-    ablation_deltas,
     and_list,
     clauses,
-    headline_noise,
     headline_of,
     fmt,
     job_seconds,
@@ -35,9 +41,18 @@ from anatomy.report.roles import (
     only_runs_of,
     paired_deltas,
     per_seed,
-    seed_noise,
     sentences as joined_sentences,
-    side_beyond_noise,
+)
+from anatomy.report.uncertainty import (
+    Difference,
+    Noise,
+    compare,
+    interval_text,
+    judge,
+    judge_one,
+    judged_against_baselines,
+    noise_of,
+    noise_text,
 )
 
 STUDY = "scale"
@@ -52,12 +67,36 @@ class Size:
     vanilla: pd.DataFrame
     llama: pd.DataFrame
     gap: pd.Series  # llama minus vanilla best val, seed by seed (negative: llama lower)
-    noise: float  # the larger of the two models' best-val spread over seeds at this size
-    side: int | None  # side_beyond_noise of the gap
+    setup: Noise  # the pooled seed noise of this size's setup (corpus, size, precision)
+    difference: Difference  # llama minus vanilla mean best val, judged with the other sizes (Holm)
 
 
+def once_per(compute: Callable) -> Callable:
+    """`compute(results)` computed once per Results object (a page or a report asks several times),
+    remembered while that object lives: by identity, as a Results is a table of frames, not a value."""
+    remembered: dict[int, tuple[weakref.ref, object]] = {}
+
+    @functools.wraps(compute)
+    def cached(results: Results):
+        key = id(results)
+        if key in remembered and remembered[key][0]() is results:
+            return remembered[key][1]
+        value = compute(results)
+        remembered[key] = (weakref.ref(results, lambda _ref, key=key: remembered.pop(key, None)), value)
+        return value
+
+    return cached
+
+
+@once_per
 def scale_data(everything: Results) -> Results:
     return only_runs_of(everything, STUDY)
+
+
+def same_seeds(noise_table: pd.DataFrame, a: pd.DataFrame, b: pd.DataFrame) -> Difference:
+    """mean(a) - mean(b) over the seeds both have (the same seed reads the same batches), unjudged."""
+    seeds = set(a["seed"]) & set(b["seed"])
+    return compare(noise_table, a[a["seed"].isin(seeds)], b[b["seed"].isin(seeds)])
 
 
 def model_runs(study: Results) -> pd.DataFrame:
@@ -79,18 +118,29 @@ def tokens_read(runs: pd.DataFrame, metrics: pd.DataFrame, step_column: str) -> 
     return pd.Series([seen.get(key, math.nan) for key in keys], index=runs.index, dtype=float)
 
 
+@once_per
 def sizes(study: Results) -> list[Size]:
-    """Each training-set size with both models, smallest first."""
+    """Each training-set size with both models, smallest first. Llama minus vanilla at every size is
+    one table of comparisons, judged together (Holm over the sizes); a size whose setup has no
+    noise estimate is not testable and is not counted."""
     pairs = pair_runs(study)
     found = []
     for train_tokens, runs in sorted(pairs.groupby("train_tokens"), key=lambda item: item[0]):
         vanilla, llama = runs[runs["n_parts"] == 0], runs[runs["n_parts"] == 5]
         if vanilla.empty or llama.empty:
             continue
-        gap = paired_deltas(llama, vanilla)
-        noise = seed_noise(study, set(vanilla["experiment"]) | set(llama["experiment"]))
-        found.append(Size(int(train_tokens), vanilla, llama, gap, noise, side_beyond_noise(gap, noise)))
-    return found
+        found.append(
+            Size(
+                int(train_tokens),
+                vanilla,
+                llama,
+                paired_deltas(llama, vanilla),
+                noise_of(study.noise, runs),
+                same_seeds(study.noise, llama, vanilla),
+            )
+        )
+    judged = judge({size.train_tokens: size.difference for size in found})
+    return [dataclasses.replace(size, difference=judged[size.train_tokens]) for size in found]
 
 
 def passes(runs: pd.DataFrame, metrics: pd.DataFrame, step_column: str) -> str:
@@ -104,8 +154,8 @@ def final_steps(runs: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
     return runs.assign(last_step=runs["run_id"].map(last))
 
 
-# side_beyond_noise of the gap -> the table's cell (shown with _())
-BEYOND = {-1: N_("**yes**, llama lower"), 1: N_("**yes**, vanilla lower"), 0: N_("no"), None: N_("needs two seeds")}
+# the judged difference's sign -> the table's cell (shown with _())
+BEYOND = {-1: N_("**yes**, llama lower"), 1: N_("**yes**, vanilla lower"), 0: N_("no"), None: N_("not testable here")}
 
 
 def times_read(study: Results, train_tokens: int) -> float:
@@ -134,8 +184,9 @@ def size_table(study: Results, found: list[Size]) -> str:
                 per_seed(size.vanilla, "best_val_loss"),
                 per_seed(size.llama, "best_val_loss"),
                 " / ".join(fmt(v, sign=True) for v in size.gap.sort_index(ascending=False)),
-                fmt(size.noise),
-                _(BEYOND[size.side]),
+                interval_text(size.difference),
+                noise_text(size.setup),
+                _(BEYOND[size.difference.sign]),
                 f"{per_seed(size.vanilla, 'best_step')} · {per_seed(size.llama, 'best_step')}",
                 f"{passes(size.vanilla, study.metrics, 'best_step')} · {passes(size.llama, study.metrics, 'best_step')}",
                 f"{per_seed(size.vanilla, 'train_val_gap')} · {per_seed(size.llama, 'train_val_gap')}",
@@ -149,8 +200,9 @@ def size_table(study: Results, found: list[Size]) -> str:
             _("vanilla best val"),
             _("mini-LLaMA best val"),
             _("llama minus vanilla"),
-            _("seed noise"),
-            _("beyond it?"),
+            _("mean difference and its interval"),
+            _("noise of the setup"),
+            _("beyond noise?"),
             _("best step (vanilla · llama)"),
             _("times read by the best step (vanilla · llama)"),
             _("final val minus final train (vanilla · llama)"),
@@ -174,48 +226,63 @@ def verdict(study: Results, found: list[Size]) -> str:
         )
     size = once[-1]
     where = _("on {tokens} characters, read at most once").format(tokens=f"{size.train_tokens:,}")
-    gap = " / ".join(fmt(v, sign=True) for v in size.gap.sort_index(ascending=False))
-    if size.side is None:
+    sign = size.difference.sign
+    if sign is None:
         said = _(
-            "**not testable here yet**: {where}, llama minus vanilla is {gap}, but one seed cannot measure the seed noise"
+            "**not testable here yet**: {where}, llama minus vanilla is {gap}, but its setup has no noise "
+            "estimate: no experiment in it has two seeds"
         )
-    elif size.side == -1:
+    elif sign == -1:
         said = _(
-            "**reproduced**: {where}, the mini-LLaMA's best val is lower with every seed ({gap}), "
-            "beyond the seed noise {noise}"
+            "**reproduced**: {where}, the mini-LLaMA's best val is lower: llama minus vanilla is {difference}, "
+            "beyond noise ({noise})"
         )
-    elif size.side == 1:
+    elif sign == 1:
         said = _(
-            "**not reproduced**: {where}, vanilla's best val is lower with every seed ({gap}), "
-            "beyond the seed noise {noise}"
+            "**not reproduced**: {where}, vanilla's best val is lower: llama minus vanilla is {difference}, "
+            "beyond noise ({noise})"
         )
     else:
         said = _(
-            "**not reproduced**: {where}, llama minus vanilla is {gap}, not beyond the seed noise "
-            "{noise}: the mini-LLaMA does not reach a lower valley even where it cannot memorise"
+            "**not reproduced**: {where}, llama minus vanilla is {difference}, within noise ({noise}): "
+            "the mini-LLaMA does not reach a lower valley even where it cannot memorise"
         )
-    return said.format(where=where, gap=gap, noise=fmt(size.noise))
+    return said.format(
+        where=where,
+        gap=fmt(size.difference.mean, sign=True),
+        difference=interval_text(size.difference),
+        noise=noise_text(size.setup),
+    )
 
 
 def where_it_wins(found: list[Size]) -> str:
-    wins = [f"{size.train_tokens:,}" for size in found if size.side == -1]
-    losses = [f"{size.train_tokens:,}" for size in found if size.side == 1]
+    """Where either model's best val is lower beyond noise, the sizes judged together."""
+    signs = {f"{size.train_tokens:,}": size.difference.sign for size in found}
+    wins = [tokens for tokens, sign in signs.items() if sign == -1]
+    losses = [tokens for tokens, sign in signs.items() if sign == 1]
+    untested = [tokens for tokens, sign in signs.items() if sign is None]
+    if len(untested) == len(signs):
+        return _("No size's setup has a noise estimate yet (no experiment in it has two seeds), so none is judged.")
     if wins and losses:
-        said = _("The mini-LLaMA's best val is lower beyond seed noise on {wins} characters; vanilla's on {losses}.")
+        said = _("The mini-LLaMA's best val is lower beyond noise on {wins} characters; vanilla's on {losses}.")
     elif wins:
-        said = _("The mini-LLaMA's best val is lower beyond seed noise on {wins} characters.")
+        said = _("The mini-LLaMA's best val is lower beyond noise on {wins} characters.")
     elif losses:
-        said = _("Vanilla's on {losses}.")
-    elif all(size.side is None for size in found):
-        return _("No size has both models at two seeds yet, and one seed cannot measure the seed noise.")
+        said = _("Vanilla's best val is lower beyond noise on {losses} characters.")
     else:
-        return _("At no size is either model lower beyond seed noise.")
-    return said.format(wins=listed(wins), losses=listed(losses))
+        said = _("At no size is either model lower beyond noise.")
+    said = said.format(wins=listed(wins), losses=listed(losses))
+    if untested:
+        untested_said = _(
+            "On {untested} characters it is not testable here: no experiment in that setup has two seeds."
+        ).format(untested=listed(untested))
+        said = joined_sentences([said, untested_said])
+    return said
 
 
 def largest_as_headline(study: Results) -> Results | None:
     """The largest size's pair in the headline's roles and the ablations against them (stage 2), so
-    that the report's ablation table judges them with this size's seed noise; None without any."""
+    that the report's ablation table lists them as it lists the grid's; None without any."""
     found = sizes(study)
     ablations = study.comparisons[study.comparisons["part"].notna() & study.comparisons["direction"].notna()]
     if not found or ablations.empty:
@@ -228,55 +295,100 @@ def largest_as_headline(study: Results) -> Results | None:
     return dataclasses.replace(study, runs=runs, ablations=ablations.reset_index(drop=True))
 
 
-# an ablation's direction and the side of seed noise its every seed lies on -> what it does (shown with _())
+# an ablation's direction and the sign of its judged difference -> what it does (shown with _())
 MOVES = {
-    ("add", -1): N_("adding {part} to vanilla lowers best val by {change}"),
-    ("add", 1): N_("adding {part} to vanilla raises best val by {change}"),
-    ("remove", 1): N_("removing {part} from the mini-LLaMA raises best val by {change}"),
-    ("remove", -1): N_("removing {part} from the mini-LLaMA lowers best val by {change}"),
+    ("add", -1): N_("adding {part} to vanilla lowers best val, Δ {change}"),
+    ("add", 1): N_("adding {part} to vanilla raises best val, Δ {change}"),
+    ("remove", 1): N_("removing {part} from the mini-LLaMA raises best val, Δ {change}"),
+    ("remove", -1): N_("removing {part} from the mini-LLaMA lowers best val, Δ {change}"),
 }
+
+
+def stage2_differences(study: Results) -> dict[tuple[str, str], Difference]:
+    """The ablations at the largest size against their baselines, (part, direction) -> the
+    difference, judged together as one table (Holm over them); {} before any stage-2 run."""
+    largest = largest_as_headline(study)
+    if largest is None:
+        return {}
+    tokens = sizes(study)[-1].train_tokens
+    at_largest = set(study.runs.loc[study.runs["train_tokens"] == tokens, "experiment"])
+    names = {
+        (row.part, row.direction): row.experiment
+        for row in largest.ablations.itertuples()
+        if row.experiment in at_largest
+    }
+    judged = judged_against_baselines(study, names.values())
+    return {key: judged[name] for key, name in names.items()}
 
 
 def which_part_earns(study: Results) -> str | None:
     """Stage 2 in words, for the README's headline and the dashboard: the ablations at the largest
-    size that move best val beyond seed noise with every seed, and how many are not judged yet
-    (fewer than two seeds). None before any stage-2 run."""
-    largest = largest_as_headline(study)
-    if largest is None:
+    size that move best val beyond noise, judged together, each with its interval, and how many
+    are within noise, not trained yet or without a noise estimate. None before any stage-2 run."""
+    if largest_as_headline(study) is None:
         return None
-    noise = headline_noise(largest)
-    moves, unjudged, total = [], 0, 2 * len(PARTS)
+    found = sizes(study)
+    judged = stage2_differences(study)
+    total = 2 * len(PARTS)
+    moves, inside, untrained, untestable = [], 0, 0, 0
     for part in PARTS:
         for direction in ("add", "remove"):
-            deltas = ablation_deltas(largest, part, direction)
-            side = None if deltas is None else side_beyond_noise(deltas, noise)
-            if side is None:
-                unjudged += 1
-            elif side:
-                moves.append(_(MOVES[(direction, side)]).format(part=part, change=fmt(abs(deltas.mean()))))
-    values = dict(tokens=f"{sizes(study)[-1].train_tokens:,}", noise=fmt(noise), moves=clauses(moves))
-    said = [
-        _("At {tokens} characters (stage 2), beyond the seed noise {noise} with every seed: {moves}.").format(**values)
-        if moves
-        else _(
-            "At {tokens} characters (stage 2), no ablation moves best val beyond the seed noise {noise} yet."
-        ).format(**values)
-    ]
-    if inside := total - unjudged - len(moves):
+            d = judged.get((part, direction))
+            if d is None or not math.isfinite(d.mean):
+                untrained += 1
+            elif d.sign is None:
+                untestable += 1
+            elif d.sign:
+                moves.append(_(MOVES[(direction, d.sign)]).format(part=part, change=interval_text(d)))
+            else:
+                inside += 1
+    n = total - untrained - untestable  # the comparisons judged together
+    values = dict(tokens=f"{found[-1].train_tokens:,}", noise=noise_text(found[-1].setup), moves=clauses(moves), n=n)
+    if not n:
+        said = [_("At {tokens} characters (stage 2), no ablation can be judged yet ({noise}).").format(**values)]
+    elif moves:
+        said = [
+            ngettext(
+                "At {tokens} characters (stage 2), {n} ablation is judged against the noise of its setup "
+                "({noise}); beyond it: {moves}.",
+                "At {tokens} characters (stage 2), {n} ablations are judged together against the noise of "
+                "their setup ({noise}); beyond it: {moves}.",
+                n,
+            ).format(**values)
+        ]
+    else:
+        said = [
+            ngettext(
+                "At {tokens} characters (stage 2), {n} ablation is judged against the noise of its setup "
+                "({noise}): it does not move best val beyond noise.",
+                "At {tokens} characters (stage 2), {n} ablations are judged together against the noise of "
+                "their setup ({noise}): none moves best val beyond noise.",
+                n,
+            ).format(**values)
+        ]
+    if inside and moves:
         said.append(
             ngettext(
-                "{n} of the {total} ablations stays inside the seed noise.",
-                "{n} of the {total} ablations stay inside the seed noise.",
+                "{n} of the {total} ablations stays within noise.",
+                "{n} of the {total} ablations stay within noise.",
                 inside,
             ).format(n=inside, total=total)
         )
-    if unjudged:
+    if untestable and n:
         said.append(
             ngettext(
-                "{n} of the {total} ablations has fewer than two seeds so far.",
-                "{n} of the {total} ablations have fewer than two seeds so far.",
-                unjudged,
-            ).format(n=unjudged, total=total)
+                "{n} of the {total} ablations has no noise estimate to be judged by.",
+                "{n} of the {total} ablations have no noise estimate to be judged by.",
+                untestable,
+            ).format(n=untestable, total=total)
+        )
+    if untrained:
+        said.append(
+            ngettext(
+                "{n} of the {total} ablations is not trained yet.",
+                "{n} of the {total} ablations are not trained yet.",
+                untrained,
+            ).format(n=untrained, total=total)
         )
     return joined_sentences(said)
 
@@ -322,19 +434,20 @@ def better_lr_answer(study: Results) -> str | None:
     """Stage 3's verdict at each size trained at more than one lr (the README's headline says it
     too), or None before both models ran at another lr."""
     runs = model_runs(study)
-    noise = {size.train_tokens: size.noise for size in sizes(study)}
     said = [
         verdict
-        for train_tokens, at_size in runs.groupby("train_tokens")
-        if at_size["lr"].nunique() > 1 and (verdict := better_lr_verdict(at_size, noise.get(int(train_tokens))))
+        for _tokens, at_size in runs.groupby("train_tokens")
+        if at_size["lr"].nunique() > 1 and (verdict := better_lr_verdict(at_size, study.noise))
     ]
     return joined_sentences(said) or None
 
 
-def better_lr_verdict(at_size: pd.DataFrame, noise: float | None) -> str | None:
+def better_lr_verdict(at_size: pd.DataFrame, noise_table: pd.DataFrame) -> str | None:
     """Each model at the better of the learning rates it was trained at, over the seeds every one of
     them has: is the mini-LLaMA still lower? Stage 3's question: does the gap exist only because
-    both models share one learning rate? None without both models at every one of those rates."""
+    both models share one learning rate? The difference is judged alone, with the pooled noise of
+    the size's setup (`noise_table`: Results.noise), so one seed each can be judged. None without
+    both models at every one of those rates."""
     lrs = sorted(at_size["lr"].unique())
     seeds = set.intersection(*(set(runs["seed"]) for _, runs in at_size.groupby(["n_parts", "lr"])))
     common = at_size[at_size["seed"].isin(seeds)]
@@ -343,27 +456,33 @@ def better_lr_verdict(at_size: pd.DataFrame, noise: float | None) -> str | None:
         return None
     best_lr = best.idxmin(axis=1)
     vanilla, llama = best.loc[0].min(), best.loc[5].min()
-    difference = llama - vanilla
-    if noise is None or math.isnan(noise):
-        judged = _("with no seed noise at this size to judge it by")
-    elif difference < -noise:
-        judged = _("the mini-LLaMA is still lower, beyond the seed noise {noise}: the gap is not only the shared lr")
-    elif difference > noise:
-        judged = _("vanilla is lower, beyond the seed noise {noise}: the gap came from the shared lr")
+
+    def at_best(model: int) -> pd.DataFrame:
+        return common[(common["n_parts"] == model) & (common["lr"] == best_lr[model])]
+
+    difference = judge_one(compare(noise_table, at_best(5), at_best(0)))
+    noise = noise_of(noise_table, common)
+    if difference.sign is None:
+        judged = _("with no noise estimate for this setup to judge it by")
+    elif difference.sign == -1:
+        judged = _("the mini-LLaMA is still lower, beyond noise ({noise}): the gap is not only the shared lr")
+    elif difference.sign == 1:
+        judged = _("vanilla is lower, beyond noise ({noise}): the gap came from the shared lr")
     else:
-        judged = _("within the seed noise {noise}, so the two models are level: the gap came from the shared lr")
+        judged = _("within noise ({noise}), so the two models are level: the gap came from the shared lr")
+    listed_seeds = " / ".join(str(int(seed)) for seed in sorted(seeds, reverse=True))
     said = _(
-        "Each model at the better of lr {lrs} (stage 3, seed {seeds}): vanilla {vanilla} at lr {vanilla_lr}, mini-LLaMA "
+        "Each model at the better of lr {lrs} (stage 3, {seeds}): vanilla {vanilla} at lr {vanilla_lr}, mini-LLaMA "
         "{llama} at lr {llama_lr}; llama minus vanilla {difference}: {judged}."
     ).format(
         lrs=and_list(f"{lr:g}" for lr in lrs),
-        seeds=" / ".join(str(int(seed)) for seed in sorted(seeds, reverse=True)),
+        seeds=(_("one seed each, seed {seeds}") if len(seeds) == 1 else _("seeds {seeds}")).format(seeds=listed_seeds),
         vanilla=fmt(vanilla),
         vanilla_lr=f"{best_lr[0]:g}",
         llama=fmt(llama),
         llama_lr=f"{best_lr[5]:g}",
-        difference=fmt(difference, sign=True),
-        judged=judged.format(noise=fmt(noise)),
+        difference=interval_text(difference),
+        judged=judged.format(noise=noise_text(noise)),
     )
     at_edge = [MODELS[model] for model, lr in best_lr.items() if lr == lrs[-1]]
     if at_edge:
@@ -383,7 +502,8 @@ def grid_contrast(everything: Results, found: list[Size]) -> str | None:
     headline answer: whether reading the data many times explains that answer. None without both."""
     grid = only_runs_of(everything, None)
     vanilla, llama = headline_of(grid, "vanilla"), headline_of(grid, "llama")
-    grid_side = side_beyond_noise(paired_deltas(llama, vanilla), headline_noise(grid))
+    grid_difference = judge_one(same_seeds(grid.noise, llama, vanilla))  # the grid's headline gap, alone
+    grid_side = grid_difference.sign
     if grid_side is None or not found or llama["train_tokens"].isna().all():
         return None
     grid_tokens = int(llama["train_tokens"].max())
@@ -391,29 +511,31 @@ def grid_contrast(everything: Results, found: list[Size]) -> str | None:
     study = scale_data(everything)
     read = {size.train_tokens: times_read(study, size.train_tokens) for size in found}
     size = min(found, key=lambda size: abs(math.log(read[size.train_tokens] / grid_read)))
-    if size.side is None:
+    size_side = size.difference.sign
+    if size_side is None:
         return None
     lower = {-1: _("lower"), 1: _("higher"), 0: _("not lower")}
     values = dict(
         grid_tokens=f"{grid_tokens:,}",
         grid_read=f"{grid_read:.0f}",
         grid_side=lower[grid_side],
+        grid_difference=interval_text(grid_difference),
         size_tokens=f"{size.train_tokens:,}",
         size_read=f"{read[size.train_tokens]:.0f}",
-        size_side=lower[size.side],
+        size_side=lower[size_side],
     )
-    if grid_side != -1 and size.side == -1:
+    if grid_side != -1 and size_side == -1:
         said = _(
             "On the grid's own text ({grid_tokens} characters, read {grid_read} times) the mini-LLaMA's best "
-            "val is {grid_side} beyond seed noise; on {size_tokens} characters of this study's text, "
-            "read {size_read} times, it is {size_side}: reading the text many times is not, by itself, why the "
-            "grid finds no lower valley."
+            "val is {grid_side} beyond noise, llama minus vanilla {grid_difference}; on {size_tokens} characters "
+            "of this study's text, read {size_read} times, it is {size_side}: reading the text many times is not, "
+            "by itself, why the grid finds no lower valley."
         )
     else:
         said = _(
             "On the grid's own text ({grid_tokens} characters, read {grid_read} times) the mini-LLaMA's best "
-            "val is {grid_side} beyond seed noise; on {size_tokens} characters of this study's text, "
-            "read {size_read} times, it is {size_side}."
+            "val is {grid_side} beyond noise, llama minus vanilla {grid_difference}; on {size_tokens} characters "
+            "of this study's text, read {size_read} times, it is {size_side}."
         )
     return said.format(**values)
 
@@ -445,8 +567,10 @@ def scale_section(everything: Results) -> str | None:
         _(
             "Best val in nats per character, seeds 42 / 7. Times read: tokens seen (steps x batch x "
             "context) over the training characters. Minutes per run: the shipped runs' training jobs "
-            "(the costs table has the study's total). Seed noise at a size: the larger of the two models' "
-            "spread of best val over seeds there. All runs share one validation set of poems and one "
+            "(the costs table has the study's total). Noise of the setup: the seed-to-seed spread of every "
+            "experiment with two seeds on that size's text, pooled into one standard deviation per run. "
+            "Beyond noise: the difference's 95% interval excludes zero, corrected because the sizes are "
+            "judged together (Holm). All runs share one validation set of poems and one "
             "vocabulary, so every number in a column compares."
         ),
         scale_answer(everything),

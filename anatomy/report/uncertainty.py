@@ -22,6 +22,7 @@ import pandas as pd
 from scipy import stats
 
 from anatomy.language import _, ngettext
+from anatomy.results.reader import Results
 
 CONFIDENCE = 0.95
 # the columns that make a setup: runs that share them share one noise estimate
@@ -177,3 +178,23 @@ def noise_text(noise: Noise) -> str:
         "sd {sd} per run, pooled over {df} degrees of freedom",
         noise.df,
     ).format(sd=f"{noise.sd:.3f}", df=noise.df)
+
+
+def against_baseline(data: Results, experiment: str) -> Difference:
+    """An experiment's mean best val minus its baseline's, over the seeds both finished (the same
+    seeds read the same batches), unjudged. Its baseline is the one runs.baseline names."""
+    runs = data.runs
+    mine = runs[runs["experiment"] == experiment]
+    baseline = mine["baseline"].dropna()
+    if mine.empty or baseline.empty:
+        return Difference(math.nan, math.nan, 0, 1)
+    base = runs[runs["experiment"] == baseline.iloc[0]]
+    # the baseline's runs on the same text (baseline_pairs' rule): a study may share names with the grid
+    base = base.merge(mine[list(SETUP)].drop_duplicates(), on=list(SETUP))
+    seeds = set(mine["seed"]) & set(base["seed"])
+    return compare(data.noise, mine[mine["seed"].isin(seeds)], base[base["seed"].isin(seeds)])
+
+
+def judged_against_baselines(data: Results, experiments) -> dict[str, Difference]:
+    """Each experiment against its baseline, judged together as one table (Holm over them)."""
+    return judge({name: against_baseline(data, name) for name in experiments})
