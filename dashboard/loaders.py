@@ -7,7 +7,8 @@ it (`one_database_per_render`), and the next render reads the new one. Results a
 Streamlit and keyed on the file's identity, so a rebuilt database is picked up on the next rerun.
 
 What can go wrong is turned into a `DatabaseProblem` with words for the learner: no
-database yet, a database being rebuilt, a file that is not a results database.
+database yet, a database being rebuilt, a file that is not a results database. The path and
+DuckDB's own words are named as text (`tables.markdown_literal`), never read as Markdown.
 
 Before the learner has run anything, the dashboard shows the reference results shipped in
 `results/reference/` (a full-size grid): `reference_db()` collects them into
@@ -33,6 +34,8 @@ from anatomy.results import reader
 from anatomy.results.reader import OutdatedDatabase, Results, read
 from anatomy.report.roles import sentences
 from anatomy.results.collect import being_collected, collect, database_path_problem, missing_columns, open_read_only
+from anatomy.results.collect import starts_like_duckdb
+from dashboard.tables import markdown_literal
 
 DEFAULT_DB = "results/anatomy.duckdb"
 DB_ENV_VAR = "ANATOMY_DB"
@@ -164,8 +167,8 @@ def file_version(path: str) -> Version:
     if problem is not None:
         raise DatabaseProblem(
             "invalid",
-            _("`{path}` {problem}. Choose the file that `python -m anatomy collect` wrote.").format(
-                path=path, problem=problem
+            _("{path} {problem}. Choose the file that `python -m anatomy collect` wrote.").format(
+                path=markdown_literal(path), problem=problem
             ),
         )
     return (stat.st_ino, stat.st_mtime_ns, stat.st_size)
@@ -174,35 +177,32 @@ def file_version(path: str) -> Version:
 def _missing(path: Path) -> DatabaseProblem:
     # collect says whether it is writing the file (a temporary file it left when killed is no rebuild)
 
+    shown = markdown_literal(path)
     if being_collected(path):
-        return DatabaseProblem("rebuilding", _("The database `{path}` is being rebuilt right now.").format(path=path))
-    return DatabaseProblem("missing", _("There is no results database at `{path}` yet.").format(path=path))
-
-
-DUCKDB_MAGIC = b"DUCK"  # bytes 8-11 of every DuckDB database file
+        return DatabaseProblem("rebuilding", _("The database {path} is being rebuilt right now.").format(path=shown))
+    return DatabaseProblem("missing", _("There is no results database at {path} yet.").format(path=shown))
 
 
 def _not_a_database(path: Path) -> DatabaseProblem | None:
     """A file that no rebuild will ever turn into a database: say what it is."""
     try:
-        with open(path, "rb") as handle:
-            head = handle.read(12)
+        empty = path.stat().st_size == 0
     except OSError:
         return None
-    if not head:
+    if empty:
         return DatabaseProblem(
             "invalid",
             _(
-                "`{path}` is an empty file, not a DuckDB database. Choose another file, or delete it and collect again."
-            ).format(path=path),
+                "{path} is an empty file, not a DuckDB database. Choose another file, or delete it and collect again."
+            ).format(path=markdown_literal(path)),
         )
-    if head[8:12] != DUCKDB_MAGIC:
+    if not starts_like_duckdb(path):
         return DatabaseProblem(
             "invalid",
             _(
-                "`{path}` is not a DuckDB database (it does not start like one). "
+                "{path} is not a DuckDB database (it does not start like one). "
                 "Choose the file that `python -m anatomy collect` wrote."
-            ).format(path=path),
+            ).format(path=markdown_literal(path)),
         )
     return None
 
@@ -212,16 +212,16 @@ def _in_words(path: str, err: duckdb.Error) -> DatabaseProblem | None:
     if isinstance(err, duckdb.CatalogException):
         return DatabaseProblem(
             "invalid",
-            _("`{path}` is not a results database of this project ({error}). Rebuild it with collect.").format(
-                path=path, error=err
+            _("{path} is not a results database of this project ({error}). Rebuild it with collect.").format(
+                path=markdown_literal(path), error=markdown_literal(err)
             ),
         )
     if isinstance(err, duckdb.PermissionException):  # a view that reads outside the database: refused
         return DatabaseProblem(
             "invalid",
             _(
-                "`{path}` asks to read outside itself, which the dashboard refuses ({error}). Rebuild it with collect."
-            ).format(path=path, error=err),
+                "{path} asks to read outside itself, which the dashboard refuses ({error}). Rebuild it with collect."
+            ).format(path=markdown_literal(path), error=markdown_literal(err)),
         )
     if isinstance(err, (duckdb.IOException, duckdb.InvalidInputException, duckdb.SerializationException)):
         if not Path(path).exists():
@@ -232,8 +232,8 @@ def _in_words(path: str, err: duckdb.Error) -> DatabaseProblem | None:
         # a lock held by a writer, or a file caught half-way through a copy
         return DatabaseProblem(
             "rebuilding",
-            _("The database `{path}` cannot be opened right now; it may be being rebuilt ({error}).").format(
-                path=path, error=err
+            _("The database {path} cannot be opened right now; it may be being rebuilt ({error}).").format(
+                path=markdown_literal(path), error=markdown_literal(err)
             ),
         )
     return None
@@ -398,9 +398,9 @@ def require_results(runs_needed: bool = True) -> Results:
     if runs_needed and results.runs.empty:
         st.info(
             _(
-                "The database `{path}` holds no runs yet: the grid has not finished its first run. "
+                "The database {path} holds no runs yet: the grid has not finished its first run. "
                 "Reload once a run folder has been collected."
-            ).format(path=path),
+            ).format(path=markdown_literal(path)),
             icon=":material/hourglass_top:",
         )
         st.stop()

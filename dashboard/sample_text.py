@@ -7,6 +7,7 @@ import html
 import pandas as pd
 
 from anatomy.language import _
+from dashboard.tables import markdown_name
 
 COPY_COLOR = "#fdd9a0"
 
@@ -48,7 +49,7 @@ def memorisation_caption(sample: pd.Series) -> str:
     if sample["longest_copy"]:
         caption += _("; longest {chars} characters, from {post} line {line}").format(
             chars=int(sample["longest_copy"]),
-            post=sample["longest_copy_post"],
+            post=markdown_name(sample["longest_copy_post"]),  # a file name: as text
             line=int(sample["longest_copy_line"]),
         )
     return caption

@@ -1,6 +1,9 @@
-"""The run tables: one set of column names and number formats for every view."""
+"""The run tables: one set of column names and number formats for every view; and any value from
+outside the code written into a sentence that Streamlit draws as Markdown (`markdown_literal`)."""
 
 from __future__ import annotations
+
+import re
 
 import pandas as pd
 import streamlit as st
@@ -55,3 +58,42 @@ def run_table(runs: pd.DataFrame, columns: list[str]) -> None:
     """These columns of the runs, one row per run, formatted alike on every page."""
     table = runs.assign(step_time_ms=runs["step_time_s"] * 1000)[columns]
     st.dataframe(table, hide_index=True, width="stretch", column_config=run_columns())
+
+
+# ---------------------------------------------------------------------------------------------
+# Values from outside the code, shown as text in a sentence drawn as Markdown
+#
+# st.markdown, st.caption, st.info and the like read their text as Markdown. A value that comes
+# from outside the code (a link's parameter, a file name, a tag, the database) must not be read as
+# Markdown: a shared link whose `?run=` holds a backtick closes the code span written around it,
+# and what follows, `![x](http://evil/x.png)` or `[sign in](http://evil)`, becomes an image the
+# browser fetches or a link. So every such value goes into a sentence through one of these two.
+
+LINE_BREAK = re.compile(r"\r\n|\r|\n")
+BACKTICKS = re.compile(r"`+")
+# Letters, digits, spaces, "·", and "_", "-" or "." inside a word: nothing Markdown reads as
+# markup (an intraword "_" opens no emphasis). Without ":" or "@", the only text a Markdown
+# renderer (GFM) turns into a link by itself is an address starting "www.": not inert either.
+INERT = re.compile(r"(?:[^\W_]|[ ·]|(?<=[^\W_])[_.-](?=[^\W_]))*")
+WWW = re.compile(r"www\.", re.IGNORECASE)
+
+
+def markdown_literal(value) -> str:
+    """`value` as a Markdown code span, which shows exactly its characters: inside one, nothing is
+    markup, no address becomes a link. The fence is one backtick longer than the longest run of
+    backticks in the value, so none of them can close it. A line break is shown as ⏎, since no
+    code span can hold one: a blank line would end the paragraph, and Markdown would read on."""
+    text = LINE_BREAK.sub("⏎", str(value))
+    fence = "`" * (1 + max((len(run) for run in BACKTICKS.findall(text)), default=0))
+    # A space on each side keeps a backtick at either end off the fence; Markdown takes them away
+    # again (one on each side, when both are there and the text is not all spaces).
+    padded = text.startswith(("`", " ")) or text.endswith(("`", " ")) or not text
+    return f"{fence} {text} {fence}" if padded else f"{fence}{text}{fence}"
+
+
+def markdown_name(value) -> str:
+    """A name (a run's label, a post's file name) for a sentence drawn as Markdown: as it is when
+    it is plain words and numbers ("llama_minus_rope · seed 42", "lunyu.md"), which read the same
+    either way; anything else as `markdown_literal`."""
+    text = str(value)
+    return text if INERT.fullmatch(text) and not WWW.search(text) else markdown_literal(text)

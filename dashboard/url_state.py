@@ -11,6 +11,7 @@ How values read in a URL:
   lists; an empty list is the parameter with nothing after `=` (`?run=`);
 - a value the page cannot use (a run that is not in this database, a typo) is left out and
   named in one caption under the widget: a stale link still opens, it never crashes the page.
+  It is named as text (`tables.markdown_literal`), never as Markdown: a link is anyone's to write.
 
 Streamlit's own `bind="query-params"` names each parameter after the widget's key and drops such
 values without a word; this module lets the page choose readable names and says what it dropped.
@@ -23,6 +24,7 @@ from typing import Any, Callable, Sequence
 import streamlit as st
 
 from anatomy.language import _
+from dashboard.tables import markdown_literal
 
 Parse = Callable[[str], Any]  # the text of a parameter -> a value; raises ValueError for a bad one
 
@@ -95,7 +97,7 @@ def say_dropped(param: str, dropped: list[str]) -> None:
     """One line naming what the link asked for that this page cannot show."""
     st.caption(
         _("Left out from the link: {param} {values}, not among the choices here.").format(
-            param=param, values=", ".join(f"`{text}`" for text in dropped)
+            param=param, values=", ".join(markdown_literal(text) for text in dropped)
         ),
         help=_("The link was made on another database, or by hand. The rest of it is restored."),
     )

@@ -18,6 +18,7 @@ import pytest
 from anatomy.results import collect
 from anatomy.cli import main
 from anatomy.errors import AnatomyError
+from guarded_command import run_anatomy
 from run_folders import write_run_folder
 
 
@@ -724,3 +725,149 @@ def test_reading_a_database_never_runs_what_its_views_ask_outside_it(collected, 
         con.execute(f"CREATE VIEW sample_memorisation AS SELECT honest.* FROM honest, read_text('{secret}')")
     with pytest.raises(AnatomyError, match="not a results database of this project.*Permission"):
         load(db)
+
+
+# ---------------------------------------------------------------------------------------------
+# Nothing hangs or eats the machine: only regular files are read, and only so much of them
+
+
+def put_in_place_of(path: Path, kind: str) -> None:
+    """Replace the file at `path` with a named pipe, or a link to /dev/zero, which never ends."""
+    path.unlink(missing_ok=True)
+    if kind == "pipe":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+
+
+SPECIAL = {"pipe": "a named pipe", "zero": "a character device"}
+
+
+@pytest.mark.parametrize("kind", list(SPECIAL))
+@pytest.mark.parametrize(
+    "name, what",
+    [
+        ("metrics.jsonl", "the metrics anatomy train logs"),
+        ("summary.json", "a finished run's summary"),
+        ("config.json", "a run's settings, written by anatomy train"),
+        ("samples.json", "the samples anatomy generate writes"),
+    ],
+)
+def test_a_run_file_that_is_no_regular_file_is_one_line_not_a_hang(fixture_runs, tmp_path, name, what, kind):
+    runs_root, _ = fixture_runs
+    path = runs_root / "vanilla" / "seed42" / name
+    put_in_place_of(path, kind)
+    done = run_anatomy("collect", "--runs", str(runs_root), "--db", str(tmp_path / "a.duckdb"))
+    assert done.returncode == 2
+    assert done.stderr == f"error: {path}: is not a regular file ({SPECIAL[kind]}): expected {what}\n"
+    assert not (tmp_path / "a.duckdb").exists()
+
+
+@pytest.mark.parametrize("kind", list(SPECIAL))
+def test_a_benchmark_or_experiments_file_that_is_no_regular_file_is_one_line(fixture_runs, tmp_path, kind):
+    runs_root, benchmarks_root = fixture_runs
+    benchmark = benchmarks_root / "train_model" / "vanilla" / "seed42.tsv"
+    put_in_place_of(benchmark, kind)
+    argv = ["collect", "--runs", str(runs_root), "--db", str(tmp_path / "a.duckdb")]
+    done = run_anatomy(*argv, "--benchmarks", str(benchmarks_root))
+    assert (done.returncode, done.stderr) == (
+        2,
+        f"error: {benchmark}: is not a regular file ({SPECIAL[kind]}): expected a Snakemake benchmark file\n",
+    )
+    experiments = tmp_path / "experiments.json"
+    put_in_place_of(experiments, kind)
+    done = run_anatomy(*argv, "--experiments", str(experiments))
+    assert (done.returncode, done.stderr) == (
+        2,
+        f"error: --experiments {experiments}: is not a regular file ({SPECIAL[kind]}): "
+        "expected an experiments file (YAML or JSON)\n",
+    )
+
+
+def test_a_run_file_too_big_to_be_one_is_refused_unread(fixture_runs, tmp_path, monkeypatch):
+    """A "metrics.jsonl" of gigabytes is no run's: it is named, not read into memory."""
+    from anatomy.files import run_folder
+
+    monkeypatch.setattr(run_folder, "SMALL_FILE_LIMIT", 4096)  # the real one: 64 MiB
+    runs_root, _ = fixture_runs
+    metrics = runs_root / "vanilla" / "seed42" / "metrics.jsonl"
+    with metrics.open("a") as handle:
+        handle.write("\n" * 5000)
+    with pytest.raises(AnatomyError) as refused:
+        collect.collect(runs_root, tmp_path / "a.duckdb")
+    assert str(refused.value) == (
+        f"{metrics}: 6.3 KiB is more than the metrics anatomy train logs should hold (4.0 KiB at most), "
+        "so it is not read"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# A file collect did not make is not overwritten; a link is written through
+
+
+def test_a_db_that_is_not_a_duckdb_database_is_left_as_it_is(fixture_runs, tmp_path, capsys):
+    runs_root, _ = fixture_runs
+    for content in ("# my notes\n", ""):
+        notes = tmp_path / "notes.md"
+        notes.write_text(content)
+        assert main(["collect", "--runs", str(runs_root), "--db", str(notes)]) == 2
+        assert capsys.readouterr().err == (
+            f"error: --db {notes}: holds a file that is not a DuckDB database (it does not start like one); "
+            "it is left as it is: give another path, or move that file away\n"
+        )
+        assert notes.read_text() == content
+
+
+@pytest.mark.parametrize(
+    "content", ["my thesis\n", "", '{"counts": {"runs": 1}}', '["counts", "run_summary", "experiment_summary"]']
+)
+def test_a_json_that_collect_did_not_write_is_left_as_it_is(fixture_runs, tmp_path, capsys, content):
+    runs_root, _ = fixture_runs
+    thesis = tmp_path / "thesis.txt"
+    thesis.write_text(content)
+    db = tmp_path / "anatomy.duckdb"
+    assert main(["collect", "--runs", str(runs_root), "--db", str(db), "--json", str(thesis)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: --json {thesis}: holds a file that is not a results.json written by collect (a JSON object with "
+        "'counts', 'run_summary', 'experiment_summary'); it is left as it is: give another path, or move that "
+        "file away\n"
+    )
+    assert thesis.read_text() == content
+    assert not db.exists()  # refused before anything was written
+
+
+def test_collect_replaces_its_own_database_and_results_json(collected):
+    runs_root, db, json_path, counts = collected
+    write_run_folder(runs_root, "llama_qk_norm", 42, group="break", part="qk_norm")
+    assert collect.collect(runs_root, db, json_path)["runs"] == counts["runs"] + 1
+    assert json.loads(json_path.read_text())["counts"]["runs"] == counts["runs"] + 1
+
+
+def test_a_named_pipe_as_json_is_refused_not_replaced(fixture_runs, tmp_path, capsys):
+    runs_root, _ = fixture_runs
+    pipe = tmp_path / "results.json"
+    os.mkfifo(pipe)
+    assert main(["collect", "--runs", str(runs_root), "--db", str(tmp_path / "a.duckdb"), "--json", str(pipe)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: --json {pipe}: is not a regular file (a named pipe); expected the path of a file to write\n"
+    )
+    assert stat.S_ISFIFO(os.lstat(pipe).st_mode)
+
+
+def test_a_db_and_json_reached_by_links_are_written_through(collected, tmp_path):
+    """The link stays and leads to the new database: replaced by a plain file, it would leave
+    the database it named (kept on another disk, say) stale without a word."""
+    runs_root, real_db, real_json, counts = collected
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / "anatomy.duckdb").symlink_to(real_db)
+    (linked / "results.json").symlink_to(real_json)
+    write_run_folder(runs_root, "llama_qk_norm", 42, group="break", part="qk_norm")
+    collect.collect(runs_root, linked / "anatomy.duckdb", linked / "results.json")
+    assert (linked / "anatomy.duckdb").is_symlink() and (linked / "results.json").is_symlink()
+    assert query(real_db, "SELECT count(*) FROM runs")[0][0] == counts["runs"] + 1
+    assert json.loads(real_json.read_text())["counts"]["runs"] == counts["runs"] + 1
+    # the lock and the temporaries are the real database's, beside it: one lock per database
+    assert sorted(path.name for path in real_db.parent.iterdir()) == KEPT_BESIDE_THE_DATABASE
+    assert sorted(path.name for path in linked.iterdir()) == ["anatomy.duckdb", "results.json"]
+    assert collect.collect_lock_path(linked / "anatomy.duckdb") == collect.collect_lock_path(real_db)

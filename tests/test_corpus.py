@@ -22,6 +22,7 @@ from anatomy.data.corpus import (
     write_corpus,
 )
 from anatomy.errors import AnatomyError
+from guarded_command import run_anatomy
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_POSTS = REPO / "data" / "posts"
@@ -1089,3 +1090,62 @@ def test_a_site_root_is_pointed_to_its_posts_folder(tmp_path, site):
         f"posts, not posts): give its posts folder instead, e.g. {tmp_path / posts}"
     )
     assert extract_corpus(tmp_path / posts)[1]["posts"] == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Nothing hangs or eats the machine: only regular files are read, and only so much of them
+
+
+def test_a_named_pipe_or_a_link_to_a_device_named_like_a_post_is_skipped_and_named(tmp_path):
+    """Opening a named pipe waits for a writer, for good; /dev/zero never ends. Neither is
+    opened: each is counted among the skipped files, and named in the report and in stats.json."""
+    src = tmp_path / "posts"
+    write(src / "post.md", "kept")
+    os.mkfifo(src / "pipe.md")
+    (src / "notes").mkdir()
+    (src / "notes" / "zero.md").symlink_to("/dev/zero")
+    done = run_anatomy("corpus", str(src), "--out", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr
+    assert "  skipped files        2 not a regular file\n" in done.stdout
+    assert (
+        "  not regular files    notes/zero.md (a character device), pipe.md (a named pipe): not read\n" in done.stdout
+    )
+    assert (tmp_path / "out" / "corpus.txt").read_text(encoding="utf-8") == "kept"
+    stats = json.loads((tmp_path / "out" / "stats.json").read_text(encoding="utf-8"))
+    assert stats["skipped_files"] == [
+        {"path": "notes/zero.md", "reason": "not a regular file", "kind": "a character device"},
+        {"path": "pipe.md", "reason": "not a regular file", "kind": "a named pipe"},
+    ]
+
+
+@pytest.mark.parametrize("kind", ["pipe", "zero"])
+def test_a_named_pipe_or_a_device_given_as_the_source_is_one_line(tmp_path, kind):
+    src = tmp_path / "corpus.txt"
+    if kind == "pipe":
+        os.mkfifo(src)
+    else:
+        src.symlink_to("/dev/zero")
+    what = "a named pipe" if kind == "pipe" else "a character device"
+    done = run_anatomy("corpus", str(src), "--out", str(tmp_path / "out"))
+    assert (done.returncode, done.stderr) == (
+        2,
+        f"error: {src}: is not a regular file ({what}): expected a text file\n",
+    )
+
+
+def test_a_post_too_long_to_be_one_is_named_not_read(tmp_path, monkeypatch, capsys):
+    """A "post" of gigabytes (a dump renamed .md) is not read into memory: it cannot be used,
+    like any broken post, and --skip-bad leaves it out."""
+    from anatomy.data import corpus
+
+    monkeypatch.setattr(corpus, "POST_LIMIT", 1024)  # the real one: 64 MiB
+    src = tmp_path / "posts"
+    write(src / "post.md", "kept")
+    write(src / "dump.md", "x" * 2000)
+    assert main(["corpus", str(src), "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {src / 'dump.md'}: 2.0 KiB is more than a Markdown post should hold (1.0 KiB at most), so it is "
+        "not read; --skip-bad leaves it out of the corpus\n"
+    )
+    assert main(["corpus", str(src), "--out", str(tmp_path / "out"), "--skip-bad"]) == 0
+    assert (tmp_path / "out" / "corpus.txt").read_text(encoding="utf-8") == "kept"

@@ -15,14 +15,16 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from guarded_command import GUARD_S
 from hang import HANG_S
 from anatomy.results import progress
 from anatomy.files.locks import held_lock
@@ -216,7 +218,7 @@ def test_without_a_readable_plan_the_grid_says_so_rather_than_guessing(tmp_path)
     with held_lock(workdir / ".snakemake" / "anatomy.lock"), held_lock(running):
         grid = progress.read_grid(runs_root)  # Snakemake runs, but has written no lock files
     assert grid.workflow_running and not grid.plan.known
-    assert "cannot be read" in grid.plan.note
+    assert "cannot be read" in grid.plan.note()
     assert grid.eta_s is None  # the runs still to come are unknown
     assert by_id(grid)["llama/seed42"].eta_s == pytest.approx(60.0)  # each running run still has its own
 
@@ -224,7 +226,44 @@ def test_without_a_readable_plan_the_grid_says_so_rather_than_guessing(tmp_path)
     elsewhere = tmp_path / "my_runs"
     write_run(elsewhere, "llama", 42, pace(1.0, 40))
     grid = progress.read_grid(elsewhere)
-    assert not grid.plan.known and "not a workflow's results/runs folder" in grid.plan.note
+    assert not grid.plan.known and "not a workflow's results/runs folder" in grid.plan.note()
+
+
+def read_grid_or_fail(runs_root: Path, pipes: list[Path]) -> progress.GridProgress:
+    """progress.read_grid, in a thread of its own: were it to wait on one of the named pipes, the
+    test writes to them (so the reader gets on) and fails, rather than hang for good."""
+    found = []
+    reader = threading.Thread(target=lambda: found.append(progress.read_grid(runs_root)), daemon=True)
+    reader.start()
+    reader.join(GUARD_S)
+    if reader.is_alive():
+        for pipe in pipes:
+            with suppress(OSError):
+                os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))
+        pytest.fail(f"read_grid still ran after {GUARD_S} s: it waits on a named pipe")
+    return found[0]
+
+
+def test_a_named_pipe_in_a_run_folder_or_among_the_lock_files_is_no_hang(tmp_path):
+    """The page reads the folders every few seconds: a named pipe there (`metrics.jsonl`, a lock
+    file of Snakemake's) would make it wait for good. The run is unreadable, said in one line."""
+    workdir = tmp_path / "grid"
+    runs_root = workdir / "results" / "runs"
+    write_run(runs_root, "llama", 42, pace(1.0, 40))
+    metrics = write_run(runs_root, "vanilla", 42, pace(1.0, 40)) / "metrics.jsonl"
+    metrics.unlink()
+    os.mkfifo(metrics)
+    write_plan(workdir, "results/runs/llama/seed42/summary.json")
+    lock_pipe = workdir / ".snakemake" / "locks" / "1.input.lock"
+    os.mkfifo(lock_pipe)
+    with held_lock(workdir / ".snakemake" / "anatomy.lock"):
+        grid = read_grid_or_fail(runs_root, [metrics, lock_pipe])
+    unreadable = by_id(grid)["vanilla/seed42"]
+    assert unreadable.status == "unreadable"
+    assert unreadable.problem == (
+        f"{metrics}: is not a regular file (a named pipe): expected the metrics anatomy train logs"
+    )
+    assert grid.plan.known and grid.plan.run_ids == {"llama/seed42"}  # the lock files that are files
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """The dashboard's state in its URL (dashboard/url_state.py), the Curves page's tag filters and
-its two-run comparison, under Streamlit's AppTest on the fixture grid (tests/run_folders.py)."""
+its two-run comparison, under Streamlit's AppTest on the fixture grid (tests/run_folders.py); and
+values from a link or the database shown as text, never as Markdown (dashboard/tables.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,13 @@ import json
 
 import duckdb
 import pytest
+from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
 
+from anatomy.results.collect import collect
+from dashboard.tables import markdown_literal, markdown_name
 from dashboard_pages import APP, chart_specs, chart_tables, no_reference, open_page  # noqa: F401 (a fixture)
+from run_folders import write_fixture_grid
 
 LLAMA_42, VANILLA_42 = "llama · seed 42", "vanilla · seed 42"
 
@@ -237,3 +242,110 @@ def test_more_runs_compare_two_picked_in_the_expander(fixture_grid_db, monkeypat
     app.multiselect(key="curves_compare").set_value(["llama · seed 7", LLAMA_42]).run()
     _, differ = differences(app)
     assert differ == {"train.seed": ("7", "42")}
+
+
+# ---------------------------------------------------------------------------------------------
+# Values from a link, a file or the database are text, never markup
+
+# A backtick closes the code span a value is written in; then an image the browser would fetch
+# and a link to somewhere else. And a value with line breaks, which would start new Markdown blocks.
+HOSTILE = "x` ![x](http://evil/x.png) [sign in](http://evil) `y"
+HOSTILE_LINES = "x\n\n# sign in\n![x](http://evil/x.png)\r\n- [here](http://evil)"
+
+
+def inline_tokens(markdown: str) -> list:
+    """The inline pieces a CommonMark parser (as Streamlit's) makes of `markdown`, every block's."""
+    return [child for token in MarkdownIt("commonmark").parse(markdown) if token.children for child in token.children]
+
+
+def shows_as_text(markdown: str, value: str) -> None:
+    """`value` stands in `markdown` as its own characters, in one code span: no link, image or
+    HTML, nothing outside code that a renderer could turn into a link, one paragraph only."""
+    blocks = [token.type for token in MarkdownIt("commonmark").parse(markdown) if token.nesting >= 0]
+    assert blocks == ["paragraph_open", "inline"], blocks
+    pieces = inline_tokens(markdown)
+    assert not {"link_open", "image", "html_inline"} & {piece.type for piece in pieces}
+    assert value.replace("\r\n", "⏎").replace("\n", "⏎") in [p.content for p in pieces if p.type == "code_inline"]
+    assert not [p.content for p in pieces if p.type == "text" and ("http" in p.content or "evil" in p.content)]
+
+
+@pytest.mark.parametrize("value", [HOSTILE, HOSTILE_LINES, "``", "` `", "plain", " padded "])
+def test_a_value_is_written_into_markdown_as_its_own_text(value):
+    shows_as_text(f"Left out: {markdown_literal(value)} and more.", value)
+
+
+@pytest.mark.parametrize("value", [HOSTILE, HOSTILE_LINES, "http://evil", "www.evil.com", "a@evil.com"])
+def test_a_name_that_markdown_would_read_is_written_as_text(value):
+    shows_as_text(f"**{markdown_name(value)}** is still running.", value)
+
+
+def test_a_plain_name_is_left_as_it_is_and_any_other_is_code():
+    for plain in ["llama_minus_rope · seed 42", "mqa · seed 7", "lunyu.md", "vanilla-plus · seed 1", "学而 · seed 1"]:
+        assert markdown_name(plain) == plain
+    for odd in ["_x_", "www.evil.com", "a*b", "-a", "1. a", "a:b", "a@b.cd", "<b>", "x\ny", "a/b"]:
+        assert markdown_name(odd) == markdown_literal(odd)
+
+
+@pytest.mark.parametrize("page, key", [("curves", "curves_runs"), ("samples", "samples_runs")])
+def test_a_hostile_run_in_a_link_is_named_as_text_never_as_markup(fixture_grid_db, page, key, monkeypatch):
+    """A shared link's `?run=` is anyone's to write: in Chromium, a backtick in it once made the
+    page fetch an image from the link's address and show a "sign in here" link."""
+    app = open_link(fixture_grid_db, page, {"run": [LLAMA_42, HOSTILE, HOSTILE_LINES]}, monkeypatch)
+    assert app.multiselect(key=key).value == [LLAMA_42]
+    (line,) = left_out(app)
+    for value in (HOSTILE, HOSTILE_LINES):
+        assert value.replace("\r\n", "⏎").replace("\n", "⏎") in [
+            piece.content for piece in inline_tokens(line) if piece.type == "code_inline"
+        ]
+    assert not {"link_open", "image", "html_inline"} & {piece.type for piece in inline_tokens(line)}
+    assert [token.type for token in MarkdownIt("commonmark").parse(line)][0] == "paragraph_open"
+
+
+def test_names_from_the_database_are_shown_as_text(tmp_path, monkeypatch):
+    """An experiment's name (a tag), a sample's prefix, its note and the post it copied from
+    come from files anyone can write: the Samples and Curves pages show them as text."""
+    runs = tmp_path / "runs"
+    write_fixture_grid(runs)
+    run = runs / "llama" / "seed42"
+    config = json.loads((run / "config.json").read_text())
+    config["tags"]["experiment"] = HOSTILE
+    (run / "config.json").write_text(json.dumps(config))
+    text = "## 子曰：学而时习之不亦说乎"
+    memorisation = {
+        "min_chars": 12,
+        "copied_fraction": 0.5,
+        "val_copied_fraction": 0.0,
+        "longest_copy": 9,
+        "longest_copy_text": None,
+        "longest_copy_source": {"post": HOSTILE, "line": 3},
+        "copied_spans": [[3, 9, HOSTILE, 3]],
+    }
+    sample = {"checkpoint": "last", "temperature": 0.8, "seed": 0, "chars": 14, "text": text}
+    (run / "samples.json").write_text(
+        json.dumps([{**sample, "prefix": HOSTILE, "note": HOSTILE, "memorisation": memorisation}])
+    )
+    running = runs / "vanilla" / "seed42"
+    (running / "summary.json").unlink()  # still running: the Curves page says so, with its name
+    config = json.loads((running / "config.json").read_text())
+    config["tags"]["experiment"] = HOSTILE_LINES
+    (running / "config.json").write_text(json.dumps(config))
+    db = tmp_path / "anatomy.duckdb"
+    collect(runs, db)
+    hostile, hostile_lines = f"{HOSTILE} · seed 42", f"{HOSTILE_LINES} · seed 42"
+
+    app = open_page(db, "samples", monkeypatch)
+    app.multiselect(key="samples_runs").set_value([hostile]).run()
+    assert not app.exception
+    (name,) = [m.value for m in app.markdown if m.value.startswith("**") and "seed 42" in m.value]
+    shows_as_text(name, hostile)
+    (caption,) = [c.value for c in app.caption if "prefix" in c.value]
+    assert repr(HOSTILE) in [p.content for p in inline_tokens(caption) if p.type == "code_inline"]
+    shows_as_text(app.warning[0].value, HOSTILE)  # the note
+    (copied,) = [m.value for m in app.markdown if "longest" in m.value]
+    assert HOSTILE in [p.content for p in inline_tokens(copied) if p.type == "code_inline"]
+    assert not {"link_open", "image"} & {p.type for p in inline_tokens(copied)}
+
+    app = open_page(db, "curves", monkeypatch)
+    app.multiselect(key="curves_experiments").set_value([HOSTILE_LINES]).run()
+    (running_line,) = [i.value for i in app.info if "still running" in i.value]
+    shows_as_text(running_line, hostile_lines)

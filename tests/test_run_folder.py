@@ -4,14 +4,19 @@ needs no torch, and no module reaches into the `anatomy train` command for any o
 from __future__ import annotations
 
 import ast
+import os
+import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 from anatomy.cli import main
 from anatomy.errors import AnatomyError
+from anatomy.files.atomic import read_regular_file, write_text
+from guarded_command import GUARD_S
 from anatomy.files.run_folder import GRAD_NORMS_FILE, exam_result_path
 from anatomy.files.run_folder import RunFolder
 
@@ -170,3 +175,49 @@ def test_duckdb_full_disk_is_recognised_by_its_words_and_nested_writes_keep_thei
     with pytest.raises(AnatomyError, match=r"^.*results\.json: cannot write"):
         with naming_a_full_disk(db), naming_a_full_disk(tmp_path / "results.json"):
             no_space()
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading only regular files; writing through links, never over what is not a regular file
+
+
+def test_a_named_pipe_swapped_in_after_the_look_is_caught_when_opened(tmp_path, monkeypatch):
+    """The path is looked at, then opened: a pipe put there in between must not make the open
+    wait for a writer (O_NONBLOCK), and is refused by the look at the opened file."""
+    pipe = tmp_path / "metrics.jsonl"
+    os.mkfifo(pipe)
+    real_stat = os.stat
+    looks_regular = os.stat_result((stat.S_IFREG | 0o644, *real_stat(pipe)[1:]))
+    monkeypatch.setattr(
+        os, "stat", lambda path, *args, **kwargs: looks_regular if Path(path) == pipe else real_stat(path)
+    )
+    said = []
+
+    def read():
+        try:
+            read_regular_file(pipe, 1024, "the metrics anatomy train logs")
+        except AnatomyError as err:
+            said.append(str(err))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(GUARD_S)
+    if reader.is_alive():
+        os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))  # free it, then fail
+        pytest.fail("opening the named pipe waited for a writer")
+    assert said == [f"{pipe}: is not a regular file (a named pipe): expected the metrics anatomy train logs"]
+
+
+def test_a_write_goes_through_a_link_and_never_over_a_special_file(tmp_path):
+    real = tmp_path / "elsewhere" / "results.json"
+    write_text(real, "old")
+    link = tmp_path / "results.json"
+    link.symlink_to(real)
+    write_text(link, "new")
+    assert link.is_symlink() and real.read_text() == "new"
+    assert sorted(path.name for path in real.parent.iterdir()) == ["results.json"]  # no temporaries left
+    pipe = tmp_path / "pipe.json"
+    os.mkfifo(pipe)
+    with pytest.raises(AnatomyError, match="is not a regular file \\(a named pipe\\); expected the path of a file"):
+        write_text(pipe, "new")
+    assert stat.S_ISFIFO(os.lstat(pipe).st_mode)

@@ -5,8 +5,10 @@ are read in a stable order (sorted relative path), their front matter is parsed 
 (YAML between `---` lines, TOML between `+++` lines, JSON as Hugo and Hexo write it, and Hexo's
 forms closed by `---` or `;;;` alone), line endings become `\\n`, and the bodies are joined with
 one blank line. Hidden files, files that are not Markdown and drafts are skipped and counted, so
-nothing is mixed in, or left out, silently; so are folders linked in (not followed) and folders that
-cannot be read, each named. Every post that cannot be used is reported in one run.
+nothing is mixed in, or left out, silently; so are folders linked in (not followed), folders that
+cannot be read and Markdown names that are no regular file (a named pipe, a link to a device: never
+opened, since reading one waits for good or never ends), each named. Every post that cannot be used
+is reported in one run; so is a post too long to be one (POST_LIMIT).
 
 Outside code, HTML comments (Hexo's `<!-- more -->`) and template tags (`{% ... %}`, Hugo's
 `{{< ... >}}`) are dropped and raw HTML becomes its text; the Markdown itself and all code stay as
@@ -22,6 +24,7 @@ import argparse
 import json
 import os
 import re
+import stat
 import sys
 import unicodedata
 from collections import Counter
@@ -41,7 +44,7 @@ from frontmatter.default_handlers import BaseHandler, YAMLHandler
 from markdown_it import MarkdownIt
 from markdown_it.common.html_re import HTML_TAG_RE
 
-from anatomy.files.atomic import write_bytes
+from anatomy.files.atomic import file_kind, write_bytes
 from anatomy.config import ModelConfig
 from anatomy.errors import AnatomyError
 from anatomy.data.text_files import read_utf8
@@ -50,6 +53,11 @@ from anatomy.data.tokenizer import DEFAULT_CTX_LEN, SPLIT_FILE, TRAIN_FILE, VAL_
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 TEXT_SUFFIX = ".txt"
 DRAFTS_FOLDER = "_drafts"  # Hexo's and Jekyll's unpublished posts
+# The most one post may hold. The whole default corpus is 0.3 MB and the scale study's largest
+# text about 24 MB; a "post" of more than 64 MiB is something else (a dump, a log renamed .md),
+# and reading it whole would take several times its size in memory.
+POST_LIMIT = 64 * 1024**2
+NOT_REGULAR = "not a regular file"  # the reason a Markdown name that is no file is skipped
 
 
 @dataclass(frozen=True)
@@ -580,6 +588,8 @@ def find_posts(folder: Path) -> tuple[list[Path], list[dict], list[dict]]:
                 skipped.append({"path": relative.as_posix(), "reason": "hidden"})
             elif not name.lower().endswith(MARKDOWN_SUFFIXES):
                 skipped.append({"path": relative.as_posix(), "reason": "not markdown"})
+            elif (kind := special_file_kind(root_path / name)) is not None:
+                skipped.append({"path": relative.as_posix(), "reason": NOT_REGULAR, "kind": kind})
             else:
                 posts.append(relative)
     # Sorting on path parts gives the same order on every file system and OS.
@@ -587,9 +597,21 @@ def find_posts(folder: Path) -> tuple[list[Path], list[dict], list[dict]]:
     return posts, skipped, bad
 
 
+def special_file_kind(path: Path) -> str | None:
+    """What a Markdown name is when it is no regular file (a link is followed): "a named pipe",
+    "a character device"...; None for a regular file, and for a path that cannot be looked at
+    (a link to nothing: reading it says why, as for any post)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    return None if stat.S_ISREG(mode) else file_kind(mode)
+
+
 def read_post(path: Path) -> tuple[dict, str]:
     """A Markdown post's metadata, and its text without the front matter."""
-    return split_front_matter(normalise_newlines(read_utf8(path)), path)
+    text = read_utf8(path, POST_LIMIT, "a Markdown post")
+    return split_front_matter(normalise_newlines(text), path)
 
 
 def front_matter_warning(path: Path) -> str | None:
@@ -864,6 +886,7 @@ def report(stats: dict, out_dir: Path) -> str:
             f"  distinct characters  {stats['distinct_characters']:,}",
             f"  skipped files        {skipped_text}",
             *folders_report(stats["skipped_files"]),
+            *not_regular_report(stats["skipped_files"]),
             *markup_report(stats),
             f"  odd characters       {odd_characters_report(stats['odd_characters'])}",
             f"  seen once            {seen_once_report(stats['seen_once'], stats['distinct_characters'])}",
@@ -871,17 +894,25 @@ def report(stats: dict, out_dir: Path) -> str:
     )
 
 
-FOLDERS_NAMED = 5  # in the report; stats.json lists them all
+NAMED_IN_REPORT = 5  # folders left out, files not regular: stats.json lists them all
 
 
 def folders_report(skipped: list[dict]) -> list[str]:
     """The folders left out, by name: the posts in them are not in the corpus."""
     folders = [f"{s['path']} ({s['reason']})" for s in skipped if s["path"].endswith("/")]
-    if not folders:
-        return []
-    more = len(folders) - FOLDERS_NAMED
-    listed = ", ".join(folders[:FOLDERS_NAMED]) + (f" and {more:,} more (stats.json lists them)" if more > 0 else "")
-    return [f"  folders left out     {listed}"]
+    return [f"  folders left out     {first_named(folders)}"] if folders else []
+
+
+def not_regular_report(skipped: list[dict]) -> list[str]:
+    """The Markdown names that are no regular file, each with what it is: never opened."""
+    special = [f"{s['path']} ({s['kind']})" for s in skipped if s["reason"] == NOT_REGULAR]
+    return [f"  not regular files    {first_named(special)}: not read"] if special else []
+
+
+def first_named(entries: list[str]) -> str:
+    """The first NAMED_IN_REPORT entries, and how many more there are."""
+    more = len(entries) - NAMED_IN_REPORT
+    return ", ".join(entries[:NAMED_IN_REPORT]) + (f" and {more:,} more (stats.json lists them)" if more > 0 else "")
 
 
 def seen_once_report(once: dict, distinct: int) -> str:

@@ -8,6 +8,12 @@ target holds, removes them (`remove_stale_temporaries`).
 
 A write that finds the disk full is one line naming the file, not a traceback
 (`naming_a_full_disk`): every writer here says it, so each command that writes through them does.
+
+A write replaces only a regular file, and writes through a symbolic link to the file it names
+(`check_file_target`, `file_behind`). Reading goes through here too: `opened_regular_file` opens
+only a regular file, and `read_regular_file` reads only so much of it, so that a named pipe or a
+device put where a file was expected is one line, not a command that waits for good or fills the
+memory.
 """
 
 from __future__ import annotations
@@ -16,10 +22,11 @@ import errno
 import json
 import os
 import shutil
+import stat
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, BinaryIO, Callable, Iterator
 
 from anatomy.errors import AnatomyError
 from anatomy.files.locks import held_lock
@@ -100,6 +107,77 @@ def naming_a_full_disk(path: str | os.PathLike) -> Iterator[None]:
 
 
 # ---------------------------------------------------------------------------------------------
+# Only regular files: a named pipe waits for a writer, a device never ends
+# ---------------------------------------------------------------------------------------------
+
+# What a path that is not a regular file is, in words
+FILE_KINDS = {
+    stat.S_ISDIR: "a folder",
+    stat.S_ISFIFO: "a named pipe",
+    stat.S_ISCHR: "a character device",
+    stat.S_ISBLK: "a block device",
+    stat.S_ISSOCK: "a socket",
+}
+# What a write says to a file it will not replace
+NOT_REPLACED = "it is left as it is: give another path, or move that file away"
+
+
+def file_kind(mode: int) -> str:
+    """What a file of this mode (os.stat's st_mode) is, in words."""
+    if stat.S_ISREG(mode):
+        return "a regular file"
+    return next((name for is_kind, name in FILE_KINDS.items() if is_kind(mode)), "a special file")
+
+
+def not_regular(path: Path, mode: int, what: str) -> AnatomyError | None:
+    """The one line for a path that is not a regular file (None: it is one)."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return AnatomyError(f"{path}: is a folder, expected {what}")
+    return AnatomyError(f"{path}: is not a regular file ({file_kind(mode)}): expected {what}")
+
+
+@contextmanager
+def opened_regular_file(path: str | os.PathLike, what: str = "a file") -> Iterator[BinaryIO]:
+    """The regular file at `path` (a link is followed), open to read; else one line (AnatomyError)
+    saying what is there instead; `what`: what the file should be.
+
+    Opening a named pipe waits for a writer, and reading one waits for its data, both for good; a
+    device such as /dev/zero never ends. So the path is looked at before it is opened, and the
+    opened file again, since another may have taken its place in between (O_NONBLOCK lets even a
+    pipe open at once, so that this second look is reached)."""
+    path = Path(path)
+    try:
+        if (problem := not_regular(path, os.stat(path).st_mode, what)) is not None:
+            raise problem
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except FileNotFoundError:
+        raise AnatomyError(f"{path}: no such file") from None
+    except OSError as err:
+        raise AnatomyError(f"{path}: cannot read: {err.strerror}") from None
+    with os.fdopen(fd, "rb") as handle:
+        if (problem := not_regular(path, os.fstat(fd).st_mode, what)) is not None:
+            raise problem
+        yield handle
+
+
+def read_regular_file(path: str | os.PathLike, limit: int, what: str = "a file") -> bytes:
+    """The bytes of the regular file at `path` (`opened_regular_file`), if it holds at most `limit`;
+    else one line saying it is more than `what` should hold, so that no file fills the memory."""
+    with opened_regular_file(path, what) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        data = handle.read(limit + 1) if size <= limit else b""
+    size = max(size, len(data))  # a file still growing is stopped at the limit too
+    if size > limit:
+        raise AnatomyError(
+            f"{path}: {readable_bytes(size)} is more than {what} should hold ({readable_bytes(limit)} at most), "
+            "so it is not read"
+        )
+    return data
+
+
+# ---------------------------------------------------------------------------------------------
 # Atomic writes
 # ---------------------------------------------------------------------------------------------
 
@@ -110,7 +188,7 @@ def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
     Whatever fills the temporary file, a full disk is named as `target`'s."""
     target = Path(target)
     check_file_target(target)
-    with naming_a_full_disk(target), _atomic_path(target) as tmp:
+    with naming_a_full_disk(target), _atomic_path(file_behind(target)) as tmp:
         yield tmp
 
 
@@ -137,12 +215,40 @@ def _file_above(path: Path) -> Path | None:
     return None
 
 
-def check_file_target(target: str | os.PathLike, option: str = "") -> None:
-    """Say in words why a file cannot be written at `target`, before anything is written."""
+def file_behind(target: Path) -> Path:
+    """The file a write to `target` replaces: `target` itself, or the file a symbolic link there
+    leads to. A link is written through, not replaced: replaced, it would no longer lead to the file
+    it named (a database kept on another disk, linked in), which would go stale without a word."""
+    return Path(os.path.realpath(target)) if target.is_symlink() else target
+
+
+def _mode_of(target: Path, name: str) -> int | None:
+    """os.stat's st_mode of what is at `target` (a link followed); None when nothing is there."""
+    try:
+        return os.stat(target).st_mode
+    except (FileNotFoundError, NotADirectoryError):  # not there (a file above it: said by the caller)
+        return None
+    except OSError as err:  # a link that loops, a folder that cannot be searched
+        raise AnatomyError(f"{name}: cannot be written: {err.strerror}") from None
+
+
+def check_file_target(
+    target: str | os.PathLike, option: str = "", not_ours: Callable[[Path], str | None] | None = None
+) -> None:
+    """Say in words why a file cannot be written at `target`, before anything is written.
+
+    Only a regular file is ever replaced (renaming over a named pipe or a device would replace
+    it). With `not_ours`, which says why an existing file is not one this project wrote (None: it
+    is one), only such a file is: a mistyped path (`--db notes.md`) must not cost the file there."""
     target = Path(target)
     name = f"{option} {target}" if option else str(target)
-    if target.is_dir():
+    mode = _mode_of(target, name)
+    if mode is not None and stat.S_ISDIR(mode):
         raise AnatomyError(f"{name}: is a folder; expected the path of a file to write")
+    if mode is not None and not stat.S_ISREG(mode):
+        raise AnatomyError(f"{name}: is not a regular file ({file_kind(mode)}); expected the path of a file to write")
+    if mode is not None and not_ours is not None and (problem := not_ours(file_behind(target))) is not None:
+        raise AnatomyError(f"{name}: {problem}; {NOT_REPLACED}")
     blocker = _file_above(target)
     if blocker is not None:
         raise AnatomyError(f"{name}: {blocker} is a file, so nothing can be written under it")
@@ -163,7 +269,7 @@ def remove_stale_temporaries(target: str | os.PathLike) -> list[Path]:
     """Delete the temporaries a killed writer of `target` left beside it: files, DuckDB's .wal of
     one, and folders (atomic_folder's). Only call this while holding the lock that every writer of
     `target` holds, so that none of these can belong to a writer still at work."""
-    target = Path(target)
+    target = file_behind(Path(target))  # where a write through a link puts its temporaries
     if not target.parent.is_dir():
         return []
     stale = [*target.parent.glob(f".{target.name}.*.tmp"), *target.parent.glob(f".{target.name}.*.tmp.wal")]

@@ -22,6 +22,8 @@ The small files are read checked rather than trusted. `summary.json` says a run 
 training, generation and collecting all act on what it holds. A value of the wrong type must not
 slip through: the string "false" is truthy in Python, so an unchecked `"diverged": "false"` would
 read as a diverged run. Every reader goes through here, so they all agree on what a valid file is.
+They are read only as regular files of a sane size (`read_small_file`): a named pipe put in a run
+folder would make collecting (or the Progress page) wait for good, a link to /dev/zero fill the memory.
 
 No torch at import: collecting and the dashboard read run folders too; only checkpoints need it.
 """
@@ -34,7 +36,13 @@ from pathlib import Path
 from typing import Any
 
 from anatomy.errors import AnatomyError
-from anatomy.files.atomic import atomic_path, naming_a_full_disk, remove_stale_temporaries, write_json
+from anatomy.files.atomic import (
+    atomic_path,
+    naming_a_full_disk,
+    read_regular_file,
+    remove_stale_temporaries,
+    write_json,
+)
 from anatomy.files.atomic import readable_bytes  # noqa: F401 (the trainer imports it from here)
 from anatomy.files.locks import held_lock
 
@@ -82,20 +90,34 @@ SUMMARY_STATUSES = ("done", "diverged")
 CONFIG_SECTIONS = ("model", "train", "data")
 
 
-def read_json_file(path: Path) -> Any:
-    """The parsed file, or one line naming the file and what is wrong with it."""
+# The most a small file of a run (or of an exam) may hold. A line of metrics.jsonl is about 150
+# bytes, so 64 MiB holds some 400,000 evaluations, far more than any run logs, and is still quick
+# to read. A bigger file is no file this project wrote (or it never ends: /dev/zero): not read.
+SMALL_FILE_LIMIT = 64 * 1024**2
+
+
+def read_small_file(path: Path, what: str) -> str:
+    """A small file's text: a regular file (a named pipe would make the reader wait for good) of at
+    most SMALL_FILE_LIMIT bytes, in UTF-8; else one line naming the file. `what`: what it should be."""
+    data = read_regular_file(path, SMALL_FILE_LIMIT, what)
     try:
-        # Python's json reads the NaN / Infinity tokens that a diverged run's summary may hold
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise AnatomyError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
+        return data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise AnatomyError(f"{path}: not UTF-8 text (bad byte at offset {err.start})") from None
 
 
+def read_json_file(path: Path, what: str = "a JSON file") -> Any:
+    """The parsed file, or one line naming the file and what is wrong with it."""
+    try:
+        # Python's json reads the NaN / Infinity tokens that a diverged run's summary may hold
+        return json.loads(read_small_file(Path(path), what))
+    except json.JSONDecodeError as err:
+        raise AnatomyError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
+
+
 def read_json_object(path: Path, what: str) -> dict[str, Any]:
     """A JSON file that must hold one object; `what` says what the object should be."""
-    data = read_json_file(path)
+    data = read_json_file(path, f"a JSON object ({what})")
     if not isinstance(data, dict):
         raise AnatomyError(f"{path}: expected a JSON object ({what}), got a {type(data).__name__}")
     return data
@@ -172,7 +194,7 @@ def json_loss(value: Any, path: Path, name: str, finite: bool = False) -> float 
 def read_metrics(path: Path, run_id: str, finished: bool) -> list[dict[str, Any]]:
     """Rows of metrics.jsonl. A run still training may have none yet, or a half-written last line
     (skipped). A finished one has at least one: every report and page reads its curve."""
-    lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+    lines = read_small_file(path, "the metrics anatomy train logs").splitlines() if path.exists() else []
     if finished and not any(line.strip() for line in lines):
         raise AnatomyError(
             f"{path}: missing or empty, but summary.json says the run finished: its curve is lost "

@@ -6,6 +6,13 @@ The database is built in a temporary file beside the target and renamed into pla
 reader (the dashboard) sees the old database or the new one, never half of one. Rebuilding
 from scratch every time makes collecting idempotent: rerunning gives the same rows.
 
+Collect replaces only files it made: a file already at --db must be a DuckDB database, one at
+--json a results.json (`database_path_problem`, `not_a_results_json`), so that a mistyped path
+costs no one's notes. A --db or --json that is a symbolic link is written through: the link stays,
+and the database it leads to is the one rebuilt (anatomy/files/atomic.py, `file_behind`). Every
+file of a run folder is read only if it is a regular file of a sane size (`read_small_file`): a
+named pipe or a link to /dev/zero is one line, not a collect that waits or fills the memory.
+
 A run folder with `metrics.jsonl` but no `summary.json` is still training (status
 "running"); it is collected with what it has so far, so the dashboard can show a grid in
 progress.
@@ -22,6 +29,7 @@ from __future__ import annotations
 import argparse
 import csv
 import functools
+import io
 import json
 import math
 import os
@@ -39,9 +47,13 @@ import yaml
 
 from anatomy.training import grad_norms
 from anatomy.files.atomic import (
+    NOT_REPLACED,
     atomic_path,
     check_file_target,
+    file_behind,
+    file_kind,
     naming_a_full_disk,
+    opened_regular_file,
     remove_stale_temporaries,
     write_json,
 )
@@ -50,6 +62,7 @@ from anatomy.errors import AnatomyError
 from anatomy.exams import depth, exam_module
 from anatomy.files.locks import held_lock, is_locked
 from anatomy.files.run_folder import check_summary, json_loss, json_number, read_json_file, read_metrics
+from anatomy.files.run_folder import read_small_file
 from anatomy.files.run_folder import CONFIG_FILE, SUMMARY_FILE, RunFolder
 
 SCHEMA_PATH = Path(__file__).with_name("schema.sql")
@@ -164,7 +177,7 @@ SAMPLE_FIELDS = ("checkpoint", "prefix", "temperature", "seed", "chars", "text")
 def read_samples(path: Path, run_id: str) -> list[dict[str, Any]]:
     if not path.exists():
         return []
-    records = read_json_file(path)
+    records = read_json_file(path, "the samples anatomy generate writes")
     if not isinstance(records, list):
         raise AnatomyError(f"{path}: expected a list of samples, got {type(records).__name__}")
     rows = []
@@ -268,12 +281,12 @@ def read_run(folder: Path, runs_root: Path) -> tuple[dict[str, Any], list, list]
     """One run folder -> (runs row, metrics rows, samples rows)."""
     files = RunFolder(folder)
     config_path = files.config
-    if not config_path.is_file():
+    if not config_path.exists():  # a named pipe there is said by the reader, as such
         raise AnatomyError(
             f"{folder}: {SUMMARY_FILE} but no {CONFIG_FILE}, so its settings are unknown; train it again with "
             f"the same settings ({CONFIG_FILE} is written back from {files.last.name}) or delete the folder"
         )
-    config = read_json_file(config_path)
+    config = read_json_file(config_path, "a run's settings, written by anatomy train")
     if not isinstance(config, dict):
         raise AnatomyError(f"{config_path}: expected a JSON object with model, train and tags")
     tags = config.get("tags") or {}
@@ -282,7 +295,7 @@ def read_run(folder: Path, runs_root: Path) -> tuple[dict[str, Any], list, list]
     run_id = folder.relative_to(runs_root).as_posix()
 
     summary_path = files.summary
-    summary = read_json_file(summary_path) if summary_path.exists() else None
+    summary = read_json_file(summary_path, "a finished run's summary") if summary_path.exists() else None
     if summary is not None and not isinstance(summary, dict):
         raise AnatomyError(f"{summary_path}: expected a JSON object")
     if summary is not None:
@@ -349,9 +362,9 @@ def read_baselines(path: Path) -> dict[str, str | None]:
     an `experiments:` mapping: workflow/experiments.yaml, or the results/experiments.json the
     workflow writes from it (JSON is YAML too)."""
     try:
-        document = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except OSError as err:
-        raise AnatomyError(f"--experiments {path}: cannot read it ({err.strerror})") from None
+        document = yaml.safe_load(read_small_file(Path(path), "an experiments file (YAML or JSON)"))
+    except AnatomyError as err:
+        raise AnatomyError(f"--experiments {err}") from None
     except yaml.YAMLError as err:
         raise AnatomyError(f"--experiments {path}: not YAML or JSON ({str(err).splitlines()[0]})") from None
     experiments = document.get("experiments") if isinstance(document, dict) else None
@@ -442,7 +455,7 @@ def read_benchmarks(root: Path, run_ids: set[str]) -> list[dict[str, Any]]:
         relative = path.relative_to(root).with_suffix("")
         rule = relative.parts[0] if len(relative.parts) > 1 else ""
         job = Path(*relative.parts[1:]).as_posix() if len(relative.parts) > 1 else relative.as_posix()
-        with path.open(encoding="utf-8", newline="") as handle:
+        with io.StringIO(read_small_file(path, "a Snakemake benchmark file"), newline="") as handle:
             reader = csv.DictReader(handle, delimiter="\t")
             if reader.fieldnames is None or "s" not in reader.fieldnames:
                 raise AnatomyError(f"{path}: not a Snakemake benchmark file (no 's' column in the header)")
@@ -561,8 +574,10 @@ def database_written(collected: CollectedRuns, db_path: Path) -> Iterator[Path]:
 
 def collect_lock_path(db_path: Path) -> Path:
     """The lock a collect holds while it writes `db_path`: results/.anatomy.duckdb.lock. Readers
-    (the dashboard) check it to tell a rebuild in progress from a leftover temporary file."""
-    db_path = Path(db_path)
+    (the dashboard) check it to tell a rebuild in progress from a leftover temporary file. Beside
+    the file a link there leads to (where the new database is written): one lock per database,
+    by whichever path it is reached."""
+    db_path = file_behind(Path(db_path))
     return db_path.with_name(f".{db_path.name}.lock")
 
 
@@ -607,19 +622,24 @@ READ_ONLY_SETTINGS = {
 }
 
 
-# What a path that is not a regular file is, in words
-FILE_KINDS = {
-    stat.S_ISFIFO: "a named pipe",
-    stat.S_ISCHR: "a character device",
-    stat.S_ISBLK: "a block device",
-    stat.S_ISSOCK: "a socket",
-}
+DUCKDB_MAGIC = b"DUCK"  # bytes 8-11 of every DuckDB database file
 
 
-def database_path_problem(db_path: str | Path) -> str | None:
+def starts_like_duckdb(path: str | Path) -> bool:
+    """Whether `path` is a regular file that starts as every DuckDB database does."""
+    try:
+        with opened_regular_file(path, "a DuckDB database") as handle:
+            return handle.read(12)[8:12] == DUCKDB_MAGIC
+    except AnatomyError:
+        return False
+
+
+def database_path_problem(db_path: str | Path, replacing: bool = False) -> str | None:
     """Why `db_path` cannot be a results database, said before anything opens it; None when it may
     be one (or is not there yet: each reader says that in its own words). A named pipe must be
-    caught here: opening one waits for a writer, and so would the command or the page, for good."""
+    caught here: opening one waits for a writer, and so would the command or the page, for good.
+    `replacing` (collect, about to put a new database there): a file there must be a DuckDB
+    database, since it is replaced: `--db notes.md` must not cost the notes."""
     try:
         mode = os.stat(db_path).st_mode
     except OSError:
@@ -627,17 +647,35 @@ def database_path_problem(db_path: str | Path) -> str | None:
     if stat.S_ISDIR(mode):
         return "is a folder, expected a DuckDB file"
     if not stat.S_ISREG(mode):
-        kind = next((name for is_kind, name in FILE_KINDS.items() if is_kind(mode)), "a special file")
-        return f"is not a regular file ({kind}): expected a DuckDB file"
+        return f"is not a regular file ({file_kind(mode)}): expected a DuckDB file"
+    if replacing and not starts_like_duckdb(db_path):
+        return f"holds a file that is not a DuckDB database (it does not start like one); {NOT_REPLACED}"
     return None
 
 
-def check_database_path(db_path: str | Path) -> None:
+def check_database_path(db_path: str | Path, replacing: bool = False) -> None:
     """Every command given --db says a folder there as such (not "no such database"), and a named
-    pipe or a device (which would hang it) too."""
-    problem = database_path_problem(db_path)
+    pipe or a device (which would hang it) too; collect (`replacing`) any file but a database."""
+    problem = database_path_problem(db_path, replacing)
     if problem is not None:
         raise AnatomyError(f"--db {db_path}: {problem}")
+
+
+# What results.json holds at its top level (collect writes it, see `collect`): --json replaces
+# only a file that holds these, since every version of collect wrote them
+RESULTS_JSON_KEYS = ("counts", "run_summary", "experiment_summary")
+
+
+def not_a_results_json(path: Path) -> str | None:
+    """Why the file at `path` is no results.json that collect wrote (None: it is one)."""
+    try:
+        data = read_json_file(path, "a results.json")
+    except AnatomyError:  # not JSON, not UTF-8, too big for one
+        data = None
+    if isinstance(data, dict) and all(key in data for key in RESULTS_JSON_KEYS):
+        return None
+    keys = ", ".join(map(repr, RESULTS_JSON_KEYS))
+    return f"holds a file that is not a results.json written by collect (a JSON object with {keys})"
 
 
 def open_read_only(db_path: str | Path) -> duckdb.DuckDBPyConnection:
@@ -685,10 +723,10 @@ def collect(
 ) -> dict[str, int]:
     """Read every run folder, write the database (and results.json); return the row counts."""
     db_path = Path(db_path)
-    check_database_path(db_path)
+    check_database_path(db_path, replacing=True)
     check_file_target(db_path, "--db")
     if json_path is not None:
-        check_file_target(json_path, "--json")
+        check_file_target(json_path, "--json", not_ours=not_a_results_json)
     collected = collect_runs(Path(runs_root), benchmarks_root, exams_root, experiments_path)
     if not collected.runs and not allow_empty:  # a wrong --runs must not wipe a full database
         raise AnatomyError(

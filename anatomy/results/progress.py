@@ -19,6 +19,8 @@ N.output.lock), which list every file the running target reads or makes: each
 `results/runs/EXPERIMENT/seedSEED/summary.json` there is a run of the plan. results/experiments.json
 cannot tell: it names every experiment with its baseline, but not the seeds nor which target runs.
 When the plan cannot be read, `Plan.known` is False and the page says so instead of guessing.
+Only regular files are read (a named pipe among the lock files or in a run folder would make the
+page wait for good): anything else there is unreadable, in words.
 
 No Streamlit here: the page only draws what these functions return, and tests call them directly.
 """
@@ -31,14 +33,14 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from anatomy.errors import AnatomyError
 from anatomy.language import N_, _
 from anatomy.files.locks import is_locked
 from anatomy.results.collect import find_run_folders
 from anatomy.results.reader import run_label
-from anatomy.files.run_folder import read_json_object, read_metrics, read_summary
+from anatomy.files.run_folder import read_json_object, read_metrics, read_small_file, read_summary
 from anatomy.files.run_folder import RunFolder
 
 UNFINISHED = ("running", "waiting", "stopped")
@@ -93,7 +95,13 @@ class Plan:
 
     known: bool
     run_ids: frozenset[str]
-    note: str  # in words (the reader's language): what is known and why
+    sentence: str  # what is known and why, marked with N_: `note` puts it in words
+    folder: Path  # the folder it names
+
+    def note(self, show_folder: Callable[[Path], str] = str) -> str:
+        """What is known and why, in the reader's language; `show_folder` writes the folder (the
+        page: as text, never as Markdown, since a folder's name is anyone's)."""
+        return _(self.sentence).format(folder=show_folder(self.folder), count=len(self.run_ids), locks=SNAKEMAKE_LOCKS)
 
 
 @dataclass
@@ -226,31 +234,26 @@ def read_plan(runs_root: Path) -> Plan:
     """The runs the Snakemake running on this runs folder plans, from its lock files."""
     workdir = workflow_folder(runs_root)
     if workdir is None:
-        note = _("`{folder}` is not a workflow's results/runs folder: no plan to read.").format(folder=runs_root)
-        return Plan(False, frozenset(), note)
-    if not workflow_running(workdir):
         return Plan(
-            True, frozenset(), _("No Snakemake is running in `{folder}`: nothing is planned.").format(folder=workdir)
+            False, frozenset(), N_("{folder} is not a workflow's results/runs folder: no plan to read."), runs_root
         )
+    if not workflow_running(workdir):
+        return Plan(True, frozenset(), N_("No Snakemake is running in {folder}: nothing is planned."), workdir)
     lock_files = sorted(Path(workdir, SNAKEMAKE_LOCKS).glob("*.lock"))
     if not lock_files:
-        return Plan(
-            False,
-            frozenset(),
-            _(
-                "A Snakemake is running in `{folder}`, but its plan cannot be read yet "
-                "(no {locks}/*.lock): runs it has not started are not shown."
-            ).format(folder=workdir, locks=SNAKEMAKE_LOCKS),
+        cannot_read = N_(
+            "A Snakemake is running in {folder}, but its plan cannot be read yet "
+            "(no {locks}/*.lock): runs it has not started are not shown."
         )
+        return Plan(False, frozenset(), cannot_read, workdir)
     planned = set()
     for path in lock_files:
         try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError):
-            continue  # gone (the workflow just ended) or half-written: the next read sees it
+            lines = read_small_file(path, "a Snakemake lock file").splitlines()
+        except AnatomyError:
+            continue  # gone (the workflow just ended), half-written or no file: the next read sees it
         planned.update(filter(None, (planned_run(line, workdir, runs_root) for line in lines)))
-    note = _("The Snakemake running in `{folder}` plans {count} runs.").format(folder=workdir, count=len(planned))
-    return Plan(True, frozenset(planned), note)
+    return Plan(True, frozenset(planned), N_("The Snakemake running in {folder} plans {count} runs."), workdir)
 
 
 def planned_run(line: str, workdir: Path, runs_root: Path) -> str | None:

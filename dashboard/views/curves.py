@@ -225,20 +225,19 @@ elif len(labels) > 2:
 chosen_runs = runs[runs["label"].isin(labels)]
 not_done = chosen_runs[chosen_runs["status"] != "done"]
 for _index, run in not_done.iterrows():  # not `_`: that name translates
+    name = tables.markdown_name(run["label"])  # the experiment's name is the database's: as text
     if run["status"] == "running":
         still_running = (
-            _("{run} is still running (no evaluation yet).").format(run=run["label"])
+            _("{run} is still running (no evaluation yet).").format(run=name)
             if pd.isna(run["last_step"])
             else _("{run} is still running (last evaluation at step {step}).").format(
-                run=run["label"], step=int(run["last_step"])
+                run=name, step=int(run["last_step"])
             )
         )
         st.info(still_running, icon=":material/hourglass_top:")
     else:
         st.warning(
-            _("{run} diverged at step {step}; its line stops there.").format(
-                run=run["label"], step=run["diverged_step"]
-            ),
+            _("{run} diverged at step {step}; its line stops there.").format(run=name, step=run["diverged_step"]),
             icon=":material/error:",
         )
 

@@ -30,10 +30,12 @@ from anatomy.files.run_folder import run_precision
 from anatomy.data.tokenizer import SPLIT_FILE, read_json
 from dashboard import loaders
 from dashboard.sample_text import highlighted
+from dashboard.tables import markdown_literal, markdown_name
 
 REFRESH_EVERY = 5  # characters between screen updates: each update is a message to the browser
 HISTORY = 4  # generations kept on the page, newest first
-# a note on copies, kept with its generation: (sentence marked with N_, its values), in words when shown
+# a note on copies, kept with its generation: (sentence marked with N_, its values), in words when
+# shown; the values are kept as Markdown, any name in them as text (markdown_literal)
 Note = tuple[str, dict[str, str]]
 
 
@@ -76,25 +78,26 @@ def corpus_folder(data_dir: Path) -> tuple[bool, Note | None]:
         return True, None
     if not is_default_corpus(data_dir):
         return False, (
-            N_(
-                "copies not measured: the run's corpus folder `{folder}` is not here "
-                "(make it with `snakemake --cores 1 {folder}/{split_file}`)"
-            ),
-            {"folder": str(data_dir), "split_file": SPLIT_FILE},
+            N_("copies not measured: the run's corpus folder {folder} is not here (make it with {command})"),
+            {
+                "folder": markdown_literal(data_dir),  # from the run's config.json: as text
+                "command": markdown_literal(f"snakemake --cores 1 {data_dir}/{SPLIT_FILE}"),
+            },
         )
-    source = workflow_source()
-    building = _("Building the training text: `{source}` into `{folder}`, as the workflow does…")
-    with st.spinner(building.format(source=source, folder=data_dir)):
+    source, folder = markdown_literal(workflow_source()), markdown_literal(data_dir)
+    building = _("Building the training text: {source} into {folder}, as the workflow does…")
+    with st.spinner(building.format(source=source, folder=folder)):
         try:
             build_default_corpus(data_dir)
         except AnatomyError as err:
             return False, (
-                N_("copies not measured: `{folder}` is not here, and building it failed: {error}"),
-                {"folder": str(data_dir), "error": str(err)},
+                # the error names the workflow's own files (the default corpus's, not a run's)
+                N_("copies not measured: {folder} is not here, and building it failed: {error}"),
+                {"folder": folder, "error": str(err)},
             )
     return True, (
-        N_("`{folder}` was not here: built it from `{source}` (once), as the workflow would"),
-        {"folder": str(data_dir), "source": str(source)},
+        N_("{folder} was not here: built it from {source} (once), as the workflow would"),
+        {"folder": folder, "source": source},
     )
 
 
@@ -110,12 +113,12 @@ def measurer(run_dir: Path) -> tuple[Memorisation | None, Note | None]:
         differ = corpus_differences(read_run_config(run_dir / "config.json")["data"], split)
         if differ:
             return None, (
-                N_("copies not measured: `{folder}` is not the corpus this run trained on ({fields} differ)"),
-                {"folder": str(data_dir), "fields": ", ".join(differ)},
+                N_("copies not measured: {folder} is not the corpus this run trained on ({fields} differ)"),
+                {"folder": markdown_literal(data_dir), "fields": ", ".join(differ)},
             )
         return cached_memorisation(str(data_dir), (data_dir / SPLIT_FILE).stat().st_mtime), note
-    except AnatomyError as err:
-        return None, (N_("copies not measured: {error}"), {"error": str(err)})
+    except AnatomyError as err:  # it names a file of the run's, whose name is anyone's: as text
+        return None, (N_("copies not measured: {error}"), {"error": markdown_literal(err)})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -124,14 +127,14 @@ def measurer(run_dir: Path) -> tuple[Memorisation | None, Note | None]:
 
 def settings_line(number: int, settings: dict) -> str:
     return _(
-        "**Generation {number}** · `{checkpoint}` · temperature {temperature} · "
-        "seed {seed} · prefix `{prefix}` · {chars} characters"
+        "**Generation {number}** · {checkpoint} · temperature {temperature} · "
+        "seed {seed} · prefix {prefix} · {chars} characters"
     ).format(
         number=number,
-        checkpoint=settings["checkpoint"],
+        checkpoint=markdown_literal(settings["checkpoint"]),
         temperature=f"{settings['temperature']:g}",
         seed=settings["seed"],
-        prefix=repr(settings["prefix"]),
+        prefix=markdown_literal(repr(settings["prefix"])),
         chars=settings["chars"],
     )
 
@@ -175,7 +178,7 @@ def generation_slots(number: int, settings: dict, labels: list[str], notes: list
     slots = {}
     for column, label in zip(st.columns(len(labels)), labels):
         with column:
-            st.markdown(f"**{label}**")
+            st.markdown(f"**{markdown_name(label)}**")
             slots[label] = (st.empty(), st.empty())
     return slots
 
@@ -293,13 +296,13 @@ for pane, (label, run) in zip(panes, chosen_runs.iterrows()):
     weights = weights_file(run_dir, checkpoint)
     if weights is None:
         with pane:
-            st.markdown(f"**{label}** · `{checkpoint}`")
+            st.markdown(f"**{markdown_name(label)}** · {markdown_literal(checkpoint)}")
             st.info(
                 _(
-                    "No `{checkpoint}` weights on disk for this run (looked in `{folder}`): checkpoints are not "
+                    "No {checkpoint} weights on disk for this run (looked in {folder}): checkpoints are not "
                     "committed, and the reference results ship weights only for the seed-42 headline runs. "
                     "Train it to listen to it; its stored sample is below."
-                ).format(checkpoint=checkpoint, folder=run_dir),
+                ).format(checkpoint=markdown_literal(checkpoint), folder=markdown_literal(run_dir)),
                 icon=":material/volume_off:",
             )
             stored = results.samples[(results.samples["run_id"] == run["run_id"]) & results.samples["text"].notna()]
@@ -331,7 +334,7 @@ if go:
         try:
             record = generate(ready, settings, number)
         except AnatomyError as err:
-            st.error(str(err), icon=":material/error:")
+            st.error(markdown_literal(err), icon=":material/error:")  # it names files: as text
         else:
             st.session_state["listen_count"] = number
             history.insert(0, record)

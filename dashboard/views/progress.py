@@ -16,6 +16,7 @@ import streamlit as st
 from anatomy.language import _
 from anatomy.results import progress
 from dashboard import analysis, charts, language_choice, loaders
+from dashboard.tables import markdown_literal, markdown_name
 
 STATUS_ORDER = ["running", "waiting", "stopped", "done", "diverged", "unreadable"]
 
@@ -75,7 +76,9 @@ def run_table(grid: progress.GridProgress) -> None:
     st.dataframe(table, hide_index=True, width="stretch", column_config=table_columns())
     for run in grid.with_status("diverged"):
         st.error(
-            _("{run} diverged (its loss became NaN/inf) at step {step}.").format(run=run.label, step=run.step),
+            _("{run} diverged (its loss became NaN/inf) at step {step}.").format(
+                run=markdown_name(run.label), step=run.step
+            ),
             icon=":material/bolt:",
         )
 
@@ -98,13 +101,15 @@ def live_curves(grid: progress.GridProgress) -> None:
 def show_grid(runs_root: Path) -> None:
     """Everything read from the folders now: what the workflow plans, each run, the curves."""
     grid = progress.read_grid(runs_root)
+    # folders are named as text (markdown_literal): a folder's name is anyone's
     if grid.plan.known:
-        st.caption(grid.plan.note)
+        st.caption(grid.plan.note(markdown_literal))
     else:
-        st.warning(grid.plan.note, icon=":material/help:")
+        st.warning(grid.plan.note(markdown_literal), icon=":material/help:")
     if not grid.runs:
         st.info(
-            _("No run has started under `{folder}` yet.").format(folder=runs_root), icon=":material/hourglass_empty:"
+            _("No run has started under {folder} yet.").format(folder=markdown_literal(runs_root)),
+            icon=":material/hourglass_empty:",
         )
         return
     status_counts(grid)
@@ -133,21 +138,23 @@ if loaders.is_reference(db_path):
     st.info(
         _(
             "These are the shipped reference results: finished long ago, nothing of them is running. "
-            "A grid you start writes its runs to `{folder}`."
-        ).format(folder=loaders.runs_root(loaders.DEFAULT_DB)),
+            "A grid you start writes its runs to {folder}."
+        ).format(folder=markdown_literal(loaders.runs_root(loaders.DEFAULT_DB))),
         icon=":material/verified:",
     )
     runs_root = own_runs_root()
     if runs_root is None:
         st.stop()
-    st.caption(_("Showing your own runs folder, `{folder}`: it needs no database.").format(folder=runs_root))
+    st.caption(
+        _("Showing your own runs folder, {folder}: it needs no database.").format(folder=markdown_literal(runs_root))
+    )
 
 left, right = st.columns(2)
 auto = left.toggle(_("Refresh by itself"), value=True, key="progress_auto")
 every = right.select_slider(
     _("every (seconds)"), options=[2, 5, 10, 30, 60], value=10, key="progress_every", disabled=not auto
 )
-st.caption(_("Runs folder: `{folder}`").format(folder=runs_root))
+st.caption(_("Runs folder: {folder}").format(folder=markdown_literal(runs_root)))
 
 
 @st.fragment(run_every=every if auto else None)

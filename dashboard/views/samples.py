@@ -12,6 +12,7 @@ from anatomy.language import _
 from dashboard import charts, loaders, url_state
 from dashboard.findings import show_findings
 from dashboard.sample_text import highlighted, memorisation_caption
+from dashboard.tables import markdown_literal, markdown_name
 
 results = loaders.require_results()
 samples = results.samples
@@ -64,18 +65,19 @@ per_row = 2 if n_runs in (2, 4) else min(3, n_runs)
 columns = st.columns(per_row)
 for i, (label, group) in enumerate(shown.groupby("label", sort=False)):
     with columns[i % per_row].container(border=True):
-        st.markdown(f"**{label}**")
+        # the experiment's name, the prefix and the note are the database's: shown as text
+        st.markdown(f"**{markdown_name(label)}**")
         for _index, sample in group.iterrows():
             st.caption(
-                _("checkpoint `{checkpoint}` · temperature {temperature} · seed {seed} · prefix {prefix}").format(
-                    checkpoint=sample["checkpoint"],
+                _("checkpoint {checkpoint} · temperature {temperature} · seed {seed} · prefix {prefix}").format(
+                    checkpoint=markdown_literal(sample["checkpoint"]),
                     temperature=sample["temperature"],
                     seed=sample["seed"],
-                    prefix=repr(sample["prefix"]),
+                    prefix=markdown_literal(repr(sample["prefix"])),
                 )
             )
             if pd.notna(sample["note"]):
-                st.warning(sample["note"], icon=":material/warning:")
+                st.warning(markdown_literal(sample["note"]), icon=":material/warning:")
             if pd.notna(sample["text"]) and pd.notna(sample.get("copied_fraction")):
                 st.markdown(memorisation_caption(sample))
                 st.html(highlighted(sample["text"], json.loads(sample["copied_spans"])))
