@@ -1,5 +1,4 @@
-"""What only the dashboard's pages show, reshaped for their charts: where diverged runs broke,
-and the seed noise the parts' worth is read against.
+"""What only the dashboard's pages show, reshaped for their charts: where diverged runs broke.
 
 The shaping the report shares (curves, best points, the overfitting turn, each part's worth, the
 comparisons with a baseline, the exams') lives in the package, anatomy/report/chart_data.py, and is
@@ -20,7 +19,6 @@ from anatomy.report.chart_data import (
     length_curves as length_curves,
     long_curves as long_curves,
     overfitting_table as overfitting_table,
-    part_deltas as part_deltas,
     turn_steps as turn_steps,
     versus_baseline as versus_baseline,
 )
@@ -54,10 +52,3 @@ def divergence_points(runs: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame
             }
         )
     return pd.DataFrame(rows, columns=["run_id", "label", "experiment", "seed", "diverged_step", "step", "val_loss"])
-
-
-def seed_spread(experiments: pd.DataFrame, names) -> float:
-    """The largest spread of best val over seeds (experiment_summary) among these experiments:
-    the noise floor."""
-    spread = experiments.loc[experiments["experiment"].isin(list(names)), "best_val_spread"]
-    return float(spread.max()) if len(spread) else np.nan

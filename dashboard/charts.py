@@ -29,6 +29,7 @@ from anatomy.report.charts import (
     delta_chart as delta_chart,
     length_chart as length_chart,
     loss_curves as loss_curves,
+    lr_chart as lr_chart,
     overfitting_chart as overfitting_chart,
     seed_band_chart as seed_band_chart,
     stability_map as stability_map,

@@ -19,8 +19,10 @@ import pytest
 from streamlit.proto.Metric_pb2 import Metric
 from streamlit.testing.v1 import AppTest
 
-from anatomy.report.claims import claims_by_key, finding_text, largest_ablation_change
-from anatomy.report.roles import baseline_deltas, headline_noise, only_runs_of, side_beyond_noise
+from anatomy.report import chart_data
+from anatomy.report.claims import ablation_intervals, claims_by_key, finding_text, largest_ablation_change
+from anatomy.report.roles import only_runs_of
+from anatomy.report.uncertainty import interval_text, judged_against_baselines
 from anatomy.results.collect import SCHEMA_PATH, collect
 from anatomy.results.reader import load
 from run_folders import (
@@ -91,14 +93,15 @@ def test_overview_shows_the_headline_runs(dashboard_db, monkeypatch):
     assert "vanilla" in prose and "llama" in prose
     # the model with no baseline first; the other against the baseline it names, paired by seed
     assert [m.label.split(":")[0] for m in app.metric[4:]] == ["vanilla", "llama"]
-    (delta,) = db_rows(dashboard_db, "SELECT delta_best_val_mean FROM baseline_summary WHERE experiment = 'llama'")[0]
-    assert app.metric[5].proto.delta.startswith(f"{delta:+.3f} vs vanilla") and not app.metric[4].proto.delta
-    MetricColor = Metric.MetricColor
-    # a difference inside the seed noise is never coloured as a win or a loss
     grid = load(dashboard_db)
-    beyond = side_beyond_noise(baseline_deltas(grid, "llama"), headline_noise(grid))
-    assert app.metric[5].proto.delta.endswith("" if beyond else " (inside seed noise)")
+    difference = judged_against_baselines(only_runs_of(grid, None), ["llama"])["llama"]
+    assert app.metric[5].proto.delta.startswith(f"{difference.mean:+.3f} vs vanilla") and not app.metric[4].proto.delta
+    MetricColor = Metric.MetricColor
+    # a difference within noise (its interval holds zero) is never coloured as a win or a loss
+    beyond = bool(difference.beyond)
+    assert app.metric[5].proto.delta.endswith("" if beyond else " (within noise)")
     assert (app.metric[5].proto.color == MetricColor.GRAY) == (not beyond)  # delta_color "off"
+    assert interval_text(difference) in app.metric[5].proto.help
     # the page opens with the report's verdicts on the headline claims
     found = claims_by_key(only_runs_of(grid, None))
     assert finding_text(found["lower_valley"]) in prose and finding_text(found["learns_faster"]) in prose
@@ -179,7 +182,11 @@ def test_ablations_view_pairs_parts_with_baselines(dashboard_db, monkeypatch):
     deltas = [best[f"vanilla_plus_swiglu/seed{s}"] - best[f"vanilla/seed{s}"] for s in (42, 7)]
     added = bars[bars["direction"] == "added to vanilla"].iloc[0]
     assert added["delta"] == pytest.approx(np.mean(deltas))
-    assert (added["delta_low"], added["delta_high"]) == pytest.approx((min(deltas), max(deltas)))
+    # the bar's line is the report's interval for it (the ablations judged together)
+    judged = ablation_intervals(only_runs_of(load(dashboard_db), None)).set_index(["part", "direction"])
+    expected = judged.loc[("swiglu", "added to vanilla")]
+    assert (added["low"], added["high"]) == pytest.approx((expected["low"], expected["high"]))
+    assert added["low"] < added["delta"] < added["high"]
     removed = bars[bars["direction"] == "removed from mqa"].iloc[0]
     assert removed["delta"] == pytest.approx(best["mqa_minus_swiglu/seed42"] - best["mqa/seed42"])
     table = app.dataframe[0].value
@@ -241,7 +248,7 @@ def test_views_survive_non_finite_losses_and_a_running_grid(fixture_grid_db, pag
     if page == "exams":
         assert len(app.info) >= 4 and all("snakemake --cores 1 exams" in info.value for info in app.info)
     elif page == "studies":  # the fixture grid has no study: the page says how to run each
-        assert len(app.info) == 2 and all("snakemake" in info.value for info in app.info)
+        assert len(app.info) == 3 and all("snakemake" in info.value for info in app.info)
     elif page == "progress":  # read from the run folders: nothing trains now, two diverged
         assert {m.label: m.value for m in app.metric}["diverged"] == "2" and "No run is training" in texts(app)
     else:
@@ -495,7 +502,7 @@ def test_part_deltas_keep_one_sign_in_both_directions():
             "n_seeds": [2, 2],
         }
     )
-    deltas = analysis.part_deltas(ablations).set_index("direction")
+    deltas = chart_data.part_deltas(ablations).set_index("direction")
     # adding x lowered vanilla's loss (negative), removing it raised llama's (positive): as the table says
     assert deltas.loc["added to vanilla", "delta"] == pytest.approx(-0.10)
     assert deltas.loc["removed from llama", "delta"] == pytest.approx(0.08)
@@ -503,7 +510,7 @@ def test_part_deltas_keep_one_sign_in_both_directions():
         pytest.approx((-0.12, -0.07))
     )
     # the words name the baseline the ablation names, whatever it is
-    other = analysis.part_deltas(ablations.assign(baseline=["mqa", "deep"]))
+    other = chart_data.part_deltas(ablations.assign(baseline=["mqa", "deep"]))
     assert set(other["direction"]) == {"added to mqa", "removed from deep"}
 
 
@@ -777,19 +784,24 @@ def test_the_studies_page_says_the_reports_findings(studies_db, monkeypatch):
     said = [element.value for element in app.markdown]
     # the page opens with the package's sentences, not a second wording of them
     wins = where_it_wins(sizes(study))
-    assert "lower beyond seed noise on 3,200, 25,600 characters" in wins
+    assert "lower beyond noise on 3,200, 25,600 characters" in wins
     assert said[0] == scale_answer(everything)
     assert said[0].startswith(wins) and verdict(study, sizes(study)) in said[0]
     assert any(sentence.startswith("| training characters |") for sentence in said)  # the size table
     # stage 2 and stage 3 in the words of the README's headline
-    assert which_part_earns(study).startswith("At 25,600 characters (stage 2), beyond the seed noise")
+    assert which_part_earns(study).startswith(
+        "At 25,600 characters (stage 2), 1 ablation is judged against the noise of its setup"
+    )
     assert which_part_earns(study) in said
     assert any(better_lr_answer(study) in sentence for sentence in said)
-    assert "(stage 3, seed 42): vanilla 1.620 at lr 0.001, mini-LLaMA 1.470 at lr 0.001" in better_lr_answer(study)
+    assert (
+        "(stage 3, one seed each, seed 42): vanilla 1.620 at lr 0.001, mini-LLaMA 1.470 at lr 0.001"
+        in better_lr_answer(study)
+    )
     # the precision study: the report's answer and its two tables
     findings = precision_findings(everything)
     assert {findings.answer, findings.comparison, findings.verdicts} <= set(said)
-    assert not app.info
+    assert [info.value.split(".")[0] for info in app.info] == ["No lr-study runs in this database yet"]
     # the figure: every run of the pair at every size, one point each
     size_points, curves = chart_tables(app)
     assert len(size_points.dropna(subset=["seed"])) == 12
@@ -829,9 +841,10 @@ def test_the_break_tests_page_shows_no_study_run(studies_db, monkeypatch):
 
 def test_the_studies_page_on_a_grid_without_studies_says_how_to_run_them(fixture_grid_db, monkeypatch):
     app = open_page(fixture_grid_db, "studies", monkeypatch)
-    scale, precision = (info.value for info in app.info)
-    assert "`snakemake --cores 2 --config train_threads=1 scale_stage1`" in scale
-    assert "`snakemake --cores 2 --config train_threads=1 precision_check`" in precision
+    lr, scale, precision = (info.value for info in app.info)
+    assert "`snakemake lr_stage1 --cores 2 --config train_threads=1`" in lr
+    assert "`snakemake scale_stage1 --cores 2 --config train_threads=1`" in scale
+    assert "`snakemake precision_check --cores 2 --config train_threads=1`" in precision
     assert not app.get("vega_lite_chart")
 
 

@@ -9,17 +9,18 @@ import subprocess
 from pathlib import Path
 
 import duckdb
-import pandas as pd
 import pytest
 
 from anatomy.report import claims
 
 from anatomy.report import markdown
 from anatomy.cli import main
+from anatomy.report.claims import PARTS
 from anatomy.report.roles import read_provenance
+from anatomy.report.uncertainty import Difference, against_baseline, judge_one
 from anatomy.results.reader import load, load_runs
 from anatomy.results.collect import collect
-from run_folders import LLAMA_PARTS, write_run_folder
+from run_folders import LLAMA_PARTS, write_fixture_grid, write_run_folder
 
 REPO = Path(__file__).resolve().parent.parent
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -68,12 +69,14 @@ def test_verdicts_on_a_grid_where_the_chapter_holds(fixture_grid_db):
     deep = [v for c, v in found.items() if c.startswith("A 12-layer post-norm")][0]
     assert deep == "**reproduced**: post-norm diverged, pre-norm did not"
     assert [v for c, v in found.items() if c.startswith("Breaking RoPE")] == ["not yet run"]
-    # swiglu is measured both ways with both seeds, beyond the noise; the other parts are not complete
+    # swiglu is measured both ways, beyond the noise; the other parts are not complete. The two
+    # swiglu ablations are judged together (the running llama_minus_rope has no verdict yet); the setup's six
+    # two-seed experiments sit 0.01 apart by seed (run_folders): sd 0.01 / sqrt(2) with 6 degrees of freedom
     part = [c for c in claims.claims(load(fixture_grid_db)) if c.claim == "Which part earned the gain"][0]
     assert part.verdict == "partly answered"
     assert part.measured == (
-        "seed noise 0.010, two seeds each way; earned the gain both ways: swiglu; "
-        "not yet both ways with two seeds: rmsnorm, prenorm, rope, gqa"
+        "noise: sd 0.007 per run, pooled over 6 degrees of freedom; 2 ablations judged together; "
+        "earned the gain both ways: swiglu; not yet testable both ways: rmsnorm, prenorm, rope, gqa"
     )
 
 
@@ -153,7 +156,7 @@ def test_a_seed_that_never_turned_is_left_out_of_the_verdict_and_named(tmp_path)
 
 
 def test_a_deep_post_norm_model_lower_than_pre_norm_is_said_so(tmp_path):
-    # both train; post-norm bottoms out 0.15 lower with both seeds (noise 0.01)
+    # both train; post-norm bottoms out 0.15 lower with both seeds (seeds 0.01 apart: sd 0.007 per run)
     db = grid_db(
         tmp_path,
         vanilla={},
@@ -161,19 +164,19 @@ def test_a_deep_post_norm_model_lower_than_pre_norm_is_said_so(tmp_path):
         **deep_pair({"floor": 1.9}, {"floor": 2.05}),
     )
     deep = [c for c in claims.claims(load(db)) if c.claim.startswith("A 12-layer post-norm")][0]
-    assert deep.verdict == (
-        "**not reproduced** at this lr: post-norm trains, and lower than pre-norm beyond seed noise"
-    )
-    assert deep.measured == (
-        "post-norm: diverged no, best val 1.920 / 1.930; pre-norm: diverged no, best val 2.070 / 2.080; "
-        "post minus pre -0.150 (-0.150 to -0.150), at peak lr 0.0003"
+    assert deep.verdict == "**not reproduced** at this lr: post-norm trains, and lower than pre-norm beyond noise"
+    # the pair is a table of its own: a 95% interval, not corrected
+    assert re.fullmatch(
+        r"post-norm: diverged no, best val 1\.920 / 1\.930; pre-norm: diverged no, best val 2\.070 / 2\.080; "
+        r"post minus pre -0\.150 \(95% interval -0\.1\d\d to -0\.1\d\d\), at peak lr 0\.0003",
+        deep.measured,
     )
 
 
 @pytest.mark.parametrize(
     ("post", "pre", "verdict"),
     [
-        ({"floor": 2.3}, {"floor": 2.05}, "**partly reproduced**: post-norm trains, but worse beyond seed noise"),
+        ({"floor": 2.3}, {"floor": 2.05}, "**partly reproduced**: post-norm trains, but worse beyond noise"),
         ({}, {"status": "diverged", "diverged_step": 30}, "**not reproduced**: pre-norm diverged"),
     ],
 )
@@ -183,26 +186,28 @@ def test_the_deep_pair_verdict_follows_divergence_then_the_val_gap(tmp_path, pos
     assert [v for c, v in found.items() if c.startswith("A 12-layer post-norm")] == [verdict]
 
 
-def test_a_gain_inside_seed_noise_is_not_a_finding(tmp_path):
-    # llama lower with both seeds, but by 0.005 against a seed spread of 0.01
+def test_a_gain_inside_the_noise_is_not_a_finding(tmp_path):
+    # llama lower with both seeds, but by 0.005: sd 0.007 per run (seeds 0.01 apart), 2 degrees of
+    # freedom, so the interval is 0.005 ± 4.303 x 0.007 and holds zero
     db = grid_db(tmp_path, vanilla={"floor": 2.105}, llama={"floor": 2.1, "model": LLAMA_PARTS})
     found = verdicts(load(db))
-    assert found["The mini-LLaMA reaches a lower best val"] == (
-        "**not reproduced**: lower with every seed, but by less than the seed noise"
-    )
+    assert found["The mini-LLaMA reaches a lower best val"] == "**not reproduced**: lower, but within noise"
     lower = [c for c in claims.claims(load(db)) if c.claim == "The mini-LLaMA reaches a lower best val"][0]
     assert lower.measured == (
-        "best val 2.120 / 2.130 vs 2.125 / 2.135: llama minus vanilla -0.005 / -0.005 "
-        "(negative: llama lower; seed noise 0.010)"
+        "best val 2.120 / 2.130 vs 2.125 / 2.135; llama minus vanilla (negative: llama lower): "
+        "-0.005 (95% interval -0.035 to +0.025)"
     )
+    gap = claims.headline_gap(load(db))
+    assert gap.n == 1 and gap.beyond is False and gap.sign == 0
 
 
 @pytest.mark.parametrize(
     ("llama", "lower", "neither_testable"),
     [
-        # vanilla has two seeds (spread 0.010), llama one: its gap is judged against vanilla's spread
-        ({"floor": 2.295}, "**not reproduced**: lower with every seed, but by less than the seed noise", False),
-        ({"floor": 2.1}, "**reproduced** with one seed, by more than the other model's seed noise", False),
+        # vanilla has two seeds, llama one: vanilla's pair measures the setup's noise (1 degree of
+        # freedom), and llama's one seed is compared with vanilla's same seed against it
+        ({"floor": 2.295}, "**not reproduced**: lower, but within noise", False),
+        ({"floor": 2.1}, "**reproduced**", False),
         # diverged before its first evaluation: no best val, so nothing to compare
         ({"status": "diverged", "diverged_step": 0}, "not testable: no seed has a best val for both models", True),
     ],
@@ -225,13 +230,16 @@ def test_a_lower_best_val_from_one_seed_says_the_noise_is_unmeasured(tmp_path):
     write_run_folder(runs, "llama", 42, floor=2.1, model=LLAMA_PARTS)
     collect(runs, tmp_path / "one.duckdb")
     found = verdicts(load(tmp_path / "one.duckdb"))
+    # lower, but with no experiment of two seeds in the setup there is no noise to judge it by
     assert found["The mini-LLaMA reaches a lower best val"] == (
-        "**reproduced** with one seed; a second seed would measure the seed noise"
+        "not testable here: one seed, and no experiment of this setup has a second to measure the noise by"
     )
+    lower = [c for c in claims.claims(load(tmp_path / "one.duckdb")) if c.claim.endswith("a lower best val")][0]
+    assert lower.measured.endswith("llama minus vanilla (negative: llama lower): -0.200 (no noise estimate)")
 
 
 def test_each_part_is_judged_both_ways_and_a_part_can_help_one_model_and_not_the_other(tmp_path):
-    # vanilla 2.3 and llama 2.1, seed noise 0.01. SwiGLU: added, 0.1 lower; removed, 0.1 lower too (llama
+    # vanilla 2.3 and llama 2.1, seeds 0.01 apart. SwiGLU: added, 0.1 lower; removed, 0.1 lower too (llama
     # does better without it). GQA: added, within noise; removed, 0.2 higher. RoPE: added, 0.1 higher;
     # removed, within noise. RMSNorm: only added, one direction. Pre-norm: not trained.
     def ablation(part, direction, floor):
@@ -255,24 +263,27 @@ def test_each_part_is_judged_both_ways_and_a_part_can_help_one_model_and_not_the
     assert claims.part_effects(data, "rope") == (claims.HURTS, claims.NOT_BEYOND_NOISE)
     assert claims.part_effects(data, "rmsnorm") is None
     part = [c for c in claims.claims(data) if c.claim == "Which part earned the gain"][0]
+    # nine experiments with two seeds, each 0.01 apart: sd 0.01 / sqrt(2) with 9 degrees of freedom;
+    # the seven ablations trained are one table
     assert part.measured == (
-        "seed noise 0.010, two seeds each way; earned the gain both ways: none; "
+        "noise: sd 0.007 per run, pooled over 9 degrees of freedom; 7 ablations judged together; "
+        "earned the gain both ways: none; "
         "rope: hurts vanilla, llama does not clearly miss it; "
         "gqa: llama misses it, vanilla does not clearly gain from it; "
-        "swiglu: helps vanilla, llama does better without it; not yet both ways with two seeds: rmsnorm, prenorm"
+        "swiglu: helps vanilla, llama does better without it; not yet testable both ways: rmsnorm, prenorm"
     )
     assert markdown.training_loss_verdict(data, "swiglu") == (
-        "in the training loss, adding it to vanilla lowers best val beyond seed noise and removing it from llama "
-        "lowers best val beyond seed noise (helps vanilla, llama does better without it)"
+        "in the training loss, adding it to vanilla lowers best val beyond noise and removing it from llama "
+        "lowers best val beyond noise (helps vanilla, llama does better without it)"
     )
 
 
-NO_GAIN = "; and here the mini-LLaMA has no gain to earn: its best val is not lower beyond seed noise"
+NO_GAIN = "; and here the mini-LLaMA has no gain to earn: its best val is not lower beyond noise"
 
 
 @pytest.mark.parametrize(("llama_floor", "ending"), [(2.1, ""), (2.3, NO_GAIN)])
 def test_with_every_part_measured_the_verdict_names_who_earned_the_gain(tmp_path, llama_floor, ending):
-    # vanilla 2.3, llama 2.1 (or as good as vanilla), noise 0.01: RoPE helps both ways, SwiGLU only
+    # vanilla 2.3, llama 2.1 (or as good as vanilla), seeds 0.01 apart: RoPE helps both ways, SwiGLU only
     # added to vanilla, the rest not at all
     def ablation(part, direction, floor):
         return {"group": "ablation", "part": part, "direction": direction, "floor": floor}
@@ -291,11 +302,12 @@ def test_with_every_part_measured_the_verdict_names_who_earned_the_gain(tmp_path
     )
 
 
-def test_a_part_is_judged_seed_by_seed(tmp_path):
-    # seed noise 0.01 (each seed sits 0.02 / 0.03 above its floor). SwiGLU added: 0.05 lower with seed 42,
-    # 0.005 lower with seed 7, so not every seed is beyond the noise. Removed: 0.2 higher with seed 42, 0.1
-    # lower with seed 7: the seeds disagree. GQA added: seed 7 diverged before its first evaluation, so one
-    # seed is all there is, however the other one lies.
+def test_seeds_that_disagree_widen_the_noise_and_one_seed_is_judged_against_it(tmp_path):
+    # Each seed sits 0.02 / 0.03 above its floor, except SwiGLU's: added, 0.05 lower with seed 42 and 0.005
+    # lower with seed 7; removed, 0.2 higher with seed 42 and 0.1 lower with seed 7. Seeds that disagree
+    # are the noise: they widen the setup's pooled sd, and SwiGLU moves best val within it either way.
+    # GQA added: seed 7 diverged before its first evaluation, so one seed is left, judged against the
+    # setup's pooled noise like any other.
     runs = tmp_path / "runs"
     floors = {
         "vanilla": (2.3, 2.3, {}),
@@ -313,17 +325,125 @@ def test_a_part_is_judged_seed_by_seed(tmp_path):
         write_run_folder(runs, name, 7, floor=floor_7, **group, **model, **diverged)
     collect(runs, tmp_path / "grid.duckdb")
     data = load(tmp_path / "grid.duckdb")
+    # the pooled sd: (3 x 0.00005 + 0.001013 + 0.0421) / 5 degrees of freedom (the diverged seed is no noise)
+    assert data.noise["df"].tolist() == [5] and data.noise["sd"].iloc[0] > 0.09
     assert claims.part_effects(data, "swiglu") == (claims.NOT_BEYOND_NOISE, claims.NOT_BEYOND_NOISE)
     assert markdown.training_loss_verdict(data, "swiglu") == (
-        "in the training loss, neither adding it to vanilla nor removing it from llama moves best val beyond "
-        "seed noise with every seed"
+        "in the training loss, neither adding it to vanilla nor removing it from llama moves best val beyond noise"
     )
-    assert claims.part_effects(data, "gqa") is None
-    assert markdown.training_loss_verdict(data, "gqa") == (
-        "the training loss does not tell yet (not measured both ways with two seeds)"
-    )
+    assert claims.part_effects(data, "gqa") == (claims.NOT_BEYOND_NOISE, claims.NOT_BEYOND_NOISE)
     rows = {row[0]: row for row in table_rows(markdown.render(data, []), "Which part earned the gain")}
-    assert rows["gqa"][1:3] == ["-0.300 (1 seed)", "needs 2 seeds"]
+    assert rows["gqa"][2] == "no" and rows["gqa"][1].endswith(", corrected for 4 comparisons)")
+
+
+def one_seed_ablations(tmp_path: Path) -> Path:
+    """The headline pair and SwiGLU both ways, seed 42 only: no experiment of the setup has a second
+    seed, so there is no noise estimate."""
+    runs = tmp_path / "runs"
+    write_run_folder(runs, "vanilla", 42, floor=2.3)
+    write_run_folder(runs, "llama", 42, floor=2.1, model=LLAMA_PARTS)
+    for name, direction, floor in (("vanilla_plus_swiglu", "add", 2.2), ("llama_minus_swiglu", "remove", 2.25)):
+        write_run_folder(runs, name, 42, group="ablation", part="swiglu", direction=direction, floor=floor)
+    collect(runs, tmp_path / "one.duckdb")
+    return tmp_path / "one.duckdb"
+
+
+def test_with_one_seed_and_no_noise_estimate_an_ablation_is_not_testable(tmp_path):
+    data = load(one_seed_ablations(tmp_path))
+    assert data.noise.empty
+    assert claims.part_effects(data, "swiglu") is None
+    text = markdown.render(data, [])
+    rows = {row[0]: row for row in table_rows(text, "Which part earned the gain")}
+    reason = "not testable here: one seed, and no experiment of this setup has a second to measure the noise by"
+    assert rows["swiglu"][1:] == ["-0.100 (no noise estimate)", reason, "+0.150 (no noise estimate)", reason]
+    assert "(no noise estimate (no experiment with two seeds in this setup))" in text
+    assert claims.largest_ablation_change(data) == (
+        "The largest change of any ablation: removing swiglu from llama raises its best val by 0.150: "
+        f"Δ +0.150 (no noise estimate), {reason}."
+    )
+    chart = claims.ablation_intervals(data)
+    assert chart["beyond"].tolist() == [None, None] and chart["low"].isna().all()
+    part = [c for c in claims.claims(data) if c.claim == "Which part earned the gain"][0]
+    assert part.verdict == "partly answered"
+    assert part.measured.startswith("no noise estimate (no experiment with two seeds in this setup); 0 ablations")
+
+
+def judged_family_grid(tmp_path: Path) -> Path:
+    """The headline pair and all ten ablations, every experiment with seeds 42 and 7 (0.01 apart, so
+    sd 0.01 / sqrt(2) per run with 12 degrees of freedom). SwiGLU added lowers best val by 0.1; RoPE
+    added by 0.02; the other eight do nothing. Alone, RoPE's 0.02 would be beyond noise (t = 2.83 with 12
+    degrees of freedom, p = 0.015); as one of ten comparisons it is not (Holm holds the second smallest
+    p to 0.05 / 9)."""
+    experiments = {}
+    for part in PARTS:
+        added = {"swiglu": 0.1, "rope": 0.02}.get(part, 0.0)
+        experiments[f"vanilla_plus_{part}"] = {"group": "ablation", "part": part, "direction": "add"}
+        experiments[f"vanilla_plus_{part}"]["floor"] = 2.3 - added
+        experiments[f"llama_minus_{part}"] = {"group": "ablation", "part": part, "direction": "remove", "floor": 2.1}
+    return grid_db(tmp_path, vanilla={"floor": 2.3}, llama={"floor": 2.1, "model": LLAMA_PARTS}, **experiments)
+
+
+def test_the_ten_ablations_are_judged_together_so_each_has_one_verdict(tmp_path):
+    data = load(judged_family_grid(tmp_path))
+    # alone, RoPE added is beyond noise; in the table of ten it is not
+    alone = judge_one(against_baseline(data, "vanilla_plus_rope"))
+    assert alone.beyond is True and alone.n == 1
+    family = claims.ablation_family(data)
+    assert len(family) == 10 and {d.n for d in family.values()} == {10}
+    assert family["vanilla_plus_swiglu"].beyond is True
+    assert family["vanilla_plus_rope"].beyond is False
+    # every reader of the ablations says the family's verdict
+    rows = {row[0]: row for row in table_rows(markdown.render(data, []), "Which part earned the gain")}
+    assert rows["rope"][2] == "no" and rows["swiglu"][2] == "**yes**"
+    assert rows["rope"][1].startswith("-0.020 (95% interval ") and rows["rope"][1].endswith(
+        ", corrected for 10 comparisons)"
+    )
+    assert claims.part_effects(data, "rope") == (claims.NOT_BEYOND_NOISE, claims.NOT_BEYOND_NOISE)
+    assert claims.part_effects(data, "swiglu") == (claims.HELPS, claims.NOT_BEYOND_NOISE)
+    chart = claims.ablation_intervals(data).set_index("experiment")
+    assert list(claims.ablation_intervals(data).columns) == [
+        "part",
+        "direction",
+        "baseline",
+        "experiment",
+        "delta",
+        "low",
+        "high",
+        "beyond",
+        "n_seeds",
+        "comparisons",
+    ]
+    assert chart.loc["vanilla_plus_rope", "beyond"] is False and chart.loc["vanilla_plus_swiglu", "beyond"] is True
+    assert (chart["comparisons"] == 10).all()
+    # the chart's interval is the table's: Holm's level, wider than the plain 95% one
+    low, high = family["vanilla_plus_rope"].interval()
+    assert chart.loc["vanilla_plus_rope", ["low", "high"]].tolist() == pytest.approx([low, high])
+    assert low < 0 < high and alone.interval()[1] < 0
+    largest = claims.largest_ablation_change(data)
+    assert largest.startswith(
+        "The largest change of any ablation: adding swiglu to vanilla lowers its best val by 0.100"
+    )
+    assert largest.endswith(", corrected for 10 comparisons), beyond noise.")
+    part = [c for c in claims.claims(data) if c.claim == "Which part earned the gain"][0]
+    assert part.measured.startswith("noise: sd 0.007 per run, pooled over 12 degrees of freedom; 10 ablations judged")
+    assert "rope: within noise either way" in part.measured
+    text = markdown.ablation_section(data)
+    assert "the table's 10 comparisons are judged together (Holm's correction)" in text
+    assert "(sd 0.007 per run, pooled over 12 degrees of freedom)" in text
+
+
+def test_the_ablation_chart_draws_each_interval_and_no_noise_band(tmp_path):
+    from anatomy.report import charts
+
+    data = load(judged_family_grid(tmp_path))
+    spec = charts.ablation_chart(claims.ablation_intervals(data)).to_dict()
+    layers = spec["layer"]
+    marks = [layer["mark"]["type"] if isinstance(layer["mark"], dict) else layer["mark"] for layer in layers]
+    assert marks == ["bar", "errorbar", "rule"]  # no grey rect: the band of the old rule is gone
+    errorbar = layers[1]["encoding"]
+    assert errorbar["x"]["field"] == "low" and errorbar["x2"]["field"] == "high"
+    with pytest.raises(TypeError):
+        charts.ablation_chart(claims.ablation_intervals(data), 0.01)  # the noise argument is gone
 
 
 def memorised_grid(tmp_path: Path, llama_turn_step: int = 50) -> Path:
@@ -378,13 +498,20 @@ def test_the_memorised_sample_claim_needs_a_run_whose_best_weights_are_not_its_l
     )
 
 
-def test_ablation_table_pairs_seeds_and_judges_against_seed_noise(fixture_grid_db):
+def test_ablation_table_gives_each_difference_its_interval_and_judges_them_together(fixture_grid_db):
     text = markdown.render(load(fixture_grid_db), [])
     rows = {row[0]: row for row in table_rows(text, "Which part earned the gain")}
-    # swiglu: vanilla 2.32/2.33 -> 2.22/2.23 added; llama 2.12/2.13 -> 2.27/2.28 removed; noise 0.01
-    assert rows["swiglu"][1:] == ["-0.100 (-0.100 to -0.100)", "**yes**", "+0.150 (+0.150 to +0.150)", "**yes**"]
-    # the llama_minus_rope run is still going: one seed, so no verdict
-    assert rows["rope"][1:] == ["not run yet", "", "-0.100 (1 seed)", "needs 2 seeds"]
+    # swiglu: vanilla 2.32/2.33 -> 2.22/2.23 added; llama 2.12/2.13 -> 2.27/2.28 removed; sd 0.007 per
+    # run with 6 degrees of freedom; two testable ablations in the table (one still runs), so Holm's levels
+    assert rows["swiglu"][1:] == [
+        "-0.100 (95% interval -0.117 to -0.083, corrected for 2 comparisons)",
+        "**yes**",
+        "+0.150 (95% interval +0.129 to +0.171, corrected for 2 comparisons)",
+        "**yes**",
+    ]
+    # the llama_minus_rope run is still going: its one seed so far against the setup's noise
+    assert rows["rope"][1:3] == ["not run yet", ""]
+    assert rows["rope"][3].startswith("-0.100 (95% interval ")
 
 
 def test_break_table_says_when_each_diverged_and_how_far_from_its_baseline(tmp_path):
@@ -397,23 +524,26 @@ def test_break_table_says_when_each_diverged_and_how_far_from_its_baseline(tmp_p
         deep_post_nowarmup=deep_pair({"status": "diverged", "diverged_step": 30})["deep_post_nowarmup"],
     )
     rows = {row[0]: row for row in table_rows(markdown.render(load(db), []), "Break tests")}
-    # seeds 42 / 7 sit 0.02 / 0.03 above each floor; seed noise 0.01; every baseline is llama (their preset)
+    # seeds 42 / 7 sit 0.02 / 0.03 above each floor: sd 0.007 per run; every baseline is llama (their
+    # preset); the diverged deep run has no best val, so the table's comparisons are two
     assert rows["`mqa`"][2:] == [
         "42 / 7",
         "no",
         "2.320 / 2.330",
         "50 / 50",
         "`llama`",
-        "+0.200 (+0.200 to +0.200)",
+        "+0.200 (95% interval +0.175 to +0.225, corrected for 2 comparisons)",
         "**yes**",
     ]
-    assert rows["`llama_qk_norm`"][3:] == [
-        "no",
-        "2.125 / 2.135",
-        "50 / 50",
+    assert rows["`llama_qk_norm`"][3:6] == ["no", "2.125 / 2.135", "50 / 50"]
+    assert rows["`llama_qk_norm`"][6:] == [
         "`llama`",
-        "+0.005 (+0.005 to +0.005)",
+        "+0.005 (95% interval -0.015 to +0.025, corrected for 2 comparisons)",
         "no",
+    ]
+    assert rows["`deep_post_nowarmup`"][7:] == [
+        "–",
+        "not testable here: no seed has a best val on both sides",
     ]
     assert rows["`deep_post_nowarmup`"][3] == "seed 42 at step 30, seed 7 at step 30"
 
@@ -434,12 +564,12 @@ def test_mqa_cache_sizes_are_the_models_own(tmp_path):
 @pytest.mark.parametrize(
     ("mqa_floor", "verdict"),
     [
-        (2.105, "**reproduced**: cache 0.25 of MHA's, at no cost in best val beyond seed noise"),
-        (2.3, "**partly reproduced**: cache 0.25 of MHA's, but its best val is higher beyond seed noise"),
+        (2.105, "**reproduced**: cache 0.25 of MHA's, at no cost in best val beyond noise"),
+        (2.3, "**partly reproduced**: cache 0.25 of MHA's, but its best val is higher beyond noise"),
     ],
 )
-def test_mqa_val_cost_is_judged_against_mha_with_the_seed_noise(tmp_path, mqa_floor, verdict):
-    # MHA: the mini-LLaMA without GQA, at 2.1 like the mini-LLaMA; seed noise 0.01
+def test_mqa_val_cost_is_judged_against_mha_with_the_noise(tmp_path, mqa_floor, verdict):
+    # MHA: the mini-LLaMA without GQA, at 2.1 like the mini-LLaMA; seeds 0.01 apart
     mha = {"group": "ablation", "part": "gqa", "direction": "remove", "floor": 2.1}
     db = grid_db(
         tmp_path,
@@ -450,9 +580,11 @@ def test_mqa_val_cost_is_judged_against_mha_with_the_seed_noise(tmp_path, mqa_fl
     )
     claim = [c for c in claims.claims(load(db)) if c.claim.startswith("MQA")][0]
     assert claim.verdict == verdict
+    # its two differences, against the mini-LLaMA and against MHA, are judged together
+    assert claim.measured.count(", corrected for 2 comparisons)") == 2
 
 
-def test_which_rope_break_hurts_more_needs_every_seed_beyond_the_noise(tmp_path):
+def test_which_rope_break_hurts_more_needs_the_difference_beyond_the_noise(tmp_path):
     # llama 2.1; k unrotated 0.3 above it, k adjacent 0.1 above it, with both seeds; vocabulary 50
     broken = {"group": "break", "model": {**LLAMA_PARTS, "rope_break": "k_unrotated"}, "floor": 2.4}
     db = grid_db(
@@ -463,19 +595,56 @@ def test_which_rope_break_hurts_more_needs_every_seed_beyond_the_noise(tmp_path)
         rope_k_adjacent={**broken, "model": {**LLAMA_PARTS, "rope_break": "k_adjacent"}, "floor": 2.2},
     )
     claim = [c for c in claims.claims(load(db)) if c.claim.startswith("Breaking RoPE")][0]
+    # the claim's three comparisons (each break against llama, and the breaks against each other) are
+    # one table; sd 0.007 per run with 4 degrees of freedom
     assert claim.verdict == (
-        "**answered**: k_unrotated hurts more, by 0.200 (every seed beyond the seed noise, 0.010); "
-        "neither collapses to chance"
+        "**answered**: k_unrotated hurts more: its best val minus k_adjacent's is +0.200 (95% interval +0.175 "
+        "to +0.225, corrected for 3 comparisons), beyond noise; neither collapses to chance"
     )
+    assert claim.measured.startswith("k_adjacent: best val 2.220 / 2.230, +0.100 (95% interval ")
+    assert claim.measured.count("corrected for 3 comparisons") == 2
     assert claim.measured.endswith("; chance is ln(vocabulary) = 3.912")
-    # one seed, or seeds that disagree, say so rather than name a winner
-    one_seed = {"k_adjacent": pd.Series({42: 0.1}), "k_unrotated": pd.Series({42: 0.3})}
-    assert claims.which_break_hurts_more(one_seed, 0.01) == (
-        "k_unrotated hurts more with seed 42 (one seed cannot tell it from noise)",
+    # one break, no difference, or one that is not testable says so rather than name a winner
+    assert claims.which_break_hurts_more(["k_adjacent"], None) == ("only k_adjacent trained so far", False)
+    no_noise = Difference(-0.2, float("nan"), 0, 1)
+    assert claims.which_break_hurts_more(["k_adjacent", "k_unrotated"], no_noise, "one seed") == (
+        "k_unrotated hurts more, by +0.200 (no noise estimate) against k_adjacent, but it is not testable here: "
+        "one seed",
         False,
     )
-    disagree = {"k_adjacent": pd.Series({42: 0.1, 7: 0.3}), "k_unrotated": pd.Series({42: 0.3, 7: 0.1})}
-    assert claims.which_break_hurts_more(disagree, 0.01) == ("neither hurts more beyond seed noise", True)
+    within = judge_one(Difference(0.01, 0.01, 4, 1))
+    assert claims.which_break_hurts_more(["k_adjacent", "k_unrotated"], within) == (
+        "neither hurts more beyond noise: k_adjacent minus k_unrotated is +0.010 (95% interval -0.018 to +0.038)",
+        True,
+    )
+
+
+def test_each_bf16_run_is_held_against_its_fp32_twin_with_an_interval(tmp_path):
+    """The precision study: each bf16 run's best val minus its fp32 twin's, each side with its own
+    setup's noise (bf16 and fp32 are two setups), the table's differences judged together."""
+    runs_root = tmp_path / "runs"
+    write_fixture_grid(runs_root)
+    bf16 = dict(group="precision", train={"precision": "bf16"})
+    for seed in (42, 7):  # the fixture grid's headline pair again, bf16: a hair off its fp32 numbers
+        write_run_folder(runs_root, "vanilla_bf16", seed, preset="vanilla", floor=2.301, turn_step=70, **bf16)
+        write_run_folder(
+            runs_root, "llama_bf16", seed, preset="llama", model=LLAMA_PARTS, floor=2.101, turn_step=40, **bf16
+        )
+    collect(runs_root, tmp_path / "db.duckdb")
+    data = load(tmp_path / "db.duckdb")
+    section = markdown.render(data, []).split("### Does training in bf16 change any finding?")[1].split("###")[0]
+    rows = table_rows("### T\n" + section, "T")
+    assert len(rows) == 4
+    for row in rows:
+        assert row[-2].startswith("+0.001 (95% interval -") and row[-2].endswith(", corrected for 4 comparisons)")
+        assert row[-1] == "no"
+    assert section.count("| yes |") == 3  # the headline verdicts, the same in both
+    assert (
+        "0 of 4 bf16 runs have a best val beyond noise of their fp32 twin's (the table's 4 testable differences, "
+        "each with its 95% interval, judged together); the largest difference is +0.001 (95% interval -"
+    ) in section
+    assert "Every headline verdict is the same in bf16." in section
+    assert "seed noise" not in section
 
 
 def test_report_on_real_tiny_runs(dashboard_db):

@@ -14,7 +14,6 @@ from anatomy.results.reader import load
 from anatomy.report.scale_section import (
     best_val_by_size,
     other_lr_text,
-    same_seeds,
     scale_answer,
     scale_data,
     size_table,
@@ -23,7 +22,7 @@ from anatomy.report.scale_section import (
     where_it_wins,
     which_part_earns,
 )
-from anatomy.report.uncertainty import judge_one
+from anatomy.report.uncertainty import compare, judge_one
 from run_folders import (
     LLAMA_PARTS,
     SCALE_SIZES,
@@ -64,9 +63,12 @@ def test_the_scale_section_finds_each_size_and_where_llama_wins(grid_and_scale):
         "| sd 0.007 per run, pooled over 2 degrees of freedom | **yes**, llama lower |"
     ) in section
     assert "| +0.000 / +0.000 | +0.000 (95% interval -0.030 to +0.030, corrected for 3 comparisons)" in section
-    assert "The mini-LLaMA's best val is lower beyond noise on 3,200, 25,600 characters." in section
     assert (
-        "**reproduced**: on 25,600 characters, read at most once, the mini-LLaMA's best val is lower: llama minus "
+        "At one shared lr, 0.0003, the mini-LLaMA's best val is lower beyond noise on 3,200, 25,600 characters."
+        in section
+    )
+    assert (
+        "**reproduced**: on 25,600 characters, read at most once on average (random windows, drawn with replacement), the mini-LLaMA's best val is lower: llama minus "
         "vanilla is -0.300 (95% interval -0.354 to -0.246, corrected for 3 comparisons), beyond noise (sd 0.007 per "
         "run, pooled over 2 degrees of freedom)"
     ) in section
@@ -82,12 +84,12 @@ def test_the_sizes_are_judged_together_as_one_table(tmp_path):
     study = scale_data(load(tmp_path / "db.duckdb"))
     found = sizes(study)
     for size in found:  # alone, each would be called beyond noise
-        assert judge_one(same_seeds(study.noise, size.llama, size.vanilla)).sign == -1
+        assert judge_one(compare(study.noise, size.llama, size.vanilla)).sign == -1
     assert [size.difference.sign for size in found] == [0, 0, 0]
     assert [size.difference.n for size in found] == [3, 3, 3]
-    assert where_it_wins(found) == "At no size is either model lower beyond noise."
+    assert where_it_wins(found) == "At one shared lr, 0.0003, neither model is lower beyond noise at any size."
     assert verdict(study, found).startswith(
-        "**not reproduced**: on 25,600 characters, read at most once, llama minus vanilla is -0.040 "
+        "**not reproduced**: on 25,600 characters, read at most once on average (random windows, drawn with replacement), llama minus vanilla is -0.040 "
         "(95% interval -0.094 to +0.014, corrected for 3 comparisons), within noise"
     )
 
@@ -105,11 +107,12 @@ def test_a_size_without_a_noise_estimate_is_not_testable(tmp_path):
     assert found[-1].difference.sign is None and found[-1].difference.beyond is None
     assert [size.difference.n for size in found[:2]] == [2, 2]  # the untestable size is not counted
     assert where_it_wins(found) == (
-        "The mini-LLaMA's best val is lower beyond noise on 3,200 characters. On 25,600 characters it is not "
+        "At one shared lr, 0.0003, the mini-LLaMA's best val is lower beyond noise on 3,200 characters. On 25,600 "
+        "characters it is not "
         "testable here: no experiment in that setup has two seeds."
     )
     assert verdict(study, found) == (
-        "**not testable here yet**: on 25,600 characters, read at most once, llama minus vanilla is -0.300, but "
+        "**not testable here yet**: on 25,600 characters, read at most once on average (random windows, drawn with replacement), llama minus vanilla is -0.300, but "
         "its setup has no noise estimate: no experiment in it has two seeds"
     )
     last_row = size_table(study, found).splitlines()[-1]
@@ -131,7 +134,7 @@ def test_one_seed_cannot_judge_the_hypothesis(tmp_path):
     collect.collect(runs_root, tmp_path / "db.duckdb")
     study = scale_data(load(tmp_path / "db.duckdb"))
     assert verdict(study, sizes(study)).startswith(
-        "**not testable here yet**: on 25,600 characters, read at most once, llama minus vanilla is -0.300, but "
+        "**not testable here yet**: on 25,600 characters, read at most once on average (random windows, drawn with replacement), llama minus vanilla is -0.300, but "
         "its setup has no noise estimate"
     )
 

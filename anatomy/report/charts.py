@@ -341,10 +341,21 @@ def overfitting_chart(
     return alt.layer(*layers).properties(height=height)
 
 
-def ablation_chart(deltas: pd.DataFrame, noise: float, height_per_row: int = 36) -> alt.LayerChart:
-    """Per ablation (a row of chart_data.part_deltas), its Δ best val against its baseline, with the
-    seed range as error bars, over the band of the seed noise."""
-    deltas = deltas.assign(row=deltas["part"] + " · " + deltas["direction"])
+def ablation_chart(deltas: pd.DataFrame, *, height_per_row: int = 36) -> alt.LayerChart:
+    """Per ablation (a row of claims.ablation_intervals: part, direction, baseline, experiment,
+    delta, low, high, beyond, n_seeds, comparisons), its Δ best val against its baseline, with its
+    95% interval (judged with the other ablations, Holm) as the error bar; a bar whose interval
+    holds zero is paler. An ablation with no interval (not testable) has a bar and no error bar."""
+    # the verdict in words for the tooltip: beyond noise, within noise, or not testable
+    verdicts = {True: _("beyond noise"), False: _("within noise")}
+    deltas = deltas.assign(
+        row=deltas["part"] + " · " + deltas["direction"],
+        verdict=[
+            verdicts[bool(beyond)] if beyond is not None and pd.notna(beyond) else _("not testable")
+            for beyond in deltas["beyond"]
+        ],
+        beyond=[bool(beyond) if beyond is not None and pd.notna(beyond) else False for beyond in deltas["beyond"]],
+    )
     # the direction is in the reader's words (chart_data.direction_words): added before removed in any language
     removed = [way != direction_words("add", base) for way, base in zip(deltas["direction"], deltas["baseline"])]
     ordered = deltas.assign(removed=removed)
@@ -359,26 +370,16 @@ def ablation_chart(deltas: pd.DataFrame, noise: float, height_per_row: int = 36)
         alt.Tooltip("experiment:N", title=_("experiment")),
         alt.Tooltip("direction:N", title=_("direction")),
         alt.Tooltip("delta:Q", title=_("Δ best val (nats/char)"), format="+.4f"),
-        alt.Tooltip("delta_low:Q", title=_("seed min"), format="+.4f"),
-        alt.Tooltip("delta_high:Q", title=_("seed max"), format="+.4f"),
+        alt.Tooltip("low:Q", title=_("95% interval from"), format="+.4f"),
+        alt.Tooltip("high:Q", title=_("95% interval to"), format="+.4f"),
+        alt.Tooltip("verdict:N", title=_("beyond noise?")),
+        alt.Tooltip("comparisons:Q", title=_("comparisons judged together")),
         alt.Tooltip("n_seeds:Q", title=_("seeds")),
     ]
-    layers = []
-    if pd.notna(noise) and noise > 0:
-        band = pd.DataFrame({"low": [-noise], "high": [noise]})
-        layers.append(
-            alt.Chart(band)
-            .mark_rect(color="#bbbbbb", opacity=0.3)
-            .encode(
-                x=alt.X("low:Q"),
-                x2="high:Q",
-                tooltip=[alt.Tooltip("high:Q", title=_("± seed spread of the baselines"), format=".4f")],
-            )
-        )
     zero = alt.Chart(pd.DataFrame({"x": [0.0]})).mark_rule(color="#555555").encode(x="x:Q")
     bars = (
         alt.Chart(deltas)
-        .mark_bar(height=18, opacity=0.9)
+        .mark_bar(height=18)
         .encode(
             x=alt.X("delta:Q", title=_("Δ best val, experiment − baseline (nats/char; negative = lower loss)")),
             y=y,
@@ -388,16 +389,16 @@ def ablation_chart(deltas: pd.DataFrame, noise: float, height_per_row: int = 36)
                 title=None,
                 legend=alt.Legend(orient="top", direction="horizontal"),
             ),
+            opacity=alt.condition("datum.beyond", alt.value(0.9), alt.value(0.4)),
             tooltip=tooltip,
         )
     )
     errors = (
-        alt.Chart(deltas)
+        alt.Chart(deltas.dropna(subset=["low", "high"]))
         .mark_errorbar(ticks=True, color="#222222", thickness=1.5)
-        .encode(x=alt.X("delta_low:Q", title=""), x2="delta_high:Q", y=y, tooltip=tooltip)
+        .encode(x=alt.X("low:Q", title=""), x2="high:Q", y=y, tooltip=tooltip)
     )
-    layers += [bars, errors, zero]
-    return alt.layer(*layers).properties(height=alt.Step(height_per_row))  # a fixed height per row
+    return alt.layer(bars, errors, zero).properties(height=alt.Step(height_per_row))  # a fixed height per row
 
 
 def delta_chart(deltas: pd.DataFrame, height_per_row: int = 44) -> alt.LayerChart:
@@ -607,3 +608,45 @@ def best_val_by_size_chart(points: pd.DataFrame, height: int = 320) -> alt.Layer
         )
     )
     return (band + line + dots).properties(height=height)
+
+
+def lr_chart(points: pd.DataFrame, height: int = 320) -> alt.LayerChart:
+    """Best val against learning rate (log axis), one line per model through the mean over seeds,
+    the seed band (min to max) behind it, each model's best lr ringed, and a cross at the top for
+    every lr where a run diverged (anatomy.report.lr_section.lr_points)."""
+    color = alt.Color("model:N", title=_("model"), scale=alt.Scale(domain=["vanilla", "mini-LLaMA"]))
+    ticks = sorted(points["lr"].unique())  # the lrs tried, not the axis's round numbers
+    x = alt.X(
+        "lr:Q",
+        title=_("learning rate (log scale)"),
+        scale=alt.Scale(type="log"),
+        axis=alt.Axis(format="g", values=ticks),
+    )
+    y = alt.Y("mean:Q", title=_("best val loss (nats / char)"), scale=alt.Scale(zero=False))
+    finished = points.dropna(subset=["mean"])
+    band = alt.Chart(finished).mark_area(opacity=0.2).encode(x=x, y="min:Q", y2="max:Q", color=color)
+    line = (
+        alt.Chart(finished)
+        .mark_line(point=True)
+        .encode(
+            x=x,
+            y=y,
+            color=color,
+            tooltip=[
+                alt.Tooltip("model:N", title=_("model")),
+                alt.Tooltip("lr:Q", title=_("learning rate"), format="g"),
+                alt.Tooltip("mean:Q", title=_("best val (mean over seeds)"), format=".4f"),
+                alt.Tooltip("seeds:Q", title=_("seeds")),
+            ],
+        )
+    )
+    best = alt.Chart(finished[finished["best"]]).mark_point(size=260, strokeWidth=2).encode(x=x, y=y, color=color)
+    layers = band + line + best
+    diverged = points[points["diverged"] > 0].assign(top=finished["max"].max() if len(finished) else 0.0)
+    if len(diverged):
+        layers += (
+            alt.Chart(diverged)
+            .mark_point(shape="cross", size=160, strokeWidth=3)
+            .encode(x=x, y="top:Q", color=color, tooltip=[alt.Tooltip("diverged:Q", title=_("runs diverged"))])
+        )
+    return layers.properties(height=height)

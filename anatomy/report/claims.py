@@ -1,14 +1,18 @@
 """The chapter's claims, each next to our measurement with a verdict.
 
 A verdict is computed from the data, never typed: reproduced, not reproduced, partly, or not yet
-run. "Beyond seed noise" means every seed's difference is larger than the baselines' own spread
-over seeds (`seed_noise`): smaller differences could be the seed alone.
+run. Every difference a claim states is a difference of means with its 95% interval, and it is
+"beyond noise" when that interval excludes zero: the one rule of anatomy/report/uncertainty.py
+(the per-run sd pooled over the setup's experiments with two seeds; a claim or table that makes
+several comparisons judges them together, with Holm's correction). The ten ablations are one such
+table (`ablation_family`): the ablation table, its chart, `part_effects` and
+`largest_ablation_change` all read one verdict per ablation from it.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
@@ -16,22 +20,28 @@ from anatomy.config import ModelConfig
 from anatomy.exams.depth import LEARNED_MARGIN
 from anatomy.language import N_, _, ngettext
 from anatomy.results.reader import MODEL_FIELDS, Results
+from anatomy.report.chart_data import part_deltas
 from anatomy.report.roles import (
-    ablation_deltas,
     and_list,
-    baseline_deltas,
     clauses,
     deep_runs,
-    delta_text,
-    fmt,
-    headline_noise,
     headline_of,
     listed,
     paired_deltas,
     per_seed,
-    seed_noise,
-    side_beyond_noise,
     stability_text,
+)
+from anatomy.report.uncertainty import (
+    Difference,
+    compare,
+    interval_text,
+    judge,
+    judge_one,
+    judged_against_baselines,
+    noise_of,
+    noise_text,
+    same_seeds,
+    usable,
 )
 
 PARTS = ("rmsnorm", "prenorm", "rope", "gqa", "swiglu")  # the five swaps, as experiments.yaml names them
@@ -60,6 +70,41 @@ def not_judged(seeds: set, reason: str) -> str:
     return ngettext(
         " (seed {seeds} not testable: {reason})", " (seeds {seeds} not testable: {reason})", len(seeds)
     ).format(seeds=numbers, reason=reason)
+
+
+# Why a difference has no interval (uncertainty.py: no noise estimate for a side's setup)
+ONE_SEED = N_("one seed, and no experiment of this setup has a second to measure the noise by")
+NO_NOISE_ESTIMATE = N_("no noise estimate for these runs' setup")
+NO_COMMON_SEED = N_("no seed has a best val on both sides")
+
+
+def paired_difference(data: Results, a: pd.DataFrame, b: pd.DataFrame) -> Difference:
+    """Runs a minus runs b over the seeds both finished (uncertainty.compare), not judged yet."""
+    return compare(data.noise, a, b)
+
+
+def untestable_reason(*sides: pd.DataFrame) -> str:
+    """Why a difference of these runs has no interval: a side without a best val, one seed of each
+    experiment and none in the setup with a second, or another reason the setup has no noise
+    estimate (say, runs of several setups on one side)."""
+    if any(usable(side).empty for side in sides):
+        return _(NO_COMMON_SEED)
+    seeds = usable(pd.concat(sides)).groupby("experiment")["seed"].nunique()
+    return _(ONE_SEED) if seeds.empty or seeds.max() < 2 else _(NO_NOISE_ESTIMATE)
+
+
+def not_testable(reason: str) -> str:
+    return _("not testable here: {reason}").format(reason=reason)
+
+
+def flipped(d: Difference) -> Difference:
+    """b minus a from a minus b: the same interval, mirrored."""
+    return replace(d, mean=-d.mean)
+
+
+def noise_words(noise) -> str:
+    """The setup's noise as a claim or a table quotes it."""
+    return _("noise: {noise}").format(noise=noise_text(noise)) if noise.known else noise_text(noise)
 
 
 @dataclass
@@ -130,28 +175,20 @@ def claims(data: Results) -> list[Claim]:
     # 2. llama reaches a lower best val: the lowest val each reached in the same steps, a fair
     # comparison whether or not the runs turned (a run still falling would only go lower)
     if both:
-        gap, noise = headline_gap(data)
-        measured = _(
-            "best val {llama} vs {vanilla}: llama minus vanilla {gap} (negative: llama lower; seed noise {noise})"
-        ).format(
-            llama=per_seed(llama, "best_val_loss"),
-            vanilla=per_seed(vanilla, "best_val_loss"),
-            gap=" / ".join(fmt(v, sign=True) for v in gap.sort_index(ascending=False)),
-            noise=fmt(noise),
+        gap = headline_gap(data)
+        measured = _("best val {llama} vs {vanilla}; llama minus vanilla (negative: llama lower): {gap}").format(
+            llama=per_seed(llama, "best_val_loss"), vanilla=per_seed(vanilla, "best_val_loss"), gap=interval_text(gap)
         )
-        side = side_beyond_noise(gap, noise)
-        if gap.empty:
+        if math.isnan(gap.mean):
             verdict = _("not testable: no seed has a best val for both models")
-        elif not (gap < 0).all():
+        elif gap.mean >= 0 or gap.sign == 1:
             verdict = _("**not reproduced**")
-        elif side == -1:
+        elif gap.sign == -1:
             verdict = _("**reproduced**")
-        elif side is None and math.isnan(noise):
-            verdict = _("**reproduced** with one seed; a second seed would measure the seed noise")
-        elif side is None and (gap < -noise).all():
-            verdict = _("**reproduced** with one seed, by more than the other model's seed noise")
+        elif gap.sign is None:
+            verdict = not_testable(untestable_reason(*same_seeds(llama, vanilla)))
         else:
-            verdict = _("**not reproduced**: lower with every seed, but by less than the seed noise")
+            verdict = _("**not reproduced**: lower, but within noise")
     else:
         measured, verdict = _("headline not run"), not_run
     out.append(
@@ -200,11 +237,12 @@ def claims(data: Results) -> list[Claim]:
     return out
 
 
-def headline_gap(data: Results) -> tuple[pd.Series, float]:
-    """The mini-LLaMA's best val minus vanilla's, seed by seed (negative: llama lower), and the
-    two models' seed noise: the overall gain the five parts are asked to account for."""
+def headline_gap(data: Results) -> Difference:
+    """The mini-LLaMA's mean best val minus vanilla's over the seeds both have (negative: llama
+    lower), with its interval, judged on its own: the overall gain the five parts are asked to
+    account for. Its mean is nan when no seed has a best val for both."""
     vanilla, llama = headline_of(data, "vanilla"), headline_of(data, "llama")
-    return paired_deltas(llama, vanilla), headline_noise(data)
+    return judge_one(paired_difference(data, llama, vanilla))
 
 
 def _memorised_sample(data: Results) -> Claim:
@@ -250,8 +288,8 @@ def _memorised_sample(data: Results) -> Claim:
     return Claim(claim, chapter, measured, verdict)
 
 
-# What having a part does to best val in one direction: every seed's loss lower with it by more
-# than the seed noise, every seed's higher, or neither (seeds that disagree, or too close to call)
+# What having a part does to best val in one direction, as its ablation's judged difference says:
+# lower with it beyond noise, higher with it beyond noise, or within noise
 HELPS, HURTS, NOT_BEYOND_NOISE = "helps", "hurts", "not beyond noise"
 
 # (added to vanilla, removed from llama) -> what the two together say about the part (shown with _())
@@ -260,7 +298,7 @@ EFFECT_SUMMARY = {
     (HELPS, NOT_BEYOND_NOISE): N_("helps vanilla, llama does not clearly miss it"),
     (HELPS, HURTS): N_("helps vanilla, llama does better without it"),
     (NOT_BEYOND_NOISE, HELPS): N_("llama misses it, vanilla does not clearly gain from it"),
-    (NOT_BEYOND_NOISE, NOT_BEYOND_NOISE): N_("not beyond seed noise either way"),
+    (NOT_BEYOND_NOISE, NOT_BEYOND_NOISE): N_("within noise either way"),
     (NOT_BEYOND_NOISE, HURTS): N_("vanilla does not clearly gain from it, llama does better without it"),
     (HURTS, HELPS): N_("hurts vanilla, llama misses it"),
     (HURTS, NOT_BEYOND_NOISE): N_("hurts vanilla, llama does not clearly miss it"),
@@ -268,64 +306,136 @@ EFFECT_SUMMARY = {
 }
 
 
-def largest_ablation_change(data: Results) -> str | None:
+def ablation_family(data: Results) -> dict[str, Difference]:
+    """Every ablation (a row of data.ablations) against its baseline, by experiment: the ablation
+    table's comparisons, judged together as one family (Holm over all of them). The table, its
+    chart, part_effects and largest_ablation_change read their verdicts from here, so each
+    ablation has one."""
+    return judged_against_baselines(data, list(dict.fromkeys(data.ablations["experiment"])))
+
+
+def ablation_of(data: Results, part: str, direction: str) -> str | None:
+    """The experiment that adds the part to vanilla ("add") or removes it from llama ("remove")."""
+    match = data.ablations[(data.ablations["part"] == part) & (data.ablations["direction"] == direction)]
+    return None if match.empty else match.iloc[0]["experiment"]
+
+
+def ablation_untestable_reason(data: Results, experiment: str) -> str:
+    """Why an ablation's difference has no interval (ONE_SEED or NO_NOISE_ESTIMATE)."""
+    runs = data.runs
+    mine = runs[runs["experiment"] == experiment]
+    baselines = set(mine["baseline"].dropna())
+    return untestable_reason(mine, runs[runs["experiment"].isin(baselines)])
+
+
+# the columns of ablation_intervals, the ablation chart's data (charts.ablation_chart)
+INTERVAL_COLUMNS = [
+    "part",
+    "direction",
+    "baseline",
+    "experiment",
+    "delta",
+    "low",
+    "high",
+    "beyond",
+    "n_seeds",
+    "comparisons",
+]
+
+
+def ablation_intervals(data: Results, family: dict[str, Difference] | None = None) -> pd.DataFrame:
+    """One row per ablation, for the ablation chart (charts.ablation_chart) of the report and the
+    dashboard: part, direction (in the reader's words, chart_data.direction_words), baseline,
+    experiment; delta, its mean best val minus its baseline's; low and high, its 95% interval as
+    judged with the family (Holm's level; nan where not testable); beyond, True / False, or None
+    where not testable; n_seeds, the seeds paired with the baseline; comparisons, how many
+    comparisons the family judged together."""
+    rows = part_deltas(data.ablations)
+    if rows.empty:
+        return pd.DataFrame(columns=INTERVAL_COLUMNS)
+    family = ablation_family(data) if family is None else family
+    judged = [family[name] for name in rows["experiment"]]
+    intervals = [d.interval() for d in judged]
+    return rows.assign(
+        delta=[d.mean for d in judged],
+        low=[low for low, _high in intervals],
+        high=[high for _low, high in intervals],
+        beyond=pd.Series([d.beyond for d in judged], index=rows.index, dtype=object),
+        comparisons=[d.n for d in judged],
+    )[INTERVAL_COLUMNS]
+
+
+def beyond_cell(d: Difference, reason: str) -> str:
+    """A table's "beyond noise?" cell for a judged difference: yes, no, or not testable and why."""
+    if d.beyond is None:
+        return not_testable(reason)
+    return _("**yes**") if d.beyond else _("no")
+
+
+def beyond_noise_words(d: Difference, reason: str) -> str:
+    """A judged difference's verdict in a few words: beyond noise, within noise, or not testable."""
+    if d.beyond is None:
+        return not_testable(reason)
+    return _("beyond noise") if d.beyond else _("within noise")
+
+
+def largest_ablation_change(data: Results, family: dict[str, Difference] | None = None) -> str | None:
     """The ablation that moves best val most, either way (the longest bar of the ablation chart),
-    in words, against the seed noise; None before any ablation ran."""
-    ablations = data.ablations.dropna(subset=["delta_best_val_mean"])
-    if ablations.empty:
+    in words, with its interval and its verdict in the ablation family; None before any ablation
+    has a best val to set against its baseline's."""
+    family = ablation_family(data) if family is None else family
+    measured = {name: d for name, d in family.items() if math.isfinite(d.mean)}
+    if not measured:
         return None
-    row = ablations.loc[ablations["delta_best_val_mean"].abs().idxmax()]
-    deltas = baseline_deltas(data, row["experiment"])
-    noise = headline_noise(data)
-    against = {
-        None: _("measured with fewer than two seeds"),
-        0: _("not beyond the seed noise ({noise}) with every seed").format(noise=fmt(noise)),
-    }.get(
-        side_beyond_noise(deltas, noise), _("beyond the seed noise ({noise}) with every seed").format(noise=fmt(noise))
-    )
-    lowers = row["delta_best_val_mean"] < 0
+    experiment = max(measured, key=lambda name: abs(measured[name].mean))
+    d = measured[experiment]
+    row = data.ablations[data.ablations["experiment"] == experiment].iloc[0]
+    against = beyond_noise_words(d, ablation_untestable_reason(data, experiment))
+    lowers = d.mean < 0
     if row["direction"] == "add":
         sentence = (
             _(
-                "The largest change of any ablation: adding {part} to {baseline} lowers its best val by {change} (Δ {deltas}), {against}."
+                "The largest change of any ablation: adding {part} to {baseline} lowers its best val by {change}: Δ {deltas}, {against}."
             )
             if lowers
             else _(
-                "The largest change of any ablation: adding {part} to {baseline} raises its best val by {change} (Δ {deltas}), {against}."
+                "The largest change of any ablation: adding {part} to {baseline} raises its best val by {change}: Δ {deltas}, {against}."
             )
         )
     else:
         sentence = (
             _(
-                "The largest change of any ablation: removing {part} from {baseline} lowers its best val by {change} (Δ {deltas}), {against}."
+                "The largest change of any ablation: removing {part} from {baseline} lowers its best val by {change}: Δ {deltas}, {against}."
             )
             if lowers
             else _(
-                "The largest change of any ablation: removing {part} from {baseline} raises its best val by {change} (Δ {deltas}), {against}."
+                "The largest change of any ablation: removing {part} from {baseline} raises its best val by {change}: Δ {deltas}, {against}."
             )
         )
     return sentence.format(
         part=row["part"],
         baseline=row["baseline"],
-        change=f"{abs(row['delta_best_val_mean']):.3f}",
-        deltas=delta_text(deltas),
+        change=f"{abs(d.mean):.3f}",
+        deltas=interval_text(d),
         against=against,
     )
 
 
-def part_effects(data: Results, part: str) -> tuple[str, str] | None:
+def part_effects(data: Results, part: str, family: dict[str, Difference] | None = None) -> tuple[str, str] | None:
     """What having the part does to best val, (added to vanilla, removed from llama), each HELPS,
-    HURTS or NOT_BEYOND_NOISE. None until both directions have two seeds with a best val on both
-    sides: one seed cannot tell a change from the seed noise."""
-    noise = headline_noise(data)
+    HURTS or NOT_BEYOND_NOISE, from the verdicts of the ablation family (ablation_family: every
+    ablation judged together). None until both directions are testable: trained, with a best val
+    on both sides and a noise estimate for their setup."""
+    family = ablation_family(data) if family is None else family
     effects = []
     for direction in ("add", "remove"):
-        deltas = ablation_deltas(data, part, direction)
-        # how much lower the loss is with the part than without it, seed by seed
-        side = None if deltas is None else side_beyond_noise(-deltas if direction == "add" else deltas, noise)
-        if side is None:
+        experiment = ablation_of(data, part, direction)
+        sign = None if experiment is None else family[experiment].sign
+        if sign is None:
             return None
-        effects.append({1: HELPS, -1: HURTS, 0: NOT_BEYOND_NOISE}[side])
+        # lower loss with the part: lower when it is added, higher when it is removed
+        with_part = -sign if direction == "add" else sign
+        effects.append({1: HELPS, -1: HURTS, 0: NOT_BEYOND_NOISE}[with_part])
     return effects[0], effects[1]
 
 
@@ -336,12 +446,17 @@ def _which_part(data: Results) -> Claim:
     )
     if data.ablations.empty:
         return Claim(claim, chapter, _("ablations not run"), _("not yet run"))
-    effects = {part: part_effects(data, part) for part in PARTS}
+    family = ablation_family(data)
+    effects = {part: part_effects(data, part, family) for part in PARTS}
     earned = [part for part in PARTS if effects[part] == (HELPS, HELPS)]
+    judged = max((d.n for d in family.values() if d.beyond is not None), default=0)
+    noise = noise_of(data.noise, pd.concat([headline_of(data, "vanilla"), headline_of(data, "llama")]))
     said = [
-        _("seed noise {noise}, two seeds each way; earned the gain both ways: {parts}").format(
-            noise=fmt(headline_noise(data)), parts=listed(earned) or _("none")
-        )
+        ngettext(
+            "{noise}; {n} ablation judged; earned the gain both ways: {parts}",
+            "{noise}; {n} ablations judged together; earned the gain both ways: {parts}",
+            judged,
+        ).format(noise=noise_words(noise), n=judged, parts=listed(earned) or _("none"))
     ]
     said += [
         _("{part}: {effect}").format(part=part, effect=_(EFFECT_SUMMARY[effects[part]]))
@@ -350,7 +465,7 @@ def _which_part(data: Results) -> Claim:
     ]
     pending = [part for part in PARTS if effects[part] is None]
     if pending:
-        said.append(_("not yet both ways with two seeds: {parts}").format(parts=listed(pending)))
+        said.append(_("not yet testable both ways: {parts}").format(parts=listed(pending)))
         return Claim(claim, chapter, clauses(said), _("partly answered"))
     verdict = (
         _("**answered here**: {parts} earned it both ways").format(parts=listed(earned))
@@ -364,9 +479,8 @@ def _which_part(data: Results) -> Claim:
             "; added to the 2017 model alone, {parts} lower its best val",
             len(help_vanilla),
         ).format(parts=and_list(help_vanilla))
-    gap, noise = headline_gap(data)
-    if side_beyond_noise(gap, noise) not in (-1, None):
-        verdict += _("; and here the mini-LLaMA has no gain to earn: its best val is not lower beyond seed noise")
+    if headline_gap(data).sign not in (-1, None):
+        verdict += _("; and here the mini-LLaMA has no gain to earn: its best val is not lower beyond noise")
     return Claim(claim, chapter, clauses(said), verdict)
 
 
@@ -384,7 +498,7 @@ def _deep_claim(data: Results) -> Claim:
     if post.empty or pre.empty:
         return Claim(claim, chapter, _("deep pair not run") + depth_map, _("not yet run"))
     post_broke, pre_broke = post["diverged"].any(), pre["diverged"].any()
-    deltas = paired_deltas(post, pre)
+    gap = judge_one(paired_difference(data, post, pre))
     measured = _(
         "post-norm: diverged {post_diverged}, best val {post_best}; "
         "pre-norm: diverged {pre_diverged}, best val {pre_best}; post minus pre {deltas}"
@@ -393,15 +507,12 @@ def _deep_claim(data: Results) -> Claim:
         post_best=per_seed(post, "best_val_loss"),
         pre_diverged=_("yes") if pre_broke else _("no"),
         pre_best=per_seed(pre, "best_val_loss"),
-        deltas=delta_text(deltas),
+        deltas=interval_text(gap) if math.isfinite(gap.mean) else "–",
     )
     peak_lr = data.metrics.loc[data.metrics["run_id"].isin(post["run_id"]), "lr"].max()
     if pd.notna(peak_lr):
         measured += _(", at peak lr {lr}").format(lr=f"{peak_lr:g}")
     measured += depth_map
-    # the wider of the headline models' seed spread and the deep pair's own: deep models may vary more
-    spreads = [headline_noise(data), seed_noise(data, set(post["experiment"]) | set(pre["experiment"]))]
-    noise = max((spread for spread in spreads if not math.isnan(spread)), default=math.nan)
     if post_broke and not pre_broke:
         verdict = _("**reproduced**: post-norm diverged, pre-norm did not")
     elif pre_broke:
@@ -410,14 +521,16 @@ def _deep_claim(data: Results) -> Claim:
             if post_broke
             else _("**not reproduced**: pre-norm diverged")
         )
-    elif (side := side_beyond_noise(deltas, noise)) is None:
-        verdict = _("partly answered: neither diverged; how far apart they train needs 2 seeds")
-    elif side > 0:
-        verdict = _("**partly reproduced**: post-norm trains, but worse beyond seed noise")
-    elif side < 0:
-        verdict = _("**not reproduced** at this lr: post-norm trains, and lower than pre-norm beyond seed noise")
+    elif gap.sign is None:
+        verdict = _(
+            "partly answered: neither diverged; how far apart they train is not testable here: {reason}"
+        ).format(reason=untestable_reason(*same_seeds(post, pre)))
+    elif gap.sign > 0:
+        verdict = _("**partly reproduced**: post-norm trains, but worse beyond noise")
+    elif gap.sign < 0:
+        verdict = _("**not reproduced** at this lr: post-norm trains, and lower than pre-norm beyond noise")
     else:
-        verdict = _("**not reproduced** at this lr: post-norm trains as well as pre-norm, within seed noise")
+        verdict = _("**not reproduced** at this lr: post-norm trains as well as pre-norm, within noise")
     if not post_broke and (shown := depth_map_break(data, peak_lr)):
         verdict = clauses([verdict, shown])
     return Claim(claim, chapter, measured, verdict)
@@ -459,12 +572,20 @@ def _rope_claim(data: Results) -> Claim:
     if broken.empty or llama.empty:
         return Claim(claim, chapter, _("RoPE breaks not run"), _("not yet run"))
     chance = math.log(float(broken["vocab_size"].iloc[0]))
-    deltas = {name: paired_deltas(runs, llama) for name, runs in broken.groupby("rope_break")}
+    by_break = dict(tuple(broken.groupby("rope_break")))
+    names = list(by_break)
+    # one table: each break against the mini-LLaMA, and (with two) the first against the second
+    differences = {name: paired_difference(data, runs, llama) for name, runs in by_break.items()}
+    if len(names) == 2:
+        differences[tuple(names)] = paired_difference(data, by_break[names[0]], by_break[names[1]])
+    judged = judge(differences)
     parts = [
         _("{name}: best val {best}, {deltas} vs mini-LLaMA").format(
-            name=name, best=per_seed(broken[broken["rope_break"] == name], "best_val_loss"), deltas=delta_text(delta)
+            name=name,
+            best=per_seed(runs, "best_val_loss"),
+            deltas=interval_text(judged[name]) if math.isfinite(judged[name].mean) else "–",
         )
-        for name, delta in deltas.items()
+        for name, runs in by_break.items()
     ]
     collapsed = (broken["best_val_loss"] >= chance - 0.05).any()
     measured = clauses(parts) + _("; chance is ln(vocabulary) = {chance}").format(chance=f"{chance:.3f}")
@@ -486,33 +607,33 @@ def _rope_claim(data: Results) -> Claim:
             if blind
             else _(", nor to ignoring the context")
         )
-    which, complete = which_break_hurts_more(deltas, headline_noise(data))
+    gap = judged.get(tuple(names))
+    reason = untestable_reason(*same_seeds(*by_break.values())) if gap is not None else ""
+    which, complete = which_break_hurts_more(names, gap, reason)
     verdict = (
         _("**answered**: {which}; {collapse}") if complete else _("partly answered: {which}; {collapse}")
     ).format(which=which, collapse=collapse)
     return Claim(claim, chapter, measured, verdict)
 
 
-def which_break_hurts_more(deltas: dict[str, pd.Series], noise: float) -> tuple[str, bool]:
-    """Of two RoPE breaks (their best val minus llama's, by seed): which one hurts more, said only
-    when every seed agrees beyond the seed noise; and whether two seeds of both were there to say it."""
-    if len(deltas) != 2:
-        return _("only {breaks} trained so far").format(breaks=listed(deltas)), False
-    (first, first_deltas), (second, second_deltas) = deltas.items()
-    gap = (first_deltas - second_deltas).dropna()  # seed by seed: positive, the first hurts more
-    if gap.empty:
+def which_break_hurts_more(breaks: list[str], gap: Difference | None, reason: str = "") -> tuple[str, bool]:
+    """Of two RoPE breaks: which one hurts more, from `gap`, the first's mean best val minus the
+    second's (judged with the claim's other comparisons), said only when it is beyond noise; and
+    whether the comparison was testable. `reason` says why it is not (untestable_reason)."""
+    if len(breaks) != 2:
+        return _("only {breaks} trained so far").format(breaks=listed(breaks)), False
+    first, second = breaks
+    if gap is None or not math.isfinite(gap.mean):
         return _("no seed of both breaks yet"), False
-    side = side_beyond_noise(gap, noise)
-    if side is None:
-        worse = first if gap.iloc[0] > 0 else second
-        said = _("{name} hurts more with seed {seed} (one seed cannot tell it from noise)")
-        return said.format(name=worse, seed=int(gap.index[0])), False
-    beyond = _("{name} hurts more, by {gap} (every seed beyond the seed noise, {noise})")
-    if side > 0:
-        return beyond.format(name=first, gap=fmt(gap.mean()), noise=fmt(noise)), True
-    if side < 0:
-        return beyond.format(name=second, gap=fmt(-gap.mean()), noise=fmt(noise)), True
-    return _("neither hurts more beyond seed noise"), True
+    worse, better, worse_gap = (first, second, gap) if gap.mean > 0 else (second, first, flipped(gap))
+    if gap.sign is None:
+        said = _("{name} hurts more, by {gap} against {other}, but it is not testable here: {reason}")
+        return said.format(name=worse, other=better, gap=interval_text(worse_gap), reason=reason), False
+    if gap.sign:
+        said = _("{name} hurts more: its best val minus {other}'s is {gap}, beyond noise")
+        return said.format(name=worse, other=better, gap=interval_text(worse_gap)), True
+    said = _("neither hurts more beyond noise: {name} minus {other} is {gap}")
+    return said.format(name=first, other=second, gap=interval_text(gap)), True
 
 
 def _mqa_claim(data: Results) -> Claim:
@@ -532,12 +653,18 @@ def _mqa_claim(data: Results) -> Claim:
         )
         for name, kv in (("MHA", n_head), ("GQA", int(llama["n_kv_head"].iloc[0])), ("MQA", 1))
     }
-    mqa_vs_mha = paired_deltas(mqa, mha)
-    measured = _("best val {deltas} vs the mini-LLaMA (GQA)").format(deltas=delta_text(paired_deltas(mqa, llama)))
+    # one table: MQA against the mini-LLaMA and, once it is in, against MHA
+    differences = {"llama": paired_difference(data, mqa, llama)}
+    if not mha.empty:
+        differences["mha"] = paired_difference(data, mqa, mha)
+    judged = judge(differences)
+
+    def said(d: Difference) -> str:
+        return interval_text(d) if math.isfinite(d.mean) else "–"
+
+    measured = _("best val {deltas} vs the mini-LLaMA (GQA)").format(deltas=said(judged["llama"]))
     measured += (
-        _(", {deltas} vs MHA").format(deltas=delta_text(mqa_vs_mha))
-        if not mha.empty
-        else _("; the MHA run is not in yet")
+        _(", {deltas} vs MHA").format(deltas=said(judged["mha"])) if not mha.empty else _("; the MHA run is not in yet")
     )
     measured += _("; KV cache per character: {sizes}").format(
         sizes=listed(_("{name} {size} bytes").format(name=name, size=f"{size:,}") for name, size in cache.items())
@@ -550,23 +677,20 @@ def _mqa_claim(data: Results) -> Claim:
             measured,
             _("partly answered: cache {ratio} of MHA's; the val cost needs the MHA run").format(ratio=f"{ratio:.2f}"),
         )
-    # the same noise as every other comparison with a baseline, and two seeds to tell it apart
-    noise = headline_noise(data)
-    side = side_beyond_noise(mqa_vs_mha, noise)
-    if side is None:
-        needs = _("2 seeds") if len(mqa_vs_mha) < 2 else _("the headline models' seed noise (2 seeds each)")
+    mqa_vs_mha = judged["mha"]
+    if mqa_vs_mha.sign is None:
         return Claim(
             claim,
             chapter,
             measured,
-            _("partly answered: cache {ratio} of MHA's; the val cost needs {needs}").format(
-                ratio=f"{ratio:.2f}", needs=needs
+            _("partly answered: cache {ratio} of MHA's; the val cost is not testable here: {reason}").format(
+                ratio=f"{ratio:.2f}", reason=untestable_reason(*same_seeds(mqa, mha))
             ),
         )
-    if side > 0:
-        verdict = _("**partly reproduced**: cache {ratio} of MHA's, but its best val is higher beyond seed noise")
+    if mqa_vs_mha.sign > 0:
+        verdict = _("**partly reproduced**: cache {ratio} of MHA's, but its best val is higher beyond noise")
     else:
-        verdict = _("**reproduced**: cache {ratio} of MHA's, at no cost in best val beyond seed noise")
+        verdict = _("**reproduced**: cache {ratio} of MHA's, at no cost in best val beyond noise")
     verdict = verdict.format(ratio=f"{ratio:.2f}")
     return Claim(claim, chapter, measured, verdict)
 

@@ -29,14 +29,22 @@ from anatomy.report.claims import (
     MEMORISING_RISE,
     NOT_BEYOND_NOISE,
     PARTS,
+    ablation_family,
+    ablation_intervals,
+    ablation_of,
+    ablation_untestable_reason,
+    beyond_cell,
     claims,
     largest_ablation_change,
     part_effects,
+    untestable_reason,
 )
 from anatomy.errors import AnatomyError
-from anatomy.language import ENGLISH, LANGUAGES, N_, _, speaking
+from anatomy.language import ENGLISH, LANGUAGES, N_, _, ngettext, speaking
 from anatomy.results.groups import STUDY_GROUPS, is_study
-from anatomy.report.exam_findings import PART_EXAMS, PART_NAMES, exam_rows, seed_list
+from anatomy.report.lr_section import lr_answer, lr_points, lr_section
+from anatomy.report.uncertainty import same_seeds
+from anatomy.report.exam_findings import PART_EXAMS, PART_NAMES, exam_rows
 from anatomy.report.precision_section import HEADLINE_CLAIMS, precision_section
 from anatomy.report.scale_section import (
     best_val_by_size,
@@ -49,12 +57,7 @@ from anatomy.report.scale_section import (
 )
 from anatomy.results.reader import Results, load, load_runs
 from anatomy.report.roles import (
-    ablation_deltas,
     deep_runs,
-    delta_text,
-    fmt,
-    baseline_deltas,
-    headline_noise,
     headline_of,
     job_seconds,
     md_table,
@@ -63,8 +66,8 @@ from anatomy.report.roles import (
     read_provenance,
     seeds_of,
     sentences as joined_sentences,
-    side_beyond_noise,
 )
+from anatomy.report.uncertainty import Difference, interval_text, judged_against_baselines, noise_of, noise_text
 
 # The README sections this report writes, each between `<!-- report:NAME:start -->` and
 # `<!-- report:NAME:end -->` lines: the results, and the wall time of each target.
@@ -79,19 +82,20 @@ CHAPTER = {
     "llama_final_train": 0.33,
 }
 TARGETS = {"headline": "headline", "ablation": "ablations", "break": "break_tests"}
-STUDY_TARGETS = {"precision": "precision_check", "scale": "scale"}  # the studies' targets (anatomy/results/groups.py)
+STUDY_TARGETS = {
+    "precision": "precision_check",
+    "scale": "scale",
+    "lr": "lr",
+}  # the studies' targets (anatomy/results/groups.py)
 
 
 # ---------------------------------------------------------------------------------------------
 # The sections
 
 
-def beyond_noise(deltas: pd.Series, noise: float) -> str:
-    """Whether every seed's difference lies outside the baselines' seed spread, on one side."""
-    side = side_beyond_noise(deltas, noise)
-    if side is None:
-        return _("needs 2 seeds")
-    return _("**yes**") if side else _("no")
+def difference_cell(d: Difference) -> str:
+    """A difference with its interval (uncertainty.interval_text); "–" when there is none to take."""
+    return interval_text(d) if pd.notna(d.mean) else "–"
 
 
 def headline_section(data: Results) -> str:
@@ -142,33 +146,42 @@ def headline_section(data: Results) -> str:
 def ablation_section(data: Results) -> str:
     if data.ablations.empty:
         return _("No ablation runs yet: `snakemake --cores 1 ablations` trains them.")
-    noise = headline_noise(data)
+    family = ablation_family(data)  # the table's comparisons, judged together
     rows = []
     for part in sorted(data.ablations["part"].unique()):
         cells = [part]
         for direction in ("add", "remove"):
-            deltas = ablation_deltas(data, part, direction)
-            if deltas is None:
+            experiment = ablation_of(data, part, direction)
+            if experiment is None:
                 cells += [_("not run yet"), ""]
                 continue
-            cells += [delta_text(deltas), beyond_noise(deltas, noise)]
+            d = family[experiment]
+            cells += [difference_cell(d), beyond_cell(d, ablation_untestable_reason(data, experiment))]
         rows.append(cells)
     table = md_table(
         [
             _("part"),
-            _("Δ best val, added to vanilla"),
-            _("beyond seed noise?"),
-            _("Δ best val, removed from llama"),
-            _("beyond seed noise?"),
+            _("Δ best val, added to vanilla (95% interval)"),
+            _("beyond noise?"),
+            _("Δ best val, removed from llama (95% interval)"),
+            _("beyond noise?"),
         ],
         rows,
     )
-    explained = _(
-        "Δ is the experiment's best val minus its baseline's, seed by seed (mean, then the range "
-        "over seeds): negative means lower loss. Seed noise is the largest spread of the headline models' best val over "
-        "seeds, {noise} nats; a part beyond it moves every seed further than the seed alone does."
-    ).format(noise=fmt(noise))
-    largest = largest_ablation_change(data)
+    judged = max((d.n for d in family.values() if d.beyond is not None), default=0)
+    noise = noise_of(data.noise, data.runs[data.runs["group"] == "headline"])
+    explained = ngettext(
+        "Δ is the experiment's mean best val minus its baseline's, over the seeds both have: negative means "
+        "lower loss. The noise is the per-run sd of best val between seeds, from every experiment of this "
+        "setup with two seeds ({noise}); each Δ has a 95% interval from it, and the table's {n} comparison is "
+        "judged on its own: a Δ is beyond noise when its interval excludes zero.",
+        "Δ is the experiment's mean best val minus its baseline's, over the seeds both have: negative means "
+        "lower loss. The noise is the per-run sd of best val between seeds, from every experiment of this "
+        "setup with two seeds ({noise}); each Δ has a 95% interval from it, and the table's {n} comparisons are "
+        "judged together (Holm's correction): a Δ is beyond noise when its corrected interval excludes zero.",
+        judged,
+    ).format(noise=noise_text(noise), n=judged)
+    largest = largest_ablation_change(data, family)
     return f"{table}\n\n{joined_sentences([explained, largest]) if largest else explained}"
 
 
@@ -176,10 +189,11 @@ def break_section(data: Results) -> str:
     breaks = data.runs[data.runs["group"] == "break"]
     if breaks.empty:
         return "No break-test runs yet: `snakemake --cores 1 break_tests` trains them."
-    noise = headline_noise(data)
+    family = judged_against_baselines(data, list(dict.fromkeys(breaks["experiment"])))
     rows = []
     for experiment, runs in breaks.groupby("experiment", sort=False):
-        deltas = baseline_deltas(data, experiment)
+        d = family[experiment]
+        baseline = runs["baseline"].iloc[0]
         diverged = runs[runs["diverged"]].sort_values("seed", ascending=False)
         broke = (
             "no"
@@ -191,6 +205,7 @@ def break_section(data: Results) -> str:
                 for r in diverged.itertuples()
             )
         )
+        base_runs = data.runs[data.runs["experiment"] == baseline]
         rows.append(
             [
                 f"`{experiment}`",
@@ -199,9 +214,9 @@ def break_section(data: Results) -> str:
                 broke,
                 per_seed(runs, "best_val_loss"),
                 per_seed(runs, "best_step"),
-                f"`{runs['baseline'].iloc[0]}`" if pd.notna(runs["baseline"].iloc[0]) else "–",
-                delta_text(deltas),
-                beyond_noise(deltas, noise),
+                f"`{baseline}`" if pd.notna(baseline) else "–",
+                difference_cell(d),
+                beyond_cell(d, untestable_reason(*same_seeds(runs, base_runs))),
             ]
         )
     table = md_table(
@@ -213,14 +228,16 @@ def break_section(data: Results) -> str:
             "best val",
             "at step",
             "baseline",
-            "Δ best val vs baseline",
-            "beyond seed noise?",
+            "Δ best val vs baseline (95% interval)",
+            "beyond noise?",
         ],
         rows,
     )
+    judged = max((d.n for d in family.values() if d.beyond is not None), default=0)
     return (
-        f"{table}\n\nΔ is the experiment's best val minus its baseline's, seed by seed (mean, then the range over "
-        f"seeds); seed noise is {fmt(noise)} nats, as for the ablations."
+        f"{table}\n\nΔ is the experiment's mean best val minus its baseline's, over the seeds both have (a diverged "
+        "run left out: its best val is where it broke), with its 95% interval from the same pooled noise as the "
+        f"ablations; the table's {judged} comparisons are judged together (Holm's correction)."
     )
 
 
@@ -406,38 +423,36 @@ def night_in_bf16(data: Results, grid_records: dict[str, Any], bf16_records: dic
 # Which part wins where: each part's training loss beside the exam made for it (anatomy/report/exam_findings.py)
 
 
-def training_loss_text(data: Results, part: str) -> str:
-    """What the ablations say: the change in best val, the part added to vanilla and removed from llama."""
+def training_loss_text(data: Results, part: str, family: dict[str, Difference] | None = None) -> str:
+    """What the ablations say: the change in best val with its interval (judged with the ablation
+    table's family), the part added to vanilla and removed from llama."""
+    family = ablation_family(data) if family is None else family
     said = []
     for direction, words in (("add", "added to vanilla"), ("remove", "removed from llama")):
-        deltas = ablation_deltas(data, part, direction)
-        if deltas is None:
+        experiment = ablation_of(data, part, direction)
+        if experiment is None:
             said.append(f"{words}: not trained yet")
-        elif deltas.empty:  # still training, or no seed that its baseline has
+        elif pd.isna(family[experiment].mean):  # still training, or no seed that its baseline has
             said.append(f"{words}: no best val to pair with the baseline's yet")
         else:
-            said.append(f"{words} {seed_list(deltas)}")
+            said.append(f"{words} {interval_text(family[experiment])}")
     return "; ".join(said)
 
 
-def training_loss_verdict(data: Results, part: str) -> str:
-    """What the ablations say about the part, added to vanilla and removed from llama (claims.part_effects)."""
-    effects = part_effects(data, part)
+def training_loss_verdict(data: Results, part: str, family: dict[str, Difference] | None = None) -> str:
+    """What the ablations say about the part, added to vanilla and removed from llama
+    (claims.part_effects: the ablation table's verdicts)."""
+    effects = part_effects(data, part, family)
     if effects is None:
-        return "the training loss does not tell yet (not measured both ways with two seeds)"
+        return "the training loss does not tell yet (not testable both ways)"
     added, removed = effects
     if added == removed == NOT_BEYOND_NOISE:
         return (
-            "in the training loss, neither adding it to vanilla nor removing it from llama moves best val beyond "
-            "seed noise with every seed"
+            "in the training loss, neither adding it to vanilla nor removing it from llama moves best val beyond noise"
         )
-    unclear = "does not move best val beyond seed noise with every seed"
-    adding = {HELPS: "lowers best val beyond seed noise", HURTS: "raises best val beyond seed noise"}.get(
-        added, unclear
-    )
-    removing = {HELPS: "raises best val beyond seed noise", HURTS: "lowers best val beyond seed noise"}.get(
-        removed, unclear
-    )
+    unclear = "does not move best val beyond noise"
+    adding = {HELPS: "lowers best val beyond noise", HURTS: "raises best val beyond noise"}.get(added, unclear)
+    removing = {HELPS: "raises best val beyond noise", HURTS: "lowers best val beyond noise"}.get(removed, unclear)
     return (
         f"in the training loss, adding it to vanilla {adding} and removing it from llama {removing} "
         f"({EFFECT_SUMMARY[effects]})"
@@ -447,10 +462,11 @@ def training_loss_verdict(data: Results, part: str) -> str:
 def exams_section(data: Results) -> str:
     """One row per part: the training loss's verdict beside the exam made for it."""
     shown = exam_rows(data)
+    family = ablation_family(data)
     rows = [
         [
             PART_NAMES[part],
-            training_loss_text(data, part),
+            training_loss_text(data, part, family),
             f"{PART_EXAMS[part][1]} (`exam {PART_EXAMS[part][0]}`)",
             shown[part][0],
         ]
@@ -462,9 +478,10 @@ def exams_section(data: Results) -> str:
     sentences = []
     for part in PARTS:
         finding = shown[part][1] or f"its exam ({PART_EXAMS[part][0]}) is not measured yet"
-        sentences.append(f"**{PART_NAMES[part]}**: {training_loss_verdict(data, part)}; {finding}.")
-    return f"{table}\n\nΔ best val: the ablation minus its baseline, seed by seed (negative: lower loss). " + " ".join(
-        sentences
+        sentences.append(f"**{PART_NAMES[part]}**: {training_loss_verdict(data, part, family)}; {finding}.")
+    return (
+        f"{table}\n\nΔ best val: the ablation's mean minus its baseline's (negative: lower loss), with its 95% "
+        "interval, judged with the ablation table's other comparisons. " + " ".join(sentences)
     )
 
 
@@ -480,6 +497,9 @@ def figure_charts(everything: Results) -> dict[str, Any]:
     data = only_runs_of(everything, None)
 
     drawn: dict[str, Any] = {}
+    lr_drawn = lr_points(everything)
+    if not lr_drawn.empty:
+        drawn["lr"] = charts.lr_chart(lr_drawn).properties(width=680)
     scale_points = best_val_by_size(scale_data(everything))
     if not scale_points.empty:
         drawn["scale"] = charts.best_val_by_size_chart(scale_points).properties(width=680)
@@ -499,9 +519,7 @@ def figure_charts(everything: Results) -> dict[str, Any]:
                 width=760, title=f"{run['label'].iloc[0]}: the overfitting turn"
             )
     if not data.ablations.empty:
-        drawn["ablations"] = charts.ablation_chart(
-            chart_data.part_deltas(data.ablations), headline_noise(data)
-        ).properties(width=680)
+        drawn["ablations"] = charts.ablation_chart(ablation_intervals(data)).properties(width=680)
     deep = pd.concat([deep_runs(data, "post"), deep_runs(data, "pre")])
     if not deep.empty:
         metrics = data.metrics[data.metrics["run_id"].isin(deep["run_id"])]
@@ -543,13 +561,18 @@ FIGURE_TITLES = {
     "overfitting": N_("The overfitting turn of the mini-LLaMA"),
     "ablations": N_(
         "Each part's Δ best val, added to vanilla and removed from the mini-LLaMA (experiment minus "
-        "baseline: left of zero, lower loss; grey: seed noise)"
+        "baseline: left of zero, lower loss; black line: its 95% interval, corrected for the table's "
+        "comparisons; pale: within noise)"
     ),
     "depth": N_("12 layers without warmup: post-norm vs pre-norm"),
     "breaks": N_("Break tests: best val minus the mini-LLaMA's (right: worse than the mini-LLaMA)"),
     "length": N_("RoPE's exam: loss by position, past the training length (dashed line)"),
     "stability": N_("Pre-norm's exam: which deep models train without warmup, by learning rate"),
     "scale": N_("Best val against training-set size, poems (band: min to max over seeds; each seed a point)"),
+    "lr": N_(
+        "Best val against learning rate (band: min to max over seeds; ringed: each model's best lr; cross: a run "
+        "diverged)"
+    ),
 }
 
 
@@ -570,11 +593,12 @@ def render(everything: Results, figure_names: list[str], image_prefix: str = "",
     def figure(name: str) -> str:
         return figure_link(name, figure_names, image_prefix)
 
-    n_done = int((data.runs["status"] != "running").sum())
+    n_grid = int((data.runs["status"] != "running").sum())
+    n_studies = int((everything.runs["status"] != "running").sum()) - n_grid
     grid = (data.provenance or {}).get("grid", {})
     lines = [
-        f"Made by `python -m anatomy report` from {n_done} finished runs "
-        f"({', '.join(sorted(data.runs['experiment'].unique()))})"
+        f"Made by `python -m anatomy report` from {n_grid + n_studies} finished runs: the grid's {n_grid} "
+        f"({', '.join(sorted(data.runs['experiment'].unique()))}) and {n_studies} of the studies beside it"
         + (
             f", trained on {', '.join(grid['devices'])} with torch {', '.join(grid['torch_versions'])}."
             if grid.get("devices")
@@ -616,6 +640,8 @@ def render(everything: Results, figure_names: list[str], image_prefix: str = "",
         if (largest := largest_as_headline(study)) is not None:
             lines += ["", "Which part earned the gap at the largest size (stage 2):", ""]
             lines += [which_part_earns(study), "", ablation_section(largest)]
+    if lr := lr_section(everything):
+        lines += ["", f"### {STUDY_GROUPS['lr']}", "", lr + figure("lr")]
     if precision := precision_section(everything):
         lines += ["", f"### {STUDY_GROUPS['precision']}", "", precision]
     if costs and costs_section(everything):
@@ -642,6 +668,9 @@ def headline_block(everything: Results, figure_names: list[str], image_prefix: s
         answer = joined_sentences([answer, *filter(None, stages)])
         study = STUDY_GROUPS["scale"]  # the study's question, translated where it is marked
         parts.append(_("**{study}** {answer} ([docs/scale.md](docs/scale.md))").format(study=_(study), answer=answer))
+    if answer := lr_answer(everything):
+        study = STUDY_GROUPS["lr"]
+        parts.append(_("**{study}** {answer} ([docs/lr.md](docs/lr.md))").format(study=_(study), answer=answer))
     return "\n\n".join(parts) + "\n"
 
 

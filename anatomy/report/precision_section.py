@@ -1,10 +1,11 @@
 """The precision study's section of the report: does training in bf16 change any finding?
 
 Each bf16 run (group `precision`, workflow/experiments.yaml) is held against its fp32 twin: the
-grid run with the same model, the same seed and the same corpus, so the same batches. The
-differences are set against the seed noise, the spread that changing the seed alone makes. Then
-the headline claims are judged again on the bf16 runs alone, by the code that judges them on the
-fp32 grid (anatomy/report/claims.py), and the two verdicts are set side by side.
+grid run with the same model, the same seed and the same corpus, so the same batches. Each
+difference of best val gets its 95% interval from the pooled noise of both setups (bf16 and fp32
+are two: anatomy/report/uncertainty.py), and the table's differences are judged together (Holm).
+Then the headline claims are judged again on the bf16 runs alone, by the code that judges them on
+the fp32 grid (anatomy/report/claims.py), and the two verdicts are set side by side.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import dataclasses
 import pandas as pd
 
 from anatomy.language import N_, _
-from anatomy.report.claims import claims
+from anatomy.report.claims import beyond_cell, claims, untestable_reason
 from anatomy.results.reader import MODEL_FIELDS, Results
-from anatomy.report.roles import fmt, headline_noise, md_table, only_runs_of
+from anatomy.report.roles import fmt, md_table, only_runs_of
+from anatomy.report.uncertainty import Difference, compare, interval_text, judge
 
 STUDY = "precision"
 HEADLINE_CLAIMS = 3  # claims() starts with the headline's: learns faster, lower best val, memorises
@@ -52,7 +54,24 @@ def model_name(n_parts: int, n_layer: int, usual_layers: int) -> str:
     return name if n_layer == usual_layers else _("{name}, {layers} layers").format(name=name, layers=int(n_layer))
 
 
-def comparison_table(pairs: pd.DataFrame) -> str:
+def twin_differences(data: Results, pairs: pd.DataFrame) -> dict[str, Difference]:
+    """Each bf16 run's best val minus its fp32 twin's, by the bf16 run's id, with its interval from
+    both setups' pooled noise, the table's differences judged together (Holm)."""
+    runs = data.runs.set_index("run_id", drop=False)
+    return judge(
+        {
+            pair["run_id_bf16"]: compare(data.noise, runs.loc[[pair["run_id_bf16"]]], runs.loc[[pair["run_id_fp32"]]])
+            for _index, pair in pairs.iterrows()
+        }
+    )
+
+
+def twin_runs(data: Results, pair: pd.Series) -> tuple[pd.DataFrame, pd.DataFrame]:
+    runs = data.runs
+    return runs[runs["run_id"] == pair["run_id_bf16"]], runs[runs["run_id"] == pair["run_id_fp32"]]
+
+
+def comparison_table(data: Results, pairs: pd.DataFrame, differences: dict[str, Difference]) -> str:
     rows = []
     usual_layers = pairs["n_layer"].min()  # the headline's depth; a deeper twin is named by its layers
     for _index, pair in pairs.iterrows():
@@ -64,8 +83,16 @@ def comparison_table(pairs: pd.DataFrame) -> str:
             else:
                 # four decimals: the differences are far below the three a loss is quoted with
                 cells.append(f"{fmt(fp32, 4)} → {fmt(bf16, 4)} ({fmt(bf16 - fp32, 4, sign=True)})")
+        d = differences[pair["run_id_bf16"]]
+        cells += [interval_text(d), beyond_cell(d, untestable_reason(*twin_runs(data, pair)))]
         rows.append(cells)
-    header = [_("model"), _("seed"), *(_("{name}, fp32 → bf16").format(name=_(name)) for name in COMPARED.values())]
+    header = [
+        _("model"),
+        _("seed"),
+        *(_("{name}, fp32 → bf16").format(name=_(name)) for name in COMPARED.values()),
+        _("best val, bf16 minus fp32 (95% interval)"),
+        _("beyond noise?"),
+    ]
     return md_table(header, rows)
 
 
@@ -101,25 +128,25 @@ def precision_findings(data: Results) -> PrecisionFindings | None:
     pairs = fp32_twins(study, grid)
     if pairs.empty:
         return None
-    noise = headline_noise(grid)
-    gaps = (pairs["best_val_loss_bf16"] - pairs["best_val_loss_fp32"]).abs()
-    inside = int((gaps < noise).sum())
+    differences = twin_differences(data, pairs)
+    judged = [d for d in differences.values() if d.beyond is not None]
+    largest = max(differences.values(), key=lambda d: abs(d.mean) if pd.notna(d.mean) else -1.0)
     rows, same = verdict_rows(study, grid, pairs)
     answer = (
         _(
-            "{inside} of {runs} runs move their best val by less than the seed noise ({noise} nats: "
-            "the spread of the fp32 headline models' best val over seeds); the largest move is {largest}. "
-            "Every headline verdict is the same in bf16."
+            "{beyond} of {runs} bf16 runs have a best val beyond noise of their fp32 twin's (the table's {n} "
+            "testable differences, each with its 95% interval, judged together); the largest difference is "
+            "{largest}. Every headline verdict is the same in bf16."
         )
         if same
         else _(
-            "{inside} of {runs} runs move their best val by less than the seed noise ({noise} nats: "
-            "the spread of the fp32 headline models' best val over seeds); the largest move is {largest}. "
-            "**Some headline verdicts differ in bf16**."
+            "{beyond} of {runs} bf16 runs have a best val beyond noise of their fp32 twin's (the table's {n} "
+            "testable differences, each with its 95% interval, judged together); the largest difference is "
+            "{largest}. **Some headline verdicts differ in bf16**."
         )
-    ).format(inside=inside, runs=len(pairs), noise=fmt(noise), largest=fmt(gaps.max(), 4))
+    ).format(beyond=sum(bool(d.beyond) for d in judged), runs=len(pairs), n=len(judged), largest=interval_text(largest))
     verdicts = md_table([_("the chapter says"), _("verdict, fp32 grid"), _("verdict, bf16 runs"), _("same?")], rows)
-    return PrecisionFindings(answer, comparison_table(pairs), verdicts)
+    return PrecisionFindings(answer, comparison_table(data, pairs, differences), verdicts)
 
 
 def precision_section(data: Results) -> str | None:

@@ -2,7 +2,7 @@
 
 `anatomy report`, `anatomy.report.claims` and the dashboard work on one `Results` (anatomy/results/reader.py).
 The roles (the 2017 model, the mini-LLaMA, the deep pair) are recognised from the model settings,
-so they hold for any experiment names; seed noise decides what counts as a difference.
+so they hold for any experiment names. What counts as a difference is anatomy/report/uncertainty.py's.
 """
 
 from __future__ import annotations
@@ -132,30 +132,6 @@ def paired_deltas(mine: pd.DataFrame, base: pd.DataFrame, column: str = "best_va
     return (mine.set_index("seed")[column] - base.set_index("seed")[column]).dropna()
 
 
-def baseline_deltas(data: Results, experiment: str, column: str = "delta_best_val") -> pd.Series:
-    """The experiment minus its baseline, seed by seed (the baseline_pairs view), indexed by seed."""
-    rows = data.pairs[data.pairs["experiment"] == experiment]
-    return rows.set_index("seed")[column].dropna()
-
-
-def ablation_deltas(data: Results, part: str, direction: str) -> pd.Series | None:
-    """The ablation's best val minus its baseline's, seed by seed; None if it was not trained."""
-    match = data.ablations[(data.ablations["part"] == part) & (data.ablations["direction"] == direction)]
-    if match.empty:
-        return None
-    return baseline_deltas(data, match.iloc[0]["experiment"])
-
-
-def delta_text(deltas: pd.Series) -> str:
-    if deltas.empty:
-        return "–"
-    if len(deltas) == 1:
-        return _("{delta} (1 seed)").format(delta=fmt(deltas.iloc[0], sign=True))
-    return _("{mean} ({low} to {high})").format(
-        mean=fmt(deltas.mean(), sign=True), low=fmt(deltas.min(), sign=True), high=fmt(deltas.max(), sign=True)
-    )
-
-
 def joined(items, template: str) -> str:
     """Items joined two at a time by a translated template, "{first} and {second}" and the like."""
     items = list(items)
@@ -185,32 +161,6 @@ def clauses(items) -> str:
 def sentences(items) -> str:
     """Sentences joined by a space, in the reader's words (Chinese: none)."""
     return joined(items, _("{first} {second}"))
-
-
-def side_beyond_noise(deltas: pd.Series, noise: float) -> int | None:
-    """Which side of the seed noise every seed's difference lies on: +1 all above `noise`, -1 all
-    below `-noise`, 0 neither (seeds that disagree, or too close to call); None with fewer than two
-    seeds or no noise to compare with. Every "beyond seed noise" of the report and the claims."""
-    if len(deltas) < 2 or math.isnan(noise):
-        return None
-    if (deltas > noise).all():
-        return 1
-    if (deltas < -noise).all():
-        return -1
-    return 0
-
-
-def seed_noise(data: Results, experiments) -> float:
-    """The baselines' own seed spread: the largest max - min of best val over seeds."""
-    rows = data.experiments[data.experiments["experiment"].isin(list(experiments)) & (data.experiments["n_runs"] > 1)]
-    return float(rows["best_val_spread"].max()) if len(rows) else math.nan
-
-
-def headline_noise(data: Results) -> float:
-    """The noise floor of every comparison with a baseline: the largest seed spread of the two
-    headline models (both baselines), so one baseline's lucky agreement between two seeds does
-    not make every difference look real."""
-    return seed_noise(data, data.runs.loc[data.runs["group"] == "headline", "experiment"].unique())
 
 
 def job_seconds(entry: dict[str, Any]) -> float:

@@ -93,12 +93,6 @@ def scale_data(everything: Results) -> Results:
     return only_runs_of(everything, STUDY)
 
 
-def same_seeds(noise_table: pd.DataFrame, a: pd.DataFrame, b: pd.DataFrame) -> Difference:
-    """mean(a) - mean(b) over the seeds both have (the same seed reads the same batches), unjudged."""
-    seeds = set(a["seed"]) & set(b["seed"])
-    return compare(noise_table, a[a["seed"].isin(seeds)], b[b["seed"].isin(seeds)])
-
-
 def model_runs(study: Results) -> pd.DataFrame:
     """The study's vanilla and mini-LLaMA runs (no ablation), at every learning rate."""
     runs = study.runs
@@ -136,7 +130,7 @@ def sizes(study: Results) -> list[Size]:
                 llama,
                 paired_deltas(llama, vanilla),
                 noise_of(study.noise, runs),
-                same_seeds(study.noise, llama, vanilla),
+                compare(study.noise, llama, vanilla),
             )
         )
     judged = judge({size.train_tokens: size.difference for size in found})
@@ -225,7 +219,9 @@ def verdict(study: Results, found: list[Size]) -> str:
             "both models trained (`snakemake scale_stage1`)"
         )
     size = once[-1]
-    where = _("on {tokens} characters, read at most once").format(tokens=f"{size.train_tokens:,}")
+    where = _("on {tokens} characters, read at most once on average (random windows, drawn with replacement)").format(
+        tokens=f"{size.train_tokens:,}"
+    )
     sign = size.difference.sign
     if sign is None:
         said = _(
@@ -264,14 +260,17 @@ def where_it_wins(found: list[Size]) -> str:
     if len(untested) == len(signs):
         return _("No size's setup has a noise estimate yet (no experiment in it has two seeds), so none is judged.")
     if wins and losses:
-        said = _("The mini-LLaMA's best val is lower beyond noise on {wins} characters; vanilla's on {losses}.")
+        said = _(
+            "At one shared lr, {lr}, the mini-LLaMA's best val is lower beyond noise on {wins} characters; "
+            "vanilla's on {losses}."
+        )
     elif wins:
-        said = _("The mini-LLaMA's best val is lower beyond noise on {wins} characters.")
+        said = _("At one shared lr, {lr}, the mini-LLaMA's best val is lower beyond noise on {wins} characters.")
     elif losses:
-        said = _("Vanilla's best val is lower beyond noise on {losses} characters.")
+        said = _("At one shared lr, {lr}, vanilla's best val is lower beyond noise on {losses} characters.")
     else:
-        said = _("At no size is either model lower beyond noise.")
-    said = said.format(wins=listed(wins), losses=listed(losses))
+        said = _("At one shared lr, {lr}, neither model is lower beyond noise at any size.")
+    said = said.format(wins=listed(wins), losses=listed(losses), lr=f"{TrainConfig.lr:g}")
     if untested:
         untested_said = _(
             "On {untested} characters it is not testable here: no experiment in that setup has two seeds."
@@ -502,7 +501,7 @@ def grid_contrast(everything: Results, found: list[Size]) -> str | None:
     headline answer: whether reading the data many times explains that answer. None without both."""
     grid = only_runs_of(everything, None)
     vanilla, llama = headline_of(grid, "vanilla"), headline_of(grid, "llama")
-    grid_difference = judge_one(same_seeds(grid.noise, llama, vanilla))  # the grid's headline gap, alone
+    grid_difference = judge_one(compare(grid.noise, llama, vanilla))  # the grid's headline gap, alone
     grid_side = grid_difference.sign
     if grid_side is None or not found or llama["train_tokens"].isna().all():
         return None

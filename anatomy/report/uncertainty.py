@@ -144,10 +144,23 @@ def judge_one(d: Difference) -> Difference:
 # Runs of a Results, and the words for a difference
 
 
+def usable(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs with a best val to compare: finished. A diverged run's best val is where it broke,
+    and a running one's is not its last word."""
+    return runs[(runs["status"] == "done") & runs["best_val_loss"].notna()]
+
+
+def same_seeds(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Both sets of runs cut to the usable seeds both have: the same seed reads the same batches."""
+    a, b = usable(a), usable(b)
+    seeds = set(a["seed"]) & set(b["seed"])
+    return a[a["seed"].isin(seeds)], b[b["seed"].isin(seeds)]
+
+
 def compare(noise_table: pd.DataFrame, a: pd.DataFrame, b: pd.DataFrame, column: str = "best_val_loss") -> Difference:
-    """Runs a against runs b (rows of Results.runs): their means' difference, each side with the
-    pooled noise of its own setup. Diverged runs are left out: their best val is where they broke."""
-    a, b = a[~a["diverged"].astype(bool)], b[~b["diverged"].astype(bool)]
+    """Runs a against runs b (rows of Results.runs), over the seeds both finished: their means'
+    difference, each side with the pooled noise of its own setup. Unjudged."""
+    a, b = same_seeds(a, b)
     return difference(a[column], b[column], noise_of(noise_table, a), noise_of(noise_table, b))
 
 
@@ -181,18 +194,16 @@ def noise_text(noise: Noise) -> str:
 
 
 def against_baseline(data: Results, experiment: str) -> Difference:
-    """An experiment's mean best val minus its baseline's, over the seeds both finished (the same
-    seeds read the same batches), unjudged. Its baseline is the one runs.baseline names."""
+    """An experiment's mean best val minus its baseline's, over the seeds both finished, unjudged.
+    Its baseline is the one runs.baseline names, on the same text (baseline_pairs' rule: a study
+    may share experiment names with the grid)."""
     runs = data.runs
     mine = runs[runs["experiment"] == experiment]
     baseline = mine["baseline"].dropna()
     if mine.empty or baseline.empty:
         return Difference(math.nan, math.nan, 0, 1)
-    base = runs[runs["experiment"] == baseline.iloc[0]]
-    # the baseline's runs on the same text (baseline_pairs' rule): a study may share names with the grid
-    base = base.merge(mine[list(SETUP)].drop_duplicates(), on=list(SETUP))
-    seeds = set(mine["seed"]) & set(base["seed"])
-    return compare(data.noise, mine[mine["seed"].isin(seeds)], base[base["seed"].isin(seeds)])
+    base = runs[runs["experiment"] == baseline.iloc[0]].merge(mine[list(SETUP)].drop_duplicates(), on=list(SETUP))
+    return compare(data.noise, mine, base)
 
 
 def judged_against_baselines(data: Results, experiments) -> dict[str, Difference]:

@@ -95,7 +95,7 @@ def llama_parts(cfg: ModelConfig) -> list[str]:
 
 def model_settings(config_json: str) -> dict[str, Any]:
     """The run's model settings (defaults for any it does not record), how many of the five parts
-    it has, its vocabulary size and its learning rate (a study may compare two)."""
+    it has, its vocabulary size and its learning-rate schedule (a study may compare several)."""
     config = json.loads(config_json)
     model = config.get("model") if isinstance(config.get("model"), dict) else {}
     data = config.get("data") if isinstance(config.get("data"), dict) else {}
@@ -106,6 +106,8 @@ def model_settings(config_json: str) -> dict[str, Any]:
         "n_parts": len(llama_parts(cfg)),
         "vocab_size": data.get("vocab_size"),
         "lr": train.get("lr", TrainConfig.lr),
+        "schedule": train.get("schedule", TrainConfig.schedule),
+        "warmup_steps": train.get("warmup_steps", TrainConfig.warmup_steps),
     }
 
 
@@ -154,7 +156,7 @@ def read(con: duckdb.DuckDBPyConnection, path: str | Path, provenance: dict[str,
         pairs=table("SELECT * FROM baseline_pairs ORDER BY experiment, seed"),
         comparisons=table("SELECT * FROM baseline_summary ORDER BY baseline, experiment"),
         band=table("SELECT * FROM seed_band ORDER BY experiment, step"),
-        noise=table("SELECT * FROM setup_noise ORDER BY corpus, train_tokens, \"precision\""),
+        noise=table('SELECT * FROM setup_noise ORDER BY corpus, train_tokens, "precision"'),
         above_best=table("SELECT * FROM val_above_best ORDER BY run_id, step"),
         metrics=table("SELECT * FROM metrics ORDER BY run_id, step").merge(
             runs[["run_id", "label", "experiment", "seed", "status"]], on="run_id"

@@ -6,9 +6,9 @@ from __future__ import annotations
 import streamlit as st
 
 from anatomy.language import _
-from anatomy.report.claims import largest_ablation_change
+from anatomy.report.claims import ablation_intervals, largest_ablation_change
 from anatomy.report.roles import only_runs_of
-from dashboard import analysis, charts, loaders
+from dashboard import charts, loaders
 from dashboard.findings import show_findings
 
 results = loaders.require_results()
@@ -16,10 +16,10 @@ results = loaders.require_results()
 st.title(_("Which part earned the gain?"))
 st.caption(
     _(
-        "Each bar is one ablation's Δ best val: the experiment minus its baseline, seed by seed (negative: lower "
-        "loss), the part added alone to the 2017 model or removed alone from the mini-LLaMA. Each seed is compared "
-        "with the baseline run of the same seed (same batches); the black line spans the seeds. The grey band is "
-        "the headline models' own seed spread: a bar inside it is not bigger than seed noise."
+        "Each bar is one ablation's Δ best val: the experiment's mean minus its baseline's over the same seeds "
+        "(same batches; negative: lower loss), the part added alone to the 2017 model or removed alone from the "
+        "mini-LLaMA. The black line is its 95% interval, corrected for the ten ablations judged together; a pale "
+        "bar's interval holds zero: within noise."
     )
 )
 
@@ -35,9 +35,8 @@ if results.ablations.empty:
 
 show_findings(results, "which_part")
 st.markdown(largest_ablation_change(only_runs_of(results, None)) or "")
-# the noise floor: the headline models' own spread over seeds (both are baselines), as in the report
-noise = analysis.seed_spread(results.experiments, results.headline["experiment"].unique())
-charts.draw(charts.ablation_chart(analysis.part_deltas(results.ablations), noise))
+# the report's own family: every ablation against its baseline, judged together
+charts.draw(charts.ablation_chart(ablation_intervals(only_runs_of(results, None))))
 
 statuses = results.runs.groupby("experiment")["status"].agg(lambda s: ", ".join(sorted(set(s))))
 table = results.ablations.assign(status=results.ablations["experiment"].map(statuses))

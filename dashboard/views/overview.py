@@ -7,7 +7,8 @@ import streamlit as st
 
 from anatomy.language import _
 from anatomy.results.reference import corpus_differences, fact_value
-from anatomy.report.roles import baseline_deltas, headline_noise, only_runs_of, sentences, side_beyond_noise
+from anatomy.report.roles import only_runs_of, sentences
+from anatomy.report.uncertainty import interval_text, judged_against_baselines
 from dashboard import analysis, charts, loaders, tables
 from dashboard.findings import show_findings
 
@@ -84,24 +85,25 @@ if headline.empty:
 else:
     shown = headline
     show_findings(results, "lower_valley", "learns_faster")
-    # a difference is coloured as a win or a loss only when every seed lies beyond the seed noise
+    # a difference is coloured as a win or a loss only when its interval excludes zero (the noise rule)
     grid = only_runs_of(results, None)
-    noise = headline_noise(grid)
     # the models the others are measured against first (the 2017 model: it has no baseline)
     compared = results.comparisons.set_index("experiment")
     experiments = sorted(dict.fromkeys(headline["experiment"]), key=lambda name: name in compared.index)
+    judged = judged_against_baselines(grid, [name for name in experiments if name in compared.index])
     # ---- the headline numbers: mean best val over seeds, each against its baseline
     means = results.experiments.set_index("experiment")
     cols = st.columns(len(experiments))
     for col, experiment in zip(cols, experiments):
         row = means.loc[experiment]
-        delta, beyond = None, False
-        if experiment in compared.index:
-            versus = compared.loc[experiment]
-            beyond = bool(side_beyond_noise(baseline_deltas(grid, experiment), noise))
+        delta, beyond, interval = None, False, ""
+        if experiment in judged:
+            versus, difference = compared.loc[experiment], judged[experiment]
+            beyond = bool(difference.beyond)
+            interval = interval_text(difference)
             # the number first in every language: Streamlit reads its sign for the arrow
-            delta = (_("{delta} vs {baseline}") if beyond else _("{delta} vs {baseline} (inside seed noise)")).format(
-                delta=f"{versus['delta_best_val_mean']:+.3f}", baseline=versus["baseline"]
+            delta = (_("{delta} vs {baseline}") if beyond else _("{delta} vs {baseline} (within noise)")).format(
+                delta=f"{difference.mean:+.3f}", baseline=versus["baseline"]
             )
         col.metric(
             _("{experiment}: best val (mean of {n_runs} seeds)").format(
@@ -109,10 +111,12 @@ else:
             ),
             f"{row['best_val_mean']:.3f}",
             delta=delta,
-            delta_color="inverse" if beyond else "off",  # lower is better; grey inside the noise
-            help=_("seed range {low} to {high}; seed noise {noise} nats").format(
-                low=f"{row['best_val_min']:.3f}", high=f"{row['best_val_max']:.3f}", noise=f"{noise:.3f}"
-            ),
+            delta_color="inverse" if beyond else "off",  # lower is better; grey within the noise
+            help=(
+                _("seed range {low} to {high}; against its baseline {interval}")
+                if interval
+                else _("seed range {low} to {high}")
+            ).format(low=f"{row['best_val_min']:.3f}", high=f"{row['best_val_max']:.3f}", interval=interval),
         )
 
     # ---- the curves: min-max band over seeds, each seed, each run's best point

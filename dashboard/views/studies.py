@@ -11,22 +11,24 @@ import pandas as pd
 import streamlit as st
 
 from anatomy.language import N_, _
-from anatomy.report import precision_section
-
-from anatomy.report import scale_section
+from anatomy.report import lr_section, precision_section, scale_section
 from anatomy.results.groups import STUDY_GROUPS
 from anatomy.report.markdown import ablation_section
 from anatomy.report.roles import only_runs_of
 from dashboard import analysis, charts, loaders
 
+TRAIN_LR = N_(
+    "Train them with `snakemake lr_stage1 --cores 2 --config train_threads=1` (each model at lr 2e-3, 4e-3 and "
+    "8e-3 on 8M characters; then `lr_stage2`: a second seed at every lr), then collect again."
+)
 TRAIN_SCALE = N_(
-    "Train them with `snakemake --cores 2 --config train_threads=1 scale_stage1` "
+    "Train them with `snakemake scale_stage1 --cores 2 --config train_threads=1` "
     "(then `scale_stage2`: the part ablations at the largest size, and `scale_stage3`: both models at lr 1e-3), "
     "then collect again."
 )
 RUN_PRECISION = N_(
     "No bf16 run with an fp32 twin in this database yet. Train them with "
-    "`snakemake --cores 2 --config train_threads=1 precision_check` (the headline pair in bf16; "
+    "`snakemake precision_check --cores 2 --config train_threads=1` (the headline pair in bf16; "
     "their fp32 twins are the grid's headline runs), then collect again."
 )
 
@@ -53,6 +55,23 @@ st.caption(
         "take them. The sentences below are the report's own."
     )
 )
+
+# ---- lr: does the mini-LLaMA still win when each model has its own best learning rate?
+st.header(question("lr"), divider="gray")
+lr_setups = lr_section.setups(everything)
+if not lr_setups:
+    st.info(_("No lr-study runs in this database yet. {how}").format(how=_(TRAIN_LR)), icon=":material/science:")
+else:
+    if answer := lr_section.lr_answer(everything):
+        st.markdown(answer)
+    charts.draw(charts.lr_chart(lr_section.lr_points(everything)))
+    st.caption(
+        _(
+            "Best val against learning rate: a line through the mean over seeds, the band from min to max, each "
+            "model's best lr ringed, a cross where a run diverged."
+        )
+    )
+    st.markdown(lr_section.lr_section(everything))
 
 # ---- scale: when does the mini-LLaMA win?
 st.header(question("scale"), divider="gray")
@@ -100,7 +119,7 @@ else:
     else:
         st.info(_("These scale runs record no training-set size (`train_tokens`): collect them again."))
 
-    # stage 2, judged by the report's ablation table with this size's seed noise
+    # stage 2, judged as the report's ablation table judges it (its setup's noise, Holm over the ten)
     if (largest := scale_section.largest_as_headline(study)) is not None:
         st.markdown(scale_section.which_part_earns(study))
         with st.expander(_("Which part earned the gap at the largest size (stage 2)")):
@@ -114,7 +133,7 @@ if findings is None:
     said = (
         _(
             "{count} bf16 run(s) here, but none has its fp32 twin in the grid yet (same model, seed and "
-            "corpus): `snakemake --cores 2 --config train_threads=1 headline` trains the twins."
+            "corpus): `snakemake headline --cores 2 --config train_threads=1` trains the twins."
         ).format(count=len(bf16_runs))
         if not bf16_runs.empty
         else _(RUN_PRECISION)

@@ -1,0 +1,255 @@
+"""The lr study's section of the report: does the mini-LLaMA still win at each model's own best lr?
+
+The scale study compared the two models at one shared learning rate, which neither was tuned
+for. The lr study (group `lr`, workflow/experiments.yaml) sweeps the lr of each model on one
+setup (a corpus at one size, one precision), so that each can be judged at its own best.
+
+A point of a model's curve is every run of that model at one lr on the setup, whichever study
+trained it: the scale study's runs at lr 3e-4 and 1e-3 are points of the 8M curve too. A model is
+vanilla (none of the five parts) or the mini-LLaMA (all five), with the lr study's depth and
+width and a constant lr after warmup, as everywhere in the report: roles come from settings.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from anatomy.language import N_, _
+from anatomy.results.reader import Results
+from anatomy.report.roles import fmt, listed, sentences
+from anatomy.report.uncertainty import SETUP, Difference, compare, interval_text, judge_one, noise_of, noise_text
+
+STUDY = "lr"
+MODELS = {0: "vanilla", 5: "mini-LLaMA"}  # n_parts -> name (names: the same in every language)
+SHAPE = ("n_layer", "d_model", "n_head", "ctx_len", "schedule", "warmup_steps")  # what a curve's runs share
+
+
+@dataclass
+class Curve:
+    """One model's best val against lr on one setup."""
+
+    n_parts: int
+    runs: pd.DataFrame  # every run of the curve, diverged ones included
+    points: pd.DataFrame  # per lr: mean, min, max of best val over finished seeds, seeds, diverged
+
+    @property
+    def name(self) -> str:
+        return MODELS[self.n_parts]
+
+    @property
+    def best_lr(self) -> float | None:
+        finished = self.points.dropna(subset=["mean"])
+        return None if finished.empty else float(finished.loc[finished["mean"].idxmin(), "lr"])
+
+    @property
+    def bracketed(self) -> bool:
+        """Whether a worse lr was tried on each side of the best: an optimum inside the range."""
+        best = self.best_lr
+        return best is not None and self.points["lr"].min() < best < self.points["lr"].max()
+
+    def at(self, lr: float) -> pd.DataFrame:
+        return self.runs[(self.runs["lr"] == lr) & ~self.runs["diverged"].astype(bool)]
+
+    def sensitivity(self) -> float:
+        """Wortsman et al. 2023's lr sensitivity: over the lrs tried, the mean of min(best val, loss
+        at initialisation) minus the best best val. A diverged lr counts at the initial loss. The
+        loss at initialisation is ln(vocabulary): a fresh model predicts about uniformly."""
+        initial = math.log(float(self.runs["vocab_size"].iloc[0]))
+        capped = self.points["mean"].fillna(initial).clip(upper=initial)
+        return float(capped.mean() - self.points["mean"].min())
+
+
+@dataclass
+class Setup:
+    """The lr study on one setup: the two models' curves and the verdict at their best lrs."""
+
+    key: dict  # the SETUP columns
+    curves: dict[int, Curve]  # n_parts -> curve
+    verdict: Difference | None  # llama at its best lr minus vanilla at its best; None: not both
+
+    @property
+    def label(self) -> str:
+        return _("{tokens} characters of {corpus}, {precision}").format(
+            tokens=f"{int(self.key['train_tokens']):,}", corpus=self.key["corpus"], precision=self.key["precision"]
+        )
+
+
+def points_of(runs: pd.DataFrame, first_steps: pd.Series) -> pd.DataFrame:
+    """Per lr: the band of best val over the finished seeds, how many diverged, and how many never
+    got better than their first evaluation (they did not train, though nothing overflowed)."""
+    rows = []
+    for lr, at_lr in runs.groupby("lr"):
+        diverged = at_lr["diverged"].astype(bool)
+        finished = at_lr.loc[~diverged, "best_val_loss"].dropna()
+        stalled = (at_lr["best_step"] <= at_lr["run_id"].map(first_steps)) & ~diverged
+        rows.append(
+            {
+                "lr": float(lr),
+                "mean": finished.mean() if len(finished) else math.nan,
+                "min": finished.min() if len(finished) else math.nan,
+                "max": finished.max() if len(finished) else math.nan,
+                "seeds": len(finished),
+                "diverged": int(diverged.sum()),
+                "stalled": int(stalled.sum()),
+            }
+        )
+    return pd.DataFrame(rows, columns=["lr", "mean", "min", "max", "seeds", "diverged", "stalled"])
+
+
+def setups(everything: Results) -> list[Setup]:
+    """Every setup the lr study trained on, with both models' curves over all its runs there."""
+    runs = everything.runs
+    study = runs[runs["group"] == STUDY]
+    first_steps = everything.metrics.groupby("run_id")["step"].min()
+    found = []
+    for key, mine in study.groupby(list(SETUP), dropna=False):
+        key = dict(zip(SETUP, key))
+        same = runs
+        for column, value in key.items():
+            same = same[same[column].isna()] if pd.isna(value) else same[same[column] == value]
+        curves = {}
+        for n_parts in MODELS:
+            shape = mine[mine["n_parts"] == n_parts][list(SHAPE)].drop_duplicates()
+            if len(shape) != 1:
+                continue
+            model = same[(same["n_parts"] == n_parts) & same["part"].isna()].merge(shape, on=list(SHAPE))
+            curves[n_parts] = Curve(n_parts, model, points_of(model, first_steps))
+        verdict = None
+        if set(curves) == set(MODELS) and all(curve.best_lr is not None for curve in curves.values()):
+            vanilla, llama = curves[0], curves[5]
+            verdict = judge_one(compare(everything.noise, llama.at(llama.best_lr), vanilla.at(vanilla.best_lr)))
+        found.append(Setup(key, curves, verdict))
+    return sorted(found, key=lambda setup: -int(setup.key["train_tokens"]))
+
+
+def curve_text(curve: Curve) -> str:
+    best = curve.best_lr
+    tried = listed(f"{lr:g}" for lr in curve.points["lr"])
+    if best is None:
+        return _("{model}: no finished run yet (lr tried: {tried}).").format(model=curve.name, tried=tried)
+    values = dict(model=curve.name, tried=tried, lr=f"{best:g}", best=fmt(curve.points["mean"].min()))
+    diverged = curve.points.loc[curve.points["diverged"] > 0, "lr"]
+    said = (
+        _("{model}: lr tried {tried}; best val {best} at lr {lr}, with a worse lr tried on each side.")
+        if curve.bracketed
+        else _("{model}: lr tried {tried}; best val {best} at lr {lr}, the edge of the range tried.")
+    ).format(**values)
+    if len(diverged):
+        said = sentences([said, _("Diverged at lr {lrs}.").format(lrs=listed(f"{lr:g}" for lr in diverged))])
+    stalled = curve.points[curve.points["stalled"] > 0]
+    if len(stalled):
+        said = sentences(
+            [
+                said,
+                _(
+                    "At lr {lrs} it never got better than its first evaluation (best val {best}): too high an lr "
+                    "to train, though no loss overflowed."
+                ).format(lrs=listed(f"{lr:g}" for lr in stalled["lr"]), best=listed(fmt(v) for v in stalled["min"])),
+            ]
+        )
+    return said
+
+
+def verdict_text(setup: Setup) -> str | None:
+    """The answer at each model's own best lr, with its interval; None before both curves have a run."""
+    if setup.verdict is None:
+        return None
+    vanilla, llama = setup.curves[0], setup.curves[5]
+    d = setup.verdict
+    values = dict(vanilla_lr=f"{vanilla.best_lr:g}", llama_lr=f"{llama.best_lr:g}", difference=interval_text(d))
+    if not (vanilla.bracketed and llama.bracketed):
+        edge = [curve.name for curve in (vanilla, llama) if not curve.bracketed]
+        return _(
+            "**Not testable here yet**: at the best lr found (vanilla {vanilla_lr}, mini-LLaMA {llama_lr}), llama "
+            "minus vanilla is {difference}, but the best lr of {models} lies at the edge of the lrs tried, so a "
+            "better one may lie beyond it."
+        ).format(models=listed(edge), **values)
+    if d.sign is None:
+        return _(
+            "**Not testable here**: at each model's best lr (vanilla {vanilla_lr}, mini-LLaMA {llama_lr}), llama "
+            "minus vanilla is {difference}, with no noise estimate to judge it by."
+        ).format(**values)
+    said = {
+        -1: N_(
+            "**Still lower.** At each model's own best lr (vanilla {vanilla_lr}, mini-LLaMA {llama_lr}), the "
+            "mini-LLaMA's best val is lower: llama minus vanilla {difference}."
+        ),
+        1: N_(
+            "**Vanilla is lower.** At each model's own best lr (vanilla {vanilla_lr}, mini-LLaMA {llama_lr}), the "
+            "2017 model's best val is lower: llama minus vanilla {difference}."
+        ),
+        0: N_(
+            "**Not lower.** At each model's own best lr (vanilla {vanilla_lr}, mini-LLaMA {llama_lr}), the two "
+            "models are level within noise: llama minus vanilla {difference}. The gap at one shared lr came "
+            "from the lr."
+        ),
+    }[d.sign]
+    return _(said).format(**values)
+
+
+def sensitivity_text(setup: Setup) -> str | None:
+    curves = [curve for curve in setup.curves.values() if curve.best_lr is not None]
+    if len(curves) < 2:
+        return None
+    return _(
+        "lr sensitivity (the mean, over the lrs tried, of how far best val lies above the model's best, a "
+        "diverged lr counting at the loss of a fresh model): vanilla {vanilla}, mini-LLaMA {llama}. The lower it "
+        "is, the less a model's result depends on finding its lr."
+    ).format(vanilla=fmt(setup.curves[0].sensitivity()), llama=fmt(setup.curves[5].sensitivity()))
+
+
+def lr_answer(everything: Results) -> str | None:
+    """The study's answer in one or two sentences (the README's headline, the Studies page), or None
+    before any setup has both models."""
+    said = [text for setup in setups(everything) if (text := verdict_text(setup))]
+    return sentences(said[:1]) or None
+
+
+def lr_section(everything: Results) -> str | None:
+    """The section's text, or None before the study has any run."""
+    found = setups(everything)
+    if not found:
+        return None
+    parts = []
+    for setup in found:
+        noise = noise_of(everything.noise, pd.DataFrame([setup.key]))
+        paragraph = [
+            _("On {setup} ({noise}):").format(setup=setup.label, noise=noise_text(noise)),
+            *(curve_text(curve) for curve in setup.curves.values()),
+        ]
+        if verdict := verdict_text(setup):
+            paragraph.append(verdict)
+        if sensitivity := sensitivity_text(setup):
+            paragraph.append(sensitivity)
+        parts.append(sentences(paragraph))
+    parts.append(
+        _(
+            "Each point is a model's mean best val over the seeds finished at that lr. The best lr is picked on "
+            "the same runs it is judged on, which flatters both models alike. The interval is the 95% interval "
+            "of the difference of the two means, from the per-run sd pooled over the setup's two-seed experiments."
+        )
+    )
+    return "\n\n".join(parts)
+
+
+def lr_points(everything: Results) -> pd.DataFrame:
+    """The figure's data: one row per setup, model and lr, with the band over seeds, the diverged
+    count and whether it is the model's best lr (anatomy.report.charts.lr_chart)."""
+    rows = []
+    for setup in setups(everything):
+        for curve in setup.curves.values():
+            for point in curve.points.to_dict("records"):
+                rows.append(
+                    {
+                        "setup": setup.label,
+                        "model": MODELS[curve.n_parts],
+                        **point,
+                        "best": point["lr"] == curve.best_lr,
+                    }
+                )
+    return pd.DataFrame(
+        rows, columns=["setup", "model", "lr", "mean", "min", "max", "seeds", "diverged", "stalled", "best"]
+    )
