@@ -20,7 +20,13 @@ from streamlit.proto.Metric_pb2 import Metric
 from streamlit.testing.v1 import AppTest
 
 from anatomy.report import chart_data
-from anatomy.report.claims import ablation_intervals, claims_by_key, finding_text, largest_ablation_change
+from anatomy.report.claims import (
+    MEMORISING_RISE,
+    ablation_intervals,
+    claims_by_key,
+    finding_text,
+    largest_ablation_change,
+)
 from anatomy.report.roles import only_runs_of
 from anatomy.report.uncertainty import interval_text, judged_against_baselines
 from anatomy.results.collect import SCHEMA_PATH, collect
@@ -151,7 +157,8 @@ def test_overfitting_view_marks_min_and_turn(dashboard_db, monkeypatch):
     for label, min_step in zip(table["label"], table["min_step"]):
         assert min_step == best[label]
     assert len(app.get("vega_lite_chart")) == 4  # the headline runs by default
-    # the turn: the first evaluation after the minimum that is more than 0.05 above it
+    # the turn: the first evaluation after the minimum more than the report's margin above it (one owner)
+    assert app.number_input(key="turn_margin").value == MEMORISING_RISE
     turned = table.dropna(subset=["turn_step"])
     assert len(turned) >= 4  # the tiny runs do overfit
     for _, row in turned.iterrows():
@@ -159,8 +166,12 @@ def test_overfitting_view_marks_min_and_turn(dashboard_db, monkeypatch):
         val = dict(
             db_rows(dashboard_db, f"SELECT step, val_loss FROM metrics WHERE run_id = '{experiment}/seed{seed}'")
         )
-        assert val[row["turn_step"]] > row["min_val"] + 0.05
-        assert all(v <= row["min_val"] + 0.05 for step, v in val.items() if row["min_step"] <= step < row["turn_step"])
+        assert val[row["turn_step"]] > row["min_val"] + MEMORISING_RISE
+        assert all(
+            v <= row["min_val"] + MEMORISING_RISE
+            for step, v in val.items()
+            if row["min_step"] <= step < row["turn_step"]
+        )
 
     # a huge margin: val never rises that far above its minimum, so no turn step
     app.number_input(key="turn_margin").set_value(5.0).run()

@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from anatomy.language import _
+from anatomy.report.claims import MEMORISING_RISE
 from dashboard import analysis, charts, loaders, url_state
 from dashboard.findings import show_findings
 
@@ -24,7 +25,7 @@ margin = st.number_input(
     _("Margin (nats): the turn is the first step where val is this far above its minimum"),
     min_value=0.0,
     max_value=5.0,
-    value=0.05,
+    value=MEMORISING_RISE,  # the report's margin, so the page and the memorising verdict agree
     step=0.01,
     format="%.2f",
     key="turn_margin",
