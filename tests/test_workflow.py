@@ -299,8 +299,19 @@ def test_lr_stages_train_seed_42_first_and_seed_7_for_the_band(workdir):
     # stage 2: seed 7 at the same lrs, and at 1e-3, whose seed 42 is the scale study's run
     stage2 = train_commands(snakemake(workdir, "-n", "-p", "lr_stage2").stdout)
     assert set(stage2) == {(name, 7) for name in LR_STAGE1 | {"lr_8m_vanilla_1e3", "lr_8m_llama_1e3"}}
+    # stages 3 and 4 at each model's best lr; stage 5 on the default corpus, fp32, beside the grid
+    stage3 = train_commands(snakemake(workdir, "-n", "-p", "lr_stage3").stdout)
+    assert {name for name, _ in stage3} == {"lr_8m_vanilla_plus_rope_2e3", "lr_8m_llama_minus_rope_1e3"} | {
+        "lr_8m_vanilla_2e3",
+        "lr_8m_llama_1e3",
+    }  # and the baselines' runs of the same seeds
+    stage4 = train_commands(snakemake(workdir, "-n", "-p", "lr_stage4").stdout)
+    assert all("train.schedule=cosine" in command for command in stage4.values()) and len(stage4) == 4
+    stage5 = train_commands(snakemake(workdir, "-n", "-p", "lr_stage5").stdout)
+    assert {data_of(command) for command in stage5.values()} == {"results/corpus"} and len(stage5) == 8
+    assert {precision_of(command) for command in stage5.values()} == {"fp32"}
     everything = train_commands(snakemake(workdir, "-n", "-p", "lr").stdout)
-    assert set(everything) == set(stage1) | set(stage2)
+    assert set(everything) == set(stage1) | set(stage2) | set(stage3) | set(stage4) | set(stage5)
 
 
 @pytest.mark.parametrize(

@@ -105,6 +105,9 @@ def setups(everything: Results) -> list[Setup]:
     study = runs[runs["group"] == STUDY]
     first_steps = everything.metrics.groupby("run_id")["step"].min()
     found = []
+    # a curve is the plain models at a constant lr: the part ablations (stage 3) and another schedule
+    # (stage 4) are questions of their own
+    study = study[study["part"].isna() & (study["schedule"] == "constant")]
     for key, mine in study.groupby(list(SETUP), dropna=False):
         key = dict(zip(SETUP, key))
         same = runs

@@ -183,6 +183,9 @@ TARGET_GROUPS = {
     "lr": ("lr", None),
     "lr_stage1": ("lr", 1),
     "lr_stage2": ("lr", 2),
+    "lr_stage3": ("lr", 3),
+    "lr_stage4": ("lr", 4),
+    "lr_stage5": ("lr", 5),
 }
 # Studies beside the grid (anatomy/results/groups.py): only their own targets run them, never `all`.
 from anatomy.results.groups import is_study
