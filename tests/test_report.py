@@ -401,18 +401,7 @@ def test_the_ten_ablations_are_judged_together_so_each_has_one_verdict(tmp_path)
     assert claims.part_effects(data, "rope") == (claims.NOT_BEYOND_NOISE, claims.NOT_BEYOND_NOISE)
     assert claims.part_effects(data, "swiglu") == (claims.HELPS, claims.NOT_BEYOND_NOISE)
     chart = claims.ablation_intervals(data).set_index("experiment")
-    assert list(claims.ablation_intervals(data).columns) == [
-        "part",
-        "direction",
-        "baseline",
-        "experiment",
-        "delta",
-        "low",
-        "high",
-        "beyond",
-        "n_seeds",
-        "comparisons",
-    ]
+    assert list(claims.ablation_intervals(data).columns) == claims.INTERVAL_COLUMNS
     assert chart.loc["vanilla_plus_rope", "beyond"] is False and chart.loc["vanilla_plus_swiglu", "beyond"] is True
     assert (chart["comparisons"] == 10).all()
     # the chart's interval is the table's: Holm's level, wider than the plain 95% one

@@ -1,6 +1,6 @@
 """The scale study's section of the report: when does the mini-LLaMA win?
 
-On the default corpus a 2000-step run reads its training text about 70 times, and the
+On the default corpus a 2000-step run reads its training text about 77 times, and the
 mini-LLaMA's faster learning turns into memorising. The scale study (group `scale`,
 workflow/experiments.yaml) trains the headline pair on nested training sets of one corpus of
 poems, read 64 times, 8 times and once, and asks where the mini-LLaMA's best val is lower.
