@@ -22,6 +22,7 @@ from anatomy.language import N_, _, ngettext
 from anatomy.results.reader import MODEL_FIELDS, Results
 from anatomy.report.chart_data import part_deltas
 from anatomy.report.roles import (
+    seed_list,
     and_list,
     clauses,
     deep_runs,
@@ -66,7 +67,7 @@ def not_judged(seeds: set, reason: str) -> str:
     """What a verdict adds for the seeds it leaves out, e.g. " (seed 7 not testable: REASON)"."""
     if not seeds:
         return ""
-    numbers = " / ".join(str(int(seed)) for seed in sorted(seeds, reverse=True))
+    numbers = seed_list(seeds)
     return ngettext(
         " (seed {seeds} not testable: {reason})", " (seeds {seeds} not testable: {reason})", len(seeds)
     ).format(seeds=numbers, reason=reason)

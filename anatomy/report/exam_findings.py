@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from anatomy.language import N_, _, ngettext
-from anatomy.report.roles import fmt, headline_of, paired_deltas, per_seed, seeds_of, stability_text
+from anatomy.report.roles import by_seed, seed_list, fmt, headline_of, paired_deltas, per_seed, seeds_of, stability_text
 from anatomy.results.reader import DEPTH_CELL_PREFIX, Results
 
 PART_NAMES = {"rmsnorm": "RMSNorm", "prenorm": "pre-norm", "rope": "RoPE", "gqa": "GQA", "swiglu": "SwiGLU"}
@@ -51,12 +51,10 @@ def not_measured(exam: str) -> str:
     return _("not measured yet: run `snakemake --cores 1 exams` (or `python -m anatomy exam {exam}`)").format(exam=exam)
 
 
-def seed_list(deltas: pd.Series) -> str:
+def deltas_by_seed(deltas: pd.Series) -> str:
     """Per-seed differences, seeds as the report lists them (42 / 7)."""
-    ordered = deltas.sort_index(ascending=False)
-    return ngettext("{deltas} (seed {seeds})", "{deltas} (seeds {seeds})", len(ordered)).format(
-        deltas=" / ".join(fmt(v, sign=True) for v in ordered),
-        seeds=" / ".join(str(int(seed)) for seed in ordered.index),
+    return ngettext("{deltas} (seed {seeds})", "{deltas} (seeds {seeds})", len(deltas)).format(
+        deltas=by_seed(deltas), seeds=seed_list(deltas.index)
     )
 
 
@@ -501,7 +499,7 @@ def mqa_text(data: Results) -> str:
     deltas = paired_deltas(mqa, llama)
     if mqa.empty or llama.empty or deltas.empty:
         return _("MQA's best val vs the mini-LLaMA's: not trained yet")
-    return _("MQA's best val vs the mini-LLaMA's {deltas}").format(deltas=seed_list(deltas))
+    return _("MQA's best val vs the mini-LLaMA's {deltas}").format(deltas=deltas_by_seed(deltas))
 
 
 def kv_heads(n: int) -> str:

@@ -57,6 +57,7 @@ from anatomy.report.scale_section import (
 )
 from anatomy.results.reader import Results, load, load_runs
 from anatomy.report.roles import (
+    SEED_JOIN,
     deep_runs,
     headline_of,
     job_seconds,
@@ -121,7 +122,7 @@ def headline_section(data: Results) -> str:
             _("chapter: vanilla"),
             "42 / 7",
             "1,244,928",
-            " / ".join(map(str, CHAPTER["vanilla_best"])),
+            SEED_JOIN.join(map(str, CHAPTER["vanilla_best"])),
             str(CHAPTER["vanilla_step"]),
             "",
             "",
@@ -132,7 +133,7 @@ def headline_section(data: Results) -> str:
             _("chapter: mini-LLaMA"),
             "42 / 7",
             "1,178,496",
-            " / ".join(map(str, CHAPTER["llama_best"])),
+            SEED_JOIN.join(map(str, CHAPTER["llama_best"])),
             str(CHAPTER["llama_step"]),
             str(CHAPTER["llama_final_val"]),
             str(CHAPTER["llama_final_train"]),

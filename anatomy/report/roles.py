@@ -107,16 +107,29 @@ def fmt(value: Any, digits: int = 3, sign: bool = False) -> str:
     return f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
 
 
+SEED_JOIN = " / "  # one value per seed, seeds in descending order (42 / 7), as the chapter lists them
+
+
 def per_seed(runs: pd.DataFrame, column: str, digits: int = 3) -> str:
-    """One value per seed, seeds in descending order (42 / 7), as the chapter lists them."""
+    """One value of these runs per seed: "4.471 / 4.436"."""
     ordered = runs.sort_values("seed", ascending=False)
     if column in ("best_step",):
-        return " / ".join("–" if pd.isna(v) else str(int(v)) for v in ordered[column])
-    return " / ".join(fmt(v, digits) for v in ordered[column])
+        return SEED_JOIN.join("–" if pd.isna(v) else str(int(v)) for v in ordered[column])
+    return SEED_JOIN.join(fmt(v, digits) for v in ordered[column])
+
+
+def by_seed(values: pd.Series, digits: int = 3) -> str:
+    """A signed value per seed (a Series indexed by seed): "-0.296 / -0.242"."""
+    return SEED_JOIN.join(fmt(v, digits, sign=True) for v in values.sort_index(ascending=False))
+
+
+def seed_list(seeds) -> str:
+    """The seeds themselves: "42 / 7"."""
+    return SEED_JOIN.join(str(int(seed)) for seed in sorted(seeds, reverse=True))
 
 
 def seeds_of(runs: pd.DataFrame) -> str:
-    return " / ".join(str(int(s)) for s in runs.sort_values("seed", ascending=False)["seed"])
+    return seed_list(runs["seed"])
 
 
 def md_table(header: list[str], rows: list[list[str]]) -> str:

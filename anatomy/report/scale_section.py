@@ -31,6 +31,8 @@ from anatomy.language import N_, _, ngettext
 from anatomy.results.reader import Results
 from anatomy.report.claims import PARTS
 from anatomy.report.roles import (
+    by_seed,
+    seed_list,
     and_list,
     clauses,
     headline_of,
@@ -177,7 +179,7 @@ def size_table(study: Results, found: list[Size]) -> str:
                 minutes_per_run(study, size.train_tokens),
                 per_seed(size.vanilla, "best_val_loss"),
                 per_seed(size.llama, "best_val_loss"),
-                " / ".join(fmt(v, sign=True) for v in size.gap.sort_index(ascending=False)),
+                by_seed(size.gap),
                 interval_text(size.difference),
                 noise_text(size.setup),
                 _(BEYOND[size.difference.sign]),
@@ -418,9 +420,9 @@ def other_lr_text(study: Results) -> str | None:
                     tokens=f"{int(train_tokens):,}",
                     vanilla=per_seed(vanilla, "best_val_loss"),
                     llama=per_seed(llama, "best_val_loss"),
-                    gap=" / ".join(fmt(v, sign=True) for v in gap.sort_index(ascending=False)),
-                    seeds=" / ".join(str(int(s)) for s in gap.sort_index(ascending=False).index),
-                    default_gap=" / ".join(fmt(v, sign=True) for v in default_gap.sort_index(ascending=False)),
+                    gap=by_seed(gap),
+                    seeds=seed_list(gap.index),
+                    default_gap=by_seed(default_gap),
                     default_lr=f"{TrainConfig.lr:g}",
                 )
             )
@@ -469,7 +471,7 @@ def better_lr_verdict(at_size: pd.DataFrame, noise_table: pd.DataFrame) -> str |
         judged = _("vanilla is lower, beyond noise ({noise}): the gap came from the shared lr")
     else:
         judged = _("within noise ({noise}), so the two models are level: the gap came from the shared lr")
-    listed_seeds = " / ".join(str(int(seed)) for seed in sorted(seeds, reverse=True))
+    listed_seeds = seed_list(seeds)
     said = _(
         "Each model at the better of lr {lrs} (stage 3, {seeds}): vanilla {vanilla} at lr {vanilla_lr}, mini-LLaMA "
         "{llama} at lr {llama_lr}; llama minus vanilla {difference}: {judged}."
