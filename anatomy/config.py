@@ -124,6 +124,12 @@ def parse_value(cls: type, key: str, raw: str) -> Any:
 # ---------------------------------------------------------------------------------------------
 
 
+def kv_cache_bytes(n_layer: int, n_kv_head: int, head_dim: int, tokens: int, element_size: int) -> int:
+    """The KV cache's size: 2 (k and v) x n_layer x n_kv_head x head_dim x tokens x bytes per element.
+    The one formula: the model, the GQA exam and the report all ask here."""
+    return 2 * n_layer * n_kv_head * head_dim * tokens * element_size
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     vocab_size: int | None = None  # set from the tokenizer's vocabulary
@@ -165,6 +171,11 @@ class ModelConfig:
     @property
     def head_dim(self) -> int:
         return self.d_model // self.n_head
+
+    def kv_cache_bytes(self, tokens: int, element_size: int = 4) -> int:
+        """What generation caches for `tokens` positions: a key and a value per layer and KV head.
+        GQA pays here: fewer KV heads, a smaller cache (no torch needed to say it)."""
+        return kv_cache_bytes(self.n_layer, self.n_kv_head, self.head_dim, tokens, element_size)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -412,9 +412,8 @@ class MiniLM(nn.Module):
         return self._head(x), KVCache(new_layers)
 
     def kv_cache_bytes(self, tokens: int, element_size: int = 4) -> int:
-        """2 (k and v) x n_layer x n_kv_head x head_dim x tokens x bytes per element."""
-        cfg = self.cfg
-        return 2 * cfg.n_layer * cfg.n_kv_head * cfg.head_dim * tokens * element_size
+        """2 (k and v) x n_layer x n_kv_head x head_dim x tokens x bytes per element (config.py's formula)."""
+        return self.cfg.kv_cache_bytes(tokens, element_size)
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())

@@ -38,6 +38,7 @@ from typing import Any
 import torch
 
 from anatomy.training.devices import pick_device, sync
+from anatomy.config import kv_cache_bytes as cache_bytes
 from anatomy.errors import AnatomyError
 from anatomy.exams import run_exam_output, write_result
 from anatomy.generation.generate import DEFAULT_TEMPERATURE, load_model, pick_next, window_start
@@ -67,11 +68,6 @@ TIMING_COLUMNS = ["run_id", "n_kv_head", *TIMING_FIELDS]
 # ---------------------------------------------------------------------------------------------
 
 
-def cache_bytes(n_layer: int, n_kv_head: int, head_dim: int, tokens: int, element_bytes: int) -> int:
-    """Bytes of the KV cache: a key and a value vector per layer, kv head and position."""
-    return 2 * n_layer * n_kv_head * head_dim * tokens * element_bytes
-
-
 def scale_rows() -> list[dict[str, Any]]:
     """The exam_kv_scale rows: a 7B-class model's cache at 128k tokens, MHA against GQA."""
     return [
@@ -82,7 +78,9 @@ def scale_rows() -> list[dict[str, Any]]:
             "head_dim": LLAMA_7B["head_dim"],
             "tokens": LLAMA_7B["tokens"],
             "element_bytes": LLAMA_7B["element_bytes"],
-            "bytes": cache_bytes(n_kv_head=n_kv_head, **LLAMA_7B),
+            "bytes": cache_bytes(
+                LLAMA_7B["n_layer"], n_kv_head, LLAMA_7B["head_dim"], LLAMA_7B["tokens"], LLAMA_7B["element_bytes"]
+            ),
         }
         for name, n_kv_head in LLAMA_7B_KV_HEADS.items()
     ]

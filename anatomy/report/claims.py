@@ -698,9 +698,6 @@ def _mqa_claim(data: Results) -> Claim:
 
 def _kv_bytes_per_token(run: pd.Series, n_kv_head: int) -> int:
     """float32 keys and values per generated character, from the model's own formula."""
-    from anatomy.model import MiniLM  # torch, only for this claim
-
     settings = {name: getattr(run[name], "item", lambda value=run[name]: value)() for name in MODEL_FIELDS}
     # the cache does not depend on the vocabulary
-    cfg = ModelConfig.from_dict({**settings, "vocab_size": 8, "n_kv_head": n_kv_head})
-    return MiniLM(cfg).kv_cache_bytes(tokens=1)
+    return ModelConfig.from_dict({**settings, "vocab_size": 8, "n_kv_head": n_kv_head}).kv_cache_bytes(tokens=1)
