@@ -17,22 +17,18 @@ def test_the_pooled_sd_of_a_setup_weights_each_experiment_by_its_spare_seeds():
     con = duckdb.connect()
     con.execute(SCHEMA_PATH.read_text(encoding="utf-8"))
 
-    def run(experiment, seed, best, corpus="poems", precision="bf16", status="done"):
+    def run(experiment, seed, best, corpus="poems", precision="bf16", status="done", best_step=200):
+        run_id = f"{experiment}/{corpus}/{precision}/seed{seed}"
         con.execute(
             """INSERT INTO runs (run_id, experiment, seed, corpus, vocab_size, train_tokens, val_tokens,
-                "precision", config, status, diverged, best_val_loss)
-            VALUES (?, ?, ?, ?, 100, 1000, 100, ?, '{}', ?, ?, ?)""",
-            [
-                f"{experiment}/{corpus}/{precision}/seed{seed}",
-                experiment,
-                seed,
-                corpus,
-                precision,
-                status,
-                status == "diverged",
-                best,
-            ],
+                "precision", config, status, diverged, best_val_loss, best_step)
+            VALUES (?, ?, ?, ?, 100, 1000, 100, ?, '{}', ?, ?, ?, ?)""",
+            [run_id, experiment, seed, corpus, precision, status, status == "diverged", best, best_step],
         )
+        # two evaluations, the best at best_step: step 50 is the first
+        for step in (50, 200):
+            val = best if step == best_step else best + 0.5
+            con.execute("INSERT INTO metrics (run_id, step, val_loss) VALUES (?, ?, ?)", [run_id, step, val])
 
     # a: values 1 and 3 (variance 2, 1 df); b: 2, 2, 2 (variance 0, 2 df); c has one seed
     run("a", 1, 1.0), run("a", 2, 3.0)
@@ -40,6 +36,8 @@ def test_the_pooled_sd_of_a_setup_weights_each_experiment_by_its_spare_seeds():
         run("b", seed, 2.0)
     run("c", 1, 9.0)
     run("a", 3, 50.0, status="diverged")  # a diverged run says nothing about the seed's noise
+    # nor do runs that never trained past their first evaluation (best val at the first step)
+    run("stuck", 1, 6.2, best_step=50), run("stuck", 2, 6.1, best_step=50)
     # another precision is another setup
     run("a", 1, 1.0, precision="fp32"), run("a", 2, 1.5, precision="fp32")
     rows = con.execute('SELECT "precision", experiments, df, sd FROM setup_noise ORDER BY "precision"').fetchall()

@@ -218,12 +218,17 @@ GROUP BY experiment;
 -- seeds: each experiment's sample variance, weighted by its degrees of freedom (seeds - 1). One
 -- estimate for every comparison in the setup (anatomy/report/uncertainty.py turns it into
 -- intervals), rather than each experiment's own spread over two seeds: one degree of freedom.
+-- A run whose best val is its first evaluation never trained (an lr too high, say): how far two
+-- such runs land apart is not the noise of training, so it is left out.
 CREATE VIEW setup_noise AS
-WITH per_experiment AS (
+WITH first_eval AS (
+    SELECT run_id, min(step) AS first_step FROM metrics WHERE isfinite(val_loss) GROUP BY run_id
+),
+per_experiment AS (
     SELECT corpus, vocab_size, train_tokens, val_tokens, "precision", experiment,
         count(*) AS n, var_samp(best_val_loss) AS variance
-    FROM run_summary
-    WHERE status = 'done' AND isfinite(best_val_loss)
+    FROM run_summary JOIN first_eval USING (run_id)
+    WHERE status = 'done' AND isfinite(best_val_loss) AND best_step > first_step
     GROUP BY corpus, vocab_size, train_tokens, val_tokens, "precision", experiment
 )
 SELECT
