@@ -79,11 +79,6 @@ NO_NOISE_ESTIMATE = N_("no noise estimate for these runs' setup")
 NO_COMMON_SEED = N_("no seed has a best val on both sides")
 
 
-def paired_difference(data: Results, a: pd.DataFrame, b: pd.DataFrame) -> Difference:
-    """Runs a minus runs b over the seeds both finished (uncertainty.compare), not judged yet."""
-    return compare(data.noise, a, b)
-
-
 def untestable_reason(*sides: pd.DataFrame) -> str:
     """Why a difference of these runs has no interval: a side without a best val, one seed of each
     experiment and none in the setup with a second, or another reason the setup has no noise
@@ -243,7 +238,7 @@ def headline_gap(data: Results) -> Difference:
     lower), with its interval, judged on its own: the overall gain the five parts are asked to
     account for. Its mean is nan when no seed has a best val for both."""
     vanilla, llama = headline_of(data, "vanilla"), headline_of(data, "llama")
-    return judge_one(paired_difference(data, llama, vanilla))
+    return judge_one(compare(data.noise, llama, vanilla))
 
 
 def _memorised_sample(data: Results) -> Claim:
@@ -499,7 +494,7 @@ def _deep_claim(data: Results) -> Claim:
     if post.empty or pre.empty:
         return Claim(claim, chapter, _("deep pair not run") + depth_map, _("not yet run"))
     post_broke, pre_broke = post["diverged"].any(), pre["diverged"].any()
-    gap = judge_one(paired_difference(data, post, pre))
+    gap = judge_one(compare(data.noise, post, pre))
     measured = _(
         "post-norm: diverged {post_diverged}, best val {post_best}; "
         "pre-norm: diverged {pre_diverged}, best val {pre_best}; post minus pre {deltas}"
@@ -576,9 +571,9 @@ def _rope_claim(data: Results) -> Claim:
     by_break = dict(tuple(broken.groupby("rope_break")))
     names = list(by_break)
     # one table: each break against the mini-LLaMA, and (with two) the first against the second
-    differences = {name: paired_difference(data, runs, llama) for name, runs in by_break.items()}
+    differences = {name: compare(data.noise, runs, llama) for name, runs in by_break.items()}
     if len(names) == 2:
-        differences[tuple(names)] = paired_difference(data, by_break[names[0]], by_break[names[1]])
+        differences[tuple(names)] = compare(data.noise, by_break[names[0]], by_break[names[1]])
     judged = judge(differences)
     parts = [
         _("{name}: best val {best}, {deltas} vs mini-LLaMA").format(
@@ -655,9 +650,9 @@ def _mqa_claim(data: Results) -> Claim:
         for name, kv in (("MHA", n_head), ("GQA", int(llama["n_kv_head"].iloc[0])), ("MQA", 1))
     }
     # one table: MQA against the mini-LLaMA and, once it is in, against MHA
-    differences = {"llama": paired_difference(data, mqa, llama)}
+    differences = {"llama": compare(data.noise, mqa, llama)}
     if not mha.empty:
-        differences["mha"] = paired_difference(data, mqa, mha)
+        differences["mha"] = compare(data.noise, mqa, mha)
     judged = judge(differences)
 
     def said(d: Difference) -> str:
