@@ -7,12 +7,27 @@ Each command lives in its own module, which provides `add_arguments(parser)` and
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import sys
 
 from anatomy.errors import AnatomyError
 from anatomy.exams import EXAMS, exam_module
+
+# A folder this user may not write (a read-only checkout, a shared course folder): one line, not a
+# traceback from whichever write met it first
+NOT_WRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM)
+
+
+def not_writable(err: OSError) -> str:
+    """What a command that met a folder it may not write says, and what to do."""
+    where = f"{err.filename}: " if err.filename else ""
+    return (
+        f"{where}{err.strerror}; run the command in a copy of the project you may write to, or point "
+        "its output (--out, --db, --json) at a folder you may write to"
+    )
+
 
 # command -> (module, one-line help)
 COMMANDS = {
@@ -88,3 +103,8 @@ def main(argv: list[str] | None = None) -> int:
         # Point stdout at /dev/null so Python's own flush at exit does not fail a second time.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as err:
+        if err.errno not in NOT_WRITABLE:
+            raise
+        print(f"error: {not_writable(err)}", file=sys.stderr)
+        return 2

@@ -11,8 +11,11 @@ database yet, a database being rebuilt, a file that is not a results database. T
 DuckDB's own words are named as text (`tables.markdown_literal`), never read as Markdown.
 
 Before the learner has run anything, the dashboard shows the reference results shipped in
-`results/reference/` (a full-size grid): `reference_db()` collects them into
-`results/reference.duckdb` on first use, and again whenever the shipped files change.
+`results/reference/` (a full-size grid): `reference_db()` has them collected into
+`results/reference.duckdb` on first use, and again whenever the shipped files change, or into a
+cache folder when the checkout is read-only (anatomy/results/reference_db.py owns all of it).
+The dashboard opens databases as anatomy/results/database.py says, reads them with the report's
+reader, and never imports collect, the writer.
 """
 
 from __future__ import annotations
@@ -29,12 +32,13 @@ import pandas as pd
 import streamlit as st
 
 from anatomy.language import N_, _
-from anatomy.results.reference import CORPUS_FACTS
+from anatomy.errors import AnatomyError
+from anatomy.results.reference import CORPUS_FACTS, PROVENANCE_FILE, read_provenance
+from anatomy.results.reference_db import cached_path, reference_database
 from anatomy.results import reader
 from anatomy.results.reader import OutdatedDatabase, Results, read
-from anatomy.report.roles import sentences
-from anatomy.results.collect import being_collected, collect, database_path_problem, missing_columns, open_read_only
-from anatomy.results.collect import starts_like_duckdb
+from anatomy.report.wording import sentences
+from anatomy.results.database import being_collected, database_path_problem, open_read_only, starts_like_duckdb
 from dashboard.tables import markdown_literal
 
 DEFAULT_DB = "results/anatomy.duckdb"
@@ -70,42 +74,24 @@ def default_db_path() -> str:
         return DEFAULT_DB
     if (REPO_ROOT / DEFAULT_DB).exists():
         return str(REPO_ROOT / DEFAULT_DB)
-    return reference_db() or DEFAULT_DB
+    if (REFERENCE_DIR / "runs").is_dir():  # shipped: the page says why, if they cannot be collected
+        return reference_db() or str(REFERENCE_DB)
+    return DEFAULT_DB
 
 
 def reference_db() -> str | None:
-    """The shipped reference results as a database, (re)built when missing or older than them."""
-    runs = REFERENCE_DIR / "runs"
-    if not runs.is_dir():
-        return None
-    newest = max(path.stat().st_mtime_ns for path in REFERENCE_DIR.rglob("*") if path.is_file())
-    if not REFERENCE_DB.exists() or REFERENCE_DB.stat().st_mtime_ns < newest or _made_by_older_version(REFERENCE_DB):
-        experiments = REFERENCE_DIR / "experiments.json"  # the baseline each experiment names
-        collect(
-            runs,
-            REFERENCE_DB,
-            None,
-            REFERENCE_DIR / "benchmarks",
-            allow_empty=True,
-            exams_root=REFERENCE_DIR / "exams",
-            experiments_path=experiments if experiments.is_file() else None,
-        )
-    return str(REFERENCE_DB)
-
-
-def _made_by_older_version(path: Path) -> bool:
-    """Whether a database lacks columns of this version's schema (built before an upgrade)."""
-
+    """The shipped reference results as a database (anatomy.results.reference_db): None where none
+    are shipped, or where they cannot be collected (`_missing` says why)."""
     try:
-        with open_read_only(path) as con:
-            found = con.execute("SELECT table_name, column_name FROM information_schema.columns").fetchall()
-    except duckdb.Error:
-        return True  # unreadable: rebuilding it is the fix
-    return bool(missing_columns(set(found)))
+        built = reference_database(REFERENCE_DIR, REFERENCE_DB)
+    except AnatomyError:
+        return None
+    return None if built is None else str(built)
 
 
 def is_reference(path: str) -> bool:
-    return Path(path).resolve() == REFERENCE_DB.resolve()
+    """Whether `path` is the shipped results' database: beside them, or in the cache folder."""
+    return Path(path).resolve() in (REFERENCE_DB.resolve(), cached_path(REFERENCE_DIR).resolve())
 
 
 def runs_root(db_path: str) -> Path:
@@ -118,17 +104,13 @@ def runs_root(db_path: str) -> Path:
         return root
 
 
-def reference_provenance() -> dict:
-    """Where and when the reference runs were made (results/reference/grid.json), or {}."""
-    try:
-        return json.loads((REFERENCE_DIR / "grid.json").read_text(encoding="utf-8")).get("grid", {})
-    except (OSError, ValueError, AttributeError):
-        return {}
-
-
 def reference_note() -> str:
-    """One paragraph that labels the shipped results as reference, with their device and dates."""
-    grid = reference_provenance()
+    """One paragraph that labels the shipped results as reference, with their device and dates
+    (grid.json, read by its owner, anatomy.results.reference; none said where it is unreadable)."""
+    try:
+        grid = read_provenance(REFERENCE_DIR / PROVENANCE_FILE).get("grid") or {}
+    except AnatomyError:
+        grid = {}
     said = [_("**Reference results**, shipped with the repository (`results/reference/`):")]
     if grid:
         said.append(
@@ -178,6 +160,15 @@ def _missing(path: Path) -> DatabaseProblem:
     # collect says whether it is writing the file (a temporary file it left when killed is no rebuild)
 
     shown = markdown_literal(path)
+    if is_reference(str(path)):
+        try:
+            reference_database(REFERENCE_DIR, REFERENCE_DB)
+        except AnatomyError as err:
+            return DatabaseProblem(
+                "invalid",
+                # TRANSLATORS: {error} is the English reason: the folders it may not write, and what to set
+                _("The shipped reference results cannot be shown: {error}").format(error=markdown_literal(err)),
+            )
     if being_collected(path):
         return DatabaseProblem("rebuilding", _("The database {path} is being rebuilt right now.").format(path=shown))
     return DatabaseProblem("missing", _("There is no results database at {path} yet.").format(path=shown))

@@ -15,11 +15,11 @@ from typing import Iterator
 import duckdb
 import pytest
 
-from anatomy.results import collect
+from anatomy.results import collect, database
 from anatomy.cli import main
 from anatomy.errors import AnatomyError
 from guarded_command import run_anatomy
-from run_folders import write_run_folder
+from run_folders import LLAMA_PARTS, write_run_folder
 
 
 # the database, its JSON summary, and the lock file collect holds while writing (a lock's handle
@@ -520,10 +520,10 @@ def test_a_reader_opened_after_a_collect_reads_the_new_file_while_the_old_one_is
     a dashboard render holding the old file would make the next render read it under the new
     file's name (issue #28, item 3). Each reader reads the file at the path when it opened."""
     runs_root, db, _, counts = collected
-    with collect.open_read_only(db) as old:
+    with database.open_read_only(db) as old:
         write_run_folder(runs_root, "llama_qk_norm", 42, group="break", part="qk_norm")
         collect.collect(runs_root, db)  # renames a new file into place
-        with collect.open_read_only(db) as new:
+        with database.open_read_only(db) as new:
             assert new.execute("SELECT count(*) FROM runs").fetchone()[0] == counts["runs"] + 1
         assert old.execute("SELECT count(*) FROM runs").fetchone()[0] == counts["runs"]
 
@@ -562,10 +562,10 @@ def test_db_that_is_a_named_pipe_is_one_line_not_a_hang(fixture_runs, tmp_path, 
     assert stat.S_ISFIFO(os.stat(pipe).st_mode)  # left as it was
     # a device says what it is (not collected into: renaming over /dev/null would replace it)
     assert (
-        collect.database_path_problem("/dev/null")
+        database.database_path_problem("/dev/null")
         == "is not a regular file (a character device): expected a DuckDB file"
     )
-    assert collect.database_path_problem(tmp_path / "missing.duckdb") is None  # each reader says that itself
+    assert database.database_path_problem(tmp_path / "missing.duckdb") is None  # each reader says that itself
 
 
 NO_SPACE = "No space left on device"
@@ -681,8 +681,8 @@ def test_run_folders_reached_through_symlinks_are_collected(tmp_path):
 
 
 def test_a_run_is_never_paired_with_a_baseline_on_another_corpus(tmp_path):
-    """Same experiment names, other text: a grid half retrained on your own writing, or a
-    user's experiment beside the shipped runs (no digest, judged by sizes)."""
+    """A baseline on other text: an experiment retrained on your own writing beside its baseline
+    on the shipped text, or a user's experiment beside the shipped runs (no digest, judged by sizes)."""
     runs_root = tmp_path / "runs"
     sizes = {"vocab_size": 50, "train_tokens": 1000, "val_tokens": 100}
     poems = {**sizes, "corpus": "poems", "digest": "a" * 64}
@@ -690,7 +690,7 @@ def test_a_run_is_never_paired_with_a_baseline_on_another_corpus(tmp_path):
     write_run_folder(runs_root, "vanilla", 42, data=poems)
     write_run_folder(runs_root, "llama", 42, baseline="vanilla", data=blog)  # another text, equal sizes
     write_run_folder(runs_root, "vanilla", 7, data=sizes)  # from before digests
-    write_run_folder(runs_root, "llama", 7, baseline="vanilla", data=poems)
+    write_run_folder(runs_root, "llama", 7, baseline="vanilla", data=sizes)
     db = tmp_path / "anatomy.duckdb"
     collect.collect(runs_root, db)
     assert query(db, "SELECT run_id, baseline_run_id FROM baseline_pairs") == [("llama/seed7", "vanilla/seed7")]
@@ -716,7 +716,7 @@ def test_reading_a_database_never_runs_what_its_views_ask_outside_it(collected, 
     secret.write_text("not for the dashboard")
     with duckdb.connect(str(db)) as con:
         con.execute(f"CREATE VIEW leak AS SELECT content FROM read_text('{secret}')")
-    with collect.open_read_only(db) as con:
+    with database.open_read_only(db) as con:
         assert con.execute("SELECT count(*) FROM run_summary").fetchone()[0] > 0
         with pytest.raises(duckdb.PermissionException):
             con.execute("SELECT * FROM leak").fetchall()
@@ -870,4 +870,94 @@ def test_a_db_and_json_reached_by_links_are_written_through(collected, tmp_path)
     # the lock and the temporaries are the real database's, beside it: one lock per database
     assert sorted(path.name for path in real_db.parent.iterdir()) == KEPT_BESIDE_THE_DATABASE
     assert sorted(path.name for path in linked.iterdir()) == ["anatomy.duckdb", "results.json"]
-    assert collect.collect_lock_path(linked / "anatomy.duckdb") == collect.collect_lock_path(real_db)
+    assert database.collect_lock_path(linked / "anatomy.duckdb") == database.collect_lock_path(real_db)
+
+
+# ---------------------------------------------------------------------------------------------
+# Collect is the gate: what no reader can use is refused, in one line naming the run and the field
+
+
+@pytest.mark.parametrize(
+    "model, said",
+    [
+        ({"d_model": 32, "n_head": 3, "n_kv_head": 3}, "d_model 32 is not divisible by n_head 3"),
+        ({"n_head": 4, "n_kv_head": 3}, "n_head 4 is not divisible by n_kv_head 3"),
+        ({"d_model": 12, "n_head": 4, "pos_type": "rope"}, "head_dim must be even"),
+        ({"rope_break": "k_adjacent"}, "rope_break = 'k_adjacent' needs pos_type 'rope'"),
+        ({"n_layer": 0}, "ModelConfig.n_layer = 0 is not valid"),
+    ],
+)
+def test_a_model_no_reader_can_build_is_refused_naming_the_run(tmp_path, model, said):
+    """Collected, such a run once failed the report without naming it, and broke three pages."""
+    runs_root = tmp_path / "runs"
+    write_run_folder(runs_root, "vanilla", 42)
+    write_run_folder(runs_root, "odd", 42, model=model)
+    with pytest.raises(AnatomyError) as err:
+        collect.collect(runs_root, tmp_path / "a.duckdb")
+    message = str(err.value)
+    assert message.startswith(f"{runs_root / 'odd' / 'seed42' / 'config.json'}: field 'model' holds a model no reader")
+    assert said in message and "\n" not in message
+    assert not (tmp_path / "a.duckdb").exists()
+
+
+def test_every_model_setting_is_a_column_so_no_reader_parses_config_json(tmp_path):
+    from anatomy.config import ModelConfig
+
+    runs_root = tmp_path / "runs"
+    write_run_folder(
+        runs_root,
+        "llama_qk",
+        42,
+        model={**LLAMA_PARTS, "d_model": 24, "n_head": 2, "n_kv_head": 1, "qk_norm": True},
+        train={"lr": 2e-3, "schedule": "cosine", "warmup_steps": 0},
+    )
+    write_run_folder(runs_root, "vanilla", 42)  # the defaults, where config.json says nothing
+    db = tmp_path / "a.duckdb"
+    collect.collect(runs_root, db)
+    columns = {
+        row[0] for row in query(db, "SELECT column_name FROM information_schema.columns WHERE table_name = 'runs'")
+    }
+    assert set(ModelConfig.__dataclass_fields__) - {"vocab_size"} <= columns  # its vocabulary: data.vocab_size
+    settings = "d_model, n_head, n_kv_head, qk_norm, impl, lr, schedule, warmup_steps"
+    parts = "llama_parts(norm_type, norm_pos, pos_type, n_head, n_kv_head, ffn_type)"
+    assert query(db, f"SELECT run_id, {settings}, {parts} FROM runs ORDER BY run_id") == [
+        ("llama_qk/seed42", 24, 2, 1, True, "fused", 2e-3, "cosine", 0, 5),
+        ("vanilla/seed42", 16, 4, 4, False, "fused", 3e-4, "constant", 100, 0),
+    ]
+
+
+def test_runs_of_one_experiment_on_two_corpora_are_refused(tmp_path):
+    """Seeds on different text would be averaged into one row as if one experiment: collect stops
+    and names both runs and what differs; a run from before digests is judged by its sizes."""
+    runs_root = tmp_path / "runs"
+    sizes = {"vocab_size": 50, "train_tokens": 1000, "val_tokens": 100}
+    write_run_folder(runs_root, "vanilla", 42, data={**sizes, "corpus": "data/posts", "digest": "a" * 64})
+    write_run_folder(runs_root, "vanilla", 7, data=sizes)  # from before digests: the same sizes, no word
+    collect.collect(runs_root, tmp_path / "a.duckdb")
+    write_run_folder(runs_root, "vanilla", 1, data={**sizes, "corpus": "poems_128k", "digest": "b" * 64})
+    with pytest.raises(AnatomyError) as err:
+        collect.collect(runs_root, tmp_path / "b.duckdb")
+    assert str(err.value) == (
+        f"--runs {runs_root}: the runs of experiment 'vanilla' read different corpora (data.digest "
+        f"{'b' * 12}... in vanilla/seed1/config.json, {'a' * 12}... in vanilla/seed42/config.json), and an "
+        "experiment's seeds are averaged as one; train them again on one corpus, or move one corpus's runs "
+        "into a runs folder of their own"
+    )
+    write_run_folder(runs_root, "llama", 42, data={**sizes, "train_tokens": 999})
+    write_run_folder(runs_root, "llama", 7, data=sizes)
+    with pytest.raises(AnatomyError, match=r"experiment 'llama' read different corpora \(data.train_tokens 999 in"):
+        collect.collect(runs_root, tmp_path / "b.duckdb")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only folder: chmod does not bite")
+def test_collect_in_a_folder_it_may_not_write_is_one_line(fixture_runs, tmp_path, capsys):
+    results = tmp_path / "results"
+    results.mkdir()
+    results.chmod(0o555)
+    try:
+        assert main(["collect", "--runs", str(fixture_runs[0]), "--db", str(results / "anatomy.duckdb")]) == 2
+    finally:
+        results.chmod(0o755)
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {results}") and "Permission denied" in err and "a folder you may write to" in err
+    assert err.count("\n") == 1  # one line, no traceback

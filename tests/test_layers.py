@@ -2,6 +2,7 @@
 
 - no import cycle among the modules of anatomy/ and dashboard/;
 - the package never imports the dashboard (the dashboard imports the package);
+- the reader and the dashboard never import collect, the writer;
 - no project import inside a function, where it would hide a cycle, except of the few heavy
   modules below, imported late so that whoever does not need torch or Altair does not load them.
 """
@@ -91,6 +92,28 @@ def test_no_import_cycle():
 def test_the_package_never_imports_the_dashboard():
     upward = [where(m, t, line) for m, t, line, _ in IMPORTS if m.startswith("anatomy") and t.startswith("dashboard")]
     assert not upward, "the dashboard imports the package, never the other way: " + "; ".join(upward)
+
+
+# collect is the one writer of a results database. What reads one reads through the reader and
+# anatomy/results/database.py, never through the writer: the reader side, down every import it
+# makes, and each dashboard module in its own imports (to have the shipped results collected, the
+# dashboard asks anatomy/results/reference_db.py, which owns that write).
+WRITER = "anatomy.results.collect"
+READER_SIDE = ("anatomy.results.reader", "anatomy.results.database", "anatomy.results.progress")
+
+
+def test_the_reader_and_the_dashboard_never_import_the_writer():
+    reached: dict[str, str] = {}  # module -> the import that brought it in
+    todo = list(READER_SIDE)
+    while todo:
+        module = todo.pop()
+        for target, line, _ in project_imports(module):
+            if target not in reached and target not in READER_SIDE:
+                reached[target] = where(module, target, line)
+                todo.append(target)
+    wrong = [reached[WRITER]] if WRITER in reached else []
+    wrong += [where(m, t, line) for m, t, line, _ in IMPORTS if m.startswith("dashboard") and t == WRITER]
+    assert not wrong, "the reader and the dashboard read, and never import the writer: " + "; ".join(wrong)
 
 
 def test_no_project_import_hides_in_a_function_unless_it_loads_torch_or_altair():

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import duckdb
 import pytest
@@ -363,7 +366,6 @@ def test_an_exam_cell_an_older_restore_left_half_copied_is_completed(tmp_path):
 def test_the_experiments_file_ships_so_a_studys_ablation_pairs_with_its_own_baseline(tmp_path):
     """Without it, collecting the shipped runs gave a study's ablation the grid's baseline
     (vanilla), on another corpus: it paired with nothing and the report's stage-2 table was empty."""
-    from anatomy.results.reader import load_runs
     from run_folders import SCALE_SIZES, write_run_folder, write_scale_runs
 
     runs = tmp_path / "results" / "runs"
@@ -387,7 +389,138 @@ def test_the_experiments_file_ships_so_a_studys_ablation_pairs_with_its_own_base
     assert main(["reference", "--runs", str(runs), "--out", str(tmp_path / "reference")]) == 0
     shipped = tmp_path / "reference" / "experiments.json"
     assert json.loads(shipped.read_text(encoding="utf-8")) == experiments
-    pairs = load_runs(tmp_path / "reference" / "runs", None).pairs
+    pairs = collect.load_runs(tmp_path / "reference" / "runs", None).pairs
     ablation = pairs[pairs["experiment"] == "scale_l_vanilla_plus_x"]
     assert set(ablation["baseline"]) == {"scale_vanilla_l"} and len(ablation) == 2
     assert ablation["delta_best_val"].round(3).tolist() == [-0.1, -0.1]
+
+
+# ---------------------------------------------------------------------------------------------
+# Restoring onto the runs' own text: the same sizes are not enough where a digest was recorded
+
+
+def test_restore_refuses_other_text_of_the_same_sizes_and_takes_the_same_corpus_by_any_path(tmp_path, capsys):
+    from anatomy.data.tokenizer import corpus_digest, load_tokenized, tokenize_corpus
+    from run_folders import write_run_folder
+
+    text = "## a post\nThe quick brown fox jumps over the lazy dog.\n" * 12
+
+    def tokenized(name: str, content: str) -> Path:
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "corpus.txt").write_text(content, encoding="utf-8")
+        tokenize_corpus(folder / "corpus.txt", folder, ctx_len=8)
+        return folder
+
+    ours, other = tokenized("ours", text), tokenized("other", text[::-1])  # the same characters, other text
+    split = json.loads((ours / "split.json").read_text())
+    sizes = {key: split[key] for key in reference.CORPUS_FACTS}
+    assert sizes == {key: json.loads((other / "split.json").read_text())[key] for key in reference.CORPUS_FACTS}
+    runs = tmp_path / "runs"
+    write_run_folder(runs, "vanilla", 42, data={**sizes, "digest": corpus_digest(*load_tokenized(ours))})
+    write_run_folder(runs, "vanilla", 7, data=sizes)  # from before digests: judged by its sizes
+    reference.ship(runs, tmp_path / "reference")
+    restore = ["reference", "--restore", "--out", str(tmp_path / "reference"), "--runs", str(tmp_path / "restored")]
+
+    assert main([*restore, "--data", str(other)]) == 2
+    error = capsys.readouterr().err
+    assert f"{other}: its tokens' digest is " in error and "the shipped run vanilla/seed42 records " in error
+    assert "the same sizes, other text" in error and error.count("\n") == 1
+    assert not (tmp_path / "restored").exists()
+    (tmp_path / "link").symlink_to(ours, target_is_directory=True)  # the runs' own corpus, by another path
+    assert main([*restore, "--data", str(tmp_path / "link")]) == 0
+    assert "restored 2 shipped runs" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------------------------
+# The shipped results as a database, in a read-only checkout too
+
+
+@contextmanager
+def read_only(folder: Path) -> Iterator[None]:
+    """`folder` and everything in it read-only for the length of the block, as a shared checkout is."""
+    paths = [folder, *folder.rglob("*")]
+    for path in paths:
+        path.chmod(0o555 if path.is_dir() else 0o444)
+    try:
+        yield
+    finally:
+        for path in paths:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+
+
+ROOT_WRITES_ANYWHERE = pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only folder")
+
+
+def test_the_cache_folder_is_the_users_own_and_can_be_moved(tmp_path, monkeypatch):
+    from anatomy.results.reference_db import cache_folder, cached_path
+
+    monkeypatch.delenv("ANATOMY_CACHE", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache_folder() == tmp_path / "home" / ".cache" / "llm-anatomy"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_folder() == tmp_path / "xdg" / "llm-anatomy"
+    monkeypatch.setenv("ANATOMY_CACHE", str(tmp_path / "mine"))
+    assert cached_path(tmp_path / "a" / "reference").parent == tmp_path / "mine"
+    # two checkouts never share one
+    assert cached_path(tmp_path / "a" / "reference") != cached_path(tmp_path / "b" / "reference")
+
+
+@ROOT_WRITES_ANYWHERE
+def test_a_read_only_checkout_collects_the_shipped_results_into_the_cache(fixture_runs, tmp_path, monkeypatch):
+    from anatomy.results.reference_db import cached_path, reference_database
+
+    results = tmp_path / "checkout" / "results"
+    reference.ship(fixture_runs[0], results / "reference")
+    monkeypatch.setenv("ANATOMY_CACHE", str(tmp_path / "cache"))
+    with read_only(results):
+        db = reference_database(results / "reference", results / "reference.duckdb")
+        assert db == cached_path(results / "reference") and db.parent == tmp_path / "cache"
+        built = db.stat().st_mtime_ns
+        assert reference_database(results / "reference", results / "reference.duckdb") == db  # current: kept
+        assert db.stat().st_mtime_ns == built
+        with duckdb.connect(str(db), read_only=True) as con:
+            assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 14
+    assert not (results / "reference.duckdb").exists()
+    # writable again, and a shipped file newer than the database: rebuilt where it always was
+    summary = results / "reference" / "runs" / "vanilla" / "seed42" / "summary.json"
+    os.utime(summary, ns=(built + 10**9, built + 10**9))
+    assert reference_database(results / "reference", results / "reference.duckdb") == results / "reference.duckdb"
+
+
+@ROOT_WRITES_ANYWHERE
+def test_the_dashboard_on_a_read_only_checkout_still_shows_the_shipped_results(fixture_runs, tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from anatomy.results.reference_db import cached_path
+    from dashboard_pages import APP, open_page
+    from dashboard import loaders
+
+    results = tmp_path / "checkout" / "results"
+    reference.ship(fixture_runs[0], results / "reference")
+    monkeypatch.setattr(loaders, "REFERENCE_DIR", results / "reference")
+    monkeypatch.setattr(loaders, "REFERENCE_DB", results / "reference.duckdb")
+    monkeypatch.setattr(loaders, "REPO_ROOT", tmp_path / "checkout")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ANATOMY_CACHE", str(tmp_path / "cache"))
+    mine = tmp_path / "mine.duckdb"
+    collect.collect(fixture_runs[0], mine)
+    with read_only(results):
+        open_page(mine, "overview", monkeypatch)  # ANATOMY_DB set: the reference band still asks for it
+        monkeypatch.delenv("ANATOMY_DB")
+        app = AppTest.from_file(str(APP), default_timeout=60)
+        app.run()
+        assert not app.exception, [e.value for e in app.exception]
+        assert app.sidebar.text_input(key="db_path").value == str(cached_path(results / "reference"))
+        assert app.info[0].value.startswith("**Reference results**")
+        assert len(app.dataframe[0].value) == 4  # the headline runs of the shipped grid
+
+        # and where nothing may be written, not even the cache: one line that says what to do
+        monkeypatch.setenv("ANATOMY_CACHE", str(tmp_path / "nowhere" / "cache"))
+        (tmp_path / "nowhere").mkdir(mode=0o555)
+        app = AppTest.from_file(str(APP), default_timeout=60)
+        app.run()
+        assert not app.exception, [e.value for e in app.exception]
+        said = app.error[0].value
+        assert said.startswith("The shipped reference results cannot be shown:") and "set ANATOMY_CACHE" in said

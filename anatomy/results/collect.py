@@ -6,6 +6,14 @@ The database is built in a temporary file beside the target and renamed into pla
 reader (the dashboard) sees the old database or the new one, never half of one. Rebuilding
 from scratch every time makes collecting idempotent: rerunning gives the same rows.
 
+What a database is, and how it is opened to be read, is anatomy/results/database.py: the reader
+and the dashboard read through it and never import this writer.
+
+Collect is the gate: what no reader could use is refused here, in one line naming the run folder
+and the field, before a database holds it. A model that ModelConfig does not accept
+(`model_columns`), and an experiment whose seeds read different corpora
+(`check_one_corpus_per_experiment`), are refused.
+
 Collect replaces only files it made: a file already at --db must be a DuckDB database, one at
 --json a results.json (`database_path_problem`, `not_a_results_json`), so that a mistyped path
 costs no one's notes. A --db or --json that is a symbolic link is written through: the link stays,
@@ -32,9 +40,8 @@ import functools
 import io
 import json
 import math
-import os
 import re
-import stat
+import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,25 +54,21 @@ import yaml
 
 from anatomy.training import grad_norms
 from anatomy.files.atomic import (
-    NOT_REPLACED,
     atomic_path,
     check_file_target,
-    file_behind,
-    file_kind,
     naming_a_full_disk,
-    opened_regular_file,
     remove_stale_temporaries,
     write_json,
 )
-from anatomy.config import PRESETS, ModelConfig
+from anatomy.config import PRESETS, ModelConfig, TrainConfig
 from anatomy.errors import AnatomyError
 from anatomy.exams import depth, exam_module
-from anatomy.files.locks import held_lock, is_locked
+from anatomy.files.locks import held_lock
 from anatomy.files.run_folder import check_summary, json_loss, json_number, read_json_file, read_metrics
-from anatomy.files.run_folder import read_small_file
+from anatomy.files.run_folder import find_run_folders, read_small_file
 from anatomy.files.run_folder import CONFIG_FILE, SUMMARY_FILE, RunFolder
-
-SCHEMA_PATH = Path(__file__).with_name("schema.sql")
+from anatomy.results.database import SCHEMA_PATH, check_database_path, collect_lock_path, open_read_only
+from anatomy.results.reader import Results, load
 
 # DuckDB type in schema.sql -> Arrow type of the column handed to DuckDB
 ARROW_BY_SQL_TYPE = {
@@ -76,18 +79,10 @@ ARROW_BY_SQL_TYPE = {
     "BIGINT": pa.int64(),
     "DOUBLE": pa.float64(),
 }
-# the model settings kept as columns of `runs`, so the pages group runs without reading config.json
-MODEL_COLUMNS = (
-    "n_layer",
-    "ctx_len",
-    "n_head",
-    "n_kv_head",
-    "norm_type",
-    "norm_pos",
-    "pos_type",
-    "rope_break",
-    "ffn_type",
-)
+# The settings kept as columns of `runs`, so that no reader parses config.json again: every field
+# of the model (its vocabulary is the corpus's, data.vocab_size), and the training settings a
+# study compares (one model at several learning rates, with or without warmup).
+MODEL_COLUMNS = tuple(name for name in ModelConfig.__dataclass_fields__ if name != "vocab_size")
 # Snakemake's benchmark header -> our column (only "h:m:s" is not a valid SQL name)
 BENCHMARK_HEADER = {"h:m:s": "hms"}
 
@@ -160,14 +155,31 @@ def corpus_columns(config: dict[str, Any], path: Path) -> dict[str, Any]:
 
 
 def model_columns(config: dict[str, Any], path: Path) -> dict[str, Any]:
-    """The run's MODEL_COLUMNS; a setting its config.json leaves out is ModelConfig's default."""
+    """The run's MODEL_COLUMNS, its lr, schedule and warmup_steps; a setting its config.json leaves
+    out is the default of ModelConfig or TrainConfig. The model must be one ModelConfig accepts (n_head
+    dividing d_model, ...): collect is the gate, so that no reader meets a model it cannot build.
+    A key ModelConfig does not know (a setting a later version dropped) is no setting of it."""
     model = config.get("model") if isinstance(config.get("model"), dict) else {}
-    columns = {}
-    for name in MODEL_COLUMNS:
-        default = ModelConfig.__dataclass_fields__[name].default
-        value = model.get(name, default)
-        columns[name] = json_number(value, path, f"model.{name}", int) if isinstance(default, int) else str(value)
-    return columns
+    known = {name: value for name, value in model.items() if name in ModelConfig.__dataclass_fields__}
+    try:
+        cfg = ModelConfig.from_dict(known)
+    except AnatomyError as err:
+        raise AnatomyError(
+            f"{path}: field 'model' holds a model no reader can build ({err}); train the run again "
+            "with valid settings, or move its folder out of --runs"
+        ) from None
+    train = config.get("train") if isinstance(config.get("train"), dict) else {}
+    schedule = train.get("schedule", TrainConfig.schedule)
+    if not isinstance(schedule, str):
+        raise AnatomyError(f"{path}: field 'train.schedule' must be a string, got {schedule!r}")
+    return {
+        **{name: getattr(cfg, name) for name in MODEL_COLUMNS},
+        "lr": json_number(train.get("lr", TrainConfig.lr), path, "train.lr"),
+        "schedule": schedule,
+        "warmup_steps": json_number(
+            train.get("warmup_steps", TrainConfig.warmup_steps), path, "train.warmup_steps", int
+        ),
+    }
 
 
 # what `anatomy generate` records of every sample (`note` too, but records from before it lack it)
@@ -414,25 +426,55 @@ def assign_baselines(runs: list[dict[str, Any]], declared: dict[str, str | None]
     legacy_baselines(runs, undeclared)
 
 
-RUN_MARKERS = (CONFIG_FILE, SUMMARY_FILE)
+# ---------------------------------------------------------------------------------------------
+# One experiment, one corpus
+
+# The columns that tell two corpora apart, each with its field in config.json's data section: the
+# sizes, then the digest of the tokens (equal sizes, other text). A run that does not record one
+# (from before digests) is judged by the others.
+CORPUS_IDENTITY = (
+    ("vocab_size", "vocab_size"),
+    ("train_tokens", "train_tokens"),
+    ("val_tokens", "val_tokens"),
+    ("corpus_digest", "digest"),
+)
 
 
-def find_run_folders(runs_root: Path) -> list[Path]:
-    """Every folder under the root holding a config.json (a run that has at least started) or a
-    summary.json (a finished run: one that lost its config.json is named, not left out).
-    Folders reached through symbolic links count too (runs kept on another disk); each real
-    folder is visited once, so a link that loops back is harmless."""
-    found, seen = [], set()
-    for folder, subfolders, files in os.walk(runs_root, followlinks=True):
-        real = os.path.realpath(folder)
-        if real in seen:
-            subfolders.clear()
-            continue
-        seen.add(real)
-        subfolders[:] = sorted(name for name in subfolders if not name.startswith("."))
-        if any(marker in files for marker in RUN_MARKERS):
-            found.append(Path(folder))
-    return sorted(found)
+def corpus_difference(run: dict[str, Any], other: dict[str, Any]) -> tuple[str, str] | None:
+    """The first (column, data field) on which two runs' corpora differ; None: they may be one."""
+    for column, key in CORPUS_IDENTITY:
+        if run[column] is not None and other[column] is not None and run[column] != other[column]:
+            return column, key
+    return None
+
+
+def corpus_value(run: dict[str, Any], column: str) -> str:
+    """One of CORPUS_IDENTITY for people: a count with thousands separators, a digest's start."""
+    return f"{run[column][:12]}..." if column == "corpus_digest" else f"{run[column]:,}"
+
+
+def check_one_corpus_per_experiment(runs: list[dict[str, Any]], runs_root: Path) -> None:
+    """Refuse an experiment whose runs read different texts. Its seeds are averaged into one row,
+    and every comparison pairs it seed by seed: a seed on your own writing beside a seed on the
+    shipped poems would make a mean of two experiments, under one name, without a word. Renaming
+    one side on the quiet would not do either (baselines and links name experiments), so collect
+    stops and says which runs differ, in what, and what to do."""
+    by_experiment: dict[str, list[dict[str, Any]]] = {}
+    for run in runs:
+        by_experiment.setdefault(run["experiment"], []).append(run)
+    for experiment, members in by_experiment.items():
+        for i, run in enumerate(members):
+            for other in members[i + 1 :]:
+                if (differs := corpus_difference(run, other)) is None:
+                    continue
+                column, key = differs
+                raise AnatomyError(
+                    f"--runs {runs_root}: the runs of experiment {experiment!r} read different corpora "
+                    f"(data.{key} {corpus_value(run, column)} in {run['run_id']}/{CONFIG_FILE}, "
+                    f"{corpus_value(other, column)} in {other['run_id']}/{CONFIG_FILE}), and an experiment's "
+                    "seeds are averaged as one; train them again on one corpus, or move one corpus's runs "
+                    "into a runs folder of their own"
+                )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -526,6 +568,7 @@ def collect_runs(
         collected.metrics.extend(metrics)
         collected.samples.extend(samples)
         read_run_exams(folder, run["run_id"], collected)
+    check_one_corpus_per_experiment(collected.runs, runs_root)
     assign_baselines(collected.runs, declared)
     if benchmarks_root is not None and Path(benchmarks_root).is_dir():
         collected.benchmarks = read_benchmarks(Path(benchmarks_root), {run["run_id"] for run in collected.runs})
@@ -572,35 +615,6 @@ def database_written(collected: CollectedRuns, db_path: Path) -> Iterator[Path]:
                 wal.unlink()
 
 
-def collect_lock_path(db_path: Path) -> Path:
-    """The lock a collect holds while it writes `db_path`: results/.anatomy.duckdb.lock. Readers
-    (the dashboard) check it to tell a rebuild in progress from a leftover temporary file. Beside
-    the file a link there leads to (where the new database is written): one lock per database,
-    by whichever path it is reached."""
-    db_path = file_behind(Path(db_path))
-    return db_path.with_name(f".{db_path.name}.lock")
-
-
-def being_collected(db_path: Path) -> bool:
-    """Whether a collect is writing `db_path` right now: it holds the lock for as long as it does."""
-    lock = collect_lock_path(db_path)
-    return lock.parent.is_dir() and is_locked(lock)
-
-
-@functools.lru_cache(maxsize=1)
-def expected_columns() -> frozenset[tuple[str, str]]:
-    """(table or view, column) of every column that schema.sql creates."""
-    with duckdb.connect(":memory:") as con:
-        con.execute(SCHEMA_PATH.read_text(encoding="utf-8"))
-        return frozenset(con.execute("SELECT table_name, column_name FROM information_schema.columns").fetchall())
-
-
-def missing_columns(found: set[tuple[str, str]]) -> list[str]:
-    """The columns this version's schema has that a database (its (table, column) pairs) lacks:
-    a database made by an older version of collect. Collecting again rebuilds it whole."""
-    return sorted(f"{table}.{column}" for table, column in expected_columns() - set(found))
-
-
 def _json_safe(value: Any) -> Any:
     """NaN and inf are not JSON: write them as null (the status column says the run diverged)."""
     if isinstance(value, float) and not math.isfinite(value):
@@ -610,55 +624,6 @@ def _json_safe(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_json_safe(item) for item in value]
     return value
-
-
-# A results database is data: reading one must not run what its views say outside it. With
-# external access off (once the file is attached: attaching is a file access too), a view that
-# reads a file (read_text('/etc/passwd')) or an address fails, and no extension is fetched or
-# loaded on the database's say.
-READ_ONLY_SETTINGS = {
-    "autoinstall_known_extensions": False,
-    "autoload_known_extensions": False,
-}
-
-
-DUCKDB_MAGIC = b"DUCK"  # bytes 8-11 of every DuckDB database file
-
-
-def starts_like_duckdb(path: str | Path) -> bool:
-    """Whether `path` is a regular file that starts as every DuckDB database does."""
-    try:
-        with opened_regular_file(path, "a DuckDB database") as handle:
-            return handle.read(12)[8:12] == DUCKDB_MAGIC
-    except AnatomyError:
-        return False
-
-
-def database_path_problem(db_path: str | Path, replacing: bool = False) -> str | None:
-    """Why `db_path` cannot be a results database, said before anything opens it; None when it may
-    be one (or is not there yet: each reader says that in its own words). A named pipe must be
-    caught here: opening one waits for a writer, and so would the command or the page, for good.
-    `replacing` (collect, about to put a new database there): a file there must be a DuckDB
-    database, since it is replaced: `--db notes.md` must not cost the notes."""
-    try:
-        mode = os.stat(db_path).st_mode
-    except OSError:
-        return None
-    if stat.S_ISDIR(mode):
-        return "is a folder, expected a DuckDB file"
-    if not stat.S_ISREG(mode):
-        return f"is not a regular file ({file_kind(mode)}): expected a DuckDB file"
-    if replacing and not starts_like_duckdb(db_path):
-        return f"holds a file that is not a DuckDB database (it does not start like one); {NOT_REPLACED}"
-    return None
-
-
-def check_database_path(db_path: str | Path, replacing: bool = False) -> None:
-    """Every command given --db says a folder there as such (not "no such database"), and a named
-    pipe or a device (which would hang it) too; collect (`replacing`) any file but a database."""
-    problem = database_path_problem(db_path, replacing)
-    if problem is not None:
-        raise AnatomyError(f"--db {db_path}: {problem}")
 
 
 # What results.json holds at its top level (collect writes it, see `collect`): --json replaces
@@ -676,24 +641,6 @@ def not_a_results_json(path: Path) -> str | None:
         return None
     keys = ", ".join(map(repr, RESULTS_JSON_KEYS))
     return f"holds a file that is not a results.json written by collect (a JSON object with {keys})"
-
-
-def open_read_only(db_path: str | Path) -> duckdb.DuckDBPyConnection:
-    """The one way this project opens a results database to read it (report, dashboard, collect).
-
-    The file is attached to an in-memory database of the connection's own, rather than connected
-    to by path: DuckDB hands a second connection to a path the database that a first connection
-    still holds open, which may be a file that collect has since replaced. Attached, a connection
-    reads the file that was at the path when it opened, whoever else has one open."""
-    con = duckdb.connect(":memory:", config=READ_ONLY_SETTINGS)
-    try:
-        con.execute("ATTACH ? AS results (READ_ONLY)", [str(db_path)])
-        con.execute("USE results")
-        con.execute("SET enable_external_access = false")
-    except BaseException:
-        con.close()
-        raise
-    return con
 
 
 def summary_tables(db_path: Path) -> dict[str, list[dict[str, Any]]]:
@@ -753,6 +700,33 @@ def collect(
                 # so a new database always comes with its results.json.
                 write_json(json_path, _json_safe({"counts": counts, **summary_tables(new_db)}))
     return counts
+
+
+def collect_folder(runs_root: Path, db_path: Path) -> dict[str, int]:
+    """Collect a folder of run folders into `db_path` with what lies beside it: the benchmarks, the
+    exams of no one run (the depth map, the wall clock) and the experiments file (the baseline
+    each names), where there are some. The one way a folder is collected whole: results/reference/
+    for the shipped runs (the dashboard's reference database), any folder for `report --runs`."""
+    beside = Path(runs_root).parent
+    benchmarks, exams, experiments = beside / "benchmarks", beside / "exams", beside / "experiments.json"
+    return collect(
+        runs_root,
+        db_path,
+        None,
+        benchmarks if benchmarks.is_dir() else None,
+        allow_empty=True,
+        exams_root=exams if exams.is_dir() else None,
+        experiments_path=experiments if experiments.is_file() else None,
+    )
+
+
+def load_runs(runs_root: Path, provenance: dict[str, Any] | None) -> Results:
+    """A folder of run folders as the reader reads a database (`report --runs`): collected whole
+    (`collect_folder`) into a temporary database, and read back."""
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "report.duckdb"
+        collect_folder(runs_root, db)
+        return load(db, provenance)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -38,7 +38,7 @@ from typing import Any, Callable
 from anatomy.errors import AnatomyError
 from anatomy.language import N_, _
 from anatomy.files.locks import is_locked
-from anatomy.results.collect import find_run_folders
+from anatomy.files.run_folder import find_run_folders
 from anatomy.results.reader import run_label
 from anatomy.files.run_folder import read_json_object, read_metrics, read_small_file, read_summary
 from anatomy.files.run_folder import RunFolder

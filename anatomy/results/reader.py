@@ -7,14 +7,14 @@ heads it shares) are computed there too, once, from the model settings, so they 
 experiment name. The report and the dashboard only reshape and word them.
 
 `load` reads a database by path (the report's `--db`); the dashboard opens its connection itself,
-to read one file per render and cache the result.
+to read one file per render and cache the result. Either way the file is opened as
+anatomy/results/database.py says; the reader never imports the writer (collect), and reads the
+model settings from the columns collect stored, never from config.json again.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,12 +22,24 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from anatomy.config import ModelConfig, TrainConfig
+from anatomy.config import ModelConfig
 from anatomy.errors import AnatomyError
-from anatomy.language import _
-from anatomy.results.collect import check_database_path, collect, missing_columns, open_read_only
+from anatomy.language import N_, _
+from anatomy.results.database import check_database_path, missing_columns, open_read_only
 
 MODEL_FIELDS = {field.name for field in dataclasses.fields(ModelConfig)}
+# What `Results.runs` holds of each run's settings, after run_summary's columns: every model
+# setting (its vocabulary is the corpus's), how many of the five parts it has (the llama_parts
+# macro), and the training settings a study compares. Whole numbers as 64-bit integers (NaN where
+# one was not recorded: a run from before vocab_size was).
+SETTINGS = (
+    *(field.name for field in dataclasses.fields(ModelConfig)),
+    "n_parts",
+    "lr",
+    "schedule",
+    "warmup_steps",
+)
+WHOLE_NUMBERS = {"vocab_size", "d_model", "n_layer", "n_head", "n_kv_head", "ctx_len", "n_parts", "warmup_steps"}
 DEPTH_CELL_PREFIX = "depth/"  # grad_norms.run_id of a depth-map cell: "depth/" + exam_depth.cell
 
 
@@ -76,46 +88,33 @@ class Results:
         return self.runs[self.runs["group"] == "headline"]
 
 
-def run_label(experiment: str, seed) -> str:
-    """How every table, legend and sentence names a run."""
-    return f"{experiment} · seed {seed}" if pd.notna(seed) else str(experiment)
+# How every table, legend and sentence names a run. In the data (`Results.runs["label"]`, a
+# legend, a link's ?run=) it stays in English, the same in every language, so that a link works
+# in either; where a page shows it as words, `run_label(..., translated=True)`.
+# TRANSLATORS: a run's name as a page shows it: its experiment (a name, kept as it is) and its seed
+RUN_LABEL = N_("{experiment} · seed {seed}")
 
 
-def llama_parts(cfg: ModelConfig) -> list[str]:
-    """Which of the five parts that make the mini-LLaMA this model has."""
-    has = {
-        "rmsnorm": cfg.norm_type == "rmsnorm",
-        "prenorm": cfg.norm_pos == "pre",
-        "rope": cfg.pos_type == "rope",
-        "gqa": cfg.n_kv_head < cfg.n_head,
-        "swiglu": cfg.ffn_type == "swiglu",
-    }
-    return [part for part, present in has.items() if present]
+def run_label(experiment: str, seed, translated: bool = False) -> str:
+    """A run's name: its experiment and seed (the experiment alone where the seed is unknown)."""
+    if pd.isna(seed):
+        return str(experiment)
+    return (_(RUN_LABEL) if translated else RUN_LABEL).format(experiment=experiment, seed=seed)
 
 
-def model_settings(config_json: str) -> dict[str, Any]:
-    """The run's model settings (defaults for any it does not record), how many of the five parts
-    it has, its vocabulary size and its learning-rate schedule (a study may compare several)."""
-    config = json.loads(config_json)
-    model = config.get("model") if isinstance(config.get("model"), dict) else {}
-    data = config.get("data") if isinstance(config.get("data"), dict) else {}
-    train = config.get("train") if isinstance(config.get("train"), dict) else {}
-    cfg = ModelConfig.from_dict({name: value for name, value in model.items() if name in MODEL_FIELDS})
-    return {
-        **cfg.to_dict(),
-        "n_parts": len(llama_parts(cfg)),
-        "vocab_size": data.get("vocab_size"),
-        "lr": train.get("lr", TrainConfig.lr),
-        "schedule": train.get("schedule", TrainConfig.schedule),
-        "warmup_steps": train.get("warmup_steps", TrainConfig.warmup_steps),
-    }
+def settings_sql(name: str) -> str:
+    """One of SETTINGS as a column of the query in `read` (s: run_summary, r: runs)."""
+    if name == "n_parts":
+        sql = "llama_parts(r.norm_type, r.norm_pos, r.pos_type, r.n_head, r.n_kv_head, r.ffn_type)"
+    else:
+        sql = f"r.{name}"
+    return f"CAST({sql} AS BIGINT) AS {name}" if name in WHOLE_NUMBERS else f"{sql} AS {name}"
 
 
 def outdated_message(con: duckdb.DuckDBPyConnection, path: str | Path) -> str | None:
     """What a database made by an older version lacks, and the command that rebuilds it; None
     for a current one. The one check of the report and the dashboard."""
-    found = con.execute("SELECT table_name, column_name FROM information_schema.columns").fetchall()
-    missing = missing_columns(set(found))
+    missing = missing_columns(con)
     if not missing:
         return None
     # in the reader's language on the dashboard; the report sets none, so it stays English
@@ -134,17 +133,19 @@ def read(con: duckdb.DuckDBPyConnection, path: str | Path, provenance: dict[str,
     def table(sql: str) -> pd.DataFrame:
         return con.execute(sql).df()
 
-    runs = table("""
-        SELECT s.*, r.config, m.train_loss AS train_at_best
+    # run_summary's columns, then every setting (run_summary has those the pages group by: moved
+    # after the others, so that every setting stands together)
+    summary_columns = [row[0] for row in con.execute("DESCRIBE run_summary").fetchall()]
+    runs = table(f"""
+        SELECT s.* EXCLUDE ({", ".join(name for name in SETTINGS if name in summary_columns)}),
+            m.train_at_best, {", ".join(settings_sql(name) for name in SETTINGS)}
         FROM run_summary s JOIN runs r USING (run_id)
-        LEFT JOIN metrics m ON m.run_id = s.run_id AND m.step = s.best_step
+        LEFT JOIN (SELECT run_id, step, train_loss AS train_at_best FROM metrics) m
+            ON m.run_id = s.run_id AND m.step = s.best_step
         ORDER BY s.experiment, s.seed""")
-    # the columns named even with no runs, so a database of none still reads as one
-    settings = pd.DataFrame(
-        [model_settings(c) for c in runs.pop("config")], index=runs.index, columns=list(model_settings("{}"))
-    )
-    # every ModelConfig field (run_summary has the ones the pages group by: the same values)
-    runs = pd.concat([runs.drop(columns=[name for name in settings if name in runs]), settings], axis=1)
+    for name in WHOLE_NUMBERS & set(runs):  # NULL: NaN, as pandas makes of a number missing from a list
+        if runs[name].isna().any():
+            runs[name] = runs[name].astype("float64")
     runs["label"] = [run_label(e, s) for e, s in zip(runs["experiment"], runs["seed"])]
     labels = runs[["run_id", "label", "experiment"]]
 
@@ -242,23 +243,3 @@ def load(db_path: str | Path, provenance: dict[str, Any] | None = None) -> Resul
         raise AnatomyError(
             f"--db {db_path}: not a results database of this project ({type(err).__name__}: {str(err).splitlines()[0]})"
         ) from None
-
-
-def load_runs(runs_root: Path, provenance: dict[str, Any] | None) -> Results:
-    """Collect a folder of run folders into a temporary database, with the benchmarks, the exams
-    of no one run (the depth map, the wall clock) and the experiments file (the baseline each
-    names) from beside it, if any: results/reference/ for the shipped runs, results/ for your own."""
-    with tempfile.TemporaryDirectory() as tmp:
-        db = Path(tmp) / "report.duckdb"
-        benchmarks, exams = runs_root.parent / "benchmarks", runs_root.parent / "exams"
-        experiments = runs_root.parent / "experiments.json"  # the baselines the experiments name
-        collect(
-            runs_root,
-            db,
-            None,
-            benchmarks if benchmarks.is_dir() else None,
-            allow_empty=True,
-            exams_root=exams if exams.is_dir() else None,
-            experiments_path=experiments if experiments.is_file() else None,
-        )
-        return load(db, provenance)

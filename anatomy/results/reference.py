@@ -33,8 +33,9 @@ from anatomy.files.atomic import (
 )
 from anatomy.errors import AnatomyError
 from anatomy.files.locks import is_locked
-from anatomy.files.run_folder import read_json_object, read_run_config, read_summary
-from anatomy.results.collect import find_run_folders, read_run
+from anatomy.data.tokenizer import corpus_digest, load_tokenized
+from anatomy.files.run_folder import find_run_folders, read_json_object, read_run_config, read_summary
+from anatomy.results.collect import read_run
 from anatomy.files.run_folder import load_checkpoint
 
 # The files of a run folder that hold its results: everything except the checkpoints (*.pt),
@@ -255,8 +256,10 @@ def check_corpus(shipped_runs: list[Path], corpus: Path) -> None:
 
     It must exist before the restore: Snakemake judges a run by its files' times, so a corpus
     built after the restore is newer than every restored run, and the grid would train them all
-    again. And it must be the one they were trained on (vocabulary and token counts), or a user's
-    own corpus would show the shipped runs' numbers as if they were its own.
+    again. And it must be the one they were trained on, or a user's own corpus would show the
+    shipped runs' numbers as if they were its own: the same vocabulary and token counts, and,
+    where a run records the digest of its tokens, the same digest (other text of the same sizes
+    is another corpus).
     """
     split_path = Path(corpus) / "split.json"
     if not split_path.is_file():
@@ -266,6 +269,7 @@ def check_corpus(shipped_runs: list[Path], corpus: Path) -> None:
             "and Snakemake would train them all again"
         )
     split = read_json_object(split_path, "the tokenized corpus's facts, written by anatomy tokenize")
+    digest_here: str | None = None  # of the tokens at `corpus`: computed once, if a run records one
     for folder in shipped_runs:
         config_path = folder / "config.json"
         if not config_path.is_file():
@@ -282,6 +286,14 @@ def check_corpus(shipped_runs: list[Path], corpus: Path) -> None:
                 f"{split_path}: {ours}, but the shipped run {folder.parent.name}/{folder.name} was "
                 f"trained on a corpus with {theirs}: restore only onto the corpus the runs were trained on"
             )
+        if isinstance(recorded := data.get("digest"), str):
+            digest_here = digest_here or corpus_digest(*load_tokenized(corpus))
+            if recorded != digest_here:
+                raise AnatomyError(
+                    f"{Path(corpus)}: its tokens' digest is {digest_here[:12]}..., but the shipped run "
+                    f"{folder.parent.name}/{folder.name} records {recorded[:12]}... (data.digest in its config.json): "
+                    "the same sizes, other text; restore only onto the corpus the runs were trained on"
+                )
 
 
 NAMED_CORPORA = Path("results/corpora")  # where the workflow tokenizes workflow/corpora.yaml's

@@ -19,6 +19,11 @@ CREATE MACRO position_kind(pos_type, rope_break) AS
     END;
 CREATE MACRO attention_kind(n_head, n_kv_head) AS
     CASE WHEN n_kv_head >= n_head THEN 'MHA' WHEN n_kv_head = 1 THEN 'MQA' ELSE 'GQA' END;
+-- How many of the five parts that make the mini-LLaMA a model has: 0 is the 2017 model, 5 the
+-- mini-LLaMA; an ablation, one part away from either, has 1 or 4.
+CREATE MACRO llama_parts(norm_type, norm_pos, pos_type, n_head, n_kv_head, ffn_type) AS
+    (norm_type = 'rmsnorm')::INTEGER + (norm_pos = 'pre')::INTEGER + (pos_type = 'rope')::INTEGER
+    + (n_kv_head < n_head)::INTEGER + (ffn_type = 'swiglu')::INTEGER;
 
 CREATE TABLE runs (
     run_id           VARCHAR PRIMARY KEY,  -- folder relative to the runs root: "vanilla/seed42"
@@ -39,8 +44,9 @@ CREATE TABLE runs (
     "precision"      VARCHAR,              -- fp32 | bf16 (anatomy/precision.py; quote it: a keyword)
     config           JSON NOT NULL,        -- the run's whole config.json
     preset           VARCHAR,
-    -- the model settings the pages group runs by (from config.json; a setting it leaves out is
-    -- anatomy.config.ModelConfig's default): depth, attention heads, and the five part switches
+    -- every model setting (from config.json; a setting it leaves out is anatomy.config.ModelConfig's
+    -- default; its vocabulary is vocab_size above): width, depth, attention heads, the part switches
+    d_model          INTEGER,
     n_layer          INTEGER,
     ctx_len          INTEGER,
     n_head           INTEGER,
@@ -50,6 +56,12 @@ CREATE TABLE runs (
     pos_type         VARCHAR,              -- learned | rope
     rope_break       VARCHAR,              -- none | k_unrotated | k_adjacent
     ffn_type         VARCHAR,              -- gelu | swiglu
+    qk_norm          BOOLEAN,              -- a norm on q and k before scoring
+    impl             VARCHAR,              -- fused | manual: the same numbers, two ways to compute them
+    -- the training settings a study compares (anatomy.config.TrainConfig's default where left out)
+    lr               DOUBLE,
+    schedule         VARCHAR,              -- constant | cosine, after warmup
+    warmup_steps     INTEGER,
     params           BIGINT,
     device           VARCHAR,
     compiled         BOOLEAN,              -- training steps ran through torch.compile
