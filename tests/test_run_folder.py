@@ -54,6 +54,21 @@ def test_a_checkpoint_is_last_or_best(tmp_path):
         RunFolder(tmp_path).checkpoint("last")
 
 
+def test_a_model_is_read_from_the_checkpoint_else_from_the_shipped_weights(tmp_path):
+    """One rule picks the file a run's model is read from: generate, export, the length exam and
+    the Listen page all ask RunFolder.model_file."""
+    run = RunFolder(tmp_path)
+    assert run.model_file("best") is None  # neither: nothing to read
+    run.weights_file("best").write_bytes(b"")
+    assert run.weights_file("best") == tmp_path / "best.safetensors"
+    assert run.model_file("best") == run.weights_file("best")  # a shipped reference run
+    run.checkpoint_file("best").write_bytes(b"")
+    assert run.model_file("best") == run.checkpoint_file("best")  # a trained run: its checkpoint
+    assert run.model_file("last") is None
+    with pytest.raises(AnatomyError, match="checkpoint 'middle' is not valid"):
+        run.model_file("middle")
+
+
 def test_reading_run_folders_needs_no_torch():
     """collect and the dashboard read run folders; only checkpoints load torch, when they are read."""
     code = "import sys, anatomy.files.run_folder, anatomy.results.collect; print('torch' in sys.modules)"
@@ -221,3 +236,19 @@ def test_a_write_goes_through_a_link_and_never_over_a_special_file(tmp_path):
     with pytest.raises(AnatomyError, match="is not a regular file \\(a named pipe\\); expected the path of a file"):
         write_text(pipe, "new")
     assert stat.S_ISFIFO(os.lstat(pipe).st_mode)
+
+
+def test_the_same_corpus_given_by_another_path_is_the_same_run(tmp_path):
+    """`--data ./results/corpus`, an absolute path or a link to it: the same tokens (digest and
+    sizes), so the run in the folder is resumed, not refused as one with "different settings"."""
+    from anatomy.files.run_folder import settle_folder
+
+    data = {"dir": "results/corpus", "corpus": "data/posts", "digest": "a" * 64, "vocab_size": 50}
+    resolved = {"preset": "debug", "model": {"n_layer": 2}, "train": {"seed": 42}, "tags": {}, "data": data}
+    run = RunFolder(tmp_path / "run")
+    run.root.mkdir()
+    run.write_config(resolved)
+    elsewhere = {"dir": "/srv/course/results/corpus", "corpus": "/srv/course/data/posts"}
+    assert settle_folder(run, {**resolved, "data": {**data, **elsewhere}}, restart_on_change=False) is None
+    with pytest.raises(AnatomyError, match=r"different settings \(data\.digest: 'a{64}' in the folder, 'b{64}'"):
+        settle_folder(run, {**resolved, "data": {**data, **elsewhere, "digest": "b" * 64}}, restart_on_change=False)

@@ -33,10 +33,9 @@ from anatomy.exams import run_exam_output, write_result
 from anatomy.generation.generate import load_model
 from anatomy.model import MiniLM
 from anatomy.precision import autocast
-from anatomy.files.run_folder import check_value, read_json_object, read_run_config, read_summary
+from anatomy.files.run_folder import RunFolder, check_value, read_json_object, read_run_config, read_summary
 from anatomy.files.run_folder import run_precision
 from anatomy.data.tokenizer import CharTokenizer, load_tokenized
-from anatomy.files.weights import SUFFIX
 
 DEFAULT_WINDOWS = [128, 256, 512, 1024]
 DEFAULT_MAX_WINDOWS = 32
@@ -263,16 +262,13 @@ def print_table(result: dict[str, Any]) -> None:
 def diverged_without_weights(run_dir: Path, checkpoint: str) -> dict[str, Any] | None:
     """A run that diverged before its first evaluation has no best weights: that is its result
     (every bucket impossible, with the reason), not an error that stops a workflow."""
-    summary_path = run_dir / "summary.json"
-    if not summary_path.is_file() or any((run_dir / f"{checkpoint}{suffix}").is_file() for suffix in (".pt", SUFFIX)):
+    run = RunFolder(run_dir)
+    if not run.summary.is_file() or run.model_file(checkpoint) is not None:
         return None
-    summary = read_summary(summary_path)
+    summary = read_summary(run.summary)
     if not summary.get("diverged"):
         return None
-    return {
-        "step": summary.get("diverged_step"),
-        "ctx_len": read_run_config(run_dir / "config.json")["model"]["ctx_len"],
-    }
+    return {"step": summary.get("diverged_step"), "ctx_len": read_run_config(run.config)["model"]["ctx_len"]}
 
 
 def run(args: argparse.Namespace) -> int:

@@ -7,6 +7,9 @@ read it back. All of them find its files through `RunFolder`, so each name is sp
     metrics.jsonl      one line per evaluation: losses, learning rate, tokens seen, time
     grad_norms.jsonl   each block's gradient norm at the logged steps (name: anatomy/training/grad_norms.py)
     last.pt, best.pt   checkpoints: the latest evaluation, and the best validation loss so far
+    last.safetensors, best.safetensors
+                       their weights alone, float16: what a shipped reference run has instead
+                       (anatomy/files/weights.py); `model_file` picks what generation reads
     summary.json       written last: its presence means the run is finished
     samples.json       generated text (`anatomy generate --out`)
     exams/NAME.json    the run's exam results (name: anatomy/exams/__init__.py)
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -52,12 +56,34 @@ SUMMARY_FILE = "summary.json"
 SAMPLES_FILE = "samples.json"
 CHECKPOINTS = ("last", "best")  # each saved as NAME.pt
 CHECKPOINT_SUFFIX = ".pt"
+WEIGHTS_SUFFIX = ".safetensors"  # a checkpoint's weights alone, shipped as NAME.safetensors
 GRAD_NORMS_FILE = "grad_norms.jsonl"  # written and read by anatomy/training/grad_norms.py
 
 
 def exam_result_path(run_dir: str | Path, name: str) -> Path:
     """Where a run's result of exam `name` lives: RUN/exams/NAME.json, beside its metrics."""
     return Path(run_dir) / "exams" / f"{name}.json"
+
+
+RUN_MARKERS = (CONFIG_FILE, SUMMARY_FILE)
+
+
+def find_run_folders(runs_root: Path) -> list[Path]:
+    """Every folder under the root holding a config.json (a run that has at least started) or a
+    summary.json (a finished run: one that lost its config.json is named, not left out).
+    Folders reached through symbolic links count too (runs kept on another disk); each real
+    folder is visited once, so a link that loops back is harmless."""
+    found, seen = [], set()
+    for folder, subfolders, files in os.walk(runs_root, followlinks=True):
+        real = os.path.realpath(folder)
+        if real in seen:
+            subfolders.clear()
+            continue
+        seen.add(real)
+        subfolders[:] = sorted(name for name in subfolders if not name.startswith("."))
+        if any(marker in files for marker in RUN_MARKERS):
+            found.append(Path(folder))
+    return sorted(found)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -253,6 +279,19 @@ class RunFolder:
             raise AnatomyError(f"{path}: no such checkpoint (has this run trained yet?)")
         return path
 
+    def weights_file(self, which: str) -> Path:
+        """Where checkpoint `which`'s weights alone are shipped (float16), whether or not they are."""
+        return self.checkpoint_file(which).with_suffix(WEIGHTS_SUFFIX)
+
+    def model_file(self, which: str) -> Path | None:
+        """The file that generation reads checkpoint `which`'s model from: the checkpoint itself
+        if the run has it, else its shipped float16 weights (a reference run's checkpoints are not
+        committed); None when the run has neither."""
+        for path in (self.checkpoint_file(which), self.weights_file(which)):
+            if path.is_file():
+                return path
+        return None
+
     def exam(self, name: str) -> Path:
         """Where this run's result of exam `name` lives."""
         return exam_result_path(self.root, name)
@@ -422,13 +461,23 @@ def with_corpus_identity(previous: dict, current: dict) -> dict:
     return {**previous, "data": {**previous["data"], **data}}
 
 
+# Where a corpus lies, and the name that path gives it, are not what a run read: the same tokens
+# given by another path (./results/corpus, an absolute path, a link) make the same run. Its digest
+# and sizes say which text it is (a run from before digests: its sizes, with_corpus_identity).
+CORPUS_LOCATION_KEYS = ("dir", "corpus")
+
+
+def without_corpus_location(settings: dict) -> dict:
+    return {**settings, "data": {k: v for k, v in settings["data"].items() if k not in CORPUS_LOCATION_KEYS}}
+
+
 def settle_folder(run: RunFolder, resolved: dict, restart_on_change: bool) -> dict | None:
     """Check what the folder already holds against the run asked for. Returns the summary of a
     finished run with the same settings (nothing left to do), or None: train, fresh or resumed.
     A run whose settings cannot be checked counts as different: nothing is trusted unchecked."""
-    previous, current = run.previous_settings(), run_settings(resolved)
+    previous, current = run.previous_settings(), without_corpus_location(run_settings(resolved))
     if previous is not None:
-        previous = with_corpus_identity(previous, current)
+        previous = without_corpus_location(with_corpus_identity(previous, current))
     if previous is None and run.summary.is_file():
         problem = "holds summary.json, but neither config.json nor last.pt to tell which settings made it"
     elif previous is not None and previous != current:

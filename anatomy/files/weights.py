@@ -19,9 +19,8 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, safe_open, save
 
 from anatomy.files.atomic import write_bytes_if_changed
+from anatomy.files.run_folder import WEIGHTS_SUFFIX as SUFFIX  # noqa: F401 (`anatomy reference` uses it)
 from anatomy.errors import AnatomyError
-
-SUFFIX = ".safetensors"
 
 
 def save_weights(saved: dict[str, Any], path: Path) -> bool:

@@ -239,7 +239,7 @@ def write_file(path: Path, content: bytes | str | dict) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run_dir", help="a run folder of a LLaMA-shaped model (its .pt or .safetensors weights)")
+    parser.add_argument("run_dir", help="a run folder of a LLaMA-shaped model (a checkpoint, or shipped weights)")
     parser.add_argument("out_dir", help="folder for config.json, model.safetensors, the tokenizer files")
     parser.add_argument("--checkpoint", default="last", choices=["last", "best"], help="default: last")
 

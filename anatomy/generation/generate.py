@@ -37,7 +37,7 @@ from anatomy.files.run_folder import (
     run_precision,
 )
 from anatomy.data.tokenizer import CharTokenizer
-from anatomy.files.weights import SUFFIX, load_weights
+from anatomy.files.weights import load_weights
 
 DEFAULT_PREFIX = "## "
 DEFAULT_TEMPERATURE = 0.8  # what the workflow samples at, and what `anatomy export` records
@@ -55,13 +55,11 @@ def load_model(run_dir: str | Path, checkpoint: str = "last") -> tuple[MiniLM, C
     `last.safetensors`, see anatomy/files/weights.py): those are read instead, upcast to float32.
     """
     run = RunFolder(run_dir)
-    weights = run.root / f"{checkpoint}{SUFFIX}"
-    if checkpoint in CHECKPOINTS and not run.checkpoint_file(checkpoint).is_file() and weights.is_file():
-        path = weights
-        state, model_config, vocab = load_weights(weights)
+    path = run.model_file(checkpoint) or run.checkpoint(checkpoint)  # neither: the missing checkpoint's error
+    if path == run.weights_file(checkpoint):
+        state, model_config, vocab = load_weights(path)
         saved_config = {"model": model_config}  # a weights file keeps the model's config alone
     else:
-        path = run.checkpoint(checkpoint)
         saved = load_checkpoint(path)
         saved_config = saved["config"]
         state, model_config, vocab = saved["model"], saved_config["model"], saved["vocab"]
@@ -215,7 +213,7 @@ def generate_samples(
             if checkpoint == "last":
                 checkpoint = "best"
                 note += "; sampled from the best checkpoint"
-            if not run.best.is_file() and not (run.root / f"best{SUFFIX}").is_file():
+            if run.model_file("best") is None:
                 # it diverged before its first finite evaluation
                 checkpoint = None
                 note = f"run diverged at step {summary.get('diverged_step')}; no checkpoint to sample from"

@@ -25,7 +25,7 @@ from anatomy.generation.generate import load_model, stream, window_start
 from anatomy.generation.memorisation import Memorisation, data_dir_of
 from anatomy.language import N_, _
 from anatomy.results.reference import corpus_differences
-from anatomy.files.run_folder import read_run_config
+from anatomy.files.run_folder import RunFolder, read_run_config
 from anatomy.files.run_folder import run_precision
 from anatomy.data.tokenizer import SPLIT_FILE, read_json
 from dashboard import loaders
@@ -57,14 +57,6 @@ def cached_model(run_dir: str, checkpoint: str, version: float):
 def cached_memorisation(data_dir: str, version: float) -> Memorisation:
     del version  # only part of the cache key: a rebuilt corpus has a new split.json
     return Memorisation(Path(data_dir))
-
-
-def weights_file(run_dir: Path, checkpoint: str) -> Path | None:
-    """The checkpoint, or the shipped float16 weights, that generation would read."""
-    for path in (run_dir / f"{checkpoint}.pt", run_dir / f"{checkpoint}.safetensors"):
-        if path.is_file():
-            return path
-    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -293,7 +285,7 @@ panes = st.columns(len(chosen))
 ready = {}
 for pane, (label, run) in zip(panes, chosen_runs.iterrows()):
     run_dir = root / run["run_id"]
-    weights = weights_file(run_dir, checkpoint)
+    weights = RunFolder(run_dir).model_file(checkpoint)  # the checkpoint, or the shipped float16 weights
     if weights is None:
         with pane:
             st.markdown(f"**{markdown_name(label)}** · {markdown_literal(checkpoint)}")
