@@ -300,7 +300,7 @@ def test_a_full_disk_is_one_line_naming_the_file(llama_runs, tmp_path, monkeypat
 
 
 # ---------------------------------------------------------------------------------------------
-# The README
+# The export's page (docs/export.md)
 # ---------------------------------------------------------------------------------------------
 
 

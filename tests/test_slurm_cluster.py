@@ -74,7 +74,7 @@ def test_leftover_processes_in_a_folder_are_killed_and_others_kept(tmp_path):
 
 
 def adapted_profile(folder: Path, retries: int | None = None, train_minutes: int | None = None) -> Path:
-    """workflow/profiles/slurm as a user adapts it to this cluster (README, "Scaling out")."""
+    """workflow/profiles/slurm as a user adapts it to this cluster (docs/cluster.md)."""
     settings = yaml.safe_load((WORKFLOW / "profiles" / "slurm" / "config.yaml").read_text(encoding="utf-8"))
     training = settings["set-resources"]["train_model"]
     # The partition names of this cluster.

@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parent.parent
 # cumulative probabilities: once a draw lands near a boundary that moved, the rounded model picks
 # the neighbouring character and the two texts part for good. So the shipped weights follow their
 # checkpoint's sample only for its first characters; how many depends on where that first near
-# miss happens (README, "Results", has the counts). This is the prefix plus three characters.
+# miss happens (docs/reference.md has the counts). This is the prefix plus three characters.
 SAME_FIRST_CHARS = 6
 
 
