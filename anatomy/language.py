@@ -2,7 +2,9 @@
 
 The code is written in English, and each sentence a reader sees is marked for translation with
 `_`: `_("best val {loss}").format(loss=...)`, never an f-string, so that the whole sentence,
-placeholders and all, is what a translator sees. A constant made at import time is marked with
+placeholders and all, is what a translator sees. A short word that could mean two things is
+marked with its context (`pgettext`), and a list is joined by the language's own rules
+(`join_list`). A constant made at import time is marked with
 `N_` and translated with `_` where it is shown. The translations live in one gettext catalogue
 per language, anatomy/locale/LANGUAGE/LC_MESSAGES/messages.po, which Babel reads here (and
 extracts from the code: docs/translating.md). English needs no catalogue: a sentence is its own
@@ -17,7 +19,7 @@ sets (`use`). The report writes English, except the headline of a translated REA
 from __future__ import annotations
 
 import gettext
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import cache
@@ -99,3 +101,17 @@ def N_(message: str) -> str:
 def ngettext(singular: str, plural: str, n: int) -> str:
     """The singular or plural of a sentence with a count, in the reader's language."""
     return translations(_language.get()).ngettext(singular, plural, n)
+
+
+def pgettext(context: str, message: str) -> str:
+    """`message` in the reader's language, as meant in `context`: a short word that reads two ways
+    in English ("post" the norm's position, or a blog post) is two msgids for the translator."""
+    return translations(_language.get()).pgettext(context, message)
+
+
+def join_list(items: Iterable[str], style: str = "standard") -> str:
+    """Items joined as the reader's language lists them, by Babel's CLDR rules: "a, b, and c",
+    "a、b和c". `style` is CLDR's: "standard" (and), "or", "unit" (no conjunction)."""
+    from babel.lists import format_list  # Babel only here, as in `translations`
+
+    return format_list(list(items), style=style, locale=_language.get())

@@ -1,17 +1,21 @@
 """The two languages: every sentence marked in the code has its Chinese, the catalogue holds
-nothing the code no longer says, a translation keeps its placeholders, the language belongs to
-one reader (one thread), English unless set, and every dashboard page speaks Chinese when its
-link asks (`?lang=zh_CN`)."""
+nothing the code no longer says, a translation keeps its placeholders, every sentence is one
+whole msgid and a short word that reads two ways has its context, the documented extract command
+finds what the code marks and keeps the translators' notes, the language belongs to one reader
+(one thread), English unless set, lists are joined as the reader's language joins them, and
+every dashboard page speaks Chinese when its link asks (`?lang=zh_CN`)."""
 
 from __future__ import annotations
 
 import re
+import shlex
 import threading
 from pathlib import Path
 
 import duckdb
 import pytest
 from babel.messages.extract import extract_from_dir
+from babel.messages.frontend import CommandLineInterface
 from babel.messages.pofile import read_po
 
 from anatomy import language
@@ -23,29 +27,36 @@ REPO = Path(__file__).resolve().parents[1]
 PLACEHOLDER = re.compile(r"\{[^{}]*\}")
 
 
-def marked_in_code() -> dict[str, str]:
-    """Each sentence marked with `_` or `ngettext` in anatomy/ and dashboard/ -> where (file:line)."""
-    found: dict[str, str] = {}
+def marked_in_code() -> dict[tuple[str | None, str], str]:
+    """Each sentence marked with `_`, `ngettext` or `pgettext` in anatomy/ and dashboard/, as
+    (its context or None, itself) -> where (file:line)."""
+    found: dict[tuple[str | None, str], str] = {}
     for top in ("anatomy", "dashboard"):
-        for filename, line, message, _comments, _context in extract_from_dir(
+        for filename, line, message, _comments, context in extract_from_dir(
             REPO / top, method_map=[("**.py", "python")]
         ):
             for text in message if isinstance(message, tuple) else (message,):
                 if text:
-                    found.setdefault(text, f"{top}/{filename}:{line}")
+                    found.setdefault((context, text), f"{top}/{filename}:{line}")
     return found
 
 
-def chinese() -> dict[str, str | tuple]:
-    """msgid -> its Chinese; a sentence with a count (ngettext) under its singular and its plural."""
+def chinese() -> dict[tuple[str | None, str], str | tuple]:
+    """(context, msgid) -> its Chinese; a sentence with a count (ngettext) under its singular and
+    its plural."""
     with language.catalogue_path("zh_CN").open("rb") as file:
         messages = [m for m in read_po(file) if m.id]
-    return {text: m.string for m in messages for text in (m.id if isinstance(m.id, tuple) else (m.id,))}
+    return {(m.context, text): m.string for m in messages for text in (m.id if isinstance(m.id, tuple) else (m.id,))}
+
+
+def shown(key: tuple[str | None, str]) -> str:
+    context, text = key
+    return repr(text) if context is None else f"{text!r} (context {context!r})"
 
 
 def test_every_marked_sentence_has_its_chinese():
     catalogue = chinese()
-    missing = [f"{where}: {text!r}" for text, where in marked_in_code().items() if not catalogue.get(text)]
+    missing = [f"{where}: {shown(key)}" for key, where in marked_in_code().items() if not catalogue.get(key)]
     assert not missing, (
         f"{len(missing)} sentence(s) without Chinese in {language.catalogue_path('zh_CN').relative_to(REPO)} "
         "(docs/translating.md):\n" + "\n".join(missing[:40])
@@ -54,21 +65,72 @@ def test_every_marked_sentence_has_its_chinese():
 
 def test_the_catalogue_holds_no_sentence_the_code_no_longer_says():
     in_code = marked_in_code()
-    stale = [text for text in chinese() if text not in in_code]
-    assert not stale, "translated, but no longer in the code (remove them): " + "; ".join(map(repr, stale[:20]))
+    stale = [key for key in chinese() if key not in in_code]
+    assert not stale, "translated, but no longer in the code (remove them): " + "; ".join(map(shown, stale[:20]))
 
 
 def test_a_translation_keeps_every_placeholder():
     wrong = []
-    for text, translated in chinese().items():
+    for (_context, text), translated in chinese().items():
         for one in translated if isinstance(translated, tuple) else (translated,):
             if one and sorted(PLACEHOLDER.findall(one)) != sorted(PLACEHOLDER.findall(text)):
                 wrong.append(f"{text!r} -> {one!r}")
     assert not wrong, "placeholders differ:\n" + "\n".join(wrong)
 
 
+def test_every_sentence_is_one_whole_msgid():
+    """A sentence glued from fragments (", at peak lr {lr}" added to another) cannot be reordered
+    by its translator: every msgid starts and ends with its own words."""
+    fragments = [
+        f"{where}: {shown(key)}"
+        for key, where in marked_in_code().items()
+        if key[1] != key[1].strip() or key[1][:1] in ",;:."
+    ]
+    assert not fragments, "make each a whole sentence with its placeholders:\n" + "\n".join(fragments)
+
+
+# One-word msgids that read two ways: each is marked with its context (pgettext)
+AMBIGUOUS = {"no", "yes", "**no**", "**yes**", "none", "lower", "higher", "part", "state", "result"}
+
+
+def test_a_short_word_that_reads_two_ways_has_its_context():
+    bare = [
+        f"{where}: {text!r}"
+        for (context, text), where in marked_in_code().items()
+        if where.startswith("anatomy/") and context is None and text in AMBIGUOUS
+    ]
+    assert not bare, "mark these with pgettext(context, word):\n" + "\n".join(bare)
+
+
+def documented_extract() -> list[str]:
+    """The `pybabel extract` command of docs/translating.md, as its words."""
+    doc = (REPO / "docs" / "translating.md").read_text(encoding="utf-8")
+    return shlex.split(next(line for line in doc.splitlines() if line.startswith("pybabel extract")))
+
+
+def test_the_documented_extract_finds_every_sentence_with_its_notes_and_the_catalogue_covers_it(tmp_path, monkeypatch):
+    words = documented_extract()
+    assert words[words.index("-F") + 1] == "babel.cfg"
+    template = tmp_path / "messages.pot"
+    words[words.index("-o") + 1] = str(template)
+    monkeypatch.chdir(REPO)
+    CommandLineInterface().run([words[0], "--quiet", *words[1:]])
+    with template.open("rb") as file:
+        extracted = [m for m in read_po(file) if m.id]
+    keys = {(m.context, text) for m in extracted for text in (m.id if isinstance(m.id, tuple) else (m.id,))}
+    # babel.cfg and the command's keywords find what the code marks, pgettext's context included
+    assert keys == set(marked_in_code())
+    # the translators' notes reach the catalogue's template
+    notes = [c for m in extracted for c in m.auto_comments]
+    assert any(note.startswith("TRANSLATORS:") for note in notes), "the extract command drops the translators' notes"
+    catalogue = chinese()
+    missing = [shown(key) for key in sorted(keys, key=str) if not catalogue.get(key)]
+    assert not missing, f"{len(missing)} extracted sentence(s) without Chinese:\n" + "\n".join(missing[:40])
+
+
 def test_english_unless_set_and_each_thread_speaks_its_own():
-    text = next(iter(chinese()))
+    key = next(key for key in chinese() if key[0] is None)
+    _context, text = key
     assert language.current() == "en" and _(text) == text
     heard = {}
 
@@ -79,13 +141,43 @@ def test_english_unless_set_and_each_thread_speaks_its_own():
     thread = threading.Thread(target=reader)
     thread.start()
     thread.join()
-    assert heard["zh"] == chinese()[text] != text
+    assert heard["zh"] == chinese()[key] != text
     assert _(text) == text  # the other reader's choice did not reach this one
 
 
 def test_an_unknown_language_is_one_line():
     with pytest.raises(AnatomyError, match=r"language 'fr': expected one of en, zh_CN"):
         language.use("fr")
+
+
+def test_a_short_word_is_translated_as_its_context_means_it(tmp_path, monkeypatch):
+    catalogue = tmp_path / "zh_CN" / "LC_MESSAGES" / "messages.po"
+    catalogue.parent.mkdir(parents=True)
+    catalogue.write_text(
+        'msgid ""\nmsgstr "Content-Type: text/plain; charset=UTF-8\\n"\n\n'
+        'msgctxt "norm position"\nmsgid "post"\nmsgstr "后置"\n\n'
+        'msgctxt "blog"\nmsgid "post"\nmsgstr "文章"\n',
+        encoding="utf-8",
+    )
+    monkeypatch.setattr(language, "LOCALE_DIR", tmp_path)
+    language.translations.cache_clear()
+    try:
+        with language.speaking("zh_CN"):
+            heard = language.pgettext("norm position", "post"), language.pgettext("blog", "post"), _("post")
+        assert heard == ("后置", "文章", "post")  # without a context, no translation was asked for
+        assert language.pgettext("norm position", "post") == "post"  # English: the word as written
+    finally:
+        language.translations.cache_clear()  # the next test reads the real catalogue
+
+
+def test_a_list_is_joined_as_the_readers_language_lists():
+    assert language.join_list(["rmsnorm", "swiglu", "rope"]) == "rmsnorm, swiglu, and rope"
+    assert language.join_list(["rmsnorm", "swiglu"]) == "rmsnorm and swiglu"
+    assert language.join_list(["7", "42"], style="or") == "7 or 42"
+    assert language.join_list(["rmsnorm"]) == "rmsnorm" and language.join_list([]) == ""
+    with language.speaking("zh_CN"):
+        assert language.join_list(["rmsnorm", "swiglu", "rope"]) == "rmsnorm、swiglu和rope"
+        assert language.join_list(iter(["7", "42"]), style="or") == "7或42"
 
 
 # Every page of the dashboard, in Chinese: no English sentence left outside code and the samples' own text
@@ -97,7 +189,7 @@ def test_every_page_speaks_chinese_when_the_link_asks(fixture_grid_db, page, mon
         samples = [text for (text,) in con.execute("SELECT text FROM samples WHERE text IS NOT NULL").fetchall()]
     english = english_left(app, samples)
     assert not english, f"/{page} in Chinese still shows: " + " | ".join(english[:5])
-    # Chinese puts no space after its full-width punctuation (report.roles.sentences joins them)
+    # Chinese puts no space after its full-width punctuation (report.wording.sentences joins them)
     spaced = [line for line in texts(app).splitlines() if re.search(r"[。！？；：，] ", line)]
     spaced = [line for line in spaced if not any(line.strip() in text for text in samples)]
     assert not spaced, f"/{page} in Chinese has a space after a full stop: " + " | ".join(spaced[:5])
