@@ -1,4 +1,5 @@
-"""anatomy.data.corpus: a blog folder (or a .txt) into one text, and every way the input can be wrong."""
+"""anatomy.data.corpus, with the front matter, markup, posts and statistics modules it joins: a
+blog folder (or a .txt) into one text, and every way the input can be wrong."""
 
 from __future__ import annotations
 
@@ -13,14 +14,9 @@ import pytest
 import yaml
 
 from anatomy.cli import main
-from anatomy.data.corpus import (
-    MarkupTally,
-    clean_markup,
-    code_and_prose,
-    extract_corpus,
-    size_warning,
-    write_corpus,
-)
+from anatomy.data.corpus import extract_corpus, write_corpus
+from anatomy.data.corpus_stats import size_warning
+from anatomy.data.markup import MarkupTally, clean_markup, code_and_prose
 from anatomy.errors import AnatomyError
 from guarded_command import run_anatomy
 
@@ -1136,9 +1132,9 @@ def test_a_named_pipe_or_a_device_given_as_the_source_is_one_line(tmp_path, kind
 def test_a_post_too_long_to_be_one_is_named_not_read(tmp_path, monkeypatch, capsys):
     """A "post" of gigabytes (a dump renamed .md) is not read into memory: it cannot be used,
     like any broken post, and --skip-bad leaves it out."""
-    from anatomy.data import corpus
+    from anatomy.data import posts
 
-    monkeypatch.setattr(corpus, "POST_LIMIT", 1024)  # the real one: 64 MiB
+    monkeypatch.setattr(posts, "POST_LIMIT", 1024)  # the real one: 64 MiB
     src = tmp_path / "posts"
     write(src / "post.md", "kept")
     write(src / "dump.md", "x" * 2000)

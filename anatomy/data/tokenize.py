@@ -1,7 +1,7 @@
 """`python -m anatomy tokenize DIR/corpus.txt --out DIR`: the command, its arguments and its report.
 
 The work is anatomy/data/tokenizer.py's (as train.py is to trainer.py). The command also warns when
-the file given is a Markdown post with front matter, which anatomy/data/corpus.py recognises: the
+the file given is a Markdown post with front matter, which anatomy/data/posts.py recognises: the
 corpus step imports the tokenizer (its file names, the shortest corpus it takes), so the
 tokenizer cannot import the corpus step, and the command, which needs both, sits above both.
 """
@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from anatomy.data.corpus import front_matter_warning
+from anatomy.data.posts import front_matter_warning
 from anatomy.errors import AnatomyError
 from anatomy.data.tokenizer import DEFAULT_CTX_LEN, tokenize_corpus, tokenize_split
 
