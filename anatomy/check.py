@@ -11,10 +11,10 @@ import argparse
 
 import torch
 
+from anatomy.chapter import CHAPTER
 from anatomy.config import CHAPTER_VOCAB, preset
 from anatomy.model import MiniLM
 
-EXPECTED_PARAMS = {"vanilla": 1_244_928, "llama": 1_178_496}
 ROPE_SHIFT = 5
 
 
@@ -71,9 +71,8 @@ def run(args: argparse.Namespace) -> int:
             f"{name}: forward (2, 128) -> {tuple(logits.shape)}, loss {loss.item():.3f}",
         )
         if args.vocab_size == CHAPTER_VOCAB:
-            report(
-                params == EXPECTED_PARAMS[name], f"{name}: {params:,} parameters (chapter: {EXPECTED_PARAMS[name]:,})"
-            )
+            published = CHAPTER.model(name).params
+            report(params == published, f"{name}: {params:,} parameters (chapter: {published:,})")
         report(gap < 1e-4, f"{name}: manual and fused agree (max difference {gap:.1e})")
 
     print("\nParameters per part:")

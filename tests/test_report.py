@@ -13,12 +13,14 @@ import pytest
 
 from anatomy.report import claims
 
-from anatomy.report import markdown
+from anatomy.report import costs_section, exams_section, figures, grid_sections, markdown
 from anatomy.cli import main
 from anatomy.report.claims import PARTS
-from anatomy.report.roles import read_provenance
+from anatomy.report.costs_section import read_provenance
+from anatomy.report.readme import markers, readme_block, readme_blocks
 from anatomy.report.uncertainty import Difference, against_baseline, judge_one
-from anatomy.results.reader import load, load_runs
+from anatomy.results.collect import load_runs
+from anatomy.results.reader import load
 from anatomy.results.collect import collect
 from run_folders import LLAMA_PARTS, write_fixture_grid, write_run_folder
 
@@ -272,7 +274,7 @@ def test_each_part_is_judged_both_ways_and_a_part_can_help_one_model_and_not_the
         "gqa: llama misses it, vanilla does not clearly gain from it; "
         "swiglu: helps vanilla, llama does better without it; not yet testable both ways: rmsnorm, prenorm"
     )
-    assert markdown.training_loss_verdict(data, "swiglu") == (
+    assert exams_section.training_loss_verdict(data, "swiglu") == (
         "in the training loss, adding it to vanilla lowers best val beyond noise and removing it from llama "
         "lowers best val beyond noise (helps vanilla, llama does better without it)"
     )
@@ -328,7 +330,7 @@ def test_seeds_that_disagree_widen_the_noise_and_one_seed_is_judged_against_it(t
     # the pooled sd: (3 x 0.00005 + 0.001013 + 0.0421) / 5 degrees of freedom (the diverged seed is no noise)
     assert data.noise["df"].tolist() == [5] and data.noise["sd"].iloc[0] > 0.09
     assert claims.part_effects(data, "swiglu") == (claims.NOT_BEYOND_NOISE, claims.NOT_BEYOND_NOISE)
-    assert markdown.training_loss_verdict(data, "swiglu") == (
+    assert exams_section.training_loss_verdict(data, "swiglu") == (
         "in the training loss, neither adding it to vanilla nor removing it from llama moves best val beyond noise"
     )
     assert claims.part_effects(data, "gqa") == (claims.NOT_BEYOND_NOISE, claims.NOT_BEYOND_NOISE)
@@ -416,7 +418,7 @@ def test_the_ten_ablations_are_judged_together_so_each_has_one_verdict(tmp_path)
     part = [c for c in claims.claims(data) if c.claim == "Which part earned the gain"][0]
     assert part.measured.startswith("noise: sd 0.007 per run, pooled over 12 degrees of freedom; 10 ablations judged")
     assert "rope: within noise either way" in part.measured
-    text = markdown.ablation_section(data)
+    text = grid_sections.ablation_section(data)
     assert "the table's 10 comparisons are judged together (Holm's correction)" in text
     assert "(sd 0.007 per run, pooled over 12 degrees of freedom)" in text
 
@@ -637,7 +639,7 @@ def test_each_bf16_run_is_held_against_its_fp32_twin_with_an_interval(tmp_path):
 
 def test_report_on_real_tiny_runs(dashboard_db):
     data = load(dashboard_db)
-    text = markdown.render(data, list(markdown.figure_charts(data)))
+    text = markdown.render(data, list(figures.figure_charts(data)))
     # roles come from the model settings: the tiny runs all use the `debug` preset
     rows = {row[0]: row for row in table_rows(text, "Headline")}
     assert rows["vanilla (2017)"][1] == "42 / 7" and rows["mini-LLaMA"][1] == "42 / 7"
@@ -648,7 +650,7 @@ def test_report_on_real_tiny_runs(dashboard_db):
 def test_cli_writes_report_figures_and_readme_section(fixture_runs, tmp_path, capsys):
     runs_root, _ = fixture_runs
     readme = tmp_path / "README.md"
-    (results_start, results_end), (costs_start, costs_end) = markdown.markers("headline"), markdown.markers("costs")
+    (results_start, results_end), (costs_start, costs_end) = markers("headline"), markers("costs")
     readme.write_text(
         f"# Title\n\n## Costs\n{costs_start}\nold costs\n{costs_end}\n\n"
         f"## Results\n\n{results_start}\nold numbers\n{results_end}\n\n## After\n"
@@ -662,8 +664,8 @@ def test_cli_writes_report_figures_and_readme_section(fixture_runs, tmp_path, ca
     assert text.startswith(f"# Title\n\n## Costs\n{costs_start}\n") and text.endswith(f"{results_end}\n\n## After\n")
     assert "old numbers" not in text and "old costs" not in text
     # the fixture runs record no wall time (no grid.json beside them)
-    assert markdown.readme_block(text, "costs") == "No shipped run records its wall time yet.\n"
-    block = markdown.readme_block(text, "headline")
+    assert readme_block(text, "costs") == "No shipped run records its wall time yet.\n"
+    block = readme_block(text, "headline")
     # the README's headline links the figure from its own folder, and holds the report's own
     # headline table and verdicts, word for word
     assert "](docs/results/headline.png)" in block
@@ -676,24 +678,24 @@ def test_cli_writes_report_figures_and_readme_section(fixture_runs, tmp_path, ca
 
 def test_a_translated_readme_gets_the_headline_in_its_language(fixture_runs, tmp_path, capsys):
     runs_root, _ = fixture_runs
-    start, end = markdown.markers("headline")
+    start, end = markers("headline")
     english, chinese = tmp_path / "README.md", tmp_path / "README.zh-CN.md"
-    english.write_text(f"{start}\n{end}\n{markdown.markers('costs')[0]}\n{markdown.markers('costs')[1]}\n")
+    english.write_text(f"{start}\n{end}\n{markers('costs')[0]}\n{markers('costs')[1]}\n")
     chinese.write_text(f"# 标题\n{start}\nold\n{end}\n")
     out = tmp_path / "docs" / "results"
     argv = ["report", "--runs", str(runs_root), "--out", str(out), "--readme", str(english), str(chinese)]
     assert main(argv) == 0
     assert f"the headline section(s) of {chinese} rewritten" in capsys.readouterr().out
-    block = markdown.readme_block(chinese.read_text(), "headline")
+    block = readme_block(chinese.read_text(), "headline")
     # the same numbers and figure as the English headline, in Chinese words
     assert "](docs/results/headline.png)" in block and "验证损失" in block and "Val loss" not in block
     numbers = re.compile(r"\d+\.\d{3}")
-    assert numbers.findall(block) == numbers.findall(markdown.readme_block(english.read_text(), "headline"))
+    assert numbers.findall(block) == numbers.findall(readme_block(english.read_text(), "headline"))
 
 
 def test_a_readme_in_an_unknown_language_or_without_markers_changes_no_readme(fixture_runs, tmp_path, capsys):
     runs_root, _ = fixture_runs
-    start, end = markdown.markers("headline")
+    start, end = markers("headline")
     chinese, french = tmp_path / "README.zh-CN.md", tmp_path / "README.fr.md"
     chinese.write_text(f"{start}\nold\n{end}\n")
     french.write_text(f"{start}\nold\n{end}\n")
@@ -737,15 +739,15 @@ def test_readme_results_come_from_the_shipped_reference_runs():
     reference = REPO / "results" / "reference"
     assert (reference / "runs").is_dir(), "results/reference/runs is missing: the README's numbers have no source"
     data = load_runs(reference / "runs", read_provenance(reference / "grid.json"))
-    figures = list(markdown.figure_charts(data))
+    names = list(figures.figure_charts(data))
     for path, language in (("README.md", "en"), ("README.zh-CN.md", "zh_CN")):
         readme = (REPO / path).read_text(encoding="utf-8")
-        for name, block in markdown.readme_blocks(data, figures, "docs/results/", language).items():
-            assert markdown.readme_block(readme, name) == block, (
+        for name, block in readme_blocks(data, names, "docs/results/", language).items():
+            assert readme_block(readme, name) == block, (
                 f"{path}'s {name} section is stale: run `python -m anatomy report --runs results/reference/runs "
                 "--out docs/results --readme README.md README.zh-CN.md`"
             )
-    for name in markdown.figure_charts(data):
+    for name in names:
         assert (REPO / "docs" / "results" / f"{name}.png").is_file()
 
 
@@ -776,7 +778,7 @@ def test_costs_sum_each_targets_training_jobs_and_the_whole_grid(tmp_path):
     grid = {"machines": ["a CPU"], "devices": ["cpu"], "torch_versions": ["2.13.0"]}
     grid |= {"first_finished_utc": "2026-11-30T10:30:00Z", "last_finished_utc": "2026-11-30T12:00:00Z"}
     provenance = {"runs": runs, "grid": grid}
-    section = markdown.costs_section(load(db, provenance))
+    section = costs_section.costs_section(load(db, provenance))
     rows = {row[0]: row[1:] for row in table_rows("### Costs\n" + section, "Costs")}
     assert rows["`headline`"] == ["2", "35.0", "1.17", "0.67", "fp32"]
     assert rows["`ablations`"] == ["0", "–", "–", "–", "–"]
@@ -785,7 +787,7 @@ def test_costs_sum_each_targets_training_jobs_and_the_whole_grid(tmp_path):
     assert "Two lanes that never idle would need half the run-hours: 1.3 h for the whole grid's training." in section
     assert "On a CPU (cpu, torch 2.13.0), runs finished on 2026-11-30." in section
     undated = {"runs": runs, "grid": {key: grid[key] for key in ("machines", "devices", "torch_versions")}}
-    assert "On a CPU (cpu, torch 2.13.0), finish dates not recorded." in markdown.costs_section(load(db, undated))
+    assert "On a CPU (cpu, torch 2.13.0), finish dates not recorded." in costs_section.costs_section(load(db, undated))
 
 
 def test_the_costs_estimate_the_grids_night_in_bf16_from_measured_runs(tmp_path):
@@ -807,14 +809,14 @@ def test_the_costs_estimate_the_grids_night_in_bf16_from_measured_runs(tmp_path)
     deep = {f"deep_pre_nowarmup_bf16/seed{seed}": {**record, "job_s": 2400} for seed in (42, 7)}
     grid = {"machines": ["a CPU"], "devices": ["cpu"], "torch_versions": ["2.13.0"]}
 
-    section = markdown.costs_section(load(db, {"runs": fp32 | shallow, "grid": grid}))
+    section = costs_section.costs_section(load(db, {"runs": fp32 | shallow, "grid": grid}))
     rows = {row[0]: row[1:] for row in table_rows("### Costs\n" + section, "Costs")}
     assert rows["the whole grid (`all`)"][0] == "6"  # the bf16 runs are not the grid's
     assert rows["`precision_check` (a study, not in `all`)"] == ["2", "20.0", "0.67", "0.33", "bf16"]
     assert "the 12-layer runs are not measured in bf16 yet, so the grid's night in bf16 is not estimated" in section
 
     # 4 one-layer grid runs at 20 minutes and 2 twelve-layer ones at 40: 2.7 run-hours
-    section = markdown.costs_section(load(db, {"runs": fp32 | shallow | deep, "grid": grid}))
+    section = costs_section.costs_section(load(db, {"runs": fp32 | shallow | deep, "grid": grid}))
     assert "1-layer 20.0 minutes a run, 12-layer 40.0 minutes a run" in section  # the fixture is 1 layer deep
     assert "would take 2.7 run-hours, 1.3 h on two lanes that never idle: within one 8-hour night" in section
 

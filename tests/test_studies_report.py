@@ -4,9 +4,12 @@ the real collecting code. The grid's tables never take a study's runs."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from anatomy.report import markdown
+from anatomy.report import markdown, scale_section
+from anatomy.report.readme import readme_blocks
 
 from anatomy.results import collect
 from anatomy.report.roles import only_runs_of
@@ -44,6 +47,25 @@ def grid_and_scale(tmp_path):
     db = tmp_path / "anatomy.duckdb"
     collect.collect(runs_root, db)
     return load(db)
+
+
+def test_the_scale_study_is_built_once_per_render(grid_and_scale, monkeypatch):
+    """The report asks for the study's sizes in several places (its section, its answer, the README's
+    headline), as the Studies page does: they are built once per Results, and the next render's
+    Results builds its own."""
+    built = []
+    judge_sizes = scale_section.judge  # called once per build of `sizes`, on the sizes' differences
+
+    def counted(differences):
+        built.append(sorted(differences))
+        return judge_sizes(differences)
+
+    monkeypatch.setattr(scale_section, "judge", counted)
+    markdown.render(grid_and_scale, [])
+    readme_blocks(grid_and_scale, [], "")
+    assert built == [list(SCALE_SIZES.values())]
+    markdown.render(dataclasses.replace(grid_and_scale), [])  # a new Results: the next render
+    assert len(built) == 2
 
 
 def test_the_scale_section_finds_each_size_and_where_llama_wins(grid_and_scale):
@@ -156,7 +178,7 @@ def test_stage2_ablations_are_judged_at_the_largest_size(tmp_path):
     collect.collect(runs_root, tmp_path / "db.duckdb")
     text = markdown.render(load(tmp_path / "db.duckdb"), [])
     stage2 = text.split("Which part earned the gap at the largest size (stage 2):")[1]
-    assert "| swiglu | not run yet |" in stage2  # the report's ablation table (markdown.py's own words)
+    assert "| swiglu | not run yet |" in stage2  # the report's ablation table (grid_sections.py's own words)
     # the setup's noise: three experiments of two seeds 0.01 apart, 3 df; one comparison, judged alone
     assert which_part_earns(scale_data(load(tmp_path / "db.duckdb"))) == (
         "At 25,600 characters (stage 2), 1 ablation is judged against the noise of its setup (sd 0.007 per run, "

@@ -16,22 +16,14 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
+from anatomy.chapter import CHAPTER
 from anatomy.config import ModelConfig
 from anatomy.exams.depth import LEARNED_MARGIN
-from anatomy.language import N_, _, ngettext
+from anatomy.language import N_, _, ngettext, pgettext
 from anatomy.results.reader import MODEL_FIELDS, Results
 from anatomy.report.chart_data import part_deltas
-from anatomy.report.roles import (
-    seed_list,
-    and_list,
-    clauses,
-    deep_runs,
-    headline_of,
-    listed,
-    paired_deltas,
-    per_seed,
-    stability_text,
-)
+from anatomy.report.roles import deep_runs, headline_of, paired_deltas
+from anatomy.report.wording import and_list, clauses, listed, part_name, per_seed, seed_list, stability_text
 from anatomy.report.uncertainty import (
     Difference,
     compare,
@@ -63,14 +55,16 @@ def turned(runs: pd.DataFrame) -> pd.Series:
     return runs["best_step"] < runs["final_val_step"]
 
 
-def not_judged(seeds: set, reason: str) -> str:
-    """What a verdict adds for the seeds it leaves out, e.g. " (seed 7 not testable: REASON)"."""
+def with_untested(verdict: str, seeds: set, reason: str) -> str:
+    """A verdict with the seeds it leaves out, "**reproduced** (seed 7 not testable: REASON)"; the
+    verdict alone where it leaves none out."""
     if not seeds:
-        return ""
-    numbers = seed_list(seeds)
+        return verdict
     return ngettext(
-        " (seed {seeds} not testable: {reason})", " (seeds {seeds} not testable: {reason})", len(seeds)
-    ).format(seeds=numbers, reason=reason)
+        "{verdict} (seed {seeds} not testable: {reason})",
+        "{verdict} (seeds {seeds} not testable: {reason})",
+        len(seeds),
+    ).format(verdict=verdict, seeds=seed_list(seeds), reason=reason)
 
 
 # Why a difference has no interval (uncertainty.py: no noise estimate for a side's setup)
@@ -111,23 +105,22 @@ class Claim:
     verdict: str
 
 
-# The claims in the order `claims` makes them, by the names the dashboard's pages ask for them by
-CLAIM_KEYS = (
-    "learns_faster",
-    "lower_valley",
-    "memorises",
-    "copied",
-    "which_part",
-    "deep_postnorm",
-    "broken_rope",
-    "mqa",
-)
-
-
 def claims_by_key(data: Results) -> dict[str, Claim]:
-    made = claims(data)
-    assert len(made) == len(CLAIM_KEYS), "a claim was added: name it in CLAIM_KEYS"
-    return dict(zip(CLAIM_KEYS, made))
+    """Every claim, by the name the dashboard's pages ask for it by, in the report's order: the
+    headline's three first, then the parts, the break tests and the cache."""
+    return {
+        **headline_claims(data),
+        "copied": _memorised_sample(data),
+        "which_part": _which_part(data),
+        "deep_postnorm": _deep_claim(data),
+        "broken_rope": _rope_claim(data),
+        "mqa": _mqa_claim(data),
+    }
+
+
+def claims(data: Results) -> list[Claim]:
+    """Every claim, in the report's order (claims_by_key)."""
+    return list(claims_by_key(data).values())
 
 
 def finding_text(claim: Claim) -> str:
@@ -140,10 +133,12 @@ def finding_text(claim: Claim) -> str:
     )
 
 
-def claims(data: Results) -> list[Claim]:
+def headline_claims(data: Results) -> dict[str, Claim]:
+    """The claims the headline pair answers, by key: it learns faster, reaches a lower best val,
+    and memorises after it (the README's headline and the precision study judge these three)."""
     vanilla, llama = headline_of(data, "vanilla"), headline_of(data, "llama")
     both = sorted(set(vanilla["seed"]) & set(llama["seed"]))
-    out = []
+    out, chapter = {}, chapter_figures()
     not_run = _("not yet run")
 
     # 1. llama learns faster: its best val comes earlier
@@ -161,11 +156,11 @@ def claims(data: Results) -> list[Claim]:
             verdict = _("not testable here: no run turned ({reason})").format(reason=_(STILL_FALLING))
         else:
             verdict = _("**reproduced**") if (told < 0).all() else _("**not reproduced**")
-            verdict += not_judged(set(earlier.index) - turning, _("no run turned"))
+            verdict = with_untested(verdict, set(earlier.index) - turning, _("no run turned"))
     else:
         measured, verdict = _("headline not run"), not_run
-    out.append(
-        Claim(_("The mini-LLaMA learns faster: its best val comes earlier"), _("step 500 vs 1100"), measured, verdict)
+    out["learns_faster"] = Claim(
+        _("The mini-LLaMA learns faster: its best val comes earlier"), chapter["learns_faster"], measured, verdict
     )
 
     # 2. llama reaches a lower best val: the lowest val each reached in the same steps, a fair
@@ -187,13 +182,8 @@ def claims(data: Results) -> list[Claim]:
             verdict = _("**not reproduced**: lower, but within noise")
     else:
         measured, verdict = _("headline not run"), not_run
-    out.append(
-        Claim(
-            _("The mini-LLaMA reaches a lower best val"),
-            _("3.599 vs 3.706 (gap 0.107); seed 7: gap 0.094"),
-            measured,
-            verdict,
-        )
+    out["lower_valley"] = Claim(
+        _("The mini-LLaMA reaches a lower best val"), chapter["lower_valley"], measured, verdict
     )
 
     # 3. llama memorises after its best val: val up, train down
@@ -213,24 +203,40 @@ def claims(data: Results) -> list[Claim]:
             verdict = _("not testable here: {reason}").format(reason=_(STILL_FALLING))
         else:
             verdict = _("**reproduced**") if rising.all() else _("**not reproduced**")
-            verdict += not_judged(set(llama["seed"]) - set(judged["seed"]), _(STILL_FALLING))
+            verdict = with_untested(verdict, set(llama["seed"]) - set(judged["seed"]), _(STILL_FALLING))
     else:
         measured, verdict = _("mini-LLaMA not run"), not_run
-    out.append(
-        Claim(
-            _("The mini-LLaMA memorises after its best val: val climbs while train falls"),
-            _("val 3.599 → 5.083 at step 2000, train → 0.33"),
-            measured,
-            verdict,
-        )
+    out["memorises"] = Claim(
+        _("The mini-LLaMA memorises after its best val: val climbs while train falls"),
+        chapter["memorises"],
+        measured,
+        verdict,
     )
-
-    out.append(_memorised_sample(data))
-    out.append(_which_part(data))
-    out.append(_deep_claim(data))
-    out.append(_rope_claim(data))
-    out.append(_mqa_claim(data))
     return out
+
+
+def chapter_figures() -> dict[str, str]:
+    """The chapter's figure for each headline claim, by key: its published numbers
+    (anatomy/chapter.py) in the claims table's words."""
+    vanilla, llama = CHAPTER.vanilla, CHAPTER.llama
+    return {
+        # TRANSLATORS: the chapter's published figures: the step of each model's best val
+        "learns_faster": _("step {llama} vs {vanilla}").format(llama=llama.best_step, vanilla=vanilla.best_step),
+        # TRANSLATORS: the chapter's published figures: each model's best val loss (seed 42), their
+        # gap, and the gap of the other seed
+        "lower_valley": _("{llama} vs {vanilla} (gap {gap}); seed {seed}: gap {seed_gap}").format(
+            llama=llama.best_val[0],
+            vanilla=vanilla.best_val[0],
+            gap=CHAPTER.gap[0],
+            seed=CHAPTER.seeds[1],
+            seed_gap=CHAPTER.gap[1],
+        ),
+        # TRANSLATORS: the chapter's published figures: the mini-LLaMA's val loss from its best to
+        # its last step, and its train loss there
+        "memorises": _("val {best} → {final_val} at step {step}, train → {final_train}").format(
+            best=llama.best_val[0], final_val=llama.final_val, step=CHAPTER.steps, final_train=llama.final_train
+        ),
+    }
 
 
 def headline_gap(data: Results) -> Difference:
@@ -276,7 +282,8 @@ def _memorised_sample(data: Results) -> Claim:
     else:
         verdict = _("**not reproduced**: no more copying than the control")
     if beyond:
-        verdict += not_judged({seeds[run_id] for run_id in ordered if run_id not in turning}, _(STILL_FALLING))
+        untested = {seeds[run_id] for run_id in ordered if run_id not in turning}
+        verdict = with_untested(verdict, untested, _(STILL_FALLING))
     min_chars = int(samples["copy_min_chars"].iloc[0])
     measured = _("copied spans of {min_chars}+ characters: {samples}").format(
         min_chars=min_chars, samples=clauses(parts)
@@ -365,7 +372,7 @@ def beyond_cell(d: Difference, reason: str) -> str:
     """A table's "beyond noise?" cell for a judged difference: yes, no, or not testable and why."""
     if d.beyond is None:
         return not_testable(reason)
-    return _("**yes**") if d.beyond else _("no")
+    return pgettext("beyond noise?", "**yes**") if d.beyond else pgettext("beyond noise?", "no")
 
 
 def beyond_noise_words(d: Difference, reason: str) -> str:
@@ -409,7 +416,7 @@ def largest_ablation_change(data: Results, family: dict[str, Difference] | None 
             )
         )
     return sentence.format(
-        part=row["part"],
+        part=part_name(row["part"]),
         baseline=row["baseline"],
         change=f"{abs(d.mean):.3f}",
         deltas=interval_text(d),
@@ -452,32 +459,35 @@ def _which_part(data: Results) -> Claim:
             "{noise}; {n} ablation judged; earned the gain both ways: {parts}",
             "{noise}; {n} ablations judged together; earned the gain both ways: {parts}",
             judged,
-        ).format(noise=noise_words(noise), n=judged, parts=listed(earned) or _("none"))
+        ).format(noise=noise_words(noise), n=judged, parts=listed(map(part_name, earned)) or pgettext("parts", "none"))
     ]
     said += [
-        _("{part}: {effect}").format(part=part, effect=_(EFFECT_SUMMARY[effects[part]]))
+        _("{part}: {effect}").format(part=part_name(part), effect=_(EFFECT_SUMMARY[effects[part]]))
         for part in PARTS
         if effects[part] not in (None, (HELPS, HELPS))
     ]
     pending = [part for part in PARTS if effects[part] is None]
     if pending:
-        said.append(_("not yet testable both ways: {parts}").format(parts=listed(pending)))
+        said.append(_("not yet testable both ways: {parts}").format(parts=listed(map(part_name, pending))))
         return Claim(claim, chapter, clauses(said), _("partly answered"))
     verdict = (
-        _("**answered here**: {parts} earned it both ways").format(parts=listed(earned))
+        _("**answered here**: {parts} earned it both ways").format(parts=listed(map(part_name, earned)))
         if earned
         else _("**answered here**: no part earned it both ways")
     )
+    verdicts = [verdict]
     help_vanilla = [part for part in PARTS if effects[part][0] == HELPS and part not in earned]
     if help_vanilla:
-        verdict += ngettext(
-            "; added to the 2017 model alone, {parts} lowers its best val",
-            "; added to the 2017 model alone, {parts} lower its best val",
-            len(help_vanilla),
-        ).format(parts=and_list(help_vanilla))
+        verdicts.append(
+            ngettext(
+                "added to the 2017 model alone, {parts} lowers its best val",
+                "added to the 2017 model alone, {parts} lower its best val",
+                len(help_vanilla),
+            ).format(parts=and_list(map(part_name, help_vanilla)))
+        )
     if headline_gap(data).sign not in (-1, None):
-        verdict += _("; and here the mini-LLaMA has no gain to earn: its best val is not lower beyond noise")
-    return Claim(claim, chapter, clauses(said), verdict)
+        verdicts.append(_("and here the mini-LLaMA has no gain to earn: its best val is not lower beyond noise"))
+    return Claim(claim, chapter, clauses(said), clauses(verdicts))
 
 
 def _deep_claim(data: Results) -> Claim:
@@ -485,30 +495,38 @@ def _deep_claim(data: Results) -> Claim:
     chapter = _("left to the reader")
     post, pre = deep_runs(data, "post"), deep_runs(data, "pre")
     # the depth exam asks the same question over the learning rate
-    depth_map = ""
+    depth_map = []
     if not data.exams.depth_stability.empty:
         layers = "/".join(str(n) for n in sorted(data.exams.depth["n_layer"].unique()))
-        depth_map = _("; the depth map, {layers} layers over lr: {stability}").format(
-            layers=layers, stability=stability_text(data.exams.depth_stability)
+        depth_map.append(
+            _("the depth map, {layers} layers over lr: {stability}").format(
+                layers=layers, stability=stability_text(data.exams.depth_stability)
+            )
         )
     if post.empty or pre.empty:
-        return Claim(claim, chapter, _("deep pair not run") + depth_map, _("not yet run"))
+        return Claim(claim, chapter, clauses([_("deep pair not run"), *depth_map]), _("not yet run"))
     post_broke, pre_broke = post["diverged"].any(), pre["diverged"].any()
     gap = judge_one(compare(data.noise, post, pre))
-    measured = _(
-        "post-norm: diverged {post_diverged}, best val {post_best}; "
-        "pre-norm: diverged {pre_diverged}, best val {pre_best}; post minus pre {deltas}"
+    peak_lr = data.metrics.loc[data.metrics["run_id"].isin(post["run_id"]), "lr"].max()
+    measured = (
+        _(
+            "post-norm: diverged {post_diverged}, best val {post_best}; "
+            "pre-norm: diverged {pre_diverged}, best val {pre_best}; post minus pre {deltas}, at peak lr {lr}"
+        )
+        if pd.notna(peak_lr)
+        else _(
+            "post-norm: diverged {post_diverged}, best val {post_best}; "
+            "pre-norm: diverged {pre_diverged}, best val {pre_best}; post minus pre {deltas}"
+        )
     ).format(
-        post_diverged=_("yes") if post_broke else _("no"),
+        post_diverged=pgettext("diverged?", "yes") if post_broke else pgettext("diverged?", "no"),
         post_best=per_seed(post, "best_val_loss"),
-        pre_diverged=_("yes") if pre_broke else _("no"),
+        pre_diverged=pgettext("diverged?", "yes") if pre_broke else pgettext("diverged?", "no"),
         pre_best=per_seed(pre, "best_val_loss"),
         deltas=interval_text(gap) if math.isfinite(gap.mean) else "–",
+        lr=f"{peak_lr:g}",
     )
-    peak_lr = data.metrics.loc[data.metrics["run_id"].isin(post["run_id"]), "lr"].max()
-    if pd.notna(peak_lr):
-        measured += _(", at peak lr {lr}").format(lr=f"{peak_lr:g}")
-    measured += depth_map
+    measured = clauses([measured, *depth_map])
     if post_broke and not pre_broke:
         verdict = _("**reproduced**: post-norm diverged, pre-norm did not")
     elif pre_broke:
@@ -577,32 +595,35 @@ def _rope_claim(data: Results) -> Claim:
     judged = judge(differences)
     parts = [
         _("{name}: best val {best}, {deltas} vs mini-LLaMA").format(
-            name=name,
+            name=rope_break_name(name),
             best=per_seed(runs, "best_val_loss"),
             deltas=interval_text(judged[name]) if math.isfinite(judged[name].mean) else "–",
         )
         for name, runs in by_break.items()
     ]
     collapsed = (broken["best_val_loss"] >= chance - 0.05).any()
-    measured = clauses(parts) + _("; chance is ln(vocabulary) = {chance}").format(chance=f"{chance:.3f}")
+    parts.append(_("chance is ln(vocabulary) = {chance}").format(chance=f"{chance:.3f}"))
     collapse = _("one collapses to chance") if collapsed else _("neither collapses to chance")
     # a higher floor than chance: predicting by character frequency alone, without any context
     unigram = data.exams.depth["unigram_loss"].dropna()
     if not collapsed and len(unigram):
         floor = float(unigram.iloc[0])
-        measured += _("; ignoring the context (the corpus's unigram loss, from the depth exam) = {floor}").format(
-            floor=f"{floor:.3f}"
+        parts.append(
+            _("ignoring the context (the corpus's unigram loss, from the depth exam) = {floor}").format(
+                floor=f"{floor:.3f}"
+            )
         )
         blind = sorted(broken.loc[broken["best_val_loss"] >= floor - LEARNED_MARGIN, "rope_break"].unique())
-        collapse += (
+        collapse = (
             ngettext(
-                ", but {breaks} learns little beyond character frequencies",
-                ", but {breaks} learn little beyond character frequencies",
+                "neither collapses to chance, but {breaks} learns little beyond character frequencies",
+                "neither collapses to chance, but {breaks} learn little beyond character frequencies",
                 len(blind),
-            ).format(breaks=and_list(blind))
+            ).format(breaks=and_list(map(rope_break_name, blind)))
             if blind
-            else _(", nor to ignoring the context")
+            else _("neither collapses to chance, nor to ignoring the context")
         )
+    measured = clauses(parts)
     gap = judged.get(tuple(names))
     reason = untestable_reason(*same_seeds(*by_break.values())) if gap is not None else ""
     which, complete = which_break_hurts_more(names, gap, reason)
@@ -617,8 +638,8 @@ def which_break_hurts_more(breaks: list[str], gap: Difference | None, reason: st
     second's (judged with the claim's other comparisons), said only when it is beyond noise; and
     whether the comparison was testable. `reason` says why it is not (untestable_reason)."""
     if len(breaks) != 2:
-        return _("only {breaks} trained so far").format(breaks=listed(breaks)), False
-    first, second = breaks
+        return _("only {breaks} trained so far").format(breaks=listed(map(rope_break_name, breaks))), False
+    first, second = map(rope_break_name, breaks)
     if gap is None or not math.isfinite(gap.mean):
         return _("no seed of both breaks yet"), False
     worse, better, worse_gap = (first, second, gap) if gap.mean > 0 else (second, first, flipped(gap))
@@ -630,6 +651,18 @@ def which_break_hurts_more(breaks: list[str], gap: Difference | None, reason: st
         return said.format(name=worse, other=better, gap=interval_text(worse_gap)), True
     said = _("neither hurts more beyond noise: {name} minus {other} is {gap}")
     return said.format(name=first, other=second, gap=interval_text(gap)), True
+
+
+def rope_break_name(rope_break: str) -> str:
+    """A RoPE break by its setting (k_unrotated, k_adjacent), as a sentence names it: English keeps
+    the setting the break tests are run with."""
+    names = {
+        # TRANSLATORS: a broken RoPE by its setting: k not rotated at all, or k's pairs of dimensions taken
+        # as neighbours where q's are halves; keep the setting's name beside yours
+        "k_unrotated": pgettext("RoPE break", "k_unrotated"),
+        "k_adjacent": pgettext("RoPE break", "k_adjacent"),
+    }
+    return names.get(rope_break, rope_break)
 
 
 def _mqa_claim(data: Results) -> Claim:
@@ -658,13 +691,21 @@ def _mqa_claim(data: Results) -> Claim:
     def said(d: Difference) -> str:
         return interval_text(d) if math.isfinite(d.mean) else "–"
 
-    measured = _("best val {deltas} vs the mini-LLaMA (GQA)").format(deltas=said(judged["llama"]))
-    measured += (
-        _(", {deltas} vs MHA").format(deltas=said(judged["mha"])) if not mha.empty else _("; the MHA run is not in yet")
+    measured = [
+        _("best val {deltas} vs the mini-LLaMA (GQA), {mha} vs MHA").format(
+            deltas=said(judged["llama"]), mha=said(judged["mha"])
+        )
+        if not mha.empty
+        else _("best val {deltas} vs the mini-LLaMA (GQA)").format(deltas=said(judged["llama"])),
+    ]
+    if mha.empty:
+        measured.append(_("the MHA run is not in yet"))
+    measured.append(
+        _("KV cache per character: {sizes}").format(
+            sizes=listed(_("{name} {size} bytes").format(name=name, size=f"{size:,}") for name, size in cache.items())
+        )
     )
-    measured += _("; KV cache per character: {sizes}").format(
-        sizes=listed(_("{name} {size} bytes").format(name=name, size=f"{size:,}") for name, size in cache.items())
-    )
+    measured = clauses(measured)
     ratio = _kv_bytes_per_token(llama.iloc[0], 1) / _kv_bytes_per_token(llama.iloc[0], n_head)
     if mha.empty:
         return Claim(

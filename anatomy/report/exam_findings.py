@@ -18,10 +18,30 @@ import numpy as np
 import pandas as pd
 
 from anatomy.language import N_, _, ngettext
-from anatomy.report.roles import by_seed, seed_list, fmt, headline_of, paired_deltas, per_seed, seeds_of, stability_text
+from anatomy.report.roles import headline_of, paired_deltas
+from anatomy.report.wording import (
+    by_seed,
+    clauses,
+    fmt,
+    joined,
+    listed,
+    per_seed,
+    seed_list,
+    seeds_of,
+    sentences,
+    stability_text,
+    wiring,
+)
 from anatomy.results.reader import DEPTH_CELL_PREFIX, Results
 
-PART_NAMES = {"rmsnorm": "RMSNorm", "prenorm": "pre-norm", "rope": "RoPE", "gqa": "GQA", "swiglu": "SwiGLU"}
+# part -> its name in a sentence (shown with _(): RMSNorm, RoPE... are names in every language)
+PART_NAMES = {
+    "rmsnorm": N_("RMSNorm"),
+    "prenorm": N_("pre-norm"),
+    "rope": N_("RoPE"),
+    "gqa": N_("GQA"),
+    "swiglu": N_("SwiGLU"),
+}
 # part -> (the exam made for it, what it measures: shown with _())
 PART_EXAMS = {
     "rmsnorm": ("wall_clock", N_("wall clock: the norm alone, forward + backward, hand-written vs fused")),
@@ -39,12 +59,6 @@ def sentence(clause: str) -> str:
     """A finding's clause as a sentence of its own: capital first letter, full stop."""
     # TRANSLATORS: a finding's clause made a sentence: the full stop of the reader's language
     return _("{clause}.").format(clause=clause[:1].upper() + clause[1:])
-
-
-def clauses(said: list[str]) -> str:
-    """Clauses of one finding, one after the other."""
-    # TRANSLATORS: the separator between the clauses of one finding
-    return _("; ").join(said)
 
 
 def not_measured(exam: str) -> str:
@@ -127,15 +141,28 @@ def wall_clock_finding(data: Results, part: str, mine: str, other: str) -> str |
         return _("on the wall clock, hand-written {name} takes {ratio}x the {other}'s time").format(
             name=name, ratio=f"{manual:.2f}", other=other_name
         )
-    said = _("on the wall clock, fused {name} takes {ratio}x the {other}'s time").format(
-        name=name, ratio=f"{fused:.2f}", other=other_name
-    )
-    if not math.isnan(manual):
-        said += _(" (hand-written {ratio}x)").format(ratio=f"{manual:.2f}")
     by_hand = times.loc[mine, "manual_over_fused"]
-    if not math.isnan(by_hand):
-        said += _(", and written by hand {ratio}x its own fused time").format(ratio=f"{by_hand:.1f}")
-    return said
+    if math.isnan(manual):
+        said = (
+            _("on the wall clock, fused {name} takes {ratio}x the {other}'s time")
+            if math.isnan(by_hand)
+            else _(
+                "on the wall clock, fused {name} takes {ratio}x the {other}'s time, and written by hand "
+                "{by_hand}x its own fused time"
+            )
+        )
+    else:
+        said = (
+            _("on the wall clock, fused {name} takes {ratio}x the {other}'s time (hand-written {manual}x)")
+            if math.isnan(by_hand)
+            else _(
+                "on the wall clock, fused {name} takes {ratio}x the {other}'s time (hand-written {manual}x), and "
+                "written by hand {by_hand}x its own fused time"
+            )
+        )
+    return said.format(
+        name=name, ratio=f"{fused:.2f}", other=other_name, manual=f"{manual:.2f}", by_hand=f"{by_hand:.1f}"
+    )
 
 
 # anatomy/exams/wall_clock.py names so the variant whose manual and fused run the same code: a
@@ -211,9 +238,9 @@ def last_ratio(spread: pd.DataFrame, run_id: str) -> pd.Series | None:
 VANISHED_RATIO = 1e-3
 
 
-def vanished_note(ratio: float) -> str:
-    """What a first / last block gradient ratio means when the first block's has vanished; else nothing."""
-    return _("; the first block's gradient has all but vanished") if ratio < VANISHED_RATIO else ""
+def vanished(ratio: float) -> bool:
+    """Whether a first / last block gradient ratio says the first block's gradient has all but vanished."""
+    return ratio < VANISHED_RATIO
 
 
 def gradient_text(data: Results) -> str | None:
@@ -226,19 +253,18 @@ def gradient_text(data: Results) -> str | None:
     for norm_pos in ("post", "pre"):
         cell = depth[(depth["norm_pos"] == norm_pos) & (depth["lr"] == lr)]["cell"].iloc[0]
         ratio = last_ratio(data.exams.grad_norm_spread, DEPTH_CELL_PREFIX + cell)
-        wiring = f"{norm_pos}-norm"
+        if ratio is None:
+            said.append(_("{wiring} no norms logged").format(wiring=wiring(norm_pos)))
+            continue
         said.append(
-            _("{wiring} no norms logged").format(wiring=wiring)
-            if ratio is None
-            else _("{wiring} {ratio}x (step {step}{vanished})").format(
-                wiring=wiring,
-                ratio=f"{ratio['first_to_last']:.3g}",
-                step=int(ratio["step"]),
-                vanished=vanished_note(ratio["first_to_last"]),
-            )
+            (
+                _("{wiring} {ratio}x (step {step}; the first block's gradient has all but vanished)")
+                if vanished(ratio["first_to_last"])
+                else _("{wiring} {ratio}x (step {step})")
+            ).format(wiring=wiring(norm_pos), ratio=f"{ratio['first_to_last']:.3g}", step=int(ratio["step"]))
         )
     return _("at lr {lr}, first / last block's gradient norm at the last logged step: {said}").format(
-        lr=f"{lr:g}", said=", ".join(said)
+        lr=f"{lr:g}", said=listed(said)
     )
 
 
@@ -283,25 +309,31 @@ def spread_finding(data: Results, run_id: str, norms: pd.DataFrame) -> str:
     ratios = finite_ratios(spread[spread["run_id"] == run_id])
     broke = norms[~np.isfinite(norms["norm"].astype(float))]
     breaks = (
-        _(" Its gradients are NaN/inf from step {step}.").format(step=int(broke["step"].min()))
+        [_("Its gradients are NaN/inf from step {step}.").format(step=int(broke["step"].min()))]
         if not broke.empty
-        else ""
+        else []
     )
     if ratios.empty:
-        return _("{run}: no finite first-to-last ratio to show.{breaks}").format(run=label, breaks=breaks)
+        return sentences([_("{run}: no finite first-to-last ratio to show.").format(run=label), *breaks])
     first, last = ratios.iloc[0], ratios.iloc[-1]
-    return _(
-        "In {run} the first block's gradient norm is {first}x the last block's at step {first_step} and {last}x "
-        "at step {last_step}{vanished}.{breaks}"
+    said = (
+        _(
+            "In {run} the first block's gradient norm is {first}x the last block's at step {first_step} and {last}x "
+            "at step {last_step}; the first block's gradient has all but vanished."
+        )
+        if vanished(last["first_to_last"])
+        else _(
+            "In {run} the first block's gradient norm is {first}x the last block's at step {first_step} and {last}x "
+            "at step {last_step}."
+        )
     ).format(
         run=label,
         first=f"{first['first_to_last']:.3g}",
         first_step=int(first["step"]),
         last=f"{last['first_to_last']:.3g}",
         last_step=int(last["step"]),
-        vanished=vanished_note(last["first_to_last"]),
-        breaks=breaks,
     )
+    return sentences([said, *breaks])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -511,9 +543,10 @@ def kv_scale_text(data: Results) -> str | None:
     scale = data.exams.kv_scale
     if scale.empty:
         return None
-    # TRANSLATORS: between two cache sizes compared
-    sizes = _(" vs ").join(
-        _("{size} for {model}").format(size=gib_text(row.gib), model=row.name) for row in scale.itertuples()
+    sizes = joined(
+        (_("{size} for {model}").format(size=gib_text(row.gib), model=row.name) for row in scale.itertuples()),
+        # TRANSLATORS: two cache sizes compared
+        _("{first} vs {second}"),
     )
     return _("at LLaMA scale ({tokens} tokens) {sizes}").format(tokens=f"{int(scale['tokens'].iloc[0]):,}", sizes=sizes)
 
@@ -532,7 +565,7 @@ def kv_cache_text(data: Results) -> str:
         for kind in ATTENTION_ORDER
     ]
     said = [
-        _("cache bytes per token, measured: {sizes}").format(sizes=", ".join(sizes))
+        _("cache bytes per token, measured: {sizes}").format(sizes=listed(sizes))
         if not kinds.empty
         else _("cache bytes: not measured yet")
     ]

@@ -14,14 +14,14 @@ import dataclasses
 
 import pandas as pd
 
-from anatomy.language import N_, _
-from anatomy.report.claims import beyond_cell, claims, untestable_reason
+from anatomy.language import N_, _, pgettext
+from anatomy.report.claims import beyond_cell, headline_claims, untestable_reason
 from anatomy.results.reader import MODEL_FIELDS, Results
-from anatomy.report.roles import fmt, md_table, only_runs_of
+from anatomy.report.roles import only_runs_of
+from anatomy.report.wording import fmt, md_table
 from anatomy.report.uncertainty import Difference, compare, interval_text, judge
 
 STUDY = "precision"
-HEADLINE_CLAIMS = 3  # claims() starts with the headline's: learns faster, lower best val, memorises
 COMPARED = {  # column -> how the table names it (shown with _())
     "best_val_loss": N_("best val"),
     "best_step": N_("at step"),
@@ -106,10 +106,16 @@ def in_twins_roles(study: Results, pairs: pd.DataFrame) -> Results:
 
 def verdict_rows(study: Results, grid: Results, pairs: pd.DataFrame) -> tuple[list[list[str]], bool]:
     """Each headline claim's verdict in fp32 and in bf16, and whether every one is the same."""
-    fp32 = claims(grid)[:HEADLINE_CLAIMS]
-    bf16 = claims(in_twins_roles(study, pairs))[:HEADLINE_CLAIMS]
+    fp32 = list(headline_claims(grid).values())
+    bf16 = list(headline_claims(in_twins_roles(study, pairs)).values())
     rows = [
-        [a.claim, a.verdict, b.verdict, _("yes") if a.verdict == b.verdict else _("**no**")] for a, b in zip(fp32, bf16)
+        [
+            a.claim,
+            a.verdict,
+            b.verdict,
+            pgettext("same?", "yes") if a.verdict == b.verdict else pgettext("same?", "**no**"),
+        ]
+        for a, b in zip(fp32, bf16)
     ]
     return rows, all(a.verdict == b.verdict for a, b in zip(fp32, bf16))
 

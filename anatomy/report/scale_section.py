@@ -8,7 +8,7 @@ poems, read 64 times, 8 times and once, and asks where the mini-LLaMA's best val
 Roles come from settings, as everywhere in the report: a size is a training-set size (its token
 count), a model is vanilla (none of the five parts) or the mini-LLaMA (all five), and stage 3 is
 the pair at another learning rate. The part ablations at the largest size (stage 2) are listed
-by the report's own ablation table (anatomy/report/markdown.py).
+by the report's own ablation table (anatomy/report/grid_sections.py).
 
 Every "beyond noise" here is the one rule of anatomy/report/uncertainty.py: a difference of mean
 best val gets an interval from the pooled seed noise of its setup (the setup_noise view), and the
@@ -21,28 +21,26 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import weakref
 from collections.abc import Callable
 
 import pandas as pd
 
 from anatomy.config import TrainConfig
-from anatomy.language import N_, _, ngettext
+from anatomy.language import N_, _, ngettext, pgettext
 from anatomy.results.reader import Results
 from anatomy.report.claims import PARTS
-from anatomy.report.roles import (
-    by_seed,
-    seed_list,
+from anatomy.report.costs_section import job_seconds
+from anatomy.report.roles import headline_of, only_runs_of, paired_deltas
+from anatomy.report.wording import (
     and_list,
+    by_seed,
     clauses,
-    headline_of,
     fmt,
-    job_seconds,
     listed,
     md_table,
-    only_runs_of,
-    paired_deltas,
+    part_name,
     per_seed,
+    seed_list,
     sentences as joined_sentences,
 )
 from anatomy.report.uncertainty import (
@@ -74,18 +72,16 @@ class Size:
 
 
 def once_per(compute: Callable) -> Callable:
-    """`compute(results)` computed once per Results object (a page or a report asks several times),
-    remembered while that object lives: by identity, as a Results is a table of frames, not a value."""
-    remembered: dict[int, tuple[weakref.ref, object]] = {}
+    """`compute(results)` done once per Results object: a report or a page asks for the study and its
+    sizes several times in one render. The answer is kept on that object, so it goes when the object
+    goes, and a new Results (the next render's) computes its own."""
 
     @functools.wraps(compute)
     def cached(results: Results):
-        key = id(results)
-        if key in remembered and remembered[key][0]() is results:
-            return remembered[key][1]
-        value = compute(results)
-        remembered[key] = (weakref.ref(results, lambda _ref, key=key: remembered.pop(key, None)), value)
-        return value
+        kept = vars(results).setdefault("_once_per", {})  # by name: plain data, should it be copied
+        if compute.__qualname__ not in kept:
+            kept[compute.__qualname__] = compute(results)
+        return kept[compute.__qualname__]
 
     return cached
 
@@ -150,8 +146,13 @@ def final_steps(runs: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
     return runs.assign(last_step=runs["run_id"].map(last))
 
 
-# the judged difference's sign -> the table's cell (shown with _())
-BEYOND = {-1: N_("**yes**, llama lower"), 1: N_("**yes**, vanilla lower"), 0: N_("no"), None: N_("not testable here")}
+def beyond_words(sign: int | None) -> str:
+    """The size table's "beyond noise?" cell for the judged difference's sign."""
+    if sign is None:
+        return _("not testable here")
+    if sign == 0:
+        return pgettext("beyond noise?", "no")
+    return _("**yes**, llama lower") if sign == -1 else _("**yes**, vanilla lower")
 
 
 def times_read(study: Results, train_tokens: int) -> float:
@@ -182,7 +183,7 @@ def size_table(study: Results, found: list[Size]) -> str:
                 by_seed(size.gap),
                 interval_text(size.difference),
                 noise_text(size.setup),
-                _(BEYOND[size.difference.sign]),
+                beyond_words(size.difference.sign),
                 f"{per_seed(size.vanilla, 'best_step')} · {per_seed(size.llama, 'best_step')}",
                 f"{passes(size.vanilla, study.metrics, 'best_step')} · {passes(size.llama, study.metrics, 'best_step')}",
                 f"{per_seed(size.vanilla, 'train_val_gap')} · {per_seed(size.llama, 'train_val_gap')}",
@@ -340,7 +341,7 @@ def which_part_earns(study: Results) -> str | None:
             elif d.sign is None:
                 untestable += 1
             elif d.sign:
-                moves.append(_(MOVES[(direction, d.sign)]).format(part=part, change=interval_text(d)))
+                moves.append(_(MOVES[(direction, d.sign)]).format(part=part_name(part), change=interval_text(d)))
             else:
                 inside += 1
     n = total - untrained - untestable  # the comparisons judged together
@@ -515,7 +516,8 @@ def grid_contrast(everything: Results, found: list[Size]) -> str | None:
     size_side = size.difference.sign
     if size_side is None:
         return None
-    lower = {-1: _("lower"), 1: _("higher"), 0: _("not lower")}
+    # TRANSLATORS: the mini-LLaMA's best val against vanilla's, in "its best val is ... beyond noise"
+    lower = {-1: pgettext("best val", "lower"), 1: pgettext("best val", "higher"), 0: pgettext("best val", "not lower")}
     values = dict(
         grid_tokens=f"{grid_tokens:,}",
         grid_read=f"{grid_read:.0f}",
