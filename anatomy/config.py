@@ -3,7 +3,8 @@
 Switches are strings typed as `Literal[...]`, so the config stays data: it round-trips through
 JSON and YAML, and a run folder can always say exactly which parts produced its numbers.
 The defaults are the 2017 parts; the `llama` preset swaps in the five newer ones. A preset
-describes exactly what `anatomy train --preset NAME` trains.
+describes exactly what `anatomy train --preset NAME` trains. Each field is checked against its
+type when a config is made (anatomy/config_fields.py), then against the others here.
 """
 
 from __future__ import annotations
@@ -12,11 +13,10 @@ import dataclasses
 import json
 import math
 import re
-import types
-import typing
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from anatomy.config_fields import check_field_types, config_from_dict, require_positive
 from anatomy.errors import AnatomyError
 from anatomy.precision import Precision
 
@@ -29,105 +29,8 @@ Impl = Literal["manual", "fused"]
 
 
 # ---------------------------------------------------------------------------------------------
-# Validation shared by every config dataclass (ModelConfig and TrainConfig)
-# ---------------------------------------------------------------------------------------------
-
-
-def check_field_types(cfg: Any) -> None:
-    """Check each field against its annotation; Literal fields must hold an allowed value."""
-    hints = typing.get_type_hints(type(cfg))
-    name = type(cfg).__name__
-    for field in dataclasses.fields(cfg):
-        value = getattr(cfg, field.name)
-        expected = hints[field.name]
-        if not _matches(value, expected):
-            raise AnatomyError(f"{name}.{field.name} = {value!r} is not valid: expected {_describe(expected)}")
-
-
-def _matches(value: Any, expected: Any) -> bool:
-    origin = typing.get_origin(expected)
-    if origin is Literal:
-        return value in typing.get_args(expected)
-    if origin in (typing.Union, types.UnionType):
-        return any(_matches(value, arg) for arg in typing.get_args(expected))
-    if expected is type(None):
-        return value is None
-    if expected is bool:
-        return isinstance(value, bool)
-    if expected is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if expected is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    return isinstance(value, expected)
-
-
-def _describe(expected: Any) -> str:
-    origin = typing.get_origin(expected)
-    if origin is Literal:
-        return "one of " + ", ".join(repr(a) for a in typing.get_args(expected))
-    if typing.get_args(expected):
-        return " or ".join(_describe(a) for a in typing.get_args(expected))
-    return "None" if expected is type(None) else expected.__name__
-
-
-def require_positive(cfg: Any, *names: str) -> None:
-    for field_name in names:
-        value = getattr(cfg, field_name)
-        if value is not None and value <= 0:
-            raise AnatomyError(
-                f"{type(cfg).__name__}.{field_name} = {value!r} is not valid: expected a positive number"
-            )
-
-
-def config_from_dict(cls: type, data: dict[str, Any], source: str = "config") -> Any:
-    """Build a config dataclass from a dict; unknown keys are an error, never silently dropped."""
-    if not isinstance(data, dict):
-        raise AnatomyError(f"{source}: expected a mapping of {cls.__name__} fields, got {type(data).__name__}")
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise AnatomyError(
-            f"{source}: unknown {cls.__name__} field(s) {', '.join(unknown)}; known fields: {', '.join(sorted(known))}"
-        )
-    return cls(**data)
-
-
-def parse_value(cls: type, key: str, raw: str) -> Any:
-    """Turn the text of a command-line `key=value` into the field's type (int, float, bool, str)."""
-    hints = typing.get_type_hints(cls)
-    expected = hints[key]
-    is_union = typing.get_origin(expected) in (typing.Union, types.UnionType)
-    kinds = typing.get_args(expected) if is_union else (expected,)
-    if raw.lower() in ("none", "null") and type(None) in kinds:
-        return None
-    for kind in kinds:
-        if kind is bool:
-            if raw.lower() in ("true", "1", "yes"):
-                return True
-            if raw.lower() in ("false", "0", "no"):
-                return False
-        elif kind is int:
-            try:
-                return int(raw)
-            except ValueError:
-                pass
-        elif kind is float:
-            try:
-                return float(raw)
-            except ValueError:
-                pass
-    return raw  # strings and Literal values; the dataclass check names what was allowed
-
-
-# ---------------------------------------------------------------------------------------------
 # The model config
 # ---------------------------------------------------------------------------------------------
-
-
-def kv_cache_bytes(n_layer: int, n_kv_head: int, head_dim: int, tokens: int, element_size: int) -> int:
-    """The KV cache's size: 2 (k and v) x n_layer x n_kv_head x head_dim x tokens x bytes per element.
-    The one formula: the model, the GQA exam and the report all ask here."""
-    return 2 * n_layer * n_kv_head * head_dim * tokens * element_size
 
 
 @dataclass(frozen=True)
@@ -189,6 +92,12 @@ class ModelConfig:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
+
+
+def kv_cache_bytes(n_layer: int, n_kv_head: int, head_dim: int, tokens: int, element_size: int) -> int:
+    """The KV cache's size: 2 (k and v) x n_layer x n_kv_head x head_dim x tokens x bytes per element.
+    The one formula: the model, the GQA exam and the report all ask here."""
+    return 2 * n_layer * n_kv_head * head_dim * tokens * element_size
 
 
 # The chapter's vocabulary size: its corpus has 1,719 distinct characters. The check, the bench

@@ -1,16 +1,21 @@
 """A character-level Transformer whose five parts can each be the 2017 or the LLaMA version.
 
 Read top to bottom: the parts (norms, RoPE, attention, feed-forward), then the block that
-wires them, then the model. Every part has two implementations chosen by `cfg.impl`:
-`manual` spells the maths out for the reader, `fused` calls PyTorch's fused kernels.
-Both give the same numbers (the tests check it).
+wires them, then the model. Every switch of ModelConfig (anatomy/config.py), and where it acts:
 
-The five swapped parts, each a small piece below:
-  1. RMSNorm        replaces LayerNorm             (class RMSNorm)
-  2. pre-norm       replaces post-norm             (Block.forward)
-  3. RoPE           replaces learned positions     (apply_rope, RotaryEmbedding)
-  4. GQA            replaces plain multi-head      (CausalSelfAttention, n_kv_head)
-  5. SwiGLU         replaces the GELU MLP          (class SwiGLU)
+  The five swapped parts, each a small piece below       switch       where
+  1. RMSNorm        replaces LayerNorm                   norm_type    class RMSNorm, make_norm
+  2. pre-norm       replaces post-norm                   norm_pos     Block.forward, MiniLM
+  3. RoPE           replaces learned positions           pos_type     apply_rope, RotaryEmbedding
+  4. GQA            replaces plain multi-head            n_kv_head    CausalSelfAttention
+  5. SwiGLU         replaces the GELU MLP                ffn_type     class SwiGLU
+
+  And three more
+  QK-norm           a norm on q and k before scoring     qk_norm      CausalSelfAttention
+  broken RoPE       k turned the wrong way, or not       rope_break   ROTATE_K (the break tests)
+  manual or fused   the maths spelled out for the        impl         every part's forward
+                    reader, or PyTorch's fused kernels:
+                    the same numbers (the tests check it)
 """
 
 from __future__ import annotations

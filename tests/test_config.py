@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from anatomy.config import PRESETS, ModelConfig, parse_value, preset
+from anatomy.config import PRESETS, ModelConfig, preset
+from anatomy.config_fields import parse_value
 from anatomy.errors import AnatomyError
 
 
@@ -88,3 +89,16 @@ def test_a_seed_beyond_what_torch_takes_is_refused():
         AnatomyError, match=r"seed = 18446744073709551616 is not valid: expected 0 to 18446744073709551615"
     ):
         TrainConfig(seed=2**64)
+
+
+def test_the_lesson_opens_with_the_model_config():
+    """A learner reads config.py top to bottom: the settings come first, the generic checking of a
+    dataclass's fields lives in anatomy/config_fields.py."""
+    import ast
+    from pathlib import Path
+
+    import anatomy.config
+
+    tree = ast.parse(Path(anatomy.config.__file__).read_text(encoding="utf-8"))
+    definitions = [node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))]
+    assert definitions[0] == "ModelConfig", f"config.py defines {definitions[:3]} before ModelConfig"

@@ -25,6 +25,26 @@ SWITCHES = {
 COMBOS = [dict(zip(SWITCHES, values)) for values in itertools.product(*SWITCHES.values())]
 
 
+def test_the_module_map_names_every_switch():
+    """model.py's docstring is the map a learner reads first: each switch of ModelConfig (a choice
+    among named values, a yes or no, and n_kv_head) is named there, with where it acts."""
+    import dataclasses
+    import typing
+
+    import anatomy.model
+    from anatomy.config import ModelConfig
+
+    hints = typing.get_type_hints(ModelConfig)
+    switches = [
+        field.name
+        for field in dataclasses.fields(ModelConfig)
+        if typing.get_origin(hints[field.name]) is typing.Literal or hints[field.name] is bool
+    ]
+    assert {"qk_norm", "rope_break", "impl", "norm_type"} <= set(switches)
+    missing = [name for name in [*switches, "n_kv_head"] if name not in anatomy.model.__doc__]
+    assert not missing, f"model.py's module map does not name: {missing}"
+
+
 def combo_id(combo):
     return "-".join(str(v) for v in combo.values())
 

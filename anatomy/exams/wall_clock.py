@@ -41,7 +41,8 @@ from torch import nn
 
 from anatomy.files.atomic import check_file_target, write_json
 from anatomy.training.compiling import forward_backward
-from anatomy.config import CHAPTER_VOCAB, DEVICE_PATTERN, ModelConfig, parse_value, preset
+from anatomy.config import CHAPTER_VOCAB, DEVICE_PATTERN, ModelConfig, preset
+from anatomy.config_fields import parse_value
 from anatomy.training.devices import pick_device, sync
 from anatomy.errors import AnatomyError
 from anatomy.model import FFNS, CausalSelfAttention, MiniLM, RotaryEmbedding, apply_rope, make_norm
