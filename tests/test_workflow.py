@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from hang import HANG_S
-from anatomy.results.groups import STUDY_GROUPS
+from anatomy.results.groups import STUDY_GROUPS, TARGETS, target_of
 
 REPO = Path(__file__).resolve().parents[1]
 WORKFLOW = REPO / "workflow"
@@ -43,7 +43,7 @@ DEFAULT_GRID = {
 SEEDS = (42, 7)
 TARGET_GROUPS = {"headline": "headline", "ablations": "ablation", "break_tests": "break"}
 
-# The README's worked example of adding an experiment (keep the two in step).
+# The worked example of docs/workflow.md ("Adding an experiment"): keep the two in step.
 NEW_EXPERIMENT = """
   llama_cosine:
     preset: llama
@@ -153,6 +153,7 @@ def test_default_grid_plans_every_run_once(workdir):
         "generate_samples": runs,
         "write_experiment_baselines": 1,
         "collect_results": 1,
+        "write_report": 1,
         "all": 1,
         **EXAM_JOBS,
     }
@@ -207,6 +208,7 @@ def test_named_target_plans_its_runs_and_their_baselines_and_collects_them(workd
         "generate_samples": runs,
         "write_experiment_baselines": 1,
         "collect_results": 1,
+        "write_report": 1,
         target: 1,
     }
     assert set(train_commands(output)) == expected_runs(names)
@@ -223,6 +225,39 @@ def test_several_named_targets_plan_their_runs_and_one_collection(workdir):
     assert counts["collect_results"] == 1 and counts["headline"] == counts["break_tests"] == 1
     assert counts["train_model"] == len(names) * len(SEEDS)
     assert set(train_commands(output)) == expected_runs(names)
+
+
+def test_the_targets_are_the_groups_table_and_each_ends_with_the_report(workdir):
+    """One table (anatomy/results/groups.py) names the targets and what each trains; the
+    workflow makes a rule of each, and every target asks for the report."""
+    result = snakemake(workdir, "--list-target-rules")
+    assert result.returncode == 0, result.stderr
+    listed = set(re.findall(r"^(\w+)", result.stdout, flags=re.MULTILINE)) - {"Using"}
+    # the rules without wildcards: the targets, and the steps that make one file each
+    steps = {"extract_corpus", "tokenize_corpus", "write_experiment_baselines", "exam_wall_clock"}
+    assert listed - steps - {"collect_results", "write_report"} == {"all", "exams", *TARGETS}
+    assert target_of("ablation") == "ablations" and target_of("lr") == "lr" and TARGETS["lr_stage2"] == ("lr", 2)
+    with pytest.raises(KeyError, match="no snakemake target trains the group 'extra'"):
+        target_of("extra")
+    plan = snakemake(workdir, "-n", "headline").stdout
+    assert re.search(r"^rule headline:\n    input: results/report$", plan, flags=re.MULTILINE), plan[-2000:]
+    assert re.search(
+        r"^rule write_report:\n    input: results/anatomy.duckdb\n    output: results/report$", plan, flags=re.MULTILINE
+    )
+
+
+def test_a_study_beside_all_plans_the_grid_and_the_study(workdir):
+    """`snakemake lr_stage5 all` trains the study's runs too, not only the grid's."""
+    commands = train_commands(snakemake(workdir, "-n", "-p", "lr_stage5", "all").stdout)
+    stage5 = train_commands(snakemake(workdir, "-n", "-p", "lr_stage5").stdout)
+    assert len(stage5) == 8 and set(commands) == expected_runs(DEFAULT_GRID) | set(stage5)
+
+
+def test_the_rules_use_named_functions_not_lambdas():
+    """A rule's logic is a function with a name and a docstring in rules/common.smk, which a
+    reader can look up; a lambda inside a rule says neither what it is for nor why."""
+    for path in [WORKFLOW / "Snakefile", *sorted((WORKFLOW / "rules").glob("*.smk"))]:
+        assert not re.search(r"\blambda\b", path.read_text(encoding="utf-8")), path
 
 
 # ---------------------------------------------------------------------------------------------
@@ -406,7 +441,7 @@ def test_runtime_settings_on_the_command_line(workdir):
 
 
 def test_adding_an_experiment_is_adding_an_entry(tmp_path):
-    """The README's worked example: one entry in experiments.yaml, no rule touched."""
+    """docs/workflow.md's worked example: one entry in experiments.yaml, no rule touched."""
     project = tmp_path / "project"
     shutil.copytree(WORKFLOW, project / "workflow")
     write_posts(project / "data" / "posts")
@@ -726,6 +761,75 @@ def test_crashed_training_leaves_nothing_that_counts_as_done_and_can_resume(work
     assert job_counts(plan.stdout) == {"train_model": 1}
 
 
+EVERY_STEP_ANATOMY = """
+# Stands in for every `python -m anatomy` command a target runs: each writes its outputs at once.
+import sys
+from pathlib import Path
+
+args = sys.argv[1:]
+
+
+def after(flag):
+    return Path(args[args.index(flag) + 1])
+
+
+if args[0] == "train":
+    after("--out").mkdir(parents=True, exist_ok=True)
+    (after("--out") / "summary.json").write_text('{"status": "done", "diverged": false}')
+elif args[0] == "generate":
+    after("--out").write_text("[]")
+elif args[0] == "collect":
+    after("--db").write_text("a database")
+    after("--json").write_text("{}")
+elif args[0] == "report":
+    after("--out").mkdir(parents=True, exist_ok=True)
+    (after("--out") / "report.md").write_text("# Results\\n")
+"""
+# write_experiment_baselines calls anatomy.files.atomic.write_text
+STAND_IN_WRITE_TEXT = "from pathlib import Path\n\n\ndef write_text(path, text):\n    Path(path).write_text(text)\n"
+
+
+def test_a_run_writes_its_plan_first_and_ends_with_the_report(workdir):
+    """results/plan.json, which the Progress page counts the jobs left from, lists every job of
+    the targets; the report comes after collecting. A Snakemake that starts next removes it."""
+    fake = stand_in_anatomy(workdir, EVERY_STEP_ANATOMY)
+    (fake / "anatomy" / "files").mkdir()
+    (fake / "anatomy" / "files" / "__init__.py").write_text("")
+    (fake / "anatomy" / "files" / "atomic.py").write_text(STAND_IN_WRITE_TEXT)
+    pretend_tokenized(workdir)
+    result = snakemake(workdir, "headline", "--cores", "2", "--config", "train_threads=1", pythonpath_first=fake)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert job_counts(result.stdout + result.stderr)["write_report"] == 1
+    assert (workdir / "results" / "report" / "report.md").read_text() == "# Results\n"
+
+    plan = json.loads((workdir / "results" / "plan.json").read_text())
+    assert plan["targets"] == ["headline"] and plan["lanes"] == 2  # --cores 2, one thread a training
+    runs = [f"{name}/seed{seed}" for name in ("vanilla", "llama") for seed in SEEDS]
+    assert plan["jobs"] == [
+        *(
+            {"rule": rule, "output": f"results/runs/{run}/{file}", "run": run}
+            for run in runs
+            for rule, file in (("train_model", "summary.json"), ("generate_samples", "samples.json"))
+        ),
+        {"rule": "collect_results", "output": "results/anatomy.duckdb", "run": None},
+        {"rule": "write_report", "output": "results/report/report.md", "run": None},
+    ]
+    # every job of the plan is timed (Snakemake's benchmark files), for the page's ETA
+    benchmarks = workdir / "results" / "benchmarks"
+    timed = {path.relative_to(benchmarks).parts[0] for path in benchmarks.rglob("*.tsv")}
+    assert timed == {"train_model", "generate_samples", "collect_results", "write_report"}
+
+    # the next Snakemake here removes it: a plan there while one runs is that one's
+    assert snakemake(workdir, "-n").returncode == 0
+    assert not (workdir / "results" / "plan.json").exists()
+
+    # a target the plan cannot list (a single run's file): a plan without jobs, which the page says
+    target = "results/runs/mqa/seed42/summary.json"
+    assert snakemake(workdir, target, "--cores", "1", pythonpath_first=fake).returncode == 0
+    plan = json.loads((workdir / "results" / "plan.json").read_text())
+    assert plan == {"targets": [target], "lanes": 1, "jobs": None}
+
+
 def test_settings_the_package_rejects_stop_the_plan_before_any_job(workdir):
     """A schema-valid experiment the model refuses once the quick config shrinks it (d_model 32
     cannot be split into 3 heads): `snakemake -n` says so, instead of a job failing later."""
@@ -842,7 +946,7 @@ def process_group_gone(pgid: int) -> bool:
 
 @pytest.mark.slow
 def test_an_interrupted_grid_restarts_with_the_plain_command(tmp_path):
-    """The README's promise, with real signals: the headline grid, interrupted five times
+    """docs/workflow.md's promise, with real signals: the headline grid, interrupted five times
     (Ctrl-C to Snakemake and its jobs at four moments, and one SIGKILL of Snakemake alone),
     finishes with the same command and gives the database of an uninterrupted run."""
     settings = tmp_path / "longer.yaml"  # long enough to be interrupted mid-run
@@ -972,6 +1076,9 @@ def test_quick_grid_end_to_end(tmp_path):
     headline = read_database(database)
     assert {(name, seed) for name, seed, *_ in headline["runs"]} == expected_runs(["vanilla", "llama"])
     assert {name for (name,) in headline["summary"]} == {"vanilla", "llama"}
+    # every target ends with the report of the database it collected into
+    report = tmp_path / "results" / "report" / "report.md"
+    assert report.is_file() and report.stat().st_mtime >= database.stat().st_mtime
 
     # Every experiment for seed 42, plus one whose learning rate makes it diverge: a diverged
     # run is a result, so the grid goes on and the database records it, against its own baseline.
@@ -1050,6 +1157,7 @@ def test_quick_grid_end_to_end(tmp_path):
         "exam_length": 1,
         "exam_kv_cache": 1,
         "collect_results": 1,
+        "write_report": 1,
         "all": 1,
     }
     assert set(train_commands(plan.stdout)) == {("mqa", 42)}
@@ -1066,4 +1174,9 @@ def test_quick_grid_end_to_end(tmp_path):
         "--config",
         "seeds=[42]",
     )
-    assert job_counts(plan.stdout) == {"write_experiment_baselines": 1, "collect_results": 1, "all": 1}
+    assert job_counts(plan.stdout) == {
+        "write_experiment_baselines": 1,
+        "collect_results": 1,
+        "write_report": 1,
+        "all": 1,
+    }

@@ -4,10 +4,13 @@ Every experiment in workflow/experiments.yaml has a group. The grid's groups (he
 ablation, break, extra) are what `snakemake` runs by default and what the report's tables are
 made of. A study asks a question of its own with runs of its own: only its own target runs it,
 and its runs never enter the grid's tables, even where its settings look like a grid role (the
-bf16 pair has the headline models' parts). The workflow and the report both ask here.
+bf16 pair has the headline models' parts). The workflow and the report both ask here, and both
+name a group's runs by the `snakemake` target that trains them (TARGETS).
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 from anatomy.language import N_
 
@@ -21,3 +24,37 @@ STUDY_GROUPS = {
 
 def is_study(group: str | None) -> bool:
     return group in STUDY_GROUPS
+
+
+class Target(NamedTuple):
+    group: str
+    stage: int | None  # None: every stage of the group
+
+
+# The workflow's named targets (workflow/Snakefile makes a rule of each): the group each trains,
+# and at which stage; each trains its experiments' baselines too. The grid's group `extra` has
+# none: only `all` runs it. `all` and `exams` (the whole grid and every exam) are the workflow's.
+TARGETS = {
+    "headline": Target("headline", None),
+    "ablations": Target("ablation", None),
+    "break_tests": Target("break", None),
+    "precision_check": Target("precision", None),
+    "scale": Target("scale", None),
+    "scale_stage1": Target("scale", 1),
+    "scale_stage2": Target("scale", 2),
+    "scale_stage3": Target("scale", 3),
+    "lr": Target("lr", None),
+    "lr_stage1": Target("lr", 1),
+    "lr_stage2": Target("lr", 2),
+    "lr_stage3": Target("lr", 3),
+    "lr_stage4": Target("lr", 4),
+    "lr_stage5": Target("lr", 5),
+}
+
+
+def target_of(group: str) -> str:
+    """The target that trains every stage of a group (`ablation` -> `ablations`)."""
+    for name, target in TARGETS.items():
+        if target == (group, None):
+            return name
+    raise KeyError(f"no snakemake target trains the group {group!r} (anatomy/results/groups.py TARGETS)")

@@ -1,10 +1,14 @@
-"""Collect every finished run into the database: the only step that writes it.
+"""Collect every finished run into the database, the only step that writes it; then the report.
 
 One rule, whichever targets were asked for: `snakemake headline` collects the headline runs,
 `snakemake headline ablations` both groups, and anything else (the default target, `exams`, the
-database itself) the whole grid and every exam (collected_outputs). The database always holds
+database itself) the whole grid and every exam (planned_jobs). The database always holds
 every run finished so far, not only the ones the target needed. Another target than last time
 changes what collecting waits for, so it collects again: seconds, and nothing retrains.
+
+Every target ends with the report of that database in results/report/. The shipped report
+(docs/results/) and the READMEs' generated sections change only when someone writes them:
+`python -m anatomy report --out docs/results --readme README.md README.zh-CN.md`.
 """
 
 
@@ -31,6 +35,24 @@ rule collect_results:
         json="results/results.json",
     log:
         "results/logs/collect_results.log",
+    benchmark:
+        "results/benchmarks/collect_results/database.tsv"
     shell:
         "python -m anatomy collect --runs results/runs --db {output.db} --json {output.json}"
         " --benchmarks results/benchmarks --exams results/exams --experiments {input.experiments} > {log} 2>&1"
+
+
+rule write_report:
+    """The report of everything collected so far: results/report/report.md and its figures. It
+    reads a database of any size (a study alone, half a grid): what is not trained yet, it says so."""
+    input:
+        rules.collect_results.output.db,
+    output:
+        # a folder: made afresh, so no figure of an earlier report is left beside this one
+        directory("results/report"),
+    log:
+        "results/logs/write_report.log",
+    benchmark:
+        "results/benchmarks/write_report/report.tsv"
+    shell:
+        "python -m anatomy report --db {input:q} --out {output:q} > {log} 2>&1"

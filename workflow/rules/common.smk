@@ -146,13 +146,15 @@ def claim_working_directory():
     Snakemake leaves behind (the next run then asks for --unlock). This workflow also holds a
     kernel lock, .snakemake/anatomy.lock, for as long as it runs; the kernel releases it however
     the process ends. Whoever gets that lock knows no other Snakemake of this workflow runs
-    here, so Snakemake's lock files are leftovers, and removes them. The same lock is the
-    trainers' lifeline ($ANATOMY_LIFELINE): they stop when it is released, instead of running
-    on as orphans. Only the main process does this, not the jobs a cluster runs elsewhere.
+    here, so Snakemake's lock files are leftovers, and removes them (and the plan an earlier run
+    wrote, anatomy/files/plan.py). The same lock is the trainers' lifeline ($ANATOMY_LIFELINE):
+    they stop when it is released, instead of running on as orphans. Only the main process does
+    this, not the jobs a cluster runs elsewhere.
     """
     if not workflow.is_main_process:
         return
     from anatomy.files.locks import LIFELINE_ENV, hold_for_life, lifeline_value
+    from anatomy.files.plan import PLAN_FILE
 
     lock = Path(".snakemake") / "anatomy.lock"
     if not hold_for_life(lock):
@@ -164,33 +166,25 @@ def claim_working_directory():
         print(
             "Removed the locks of a Snakemake that was stopped by force (it is not running any more).", file=sys.stderr
         )
+    # The plan of an earlier Snakemake here: the Progress page must not take it for this one's,
+    # which write_plan writes once this one has planned its jobs.
+    PLAN_FILE.unlink(missing_ok=True)
     os.environ[LIFELINE_ENV] = lifeline_value(lock)
 
 
 claim_working_directory()
 
-# Named target -> (the experiment group it runs, its stage or None for every stage).
-# Group `extra` runs only in `all`.
-TARGET_GROUPS = {
-    "headline": ("headline", None),
-    "ablations": ("ablation", None),
-    "break_tests": ("break", None),
-    "precision_check": ("precision", None),
-    "scale": ("scale", None),
-    "scale_stage1": ("scale", 1),
-    "scale_stage2": ("scale", 2),
-    "scale_stage3": ("scale", 3),
-    "lr": ("lr", None),
-    "lr_stage1": ("lr", 1),
-    "lr_stage2": ("lr", 2),
-    "lr_stage3": ("lr", 3),
-    "lr_stage4": ("lr", 4),
-    "lr_stage5": ("lr", 5),
-}
-# Studies beside the grid (anatomy/results/groups.py): only their own targets run them, never `all`.
-from anatomy.results.groups import is_study
+# The named targets (each trains one group, or one stage of it) and the studies beside the grid:
+# anatomy/results/groups.py, which the report reads too. Only a study's own targets run it, never
+# `all`; the grid's group `extra` runs only in `all`.
+from anatomy.results.groups import TARGETS, is_study
 
 GRID = [name for name, experiment in EXPERIMENTS.items() if not is_study(experiment["group"])]
+# Targets that ask for every run of the grid and every exam (the default target is `all`), and so
+# do the database alone (no report) and the report, asked for by their rule's name or their file.
+WHOLE_GRID_TARGETS = ("all", "exams")
+DATABASE_TARGETS = ("collect_results", "results/anatomy.duckdb", "results/results.json")
+REPORT_TARGETS = ("write_report", "results/report")
 
 
 wildcard_constraints:
@@ -205,7 +199,7 @@ def runs_of_target(target):
     experiments.yaml lists them: its group's experiments at its stage's seeds, and the runs of
     their baselines at the same seeds (an ablation without its baseline's runs has no
     difference to show)."""
-    group, stage = TARGET_GROUPS[target]
+    group, stage = TARGETS[target]
     runs = {}
     for name, experiment in EXPERIMENTS.items():
         if experiment["group"] != group:
@@ -220,41 +214,107 @@ def runs_of_target(target):
     return {name: [seed for seed in seeds_of(name) if seed in runs[name]] for name in EXPERIMENTS if name in runs}
 
 
-def run_outputs(runs):
-    """Everything a finished run leaves that collecting reads, for each experiment's seeds
+def run_id(experiment_name, seed):
+    """A run's name: its folder under results/runs, as collect and the page name it."""
+    return f"{experiment_name}/seed{seed}"
+
+
+def plan_entry(rule, output, run=None):
+    """One job of the plan: the rule that makes `output`, and the run (EXPERIMENT/seedSEED) it
+    belongs to, if one. The Progress page reads these from results/plan.json (write_plan)."""
+    return {"rule": rule, "output": output, "run": run}
+
+
+def run_jobs(runs):
+    """The jobs of each run whose outputs collecting reads: training, then sampling
     (runs: experiment name -> seeds)."""
-    return [
-        f"results/runs/{name}/seed{seed}/{file}"
-        for name, seeds in runs.items()
-        for seed in seeds
-        for file in ("summary.json", "samples.json")
-    ]
+    jobs = []
+    for name, seeds in runs.items():
+        for seed in seeds:
+            run = run_id(name, seed)
+            jobs.append(plan_entry("train_model", f"results/runs/{run}/summary.json", run))
+            jobs.append(plan_entry("generate_samples", f"results/runs/{run}/samples.json", run))
+    return jobs
+
+
+def asked_targets():
+    """The targets on the command line, as Snakemake planned them (none: the default, `all`).
+
+    The one place this workflow reads Snakemake's own settings (`workflow.dag_settings`, not a
+    documented API): which runs collecting waits for depends on the targets asked for, and one
+    collecting rule serves them all, so that `snakemake headline ablations` plans one
+    collection rather than two rival ones. A file target may be written
+    ./results/anatomy.duckdb: its path is normalised (a rule's name stays itself).
+    """
+    asked = workflow.dag_settings.targets if workflow.dag_settings else []
+    return [os.path.relpath(target) for target in asked] or ["all"]
+
+
+def planned_jobs(targets):
+    """Every job whose output collecting waits for, for these targets, in plan order.
+
+    Named group targets (`headline ablations`): their runs and their baselines' runs
+    (runs_of_target). The whole grid (`all`, `exams`, or the database or report alone, which
+    collect everything): every run of the grid (not the studies) and every exam, and the runs of
+    any named target beside it.
+    """
+    named = [target for target in targets if target in TARGETS]
+    jobs = []
+    if not named or any(target in WHOLE_GRID_TARGETS + DATABASE_TARGETS + REPORT_TARGETS for target in targets):
+        jobs += run_jobs({name: seeds_of(name) for name in GRID}) + exam_jobs(GRID)
+    for target in named:
+        jobs += run_jobs(runs_of_target(target))
+    # a run shared by two targets (vanilla, llama) is planned once
+    return list({planned["output"]: planned for planned in jobs}.values())
 
 
 def collected_outputs(wildcards):
-    """What the collecting step waits for, from the targets on the command line.
+    """What the collecting step waits for: the outputs of the planned jobs. An input function:
+    the targets are known once Snakemake plans, not while it reads the workflow."""
+    return [planned["output"] for planned in planned_jobs(asked_targets())]
 
-    Only named group targets (`headline ablations`): their runs and their baselines' runs
-    (runs_of_target). Anything else (no target, `all`,
-    `exams`, results/anatomy.duckdb): every run of the grid (not the studies) and every exam. One collecting rule serves every
-    target, so asking for several at once plans one collection, not rival ones. An input
-    function: the targets are known once Snakemake plans, not while it reads the workflow.
-    """
-    asked = workflow.dag_settings.targets if workflow.dag_settings else []
-    # a file target may be written ./results/anatomy.duckdb (a rule's name stays itself)
-    targets = {os.path.relpath(target) for target in asked}
-    named = [target for target in TARGET_GROUPS if target in targets]
-    wants_everything = not named or targets & {
-        "all",
-        "exams",
-        "collect_results",
-        "results/anatomy.duckdb",
-        "results/results.json",
-    }
-    if wants_everything:
-        return run_outputs({name: seeds_of(name) for name in GRID}) + exam_outputs(GRID)
-    # dict.fromkeys: a run shared by two named targets (vanilla, llama) is listed once
-    return list(dict.fromkeys(output for target in named for output in run_outputs(runs_of_target(target))))
+
+def final_jobs(targets):
+    """What a run ends with, after the planned jobs: collecting, then the report (unless only the
+    database was asked for)."""
+    jobs = [plan_entry("collect_results", "results/anatomy.duckdb")]
+    if not all(target in DATABASE_TARGETS for target in targets):
+        jobs.append(plan_entry("write_report", "results/report/report.md"))
+    return jobs
+
+
+def write_plan():
+    """results/plan.json, when a run starts: every job its targets need (done or not, in plan
+    order), and how many run side by side, for the Progress page's ETA
+    (anatomy/results/progress.py). A target the plan cannot list (one run's file, say) makes a
+    plan without jobs, which the page says it cannot follow."""
+    from anatomy.files.plan import PLAN_FILE, write_plan_file
+
+    from anatomy.errors import AnatomyError
+
+    targets = asked_targets()
+    known = (*TARGETS, *WHOLE_GRID_TARGETS, *DATABASE_TARGETS, *REPORT_TARGETS)
+    jobs = planned_jobs(targets) + final_jobs(targets) if all(target in known for target in targets) else None
+    try:
+        write_plan_file(PLAN_FILE, targets, lanes(), jobs)
+    except (AnatomyError, OSError) as err:  # the page then says it has no plan; the jobs run all the same
+        print(f"No plan for the Progress page: {err}", file=sys.stderr)
+
+
+def lanes():
+    """Jobs that run side by side: --cores over the threads of a training (Snakemake scales a
+    job's threads down to --cores). None where the cores are not this machine's (a cluster)."""
+    try:
+        cores = workflow.cores
+    except WorkflowError:  # no --cores: jobs go to a cluster
+        return None
+    if not isinstance(cores, int) or cores >= 10**6:
+        return None
+    return max(1, cores // min(config["train_threads"], cores))
+
+
+onstart:
+    write_plan()
 
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
@@ -289,7 +349,7 @@ def find_corpus_files():
     # plan here: Snakemake cannot write it into its lock files, and `anatomy corpus` refuses the
     # folder anyway (naming every such file), so leaving it out would only move the error into
     # a job's log.
-    from anatomy.data.corpus import is_utf8_name, shown
+    from anatomy.data.posts import is_utf8_name, shown
 
     bad_names = [path for path in files if not is_utf8_name(str(path))]
     if bad_names:
@@ -396,20 +456,18 @@ def words(values):
     return " ".join(command_value(value) for value in values)
 
 
-def exam_outputs(experiment_names):
-    """Every exam result the workflow makes for these experiments, plus the exams of no one run."""
-    outputs = [
-        f"results/runs/{name}/seed{seed}/exams/length.json" for name in experiment_names for seed in seeds_of(name)
+def exam_jobs(experiment_names):
+    """Every exam the workflow runs for these experiments' runs, and the exams of no one run."""
+    runs = [(name, run_id(name, seed)) for name in experiment_names for seed in seeds_of(name)]
+    jobs = [plan_entry("exam_length", f"results/runs/{run}/exams/length.json", run) for _, run in runs]
+    jobs += [
+        plan_entry("exam_kv_cache", f"results/runs/{run}/exams/kv_cache.json", run)
+        for name, run in runs
+        if name in EXAMS["kv_cache"]["experiments"]
     ]
-    outputs += [
-        f"results/runs/{name}/seed{seed}/exams/kv_cache.json"
-        for name in EXAMS["kv_cache"]["experiments"]
-        if name in experiment_names
-        for seed in seeds_of(name)
-    ]
-    outputs += expand("results/exams/depth/{cell}/summary.json", cell=sorted(DEPTH_CELLS))
-    outputs.append("results/exams/wall_clock.json")
-    return outputs
+    jobs += [plan_entry("exam_depth_cell", f"results/exams/depth/{cell}/summary.json") for cell in sorted(DEPTH_CELLS)]
+    jobs.append(plan_entry("exam_wall_clock", "results/exams/wall_clock.json"))
+    return jobs
 
 
 def depth_cells():
@@ -426,6 +484,21 @@ def depth_cells():
 DEPTH_CELLS = depth_cells()
 
 
+def depth_norm_pos(wildcards):
+    """The wiring of a depth-map cell (post or pre), from its folder name."""
+    return DEPTH_CELLS[wildcards.cell][0]
+
+
+def depth_lr(wildcards):
+    """The learning rate of a depth-map cell, as `anatomy exam depth --lr` reads it."""
+    return command_value(DEPTH_CELLS[wildcards.cell][1])
+
+
+def exam_run_folder(wildcards, input):
+    """The run folder an exam reads: the folder of the run's summary.json."""
+    return str(Path(input.summary).parent)
+
+
 def model_size_arguments():
     """The config-wide model overrides (the quick config shrinks the width), as key=value words."""
     return " ".join(f"{key}={command_value(value)}" for key, value in config["model_overrides"].items())
@@ -439,3 +512,4 @@ localrules:
     write_experiment_baselines,
     generate_samples,
     collect_results,
+    write_report,

@@ -22,8 +22,10 @@ rule exam_length:
         "results/runs/{experiment}/seed{seed}/exams/length.json",
     log:
         "results/logs/exam_length/{experiment}/seed{seed}.log",
+    benchmark:
+        "results/benchmarks/exam_length/{experiment}/seed{seed}.tsv"
     params:
-        run_dir=lambda wildcards, input: str(Path(input.summary).parent),
+        run_dir=exam_run_folder,
         data=train_data_dir,
         checkpoint=EXAMS["length"]["checkpoint"],
         windows=words(EXAMS["length"]["windows"]),
@@ -39,9 +41,11 @@ rule exam_kv_cache:
         "results/runs/{experiment}/seed{seed}/exams/kv_cache.json",
     log:
         "results/logs/exam_kv_cache/{experiment}/seed{seed}.log",
+    benchmark:
+        "results/benchmarks/exam_kv_cache/{experiment}/seed{seed}.tsv"
     threads: config["train_threads"]
     params:
-        run_dir=lambda wildcards, input: str(Path(input.summary).parent),
+        run_dir=exam_run_folder,
         contexts=words(EXAMS["kv_cache"]["contexts"]),
         chars=EXAMS["kv_cache"]["chars"],
         rounds=EXAMS["kv_cache"]["rounds"],
@@ -59,13 +63,13 @@ rule exam_depth_cell:
     log:
         "results/logs/exam_depth/{cell}.log",
     benchmark:
-        "results/benchmarks/exam_depth/{cell}.tsv"
+        "results/benchmarks/exam_depth_cell/{cell}.tsv"
     threads: config["train_threads"]
     resources:
         gpu=config["gpus_per_run"],
     params:
-        norm_pos=lambda wildcards: DEPTH_CELLS[wildcards.cell][0],
-        lr=lambda wildcards: command_value(DEPTH_CELLS[wildcards.cell][1]),
+        norm_pos=depth_norm_pos,
+        lr=depth_lr,
         steps=EXAMS["depth"]["steps"],
         seed=EXAMS["depth"]["seed"],
         sizes=model_size_arguments(),
@@ -83,6 +87,8 @@ rule exam_wall_clock:
         "results/exams/wall_clock.json",
     log:
         "results/logs/exam_wall_clock.log",
+    benchmark:
+        "results/benchmarks/exam_wall_clock/wall_clock.tsv"
     threads: config["train_threads"]
     params:
         rounds=EXAMS["wall_clock"]["rounds"],

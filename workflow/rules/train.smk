@@ -41,6 +41,8 @@ rule generate_samples:
         "results/runs/{experiment}/seed{seed}/samples.json",
     log:
         "results/logs/generate_samples/{experiment}/seed{seed}.log",
+    benchmark:
+        "results/benchmarks/generate_samples/{experiment}/seed{seed}.tsv"
     params:
         run_dir=run_folder,
         checkpoints=sample_checkpoints,
