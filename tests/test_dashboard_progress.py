@@ -2,8 +2,9 @@
 
 Run folders are written by hand for each state (done, running with a half-written last line,
 diverged, stopped, planned but not started); "running" is real: the test holds the folder's lock
-as a trainer does. The plan is Snakemake's lock files, written here as Snakemake writes them.
-The ETAs are checked from given elapsed_s values, never from the clock. One slow test follows
+as a trainer does. The plan is the workflow's results/plan.json, written here as its `onstart`
+writes it (tests/test_workflow.py checks what the workflow writes there). The ETAs are checked
+from given elapsed_s values and benchmark seconds, never from the clock. One slow test follows
 the real quick grid while it trains, then stops it.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -26,6 +28,8 @@ from streamlit.testing.v1 import AppTest
 
 from guarded_command import GUARD_S
 from hang import HANG_S
+from anatomy.errors import AnatomyError
+from anatomy.files.plan import PLAN_FILE, PlannedJob, read_plan_file, write_plan_file
 from anatomy.results import progress
 from anatomy.files.locks import held_lock
 from anatomy.files.run_folder import RunFolder
@@ -58,12 +62,31 @@ def pace(seconds_per_step: float, last: int, every: int = 10) -> dict[int, float
     return {step: step * seconds_per_step for step in range(every, last + 1, every)}
 
 
-def write_plan(workdir: Path, *lines: str) -> None:
-    """Snakemake's lock files of a running target: what its jobs read (input) and make (output)."""
-    locks = workdir / ".snakemake" / "locks"
-    locks.mkdir(parents=True, exist_ok=True)
-    (locks / "0.input.lock").write_text("\n".join(lines[1:]) + "\n")
-    (locks / "0.output.lock").write_text(lines[0] + "\n")
+def run_jobs(*runs: str) -> list[dict]:
+    """The plan's jobs of these runs (EXPERIMENT/seedSEED), as the workflow lists them."""
+    jobs = []
+    for run in runs:
+        jobs.append({"rule": "train_model", "output": f"results/runs/{run}/summary.json", "run": run})
+        jobs.append({"rule": "generate_samples", "output": f"results/runs/{run}/samples.json", "run": run})
+    return jobs
+
+
+FINAL_JOBS = [
+    {"rule": "collect_results", "output": "results/anatomy.duckdb", "run": None},
+    {"rule": "write_report", "output": "results/report/report.md", "run": None},
+]
+
+
+def write_plan(workdir: Path, jobs: list[dict], lanes: int | None = 1, targets=("headline",)) -> None:
+    """The plan of a running target, as the workflow writes it when it starts."""
+    write_plan_file(workdir / PLAN_FILE, list(targets), lanes, jobs)
+
+
+def write_benchmark(workdir: Path, rule: str, job: str, seconds: float) -> None:
+    """A Snakemake benchmark file: how long one finished job took."""
+    path = workdir / "results" / "benchmarks" / rule / f"{job}.tsv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"s\th:m:s\tmax_rss\n{seconds}\t0:00:{seconds:02.0f}\t100.0\n")
 
 
 def by_id(grid: progress.GridProgress) -> dict[str, progress.RunProgress]:
@@ -93,13 +116,20 @@ def test_a_run_eta_is_its_steps_left_at_its_pace():
     assert progress.time_left(40, None, 0.5) is None  # total steps unknown: no ETA
 
 
-def test_grid_eta_fills_the_lanes_busy_now_with_the_waiting_runs():
+def test_the_schedule_fills_the_lanes_and_each_job_waits_for_its_input():
+    Job = progress.Job
+    waiting = [Job("c", 20.0), Job("d", 20.0), Job("e", 5.0)]
     # two lanes free at 10 s and 30 s: the first takes 20 s (-> 30), then 20 s more (-> 50); the
-    # lane free at 30 takes the 5 s run (-> 35): done when the last lane is, at 50 s
-    assert progress.grid_eta([10.0, 30.0], [20.0, 20.0, 5.0]) == pytest.approx(50.0)
-    assert progress.grid_eta([10.0], [20.0, 20.0, 5.0]) == pytest.approx(55.0)  # one lane: all in a row
-    assert progress.grid_eta([], [20.0]) is None  # waiting runs, but no lane to count on
-    assert progress.grid_eta([], []) == 0.0
+    # lane free at 30 takes the 5 s job (-> 35): done when the last lane is, at 50 s
+    assert progress.schedule(2, {"a": 10.0, "b": 30.0}, waiting) == pytest.approx(50.0)
+    assert progress.schedule(1, {"a": 10.0}, waiting) == pytest.approx(55.0)  # one lane: all in a row
+    assert progress.schedule(2, {}, [Job("c", 20.0)]) == pytest.approx(20.0)  # a free lane starts it now
+    assert progress.schedule(2, {}, []) == 0.0
+    # a run's sampling waits for its training (30 s left), though a lane is free: the other job
+    # takes that lane first; collecting waits for both, the report for collecting
+    jobs = [Job("sample", 5.0, ("train",)), Job("other", 10.0), Job("collect", 2.0, ("sample", "other"))]
+    jobs.append(Job("report", 3.0, ("collect",)))
+    assert progress.schedule(2, {"train": 30.0}, jobs) == pytest.approx(30 + 5 + 2 + 3)
 
 
 def test_durations_in_words():
@@ -146,9 +176,9 @@ def test_each_run_state_from_its_folder(tmp_path):
     assert live.eta_s == pytest.approx(30.0)  # 60 steps left at 0.5 s
     assert [row["step"] for row in progress.live_metrics([live])] == [10, 20, 30, 40]
     assert {row["label"] for row in progress.live_metrics([live])} == {"llama · seed 42"}
-    # no Snakemake runs here: nothing waits, and the grid is done when the running run is
+    # no Snakemake runs here: nothing waits, and there is no grid to finish (the run has its ETA)
     assert not grid.workflow_running and grid.plan.known and not grid.plan.run_ids
-    assert grid.eta_s == pytest.approx(30.0)
+    assert grid.eta is None
 
     grid = progress.read_grid(runs_root)  # the trainer has stopped: its run is stopped too
     assert by_id(grid)["llama/seed42"].status == "stopped" and grid.lanes == 0
@@ -165,27 +195,31 @@ def test_a_damaged_folder_is_unreadable_not_a_crash(tmp_path):
     assert "line 2 is not valid JSON" in run.problem
 
 
-def test_the_plan_of_the_running_snakemake_gives_the_waiting_runs_and_the_grid_eta(tmp_path):
-    workdir = tmp_path / "grid"
+def planned_grid(workdir: Path, lanes: int) -> Path:
+    """A target of four runs half done, as its plan and its folders show it while it runs: one run
+    done (its training took 8 s, its sampling 2 s), one training (60 s left), one interrupted
+    earlier and planned again (25 s left), one not started; and an unfinished run of no plan."""
     runs_root = workdir / "results" / "runs"
     write_run_folder(runs_root, "vanilla", 42, steps=100, train={"steps": 100})  # 0.05 s/step: 5 s a run
-    running = write_run(runs_root, "llama", 42, pace(1.0, 40))  # 60 s left
+    write_run(runs_root, "llama", 42, pace(1.0, 40))  # 60 s left
     write_run(runs_root, "llama", 7, pace(0.5, 50))  # interrupted earlier, planned again: 25 s left
     write_run(runs_root, "mqa", 42, pace(0.5, 50))  # unfinished, but this target does not plan it
-    write_plan(
-        workdir,
-        "results/runs/llama/seed7/summary.json",
-        "results/runs/vanilla/seed42/summary.json",
-        "results/runs/llama/seed42/summary.json",
-        "results/runs/llama/seed7/summary.json",
-        "results/runs/vanilla/seed7/summary.json",  # not started: no folder yet
-        "results/runs/vanilla/seed7/samples.json",  # other files of the plan are no runs
-        "results/anatomy.duckdb",
-        "results/corpus/train.npy",
-    )
+    write_benchmark(workdir, "train_model", "vanilla/seed42", 8.0)  # the whole job, start-up included
+    write_benchmark(workdir, "generate_samples", "vanilla/seed42", 2.0)
+    write_benchmark(workdir, "collect_results", "database", 1.0)
+    write_benchmark(workdir, "write_report", "report", 4.0)
+    runs = ("vanilla/seed42", "llama/seed42", "llama/seed7", "vanilla/seed7")  # vanilla/seed7: no folder yet
+    write_plan(workdir, run_jobs(*runs) + FINAL_JOBS, lanes=lanes)
+    return runs_root
+
+
+@pytest.mark.parametrize("lanes, done_in", [(1, 60 + 25 + 8 + 3 * 2 + 1 + 4), (2, 67)])
+def test_the_plan_of_the_running_snakemake_counts_every_job_left(tmp_path, lanes, done_in):
+    workdir = tmp_path / "grid"
+    runs_root = planned_grid(workdir, lanes)
     with ExitStack() as held:
         held.enter_context(held_lock(workdir / ".snakemake" / "anatomy.lock"))  # the workflow runs
-        held.enter_context(held_lock(running))
+        held.enter_context(held_lock(runs_root / "llama" / "seed42"))
         grid = progress.read_grid(runs_root)
 
     assert grid.workflow_running and grid.plan.known
@@ -198,17 +232,63 @@ def test_the_plan_of_the_running_snakemake_gives_the_waiting_runs_and_the_grid_e
         "vanilla/seed7": "waiting",
         "mqa/seed42": "stopped",
     }
-    # vanilla/seed7 has not started: it will take as long as its experiment's measured run (5 s)
+    # vanilla/seed7 has not started: it takes as long as its experiment's finished training job
+    # took (8 s, start-up included), not its 5 s of steps
     waiting = by_id(grid)["vanilla/seed7"]
     assert (waiting.step, waiting.steps) == (None, None)
-    assert progress.estimated_duration(waiting, grid.runs) == pytest.approx(5.0)
-    # one lane busy: 60 s for llama/seed42, then 25 s and 5 s for the waiting runs, one after the other
-    assert grid.lanes == 1
-    assert grid.eta_s == pytest.approx(90.0)
+    assert progress.estimated_duration(waiting, grid.runs) == pytest.approx(5.0)  # no benchmark: its pace
+    assert progress.estimated_duration(waiting, grid.runs, grid.timed["train_model"]) == pytest.approx(8.0)
+    # every job left: three trainings (one now), three samplings of 2 s, collecting (1 s), the report
+    # (4 s), the samplings after their runs' training. One lane: one after the other. Two: llama/seed7
+    # (25 s) and vanilla/seed7 (8 s) train beside llama/seed42, their samplings follow; llama/seed42's
+    # sampling starts when it ends at 60 s (-> 62), then collecting (-> 63) and the report (-> 67).
+    eta = grid.eta
+    assert eta.left == {"training": 3, "sampling": 3, "collect": 1, "report": 1}
+    assert (eta.training_now, eta.untimed, eta.lanes) == (1, (), lanes)
+    assert eta.seconds == pytest.approx(done_in)
+    assert progress.work_left_words(eta) == (
+        "Left: training 3 runs (1 now) and sampling 3 runs, then collecting the results and writing the report."
+    )
     rows = {row["run"]: row for row in progress.progress_rows(grid)}
-    assert rows["vanilla · seed 7"]["eta"] == "≈ 5 s" and rows["vanilla · seed 7"]["planned"]
+    assert rows["vanilla · seed 7"]["eta"] == "≈ 8 s" and rows["vanilla · seed 7"]["planned"]
     assert rows["llama · seed 42"]["eta"] == "1 min 00 s"
     assert not rows["mqa · seed 42"]["planned"]
+
+
+def test_after_training_the_eta_counts_sampling_and_collecting_and_says_what_it_waits_on(tmp_path):
+    """The quick grid spends most of its time after training: the ETA is not zero then, and the
+    page names the work left instead of "no run is training"."""
+    workdir = tmp_path / "grid"
+    runs_root = workdir / "results" / "runs"
+    for seed in (42, 7):
+        write_run_folder(runs_root, "vanilla", seed, steps=100, train={"steps": 100}, samples=False)
+    write_plan(workdir, run_jobs("vanilla/seed42", "vanilla/seed7") + FINAL_JOBS, lanes=2)
+    database = workdir / "results" / "anatomy.duckdb"
+    database.write_text("the database of an earlier run")
+    old = (workdir / PLAN_FILE).stat().st_mtime - 60
+    os.utime(database, (old, old))  # older than the plan: collected again at the end of this run
+    with held_lock(workdir / ".snakemake" / "anatomy.lock"):
+        eta = progress.read_grid(runs_root).eta
+        assert eta.left == {"sampling": 2, "collect": 1, "report": 1} and eta.training_now == 0
+        assert progress.work_left_words(eta) == (
+            "Left: sampling 2 runs, then collecting the results and writing the report."
+        )
+        # nothing of these kinds has finished here yet: counted as 0 s, and said
+        assert eta.untimed == ("sampling", "collect", "report") and eta.seconds == 0.0
+        assert progress.untimed_words(eta) == (
+            "Not counted yet, as none has finished here to time it: sampling, collecting, and the report."
+        )
+
+        write_benchmark(workdir, "generate_samples", "llama/seed42", 3.0)  # sampling is timed now
+        eta = progress.read_grid(runs_root).eta
+        assert eta.untimed == ("collect", "report") and eta.seconds == pytest.approx(3.0)  # two lanes
+
+        for run in ("vanilla/seed42", "vanilla/seed7"):
+            (runs_root / run / "samples.json").write_text("[]")
+        os.utime(database)  # collected, after the plan was written
+        eta = progress.read_grid(runs_root).eta
+        assert eta.left == {"report": 1}
+        assert progress.work_left_words(eta) == "Left: writing the report."
 
 
 def test_without_a_readable_plan_the_grid_says_so_rather_than_guessing(tmp_path):
@@ -216,17 +296,50 @@ def test_without_a_readable_plan_the_grid_says_so_rather_than_guessing(tmp_path)
     runs_root = workdir / "results" / "runs"
     running = write_run(runs_root, "llama", 42, pace(1.0, 40))
     with held_lock(workdir / ".snakemake" / "anatomy.lock"), held_lock(running):
-        grid = progress.read_grid(runs_root)  # Snakemake runs, but has written no lock files
-    assert grid.workflow_running and not grid.plan.known
-    assert "cannot be read" in grid.plan.note()
-    assert grid.eta_s is None  # the runs still to come are unknown
-    assert by_id(grid)["llama/seed42"].eta_s == pytest.approx(60.0)  # each running run still has its own
+        grid = progress.read_grid(runs_root)  # Snakemake runs, but has not written its plan yet
+        assert grid.workflow_running and not grid.plan.known
+        assert "has not written its plan (results/plan.json) yet" in grid.plan.note()
+        assert grid.eta is None  # the jobs still to come are unknown
+        assert by_id(grid)["llama/seed42"].eta_s == pytest.approx(60.0)  # each running run still has its own
+
+        (workdir / PLAN_FILE).write_text('{"targets": ["headline"], "lanes": 0, "jobs": []}')
+        grid = progress.read_grid(runs_root)
+        assert not grid.plan.known
+        assert "its plan cannot be read: " in grid.plan.note()
+        assert "field 'lanes' must be a whole number from 1, or null, got 0" in grid.plan.note()
+
+        # a target the plan cannot list: one run's file
+        write_plan(workdir, None, targets=["results/runs/llama/seed42/summary.json"])
+        grid = progress.read_grid(runs_root)
+        assert not grid.plan.known and "targets its plan cannot list (results/runs/llama/seed42/summary.json)" in (
+            grid.plan.note()
+        )
 
     # a runs folder that is not a workflow's results/runs: no workflow plans it
     elsewhere = tmp_path / "my_runs"
     write_run(elsewhere, "llama", 42, pace(1.0, 40))
     grid = progress.read_grid(elsewhere)
     assert not grid.plan.known and "not a workflow's results/runs folder" in grid.plan.note()
+
+
+def test_the_plan_file_reads_back_and_names_what_is_wrong(tmp_path):
+    path = tmp_path / "plan.json"
+    jobs = run_jobs("vanilla/seed42") + FINAL_JOBS
+    write_plan_file(path, ["headline"], 2, jobs)
+    plan = read_plan_file(path)
+    assert (plan.targets, plan.lanes, len(plan.jobs)) == (("headline",), 2, 4)
+    assert plan.jobs[0] == PlannedJob("train_model", "results/runs/vanilla/seed42/summary.json", "vanilla/seed42")
+    assert plan.jobs[-1].run is None and plan.written_s == path.stat().st_mtime
+    for text, expected in [
+        ("[]", "expected a JSON object (the workflow's plan), got a list"),
+        ('{"targets": "headline", "lanes": 1, "jobs": []}', "field 'targets' must be a list of target names"),
+        ('{"targets": [], "lanes": 1, "jobs": {}}', "field 'jobs' must be a list of jobs, or null"),
+        ('{"targets": [], "lanes": 1, "jobs": [{"rule": "", "output": "x"}]}', "jobs[0]: field 'rule' must be"),
+        ('{"targets": [], "lanes": 1, "jobs": [{"rule": "r", "output": "x", "run": 7}]}', "jobs[0]: field 'run'"),
+    ]:
+        path.write_text(text)
+        with pytest.raises(AnatomyError, match=re.escape(expected)):
+            read_plan_file(path)
 
 
 def read_grid_or_fail(runs_root: Path, pipes: list[Path]) -> progress.GridProgress:
@@ -244,26 +357,25 @@ def read_grid_or_fail(runs_root: Path, pipes: list[Path]) -> progress.GridProgre
     return found[0]
 
 
-def test_a_named_pipe_in_a_run_folder_or_among_the_lock_files_is_no_hang(tmp_path):
-    """The page reads the folders every few seconds: a named pipe there (`metrics.jsonl`, a lock
-    file of Snakemake's) would make it wait for good. The run is unreadable, said in one line."""
+def test_a_named_pipe_in_a_run_folder_or_as_the_plan_is_no_hang(tmp_path):
+    """The page reads the folders every few seconds: a named pipe there (`metrics.jsonl`, the
+    plan) would make it wait for good. The run is unreadable, the plan too, each said in one line."""
     workdir = tmp_path / "grid"
     runs_root = workdir / "results" / "runs"
     write_run(runs_root, "llama", 42, pace(1.0, 40))
     metrics = write_run(runs_root, "vanilla", 42, pace(1.0, 40)) / "metrics.jsonl"
     metrics.unlink()
     os.mkfifo(metrics)
-    write_plan(workdir, "results/runs/llama/seed42/summary.json")
-    lock_pipe = workdir / ".snakemake" / "locks" / "1.input.lock"
-    os.mkfifo(lock_pipe)
+    plan_pipe = workdir / PLAN_FILE
+    os.mkfifo(plan_pipe)
     with held_lock(workdir / ".snakemake" / "anatomy.lock"):
-        grid = read_grid_or_fail(runs_root, [metrics, lock_pipe])
+        grid = read_grid_or_fail(runs_root, [metrics, plan_pipe])
     unreadable = by_id(grid)["vanilla/seed42"]
     assert unreadable.status == "unreadable"
     assert unreadable.problem == (
         f"{metrics}: is not a regular file (a named pipe): expected the metrics anatomy train logs"
     )
-    assert grid.plan.known and grid.plan.run_ids == {"llama/seed42"}  # the lock files that are files
+    assert not grid.plan.known and "is not a regular file (a named pipe)" in grid.plan.note()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -295,6 +407,8 @@ def test_the_page_shows_the_runs_and_the_running_curves_without_a_database(tmp_p
     assert any("deep_post_nowarmup · seed 42 diverged" in str(e.value) for e in app.error)
     # the curve is the running run's, as far as it has logged: not the finished runs'
     assert chart_steps(app) == {("llama · seed 42", step) for step in (10, 20, 30, 40)}
+    (chart,) = app.get("vega_lite_chart")
+    assert json.loads(chart.proto.spec)["config"]["axisX"] == {"format": "d", "tickMinStep": 1}  # whole steps
     assert "No Snakemake is running" in texts(app)
     assert app.toggle(key="progress_auto").value  # refreshing by itself, unless turned off
 
@@ -302,6 +416,48 @@ def test_the_page_shows_the_runs_and_the_running_curves_without_a_database(tmp_p
     assert not app.exception
     assert app.dataframe[0].value.set_index("run").loc["llama · seed 42", "status"] == "stopped"
     assert "No run is training right now" in texts(app)
+
+
+def test_the_page_says_when_the_plan_is_done_and_what_it_waits_on(tmp_path, monkeypatch):
+    workdir = tmp_path / "grid"
+    runs_root = planned_grid(workdir, lanes=2)
+    with held_lock(workdir / ".snakemake" / "anatomy.lock"):
+        with held_lock(runs_root / "llama" / "seed42"):
+            app = open_page(workdir / "results" / "anatomy.duckdb", "progress", monkeypatch)
+        metrics = {m.label: m.value for m in app.metric}
+        assert metrics["grid done in about"] == "1 min 07 s"
+        page = texts(app)
+        assert (
+            "Left: training 3 runs (1 now) and sampling 3 runs, then collecting the results and writing the report."
+            in page
+        )
+        assert "Counts every job of the plan the running Snakemake wrote (results/plan.json), 2 at a time" in page
+
+        # the trainings are over: sampling and the rest are left, and the page says so, not "no run is training"
+        for run in ("llama/seed42", "llama/seed7", "vanilla/seed7"):
+            (runs_root / run).mkdir(parents=True, exist_ok=True)
+            (runs_root / run / "summary.json").write_text(json.dumps({"status": "done", "steps_done": 100}))
+        app = open_page(workdir / "results" / "anatomy.duckdb", "progress", monkeypatch)
+        assert not app.exception
+        page = texts(app)
+        assert "Left: sampling 3 runs, then collecting the results and writing the report." in page
+        assert "No run is training right now" not in page
+        assert {m.label: m.value for m in app.metric}["grid done in about"] == "9 s"  # 2 + 2 + 1 + 4
+
+    app = open_page(workdir / "results" / "anatomy.duckdb", "progress", monkeypatch)  # the workflow has ended
+    assert "grid done in about" not in {m.label for m in app.metric}
+    assert "No run is training right now" in texts(app)
+
+
+def test_the_page_shows_a_plans_problem_as_text(tmp_path, monkeypatch):
+    """A target's name is anyone's: the page shows it as text, never as Markdown (a link, bold)."""
+    workdir = tmp_path / "grid"
+    write_run(workdir / "results" / "runs", "llama", 42, pace(1.0, 40))
+    write_plan(workdir, None, targets=["[click](http://example.invalid)"])
+    with held_lock(workdir / ".snakemake" / "anatomy.lock"):
+        app = open_page(workdir / "results" / "anatomy.duckdb", "progress", monkeypatch)
+    (warning,) = [str(element.value) for element in app.warning if "its plan cannot list" in str(element.value)]
+    assert "(`[click](http://example.invalid)`)" in warning
 
 
 def test_the_page_with_no_run_started_says_so(tmp_path, monkeypatch):
@@ -348,7 +504,7 @@ def poll(condition, process: subprocess.Popen, timeout: float = HANG_S):
 @pytest.mark.slow
 def test_the_real_quick_grid_is_followed_while_it_trains(tmp_path):
     """The quick headline grid (2 lanes, 4 runs), long enough to be watched: a running run's step
-    grows between two reads, the plan is the target's runs, and SIGTERM stops it all cleanly."""
+    grows between two reads, the plan is the target's jobs, and SIGTERM stops it all cleanly."""
     shutil.copytree(REPO_ROOT / "data" / "posts", tmp_path / "data" / "posts")
     longer = tmp_path / "longer.yaml"  # quick's tiny model, but steps enough to be seen training
     longer.write_text("train_overrides: {steps: 20000, eval_every: 10, batch_size: 8, warmup_steps: 5}\n")
@@ -382,6 +538,8 @@ def test_the_real_quick_grid_is_followed_while_it_trains(tmp_path):
         grid = progress.read_grid(runs_root)
         headline = {f"{name}/seed{seed}" for name in ("vanilla", "llama") for seed in (42, 7)}
         assert grid.workflow_running and grid.plan.known and grid.plan.run_ids == headline
+        # the plan the workflow wrote: the runs' training and sampling, then collecting and the report
+        assert grid.eta.left == {"training": 4, "sampling": 4, "collect": 1, "report": 1}
         assert {run.run_id for run in grid.runs} == headline
         assert 1 <= grid.lanes <= 2  # --cores 2, one thread per run
         assert {run.status for run in grid.runs} <= {"running", "waiting"}

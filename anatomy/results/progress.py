@@ -1,4 +1,4 @@
-"""How far a grid has got while it runs, read straight from its run folders (the Progress page).
+"""How far a grid has got while it runs, read straight from its files (the Progress page).
 
 The database changes only when a Snakemake target ends with `collect`, so a grid of many hours
 shows nothing new until then. This reads the run folders themselves, read-only, as often as the
@@ -14,20 +14,24 @@ Each run is in one of these states:
     stopped          started, not finished, and nothing plans it (a grid that was interrupted)
     unreadable       a file of it is damaged; the page says which
 
-What Snakemake plans is read from its own lock files (.snakemake/locks/N.input.lock and
-N.output.lock), which list every file the running target reads or makes: each
-`results/runs/EXPERIMENT/seedSEED/summary.json` there is a run of the plan. results/experiments.json
-cannot tell: it names every experiment with its baseline, but not the seeds nor which target runs.
+What the running Snakemake plans is the plan the workflow wrote when it started
+(results/plan.json, anatomy/files/plan.py): every job its targets need, with its rule and run.
+A job is done when the file it makes is there (collecting and the report, made again at the end
+of every run: when newer than the plan). The grid's ETA counts every job left, training,
+sampling, the exams, collecting and the report, each as long as the jobs of its kind took here
+(Snakemake's benchmark files, results/benchmarks/RULE/...), on as many lanes as the plan says.
 When the plan cannot be read, `Plan.known` is False and the page says so instead of guessing.
-Only regular files are read (a named pipe among the lock files or in a run folder would make the
-page wait for good): anything else there is unreadable, in words.
+Only regular files are read (a named pipe in a run folder would make the page wait for good):
+anything else there is unreadable, in words.
 
 No Streamlit here: the page only draws what these functions return, and tests call them directly.
 """
 
 from __future__ import annotations
 
+import csv
 import heapq
+import io
 import math
 import os
 import re
@@ -36,8 +40,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from anatomy.errors import AnatomyError
-from anatomy.language import N_, _
+from anatomy.language import N_, _, join_list, ngettext, pgettext
 from anatomy.files.locks import is_locked
+from anatomy.files.plan import PLAN_FILE, PlannedJob, read_plan_file
 from anatomy.files.run_folder import find_run_folders
 from anatomy.results.reader import run_label
 from anatomy.files.run_folder import read_json_object, read_metrics, read_small_file, read_summary
@@ -58,8 +63,24 @@ STATUS_NAMES = {
 RECENT_INTERVALS = 5
 # the workflow's lock (workflow/rules/common.smk, claim_working_directory): held while it runs
 WORKFLOW_LOCK = Path(".snakemake") / "anatomy.lock"
-SNAKEMAKE_LOCKS = Path(".snakemake") / "locks"
 SEED_FOLDER = re.compile(r"seed(\d+)")
+
+# The kind of work each rule of the workflow does, as the page counts the jobs left.
+JOB_KINDS = {
+    "train_model": "training",
+    "generate_samples": "sampling",
+    "exam_length": "exams",
+    "exam_kv_cache": "exams",
+    "exam_depth_cell": "exams",  # a 12-layer training run, in results/exams/depth/{cell}/
+    "exam_wall_clock": "exams",
+    "collect_results": "collect",
+    "write_report": "report",
+}
+KIND_ORDER = ("training", "sampling", "exams", "collect", "report")
+# jobs that follow their run's training (sampling and the exams of one run read its weights)
+AFTER_TRAINING = ("generate_samples", "exam_length", "exam_kv_cache")
+# made again at the end of every run of the workflow: done only once newer than its plan
+FINAL_RULES = ("collect_results", "write_report")
 
 
 @dataclass
@@ -91,17 +112,40 @@ class RunProgress:
 
 @dataclass(frozen=True)
 class Plan:
-    """The runs the running Snakemake will train (run ids), if that can be known."""
+    """What the running Snakemake will do (its jobs, done or not), if that can be known."""
 
     known: bool
-    run_ids: frozenset[str]
+    jobs: tuple[PlannedJob, ...]
     sentence: str  # what is known and why, marked with N_: `note` puts it in words
     folder: Path  # the folder it names
+    lanes: int | None = None  # jobs side by side (None: a cluster's, or unknown)
+    written_s: float | None = None  # when the plan was written
+    problem: str = ""  # why it cannot be read, for the sentence
 
-    def note(self, show_folder: Callable[[Path], str] = str) -> str:
-        """What is known and why, in the reader's language; `show_folder` writes the folder (the
-        page: as text, never as Markdown, since a folder's name is anyone's)."""
-        return _(self.sentence).format(folder=show_folder(self.folder), count=len(self.run_ids), locks=SNAKEMAKE_LOCKS)
+    @property
+    def run_ids(self) -> frozenset[str]:
+        """The runs the plan trains (run ids)."""
+        return frozenset(job.run for job in self.jobs if job.rule == "train_model" and job.run)
+
+    def note(self, show: Callable[[Any], str] = str) -> str:
+        """What is known and why, in the reader's language; `show` writes the folder and the
+        problem (the page: as text, never as Markdown, since a folder's name is anyone's, and so
+        are the targets a problem names)."""
+        problem = show(self.problem) if self.problem else ""
+        return _(self.sentence).format(
+            folder=show(self.folder), count=len(self.run_ids), plan=show(PLAN_FILE), problem=problem
+        )
+
+
+@dataclass(frozen=True)
+class GridEta:
+    """The grid's ETA: every job left of the plan, how long each takes, on the plan's lanes."""
+
+    seconds: float | None  # None: cannot be estimated (no lanes to count on)
+    left: dict[str, int]  # kind (JOB_KINDS) -> jobs left, running ones included
+    training_now: int  # trainings running now
+    untimed: tuple[str, ...]  # kinds left of which no job has been timed yet: counted as 0 s
+    lanes: int | None
 
 
 @dataclass
@@ -110,25 +154,30 @@ class GridProgress:
     workflow_running: bool
     plan: Plan
     runs: list[RunProgress]
+    # rule -> job -> the wall seconds it took (Snakemake's benchmark files beside the runs folder)
+    timed: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def with_status(self, *statuses: str) -> list[RunProgress]:
         return [run for run in self.runs if run.status in statuses]
 
     @property
     def lanes(self) -> int:
-        """Runs training side by side right now: the grid's ETA assumes it keeps this many."""
+        """Runs training side by side right now."""
         return len(self.with_status("running"))
 
     @property
-    def eta_s(self) -> float | None:
-        """Seconds until every running and waiting run is done (None: cannot be estimated)."""
-        if not self.plan.known:
-            return None  # runs not started yet may be missing from the list
-        running = [run.eta_s for run in self.with_status("running")]
-        waiting = [estimated_duration(run, self.runs) for run in self.with_status("waiting")]
-        if any(seconds is None for seconds in running + waiting):
+    def eta(self) -> GridEta | None:
+        """Every job left of the plan and when they will be done (None: no Snakemake runs, or its
+        plan cannot be read: the jobs still to come are unknown)."""
+        if not (self.workflow_running and self.plan.known):
             return None
-        return grid_eta(running, waiting)
+        return grid_eta(self)
+
+    @property
+    def eta_s(self) -> float | None:
+        """Seconds until every job of the plan is done (None: cannot be estimated)."""
+        eta = self.eta
+        return None if eta is None else eta.seconds
 
 
 # ---------------------------------------------------------------------------------------------
@@ -157,20 +206,31 @@ def time_left(step: int | None, steps: int | None, per_step: float | None) -> fl
     return max(steps - step, 0) * per_step
 
 
-def estimated_duration(run: RunProgress, runs: list[RunProgress]) -> float | None:
+def mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def estimated_duration(
+    run: RunProgress, runs: list[RunProgress], timed: dict[str, float] | None = None
+) -> float | None:
     """Seconds a waiting run will still train. One that started earlier: its own steps left at
-    its own pace. One not started: the mean time of the measured runs of its experiment, else of
-    every measured run (a guess, which the page says)."""
+    its own pace. One not started: as long as the finished training jobs of its experiment took
+    (`timed`: run id -> the wall seconds of its job, Snakemake's benchmark, start-up included),
+    else its experiment's measured runs at their pace; else the same over every run (a guess,
+    which the page says)."""
     own = time_left(run.step or 0, run.steps, run.seconds_per_step)
     if own is not None:
         return own
-    measured = [(other.experiment, whole_run_s(other)) for other in runs if other is not run]
-    measured = [(experiment, seconds) for experiment, seconds in measured if seconds is not None]
-    alike = [seconds for experiment, seconds in measured if experiment == run.experiment]
-    for pool in (alike, [seconds for _experiment, seconds in measured]):
-        if pool:
-            return sum(pool) / len(pool)
-    return None
+    timed = timed or {}
+    paced = [(other.experiment, whole_run_s(other)) for other in runs if other is not run]
+    paced = [(experiment, seconds) for experiment, seconds in paced if seconds is not None]
+    pools = (
+        [seconds for run_id, seconds in timed.items() if names_of(run_id)[0] == run.experiment],
+        [seconds for experiment, seconds in paced if experiment == run.experiment],
+        list(timed.values()),
+        [seconds for _experiment, seconds in paced],
+    )
+    return next((mean(pool) for pool in pools if pool), None)
 
 
 def whole_run_s(run: RunProgress) -> float | None:
@@ -180,17 +240,34 @@ def whole_run_s(run: RunProgress) -> float | None:
     return time_left(0, run.steps, run.seconds_per_step)
 
 
-def grid_eta(running_s: list[float], waiting_s: list[float]) -> float | None:
-    """Seconds until the grid is done, on as many lanes as runs are running now: each lane
-    finishes its run (running_s), then takes the next waiting run (waiting_s, in order) as soon
-    as it is free, as Snakemake starts a job when a core frees up. None without a lane."""
-    lanes = list(running_s)
-    if not lanes:
-        return None if waiting_s else 0.0
-    heapq.heapify(lanes)
-    for seconds in waiting_s:
-        heapq.heappush(lanes, heapq.heappop(lanes) + seconds)  # the lane free first takes it
-    return max(lanes)
+@dataclass(frozen=True)
+class Job:
+    """A job left, for the schedule: its seconds, and the jobs it waits for (their keys)."""
+
+    key: str
+    seconds: float
+    after: tuple[str, ...] = ()
+
+
+def schedule(lanes: int, running: dict[str, float], queued: list[Job]) -> float:
+    """Seconds until every job is done, on `lanes` lanes: the running jobs (key -> seconds left)
+    keep their lanes; each queued job, in order, goes to the lane free first once the jobs it
+    waits for are done, as Snakemake starts a job when a core frees up and its input is there."""
+    free = [0.0] * max(lanes - len(running), 0) + list(running.values())
+    heapq.heapify(free)
+    done_at = dict(running)
+    pending = list(queued)
+    while pending:
+        ready = [job for job in pending if all(key in done_at for key in job.after)]
+        if not ready:
+            raise ValueError(f"jobs that wait for jobs never scheduled: {[job.key for job in pending]}")
+        # the one that can start first, in plan order among equals
+        job = min(ready, key=lambda job: max((done_at[key] for key in job.after), default=0.0))
+        start = max(heapq.heappop(free), max((done_at[key] for key in job.after), default=0.0))
+        done_at[job.key] = start + job.seconds
+        heapq.heappush(free, done_at[job.key])
+        pending.remove(job)
+    return max(done_at.values(), default=0.0)
 
 
 def duration_words(seconds: float | None) -> str:
@@ -231,38 +308,42 @@ def workflow_running(workdir: Path | None) -> bool:
 
 
 def read_plan(runs_root: Path) -> Plan:
-    """The runs the Snakemake running on this runs folder plans, from its lock files."""
+    """What the Snakemake running on this runs folder plans: the plan it wrote when it started."""
     workdir = workflow_folder(runs_root)
     if workdir is None:
-        return Plan(
-            False, frozenset(), N_("{folder} is not a workflow's results/runs folder: no plan to read."), runs_root
-        )
+        return Plan(False, (), N_("{folder} is not a workflow's results/runs folder: no plan to read."), runs_root)
     if not workflow_running(workdir):
-        return Plan(True, frozenset(), N_("No Snakemake is running in {folder}: nothing is planned."), workdir)
-    lock_files = sorted(Path(workdir, SNAKEMAKE_LOCKS).glob("*.lock"))
-    if not lock_files:
-        cannot_read = N_(
-            "A Snakemake is running in {folder}, but its plan cannot be read yet "
-            "(no {locks}/*.lock): runs it has not started are not shown."
+        return Plan(True, (), N_("No Snakemake is running in {folder}: nothing is planned."), workdir)
+    path = workdir / PLAN_FILE
+    if not path.exists():
+        not_yet = N_(
+            "A Snakemake is running in {folder}, but has not written its plan ({plan}) yet: it does once it has "
+            "planned its jobs. Runs it has not started are not shown."
         )
-        return Plan(False, frozenset(), cannot_read, workdir)
-    planned = set()
-    for path in lock_files:
-        try:
-            lines = read_small_file(path, "a Snakemake lock file").splitlines()
-        except AnatomyError:
-            continue  # gone (the workflow just ended), half-written or no file: the next read sees it
-        planned.update(filter(None, (planned_run(line, workdir, runs_root) for line in lines)))
-    return Plan(True, frozenset(planned), N_("The Snakemake running in {folder} plans {count} runs."), workdir)
+        return Plan(False, (), not_yet, workdir)
+    try:
+        plan = read_plan_file(path)
+    except (AnatomyError, OSError) as err:  # OSError: replaced between two reads
+        damaged = N_("A Snakemake is running in {folder}, but its plan cannot be read: {problem}")
+        return Plan(False, (), damaged, workdir, problem=str(err))
+    if plan.jobs is None:
+        unlisted = N_(
+            "A Snakemake is running in {folder} for targets its plan cannot list ({problem}): runs it has not "
+            "started are not shown."
+        )
+        return Plan(False, (), unlisted, workdir, problem=", ".join(plan.targets))
+    sentence = N_("The Snakemake running in {folder} plans {count} runs.")
+    return Plan(True, plan.jobs, sentence, workdir, lanes=plan.lanes, written_s=plan.written_s)
 
 
-def planned_run(line: str, workdir: Path, runs_root: Path) -> str | None:
-    """The run id of a lock file's line naming a run's summary.json under the runs root, else None."""
-    path = os.path.relpath(os.path.abspath(os.path.join(workdir, line.strip())), os.path.abspath(runs_root))
-    parts = Path(path).parts
-    if len(parts) == 3 and parts[2] == "summary.json" and SEED_FOLDER.fullmatch(parts[1]) and parts[0] != "..":
-        return f"{parts[0]}/{parts[1]}"
-    return None
+def job_left(job: PlannedJob, workdir: Path, written_s: float | None) -> bool:
+    """Whether a planned job still has to run: the file it makes is not there yet (collecting and
+    the report: not since the plan was written, as every run of the workflow ends with them)."""
+    try:
+        made = (workdir / job.output).stat().st_mtime
+    except OSError:
+        return True
+    return job.rule in FINAL_RULES and written_s is not None and made < written_s
 
 
 def names_of(run_id: str) -> tuple[str, int | None]:
@@ -333,7 +414,183 @@ def read_grid(runs_root: str | Path) -> GridProgress:
         status = "running" if is_locked(runs_root / run_id) else "waiting"
         runs.append(RunProgress(run_id, *names_of(run_id), status=status, step=0 if status == "running" else None))
     running = workflow_running(workflow_folder(runs_root))
-    return GridProgress(runs_root, running, plan, sorted(runs, key=lambda run: run.run_id))
+    timed = timed_jobs(runs_root.parent / "benchmarks")
+    return GridProgress(runs_root, running, plan, sorted(runs, key=lambda run: run.run_id), timed)
+
+
+# ---------------------------------------------------------------------------------------------
+# The grid's ETA: every job left of the plan
+
+
+def benchmark_seconds(path: Path) -> float | None:
+    """The wall seconds of one job, from its Snakemake benchmark file (the `s` column of its
+    first row); None for a file that is not one, or not yet whole."""
+    try:
+        rows = list(csv.DictReader(io.StringIO(read_small_file(path, "a Snakemake benchmark file")), delimiter="\t"))
+        seconds = float(rows[0]["s"])
+    except (AnatomyError, OSError, IndexError, KeyError, TypeError, ValueError):
+        return None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
+def timed_jobs(benchmarks_root: Path) -> dict[str, dict[str, float]]:
+    """Rule -> job -> wall seconds, from results/benchmarks/RULE/JOB.tsv (job: vanilla/seed42)."""
+    timed: dict[str, dict[str, float]] = {}
+    if not benchmarks_root.is_dir():
+        return timed
+    for path in sorted(benchmarks_root.rglob("*.tsv")):
+        parts = path.relative_to(benchmarks_root).with_suffix("").parts
+        seconds = benchmark_seconds(path) if len(parts) > 1 else None
+        if seconds is not None:
+            timed.setdefault(parts[0], {})["/".join(parts[1:])] = seconds
+    return timed
+
+
+def training_left(folder: Path) -> float | None:
+    """Seconds of training left of a job training in `folder` now (a depth-map cell), at its pace."""
+    try:
+        files = RunFolder(folder)
+        config = read_json_object(files.config, "a run's settings")
+        rows = read_metrics(files.metrics, folder.name, finished=False)
+    except (AnatomyError, OSError):
+        return None
+    train = config.get("train") if isinstance(config.get("train"), dict) else {}
+    steps = train.get("steps") if isinstance(train.get("steps"), int) else None
+    return time_left(rows[-1]["step"] if rows else 0, steps, seconds_per_step(rows))
+
+
+def grid_eta(grid: GridProgress) -> GridEta:
+    """Every job of the plan not done yet, timed, then scheduled on the plan's lanes.
+
+    A training running now takes its steps left at its pace; one waiting, as long as its
+    experiment's trainings took (estimated_duration). Every other job takes as long as the jobs
+    of its rule took here (their benchmarks). A kind of job none of which has been timed yet
+    counts as 0 s, and `untimed` says so. Sampling and a run's exams wait for its training;
+    collecting waits for everything, the report for collecting."""
+    workdir = grid.plan.folder
+    left = [job for job in grid.plan.jobs if job_left(job, workdir, grid.plan.written_s)]
+    timed = grid.timed
+    runs = {run.run_id: run for run in grid.runs}
+    trainings = {job.run: job.output for job in left if job.rule == "train_model"}
+    running: dict[str, float] = {}
+    queued: list[Job] = []
+    untimed: set[str] = set()
+    for job in left:
+        seconds, is_running = job_seconds(job, workdir, runs, grid.runs, timed)
+        if seconds is None:
+            untimed.add(JOB_KINDS.get(job.rule, job.rule))
+            seconds = 0.0
+        if is_running:
+            running[job.output] = seconds
+        elif job.rule in FINAL_RULES:
+            # collecting waits for every other job; the report for collecting
+            before = [other.output for other in left if other.rule not in FINAL_RULES]
+            if job.rule == "write_report":
+                before = [other.output for other in left if other.rule == "collect_results"]
+            queued.append(Job(job.output, seconds, tuple(before)))
+        else:
+            waits_for = trainings.get(job.run) if job.rule in AFTER_TRAINING else None
+            queued.append(Job(job.output, seconds, (waits_for,) if waits_for else ()))
+    counts: dict[str, int] = {}
+    for job in left:
+        kind = JOB_KINDS.get(job.rule, job.rule)
+        counts[kind] = counts.get(kind, 0) + 1
+    lanes = grid.plan.lanes
+    seconds = None if lanes is None else schedule(max(lanes, len(running)), running, queued)
+    training_now = sum(1 for job in left if job.rule == "train_model" and job.output in running)
+    return GridEta(seconds, counts, training_now, tuple(sorted(untimed, key=kind_rank)), lanes)
+
+
+def kind_rank(kind: str) -> int:
+    return KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER)
+
+
+def job_seconds(
+    job: PlannedJob,
+    workdir: Path,
+    runs: dict[str, RunProgress],
+    all_runs: list[RunProgress],
+    timed: dict[str, dict[str, float]],
+) -> tuple[float | None, bool]:
+    """(seconds the job has left or will take, None if nothing to time it by; whether it runs now).
+    Only a training is seen running (its trainer holds its folder); any other job left counts whole."""
+    if job.rule == "train_model" and job.run in runs:
+        run = runs[job.run]
+        trained = timed.get("train_model", {})
+        if run.status == "running":
+            left = run.eta_s
+            return (left if left is not None else estimated_duration(run, all_runs, trained)), True
+        return estimated_duration(run, all_runs, trained), False
+    if job.rule == "exam_depth_cell":
+        folder = (workdir / job.output).parent
+        if is_locked(folder):
+            left = training_left(folder)
+            return (left if left is not None else mean(list(timed.get(job.rule, {}).values()))), True
+    return mean(list(timed.get(job.rule, {}).values())), False
+
+
+# ---------------------------------------------------------------------------------------------
+# In words, for the page
+
+
+def work_left_words(eta: GridEta) -> str:
+    """What the grid is waiting on, in one sentence: "Left: training 3 runs (2 now) and sampling
+    3 runs, then collecting and the report." Empty when nothing is left."""
+    counts = eta.left
+    work = []
+    if counts.get("training"):
+        n = counts["training"]
+        if eta.training_now:
+            work.append(
+                ngettext("training {count} run ({now} now)", "training {count} runs ({now} now)", n).format(
+                    count=n, now=eta.training_now
+                )
+            )
+        else:
+            work.append(ngettext("training {count} run", "training {count} runs", n).format(count=n))
+    if counts.get("sampling"):
+        n = counts["sampling"]
+        work.append(ngettext("sampling {count} run", "sampling {count} runs", n).format(count=n))
+    if counts.get("exams"):
+        n = counts["exams"]
+        work.append(ngettext("{count} exam", "{count} exams", n).format(count=n))
+    final = FINAL_WORDS.get((bool(counts.get("collect")), bool(counts.get("report"))))
+    if work and final:
+        return _("Left: {work}, then {final}.").format(work=join_list(work), final=_(final))
+    if work:
+        return _("Left: {work}.").format(work=join_list(work))
+    if final:
+        return _("Left: {final}.").format(final=_(final))
+    return ""
+
+
+# (collecting left, report left) -> the last steps, as the sentence ends
+FINAL_WORDS = {
+    (True, True): N_("collecting the results and writing the report"),
+    (True, False): N_("collecting the results"),
+    (False, True): N_("writing the report"),
+}
+
+
+def untimed_words(eta: GridEta) -> str:
+    """Which kinds of work the ETA could not time yet (counted as 0 s), in one sentence."""
+    if not eta.untimed:
+        return ""
+    names = [kind_words(kind) for kind in eta.untimed]
+    return _("Not counted yet, as none has finished here to time it: {work}.").format(work=join_list(names))
+
+
+def kind_words(kind: str) -> str:
+    """A kind of work (JOB_KINDS), as a list in a sentence names it: short words, each with its context."""
+    names = {
+        # TRANSLATORS: kinds of work a running grid still has to do, listed in one sentence
+        "training": pgettext("work a grid does", "training"),
+        "sampling": pgettext("work a grid does", "sampling"),
+        "exams": pgettext("work a grid does", "the exams"),
+        "collect": pgettext("work a grid does", "collecting"),
+        "report": pgettext("work a grid does", "the report"),
+    }
+    return names.get(kind, kind)
 
 
 def progress_rows(grid: GridProgress) -> list[dict[str, Any]]:
@@ -348,7 +605,7 @@ def progress_rows(grid: GridProgress) -> list[dict[str, Any]]:
                 "steps": run.steps,
                 "done": (run.step or 0) / run.steps if run.steps else None,
                 "s_per_step": run.seconds_per_step,
-                "eta": eta_words(run, grid.runs),
+                "eta": eta_words(run, grid.runs, grid.timed.get("train_model")),
                 "planned": run.run_id in grid.plan.run_ids,
                 "problem": run.problem or "",
             }
@@ -356,12 +613,13 @@ def progress_rows(grid: GridProgress) -> list[dict[str, Any]]:
     return rows
 
 
-def eta_words(run: RunProgress, runs: list[RunProgress]) -> str:
-    """A run's ETA in words; for a waiting run not started, the estimate, marked as one (≈)."""
+def eta_words(run: RunProgress, runs: list[RunProgress], trained: dict[str, float] | None = None) -> str:
+    """A run's ETA in words; for a waiting run not started, the estimate, marked as one (≈)
+    (trained: run id -> the seconds its training job took)."""
     if run.status not in UNFINISHED:
         return ""
     if run.status == "waiting" and run.eta_s is None:
-        estimate = estimated_duration(run, runs)
+        estimate = estimated_duration(run, runs, trained)
         return "—" if estimate is None else f"≈ {duration_words(estimate)}"
     return duration_words(run.eta_s)
 

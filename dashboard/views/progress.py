@@ -44,24 +44,30 @@ def status_counts(grid: progress.GridProgress) -> None:
         column.metric(progress.status_name(status), len(grid.with_status(status)))
 
 
-def grid_eta(grid: progress.GridProgress) -> None:
-    """The grid's ETA, with the assumption it rests on, or why there is none."""
-    if not grid.with_status("running", "waiting"):
+def grid_eta(grid: progress.GridProgress, eta: progress.GridEta | None) -> None:
+    """While a Snakemake runs: when its plan will be done, what it still has to do, and what the
+    estimate rests on; or why there is none."""
+    if not grid.workflow_running:
         return
-    if not grid.plan.known:
-        st.caption(_("No ETA for the grid: without the plan, the runs still to come are unknown."))
-    elif grid.eta_s is None:
-        st.caption(_("No ETA for the grid yet: no run is training now, or none has logged a step to time."))
+    if eta is None:
+        st.caption(_("No ETA for the grid: without the plan, the jobs still to come are unknown."))
+        return
+    work = progress.work_left_words(eta)
+    if not work:
+        return
+    if eta.seconds is None:
+        st.metric(_("grid done in about"), "—")
+        st.caption(_("No ETA: the jobs run on a cluster, as many at a time as it gives them."))
     else:
-        st.metric(_("grid done in about"), progress.duration_words(grid.eta_s))
-        st.caption(
-            _(
-                "Assumes the runs left go on {lanes} lane(s), as many as are training now, each lane taking "
-                "the next waiting run as soon as it is free; a run not started yet takes as long as the measured "
-                "runs of its experiment (else of the grid). Sampling, exams and collecting after training are not "
-                "counted."
-            ).format(lanes=grid.lanes)
-        )
+        st.metric(_("grid done in about"), progress.duration_words(eta.seconds))
+    st.markdown(work)
+    assumes = _(
+        "Counts every job of the plan the running Snakemake wrote ({plan}), {lanes} at a time (--cores over "
+        "the threads of a training). A training running now takes its steps left at its recent pace; one not "
+        "started, as long as its experiment's trainings took here; sampling, each exam, collecting and the "
+        "report, as long as jobs of their kind took here (Snakemake's benchmark files)."
+    ).format(plan=progress.PLAN_FILE, lanes=eta.lanes)
+    st.caption(" ".join(filter(None, [assumes if eta.lanes else "", progress.untimed_words(eta)])))
 
 
 def run_table(grid: progress.GridProgress) -> None:
@@ -83,18 +89,22 @@ def run_table(grid: progress.GridProgress) -> None:
         )
 
 
-def live_curves(grid: progress.GridProgress) -> None:
+def live_curves(grid: progress.GridProgress, eta: progress.GridEta | None) -> None:
     """The curves of the runs training now, as far as they have logged."""
     running = grid.with_status("running")
     if not running:
-        st.info(_("No run is training right now."), icon=":material/pause_circle:")
+        # while sampling, the exams or collecting run, the ETA above says what the grid waits on
+        if not (eta and progress.work_left_words(eta)):
+            st.info(_("No run is training right now."), icon=":material/pause_circle:")
         return
     st.subheader(_("Training now"))
     metrics = pd.DataFrame(progress.live_metrics(running))
     if metrics.empty:
         st.caption(_("The runs training now have not logged an evaluation yet."))
         return
-    charts.draw(charts.loss_curves(analysis.long_curves(metrics), height=360))
+    chart = charts.loss_curves(analysis.long_curves(metrics), height=360)
+    # whole steps on the x axis, even while the runs have logged one or two evaluations
+    charts.draw(chart.configure_axisX(format="d", tickMinStep=1))
     st.caption(_("Val solid, train dashed; a line grows at every evaluation (train.eval_every steps)."))
 
 
@@ -112,10 +122,11 @@ def show_grid(runs_root: Path) -> None:
             icon=":material/hourglass_empty:",
         )
         return
+    eta = grid.eta
     status_counts(grid)
-    grid_eta(grid)
+    grid_eta(grid, eta)
     run_table(grid)
-    live_curves(grid)
+    live_curves(grid, eta)
 
 
 def own_runs_root() -> Path | None:
