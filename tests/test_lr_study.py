@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 
 from anatomy.report import markdown
-from anatomy.report.lr_section import lr_answer, lr_points, lr_section, setups
+from anatomy.report.lr_section import lr_answer, lr_points, lr_section, schedules, setups, swaps
 from anatomy.results import collect
 from anatomy.results.reader import load
-from run_folders import LLAMA_PARTS, SCALE_SIZES, write_run_folder, write_scale_runs
+from run_folders import LLAMA_PARTS, SCALE_SIZES, write_run_folder, write_scale_ablation, write_scale_runs
 
 DATA = {"vocab_size": 50, "train_tokens": SCALE_SIZES["l"], "val_tokens": 500, "corpus": "poems_l"}
 # best val floor per lr; None: the run diverges. Seeds add 0.02 (42) and 0.03 (7) to a floor.
@@ -108,3 +109,76 @@ def test_a_run_that_never_trains_past_its_first_evaluation_is_said(tmp_path):
     (setup,) = setups(load(tmp_path / "db.duckdb"))
     assert setup.curves[5].points["stalled"].tolist() == [0, 0, 0, 2]
     assert "At lr 0.008 it never got better than its first evaluation" in lr_section(load(tmp_path / "db.duckdb"))
+
+
+def write_swaps_and_schedules(runs_root):
+    """Stage 3 and 4 on the lr_db setup: RoPE both ways at each model's best lr (and, from the scale
+    study, at lr 3e-4), and both models with cosine decay at their best lrs."""
+    write_scale_ablation(runs_root, "rope", "add", {"pos_type": "rope"}, 2.40)  # vanilla 2.60 at 3e-4: -0.2
+    write_scale_ablation(runs_root, "rope", "remove", {**LLAMA_PARTS, "pos_type": "learned"}, 2.70)  # +0.2
+    for seed in (42, 7):
+        common = dict(group="lr", data=DATA, part="rope")
+        write_run_folder(  # vanilla is 2.10 at its best lr 2e-3: RoPE still helps, -0.1
+            runs_root, "lr_l_vanilla_plus_rope", seed, preset="vanilla", model={"pos_type": "rope"},
+            direction="add", floor=2.00, train={"precision": "bf16", "lr": 2e-3}, **common,
+        )
+        write_run_folder(  # the mini-LLaMA is 2.05 at its best lr 1e-3: without RoPE, the same
+            runs_root, "lr_l_llama_minus_rope", seed, preset="llama", model={**LLAMA_PARTS, "pos_type": "learned"},
+            direction="remove", floor=2.05, train={"precision": "bf16", "lr": 1e-3}, **common,
+        )
+        cosine = dict(group="lr", data=DATA)
+        write_run_folder(  # vanilla gains 0.1 from cosine, the mini-LLaMA loses 0.1: the ranking flips
+            runs_root, "lr_l_vanilla_cosine", seed, preset="vanilla", floor=2.00,
+            train={"precision": "bf16", "lr": 2e-3, "schedule": "cosine", "min_lr": 0.0}, **cosine,
+        )
+        write_run_folder(
+            runs_root, "lr_l_llama_cosine", seed, preset="llama", model=LLAMA_PARTS, floor=2.15,
+            train={"precision": "bf16", "lr": 1e-3, "schedule": "cosine", "min_lr": 0.0}, **cosine,
+        )
+
+
+def test_rope_and_the_schedule_at_each_models_best_lr(lr_db):
+    runs_root, db = lr_db
+    write_swaps_and_schedules(runs_root)
+    collect.collect(runs_root, db)
+    everything = load(db)
+    (setup,) = setups(everything)
+    # the swaps do not enter the curves: those are the plain models at a constant lr
+    assert setup.curves[0].best_lr == 2e-3 and setup.curves[5].best_lr == 1e-3
+    found = {(s.direction, s.lr): s for s in swaps(everything, setup)}
+    assert set(found) == {("add", 3e-4), ("add", 2e-3), ("remove", 3e-4), ("remove", 1e-3)}
+    assert found[("add", 2e-3)].at_best and not found[("add", 3e-4)].at_best
+    assert found[("add", 2e-3)].difference.mean == pytest.approx(-0.1)
+    assert found[("add", 3e-4)].difference.mean == pytest.approx(-0.2)
+    assert found[("remove", 1e-3)].difference.mean == pytest.approx(0.0, abs=1e-9)
+    assert all(s.difference.n == 4 for s in found.values())  # one table, corrected for its four comparisons
+    assert [found[key].difference.sign for key in sorted(found)] == [-1, -1, 1, 0]
+    (cosine,) = schedules(everything, setup)
+    assert cosine.name == "cosine" and cosine.lrs == {0: 2e-3, 5: 1e-3}
+    assert cosine.gap.mean == pytest.approx(0.15) and cosine.gap.sign == 1
+    assert cosine.change[0].mean == pytest.approx(-0.1) and cosine.change[5].mean == pytest.approx(0.1)
+    section = lr_section(everything)
+    assert "Vanilla with RoPE minus vanilla, at vanilla's best lr 0.002: -0.100 (95% interval" in section
+    assert "At its best lr, vanilla still gains from RoPE, beyond noise." in section
+    assert "At its best lr, the mini-LLaMA loses nothing beyond noise without RoPE." in section
+    assert "at lr 0.0003" in section  # the scale study's swap, beside it
+    assert "**The ranking changes with the schedule**: llama minus vanilla is -0.050" in section
+
+
+def test_no_swap_or_schedule_sentence_before_those_runs_finish(lr_db):
+    section = lr_section(load(lr_db[1]))
+    assert "RoPE" not in section and "schedule" not in section
+
+
+def test_the_lr_figure_draws_one_setup_at_a_time():
+    from anatomy.report.charts import lr_chart
+
+    row = dict(model="vanilla", lr=1e-3, mean=2.0, min=1.9, max=2.1, seeds=2, diverged=0, stalled=0, best=True)
+    points = pd.DataFrame([{**row, "setup": "8M"}, {**row, "setup": "default", "mean": 3.0, "lr": 3e-3}])
+
+    def drawn(chart):  # every layer's data and the data layers share (Altair lifts it to the top)
+        own = [chart.data] if isinstance(chart.data, pd.DataFrame) else []
+        return own + [d for layer in getattr(chart, "layer", []) for d in drawn(layer)]
+
+    assert {setup for data in drawn(lr_chart(points)) for setup in data["setup"]} == {"8M"}
+    assert {setup for data in drawn(lr_chart(points, setup="default")) for setup in data["setup"]} == {"default"}

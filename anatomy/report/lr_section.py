@@ -19,8 +19,18 @@ import pandas as pd
 
 from anatomy.language import N_, _
 from anatomy.results.reader import Results
-from anatomy.report.roles import fmt, listed, sentences
-from anatomy.report.uncertainty import SETUP, Difference, compare, interval_text, judge_one, noise_of, noise_text
+from anatomy.report.exam_findings import PART_NAMES
+from anatomy.report.wording import fmt, listed, sentences
+from anatomy.report.uncertainty import (
+    SETUP,
+    Difference,
+    compare,
+    interval_text,
+    judge,
+    judge_one,
+    noise_of,
+    noise_text,
+)
 
 STUDY = "lr"
 MODELS = {0: "vanilla", 5: "mini-LLaMA"}  # n_parts -> name (names: the same in every language)
@@ -69,6 +79,7 @@ class Setup:
     key: dict  # the SETUP columns
     curves: dict[int, Curve]  # n_parts -> curve
     verdict: Difference | None  # llama at its best lr minus vanilla at its best; None: not both
+    runs: pd.DataFrame | None = None  # every run on the setup, of any study (the swaps and schedules)
 
     @property
     def label(self) -> str:
@@ -124,7 +135,7 @@ def setups(everything: Results) -> list[Setup]:
         if set(curves) == set(MODELS) and all(curve.best_lr is not None for curve in curves.values()):
             vanilla, llama = curves[0], curves[5]
             verdict = judge_one(compare(everything.noise, llama.at(llama.best_lr), vanilla.at(vanilla.best_lr)))
-        found.append(Setup(key, curves, verdict))
+        found.append(Setup(key, curves, verdict, same))
     return sorted(found, key=lambda setup: -int(setup.key["train_tokens"]))
 
 
@@ -204,6 +215,174 @@ def sensitivity_text(setup: Setup) -> str | None:
     ).format(vanilla=fmt(setup.curves[0].sensitivity()), llama=fmt(setup.curves[5].sensitivity()))
 
 
+# ---------------------------------------------------------------------------------------------
+# Stages 3 and 4: a part and a schedule at each model's best lr
+
+
+@dataclass
+class Swap:
+    """One part added to vanilla or taken out of the mini-LLaMA, against that model at one lr."""
+
+    part: str
+    direction: str  # "add" (to vanilla) or "remove" (from the mini-LLaMA)
+    lr: float
+    at_best: bool  # the lr is the model's own best
+    difference: Difference  # with the part swapped minus without, judged with the setup's others
+
+
+def same_shape(runs: pd.DataFrame, curve: Curve, *, but: tuple[str, ...] = ()) -> pd.DataFrame:
+    """The runs with the curve's depth, width, context and schedule (bar the columns in `but`)."""
+    columns = [column for column in SHAPE if column not in but]
+    return runs.merge(curve.runs[columns].drop_duplicates(), on=columns)
+
+
+def swaps(everything: Results, setup: Setup) -> list[Swap]:
+    """Each part the lr study swaps on this setup, at every lr both the swapped and the plain model
+    ran, whichever study trained them (the scale study's swaps at lr 3e-4 too): the table of stage 3,
+    judged together."""
+    if setup.runs is None or set(setup.curves) != set(MODELS):
+        return []
+    runs = setup.runs[setup.runs["part"].notna()]
+    studied = runs.loc[runs["group"] == STUDY, ["part", "direction"]].drop_duplicates()
+    found = {}
+    for part, direction in studied.itertuples(index=False):
+        curve = setup.curves[0 if direction == "add" else 5]
+        swapped = same_shape(runs[(runs["part"] == part) & (runs["direction"] == direction)], curve)
+        for lr, at_lr in swapped.groupby("lr"):
+            if curve.at(lr).empty:
+                continue
+            found[(part, direction, float(lr))] = compare(everything.noise, at_lr, curve.at(lr))
+    judged = judge(found)
+    return [
+        Swap(part, direction, lr, lr == setup.curves[0 if direction == "add" else 5].best_lr, d)
+        for (part, direction, lr), d in judged.items()
+    ]
+
+
+def swap_verdict(swap: Swap) -> str:
+    """What the swap at the model's best lr says, in one sentence."""
+    said = {
+        ("add", -1): N_("At its best lr, vanilla still gains from {part}, beyond noise."),
+        ("add", 0): N_("At its best lr, vanilla gains nothing from {part} beyond noise."),
+        ("add", 1): N_("At its best lr, {part} makes vanilla worse, beyond noise."),
+        ("remove", 1): N_("At its best lr, the mini-LLaMA is worse without {part}, beyond noise: it still needs it."),
+        ("remove", 0): N_("At its best lr, the mini-LLaMA loses nothing beyond noise without {part}."),
+        ("remove", -1): N_("At its best lr, the mini-LLaMA is better without {part}, beyond noise."),
+    }.get((swap.direction, swap.difference.sign))
+    if said is None:
+        return _("At its best lr, {part}'s effect is not testable here (no noise estimate).").format(
+            part=_(PART_NAMES[swap.part])
+        )
+    return _(said).format(part=_(PART_NAMES[swap.part]))
+
+
+def swaps_text(everything: Results, setup: Setup) -> str | None:
+    """Stage 3 in words: each swap's difference at the best lr and at the other lrs it ran, and
+    whether the part still earns anything there; None before a swap at the best lr has finished."""
+    found = swaps(everything, setup)
+    said = []
+    for (part, direction), group in pd.DataFrame(
+        [(s.part, s.direction, s) for s in found], columns=["part", "direction", "swap"]
+    ).groupby(["part", "direction"], sort=False):
+        group = list(group["swap"])
+        best = [s for s in group if s.at_best]
+        if not best:
+            continue
+        others = listed(
+            _("{difference} at lr {lr}").format(difference=interval_text(s.difference), lr=f"{s.lr:g}")
+            for s in sorted(group, key=lambda s: s.lr)
+            if not s.at_best
+        )
+        values = dict(part=_(PART_NAMES[part]), lr=f"{best[0].lr:g}", difference=interval_text(best[0].difference))
+        template = {
+            "add": (
+                N_("Vanilla with {part} minus vanilla, at vanilla's best lr {lr}: {difference}."),
+                N_("Vanilla with {part} minus vanilla, at vanilla's best lr {lr}: {difference}; against {others}."),
+            ),
+            "remove": (
+                N_("The mini-LLaMA without {part} minus the mini-LLaMA, at its best lr {lr}: {difference}."),
+                N_(
+                    "The mini-LLaMA without {part} minus the mini-LLaMA, at its best lr {lr}: {difference}; "
+                    "against {others}."
+                ),
+            ),
+        }[direction][bool(others)]
+        said += [_(template).format(others=others, **values), swap_verdict(best[0])]
+    return sentences(said) or None
+
+
+@dataclass
+class Schedule:
+    """Both models with another schedule, each at the lr of its constant-lr best (stage 4)."""
+
+    name: str  # the schedule, e.g. "cosine"
+    lrs: dict[int, float]  # n_parts -> the lr both schedules ran at
+    gap: Difference  # llama minus vanilla with this schedule
+    change: dict[int, Difference]  # n_parts -> this schedule minus a constant lr, same lr
+
+
+def schedules(everything: Results, setup: Setup) -> list[Schedule]:
+    """Every other schedule both models ran on this setup, each judged as one table of three:
+    the gap with it, and each model's change from a constant lr."""
+    if setup.runs is None or setup.verdict is None:
+        return []
+    plain = setup.runs[setup.runs["part"].isna() & (setup.runs["schedule"] != "constant")]
+    found = []
+    for name, runs in plain.groupby("schedule"):
+        mine = {n: same_shape(runs[runs["n_parts"] == n], setup.curves[n], but=("schedule",)) for n in MODELS}
+        if any(m.empty or m["lr"].nunique() != 1 for m in mine.values()):
+            continue
+        lrs = {n: float(mine[n]["lr"].iloc[0]) for n in MODELS}
+        table = judge(
+            {
+                "gap": compare(everything.noise, mine[5], mine[0]),
+                **{n: compare(everything.noise, mine[n], setup.curves[n].at(lrs[n])) for n in MODELS},
+            }
+        )
+        found.append(Schedule(str(name), lrs, table["gap"], {n: table[n] for n in MODELS}))
+    return found
+
+
+def schedule_text(setup: Setup, schedule: Schedule) -> str:
+    """Stage 4 in words: the gap with the other schedule, each model's change, and whether the
+    ranking at a constant lr survives it."""
+    values = dict(
+        schedule=schedule.name,
+        vanilla_lr=f"{schedule.lrs[0]:g}",
+        llama_lr=f"{schedule.lrs[5]:g}",
+        gap=interval_text(schedule.gap),
+        vanilla=interval_text(schedule.change[0]),
+        llama=interval_text(schedule.change[5]),
+        constant=interval_text(setup.verdict),
+    )
+    said = [
+        _(
+            "With a {schedule} schedule (vanilla at lr {vanilla_lr}, mini-LLaMA at lr {llama_lr}), llama minus "
+            "vanilla is {gap}. Against a constant lr at the same lr, the {schedule} schedule changes vanilla's best "
+            "val by {vanilla} and the mini-LLaMA's by {llama}."
+        ).format(**values)
+    ]
+    before, after = setup.verdict.sign, schedule.gap.sign
+    if before is None or after is None:
+        said.append(_("Whether the ranking survives is not testable here (no noise estimate)."))
+    elif before == after:
+        said.append(
+            {
+                -1: _("**The ranking survives the schedule**: with either schedule the mini-LLaMA is lower."),
+                0: _("**The ranking survives the schedule**: with either schedule the two models are level within noise."),
+                1: _("**The ranking survives the schedule**: with either schedule vanilla is lower."),
+            }[after]
+        )
+    else:
+        said.append(
+            _(
+                "**The ranking changes with the schedule**: llama minus vanilla is {constant} at a constant lr, "
+                "and {gap} with the {schedule} schedule."
+            ).format(**values)
+        )
+    return sentences(said)
+
+
 def lr_answer(everything: Results) -> str | None:
     """The study's answer in one or two sentences (the README's headline, the Studies page), or None
     before any setup has both models."""
@@ -228,6 +407,9 @@ def lr_section(everything: Results) -> str | None:
         if sensitivity := sensitivity_text(setup):
             paragraph.append(sensitivity)
         parts.append(sentences(paragraph))
+        if swapped := swaps_text(everything, setup):
+            parts.append(swapped)
+        parts += [schedule_text(setup, schedule) for schedule in schedules(everything, setup)]
     parts.append(
         _(
             "Each point is a model's mean best val over the seeds finished at that lr. The best lr is picked on "
