@@ -20,6 +20,7 @@ HEAVY = {
     "anatomy.report.charts": "Altair: the report's figures (its text needs none)",
     "anatomy.model": "torch: one claim counts the KV cache's bytes",
     "anatomy.training.trainer": "torch: the depth exam trains its cells (reading them needs none)",
+    "anatomy.training.step_timing": "torch: `anatomy costs` times its shapes (the report reads costs.json without)",
     "anatomy.files.weights": "torch: `anatomy reference` ships weights only when asked",
     "anatomy.exams.kv_cache": "torch: collect reads a cache exam's rows only where there are some",
     "anatomy.exams.wall_clock": "torch: collect reads the wall-clock exam only where it ran",

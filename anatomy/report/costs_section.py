@@ -1,0 +1,166 @@
+"""What the runs cost: the report's (and README.md's) table of time per target and for the whole
+grid, from the shipped runs' records (grid.json, read by anatomy/results/reference.py), and what
+a night buys: measured by `python -m anatomy costs` where its costs.json lies beside grid.json
+(anatomy/results/costs.py, which owns that sentence), else the grid in bf16 estimated from the
+precision study's runs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+from anatomy.language import ngettext
+from anatomy.report.wording import md_table
+from anatomy.results import reference
+from anatomy.results.costs import COSTS_FILE, NIGHT_HOURS, job_seconds, night_sentence, read_costs
+from anatomy.results.groups import is_study
+from anatomy.results.reader import Results
+
+
+TARGETS = {"headline": "headline", "ablation": "ablations", "break": "break_tests"}
+STUDY_TARGETS = {
+    "precision": "precision_check",
+    "scale": "scale",
+    "lr": "lr",
+}  # the studies' targets (anatomy/results/groups.py)
+
+
+MEASURED = "measured_costs"  # the provenance's key for the costs.json beside grid.json
+
+
+def read_provenance(path: Path | None) -> dict[str, Any] | None:
+    """grid.json of shipped runs, read by its owner (anatomy/results/reference.py), with the
+    costs.json measured beside it, if any, under MEASURED; None if there is no grid.json."""
+    if path is None or not path.is_file():
+        return None
+    record = reference.read_provenance(path)
+    if (measured := path.with_name(COSTS_FILE)).is_file():
+        record = {**record, MEASURED: read_costs(measured)}
+    return record
+
+
+def wall_clock_hours(entries: list[dict[str, Any]]) -> float:
+    """From the first job's start to the last job's end (each start is its end minus its length)."""
+    ends = [dt.datetime.fromisoformat(entry["finished_utc"].replace("Z", "+00:00")) for entry in entries]
+    starts = [end - dt.timedelta(seconds=job_seconds(entry)) for end, entry in zip(ends, entries)]
+    return (max(ends) - min(starts)).total_seconds() / 3600
+
+
+def cost_row(name: str, entries: list[dict[str, Any]]) -> list[str]:
+    """Runs, minutes per run, run-hours and wall-clock hours of these runs' training jobs."""
+    jobs = [job_seconds(entry) for entry in entries]
+    if not jobs:
+        return [name, "0", "–", "–", "–"]
+    return [
+        name,
+        str(len(jobs)),
+        f"{sum(jobs) / len(jobs) / 60:.1f}",
+        f"{sum(jobs) / 3600:.2f}",
+        f"{wall_clock_hours(entries):.2f}",
+    ]
+
+
+def finished_words(grid: dict[str, Any]) -> str:
+    """When the shipped runs finished: one date, a range, or that it was not recorded."""
+    first, last = grid.get("first_finished_utc"), grid.get("last_finished_utc")
+    if not (first and last):
+        return "finish dates not recorded. "
+    first, last = first[:10], last[:10]
+    return f"runs finished on {first}. " if first == last else f"runs finished {first} to {last}. "
+
+
+def costs_section(data: Results) -> str:
+    """Time per target and for the whole grid, from the shipped runs' records (grid.json); the
+    studies' runs have rows of their own, never counted in the grid's."""
+    if not data.provenance:
+        return ""
+    groups = data.runs.set_index("run_id")["group"].to_dict()
+    precisions = data.runs.set_index("run_id")["precision"].to_dict()
+    shipped = data.provenance.get("runs", {})
+    records = {run_id: entry for run_id, entry in shipped.items() if not is_study(groups.get(run_id))}
+
+    def row(name: str, run_ids: list[str]) -> list[str]:
+        used = sorted({precisions.get(run_id) or "fp32" for run_id in run_ids})
+        return cost_row(name, [shipped[run_id] for run_id in run_ids]) + [", ".join(used) or "–"]
+
+    rows = [row(f"`{target}`", [r for r in records if groups.get(r) == group]) for group, target in TARGETS.items()]
+    rows.append(row("the whole grid (`all`)", list(records)))
+    for group, target in STUDY_TARGETS.items():
+        if study_runs := [run_id for run_id in shipped if groups.get(run_id) == group]:
+            rows.append(row(f"`{target}` (a study, not in `all`)", study_runs))
+    grid = data.provenance.get("grid", {})
+    two_lanes = sum(job_seconds(entry) for entry in records.values()) / 2 / 3600
+    return (
+        md_table(
+            ["target", "runs shipped", "minutes per run", "run-hours in all", "wall-clock hours", "precision"], rows
+        )
+        + f"\n\nOn {', '.join(grid.get('machines', [])) or 'an unrecorded machine'} "
+        f"({', '.join(grid.get('devices', []))}, torch {', '.join(grid.get('torch_versions', []))}), "
+        + finished_words(grid)
+        + "Minutes per run: Snakemake's benchmark of each training job (compile, training, evaluations, "
+        "checkpoints; a run resumed after an interruption counts its training time over every part). "
+        "Run-hours: their sum, the time one run at a time would take. Wall-clock: from the first "
+        "of the target's jobs to start to the last to end (two ran side by side; any pause between "
+        f"jobs included). Two lanes that never idle would need half the run-hours: {two_lanes:.1f} h "
+        "for the whole grid's training. A target's row counts its own experiments' runs (`ablations` "
+        "and `break_tests` also train the baselines they are compared with, if those are not there "
+        "yet); the exams are not in these times."
+        + (
+            f" {measured_night(data.provenance[MEASURED])}"
+            if (data.provenance.get(MEASURED) or {}).get("night")
+            else night_in_bf16(
+                data, records, {run_id: shipped[run_id] for run_id in shipped if groups.get(run_id) == "precision"}
+            )
+        )
+    )
+
+
+def measured_night(measured: dict[str, Any]) -> str:
+    """What a night buys, from a costs.json: where, when and under what load it was measured first."""
+    load = measured.get("load_average_before")
+    # TRANSLATORS: the report's costs section; {load} is the 1-minute load average (a number such as
+    # 0.05: near 0, nothing else ran), the other work the machine did while the runs were timed
+    said = ngettext(
+        "Measured on {date} by `python -m anatomy costs` on {machine} (torch {torch}): each run shape "
+        "timed for {steps} steps on {lanes} lane of one thread; the 1-minute load average was {load} "
+        "before the timing.",
+        "Measured on {date} by `python -m anatomy costs` on {machine} (torch {torch}): each run shape "
+        "timed for {steps} steps on {lanes} lanes side by side, one thread each; the 1-minute load "
+        "average was {load} before the timing.",
+        measured["lanes"],
+    ).format(
+        date=measured["measured_utc"][:10],
+        machine=measured["machine"],
+        torch=measured["torch_version"],
+        steps=measured["steps_timed"],
+        lanes=measured["lanes"],
+        load="–" if load is None else f"{load[0]:.2f}",
+    )
+    return f"{said} {night_sentence(measured['night'])}"
+
+
+def night_in_bf16(data: Results, grid_records: dict[str, Any], bf16_records: dict[str, Any]) -> str:
+    """The grid's training in bf16, estimated from measured runs: each grid run costs what the
+    precision study's run of its depth cost (4 layers, 12 layers), both on this machine."""
+    if not bf16_records:
+        return ""
+    layers = data.runs.set_index("run_id")["n_layer"].to_dict()
+    measured: dict[int, list[float]] = {}
+    for run_id, entry in bf16_records.items():
+        measured.setdefault(int(layers[run_id]), []).append(job_seconds(entry) / 60)
+    minutes = {n_layer: sum(times) / len(times) for n_layer, times in measured.items()}
+    said = ", ".join(f"{n}-layer {m:.1f} minutes a run" for n, m in sorted(minutes.items()))
+    needed = sorted({int(layers[run_id]) for run_id in grid_records if run_id in layers})
+    if missing := [n for n in needed if n not in minutes]:
+        return (
+            f" In bf16, measured so far (the precision study): {said}; the {', '.join(map(str, missing))}-layer "
+            "runs are not measured in bf16 yet, so the grid's night in bf16 is not estimated."
+        )
+    hours = sum(minutes[int(layers[run_id])] for run_id in grid_records if run_id in layers) / 60
+    fits = "within" if hours / 2 <= NIGHT_HOURS else "beyond"
+    return (
+        f" In bf16 (the precision study's runs: {said}), the grid's training would take {hours:.1f} run-hours, "
+        f"{hours / 2:.1f} h on two lanes that never idle: {fits} one {NIGHT_HOURS}-hour night before the exams."
+    )
