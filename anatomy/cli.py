@@ -41,6 +41,10 @@ COMMANDS = {
         "measure how much of each sample is copied verbatim from the training text",
     ),
     "bench": ("anatomy.exams.bench", "measure step time and generation speed"),
+    "costs": (
+        "anatomy.results.costs",
+        "time each run shape on lanes side by side: minutes per run, the grid, and what a night buys here",
+    ),
     "collect": ("anatomy.results.collect", "collect run folders into the DuckDB database and results.json"),
     "report": ("anatomy.report.markdown", "write the results report (Markdown + PNG figures) from a results database"),
     "reference": ("anatomy.results.reference", "ship finished runs' small files as reference results (no checkpoints)"),
@@ -98,6 +102,12 @@ def main(argv: list[str] | None = None) -> int:
     except AnatomyError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as err:
+        # Ctrl-C: one line, not a traceback. A command that can say where it stopped says it in
+        # the interrupt (a run: the step, and the checkpoint it resumes from); every write is
+        # atomic, so nothing half-written is left to say.
+        print(err.args[0] if err.args else "stopped (Ctrl-C)", file=sys.stderr)
+        return 130  # the shell's code for a command ended by SIGINT
     except BrokenPipeError:
         # The reader stopped reading (`... | head`): files are already written, nothing failed.
         # Point stdout at /dev/null so Python's own flush at exit does not fail a second time.

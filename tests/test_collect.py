@@ -654,6 +654,34 @@ def test_results_json_and_the_database_are_replaced_together(collected, monkeypa
     assert sorted(path.name for path in db.parent.iterdir()) == KEPT_BESIDE_THE_DATABASE
 
 
+@pytest.mark.parametrize("killed_before", ["anatomy.duckdb", "results.json"])
+def test_a_kill_between_the_renames_never_leaves_results_json_ahead_of_the_database(
+    collected, monkeypatch, killed_before
+):
+    """Issue #37, item 9: killed just before the database's rename, results.json was the new one
+    beside the old database. Now a kill there leaves no results.json (the next collect writes it),
+    and never one that the database beside it does not match."""
+    runs_root, db, json_path, counts = collected
+    write_run_folder(runs_root, "llama_qk_norm", 42, group="break", part="qk_norm")
+    real_replace = os.replace
+
+    def killed(source, target):
+        if Path(target).name == killed_before:
+            raise KeyboardInterrupt  # as a signal there would; SIGKILL leaves the same files
+        real_replace(source, target)
+
+    monkeypatch.setattr(os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        collect.collect(runs_root, db, json_path)
+    monkeypatch.undo()
+    runs_in_db = query(db, "SELECT count(*) FROM runs")[0][0]
+    assert runs_in_db == (counts["runs"] if killed_before == "anatomy.duckdb" else counts["runs"] + 1)
+    assert not json_path.exists()
+    assert sorted(path.name for path in db.parent.iterdir()) == [".anatomy.duckdb.lock", "anatomy.duckdb"]
+    collect.collect(runs_root, db, json_path)  # the next collect makes the pair whole
+    assert json.loads(json_path.read_text())["counts"]["runs"] == counts["runs"] + 1
+
+
 def test_no_runs_do_not_replace_a_database_unless_asked(collected, tmp_path, capsys):
     _, db, _, counts = collected
     empty = tmp_path / "empty_runs"
@@ -788,7 +816,7 @@ def test_a_run_file_too_big_to_be_one_is_refused_unread(fixture_runs, tmp_path, 
     """A "metrics.jsonl" of gigabytes is no run's: it is named, not read into memory."""
     from anatomy.files import run_folder
 
-    monkeypatch.setattr(run_folder, "SMALL_FILE_LIMIT", 4096)  # the real one: 64 MiB
+    monkeypatch.setattr(run_folder, "SMALL_FILE_LIMIT", 4096)  # the real one: 16 MiB
     runs_root, _ = fixture_runs
     metrics = runs_root / "vanilla" / "seed42" / "metrics.jsonl"
     with metrics.open("a") as handle:

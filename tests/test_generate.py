@@ -246,3 +246,52 @@ def test_a_long_generation_shows_its_progress_and_warns_when_slow(tiny_runs, mon
     assert "40 characters will take about" in warning and "at the speed of the first 8" in warning
     assert [line.split(": ")[-1].split(",")[0] for line in lines[1:] if "characters," in line][-1] == "40/40 characters"
     assert sum("characters," in line for line in lines) == 10  # a line every tenth
+
+
+# A `generate --out` killed (SIGKILL) while it writes samples.json: it prints the temporary file's
+# name once it is there, then waits for the kill
+KILLED_WHILE_WRITING = """
+import sys
+from pathlib import Path
+from anatomy.cli import main
+
+real_write_text = Path.write_text
+
+def write_text(self, *args, **kwargs):
+    real_write_text(self, "half written")
+    print(self.name, flush=True)
+    sys.stdin.read()  # until killed
+
+Path.write_text = write_text
+main(sys.argv[1:])
+"""
+
+
+def test_a_killed_generate_leaves_no_temporary_past_the_next_one(tiny_runs, tmp_path, capsys):
+    """Issue #37, item 9: a `.samples.json.*.tmp` of a killed `generate --out` stayed for good."""
+    out = tmp_path / "samples.json"
+    args = ["generate", str(tiny_runs["llama"]), "--chars", "10", "--out", str(out)]
+    killed = subprocess.Popen(
+        [sys.executable, "-c", KILLED_WHILE_WRITING, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        left = killed.stdout.readline().strip()
+    finally:
+        killed.kill()
+        killed.communicate()
+    assert left.startswith(".samples.json.") and (tmp_path / left).exists()
+    assert main(args) == 0
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["samples.json"]
+    assert len(json.loads(out.read_text())[0]["text"]) == 13
+
+
+def test_ctrl_c_while_generate_writes_leaves_no_temporary(tiny_runs, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "samples.json"
+
+    def interrupted(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(type(out), "write_text", interrupted)
+    assert main(["generate", str(tiny_runs["llama"]), "--chars", "10", "--out", str(out)]) == 130
+    assert capsys.readouterr().err == "stopped (Ctrl-C)\n"
+    assert list(tmp_path.iterdir()) == []

@@ -252,3 +252,53 @@ def test_the_same_corpus_given_by_another_path_is_the_same_run(tmp_path):
     assert settle_folder(run, {**resolved, "data": {**data, **elsewhere}}, restart_on_change=False) is None
     with pytest.raises(AnatomyError, match=r"different settings \(data\.digest: 'a{64}' in the folder, 'b{64}'"):
         settle_folder(run, {**resolved, "data": {**data, **elsewhere, "digest": "b" * 64}}, restart_on_change=False)
+
+
+# --- every small file of a run is read through the cap (issue #37, item 4) ---------------------------
+
+
+def readers_of_a_run(folder: Path) -> dict[str, object]:
+    """Each reader of a run folder's small files, by the file it reads, as a call on `folder`."""
+    from anatomy.files.run_folder import read_json_file, read_metrics, read_run_config, read_summary
+    from anatomy.generation.memorisation import data_dir_of
+    from anatomy.training.grad_norms import read_grad_norms
+
+    return {
+        "metrics.jsonl": lambda: read_metrics(folder / "metrics.jsonl", "run", finished=True),
+        "grad_norms.jsonl": lambda: read_grad_norms(folder / "grad_norms.jsonl", "run"),
+        "summary.json": lambda: read_summary(folder / "summary.json"),
+        "config.json": lambda: read_run_config(folder / "config.json"),
+        "samples.json": lambda: read_json_file(folder / "samples.json"),  # collect's reader of it
+        "config.json (memorised)": lambda: data_dir_of(folder),
+        "samples.json (memorised)": lambda: main(["memorised", str(folder), "--data", str(folder)]),
+    }
+
+
+@pytest.mark.parametrize("reader", list(readers_of_a_run(Path("."))))
+def test_a_run_file_past_the_cap_is_refused_unread_by_every_reader(tmp_path, reader, capsys):
+    """A sparse file of a run folder cost collect gigabytes, and the Progress page reread it at
+    every refresh: every reader refuses it in one line naming the file and its size, unread."""
+    from anatomy.files.run_folder import SMALL_FILE_LIMIT
+
+    name = reader.split()[0]
+    with open(tmp_path / name, "wb") as sparse:  # no disk space: a hole of 20 MiB
+        sparse.truncate(20 * 1024**2)
+    assert 20 * 1024**2 > SMALL_FILE_LIMIT
+    read = readers_of_a_run(tmp_path)[reader]
+    if reader.startswith("samples.json (memorised)"):
+        assert read() == 2
+        message = capsys.readouterr().err.removeprefix("error: ").rstrip("\n")
+    else:
+        with pytest.raises(AnatomyError) as refused:
+            read()
+        message = str(refused.value)
+    assert message.startswith(f"{tmp_path / name}: 20.0 MiB is more than ")
+    assert "(16.0 MiB at most), so it is not read" in message and "\n" not in message
+
+
+def test_the_cap_is_well_above_every_small_file_a_shipped_run_has():
+    from anatomy.files.run_folder import SMALL_FILE_LIMIT
+
+    shipped = [path for path in (REPO / "results" / "reference" / "runs").rglob("*.json*") if path.is_file()]
+    assert shipped, "the shipped reference runs are part of the repository"
+    assert SMALL_FILE_LIMIT >= 10 * max(path.stat().st_size for path in shipped)

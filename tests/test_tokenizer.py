@@ -19,6 +19,7 @@ from anatomy.data.tokenizer import (
     load_tokenized,
     min_corpus_length,
     split_sizes,
+    text_digest,
     tokenize_corpus,
     tokenize_split,
 )
@@ -130,6 +131,8 @@ def test_tokenize_writes_vocab_arrays_and_split(tmp_path):
         "train_fraction": 0.9,
         "vocab_size": len(set(text)),
         "dtype": "uint16",
+        "text_digest": text_digest(text),  # the text the tokens were made from
+        "digest": corpus_digest(*load_tokenized(tmp_path / "data")),  # the set's own
     }
     assert json.loads((tmp_path / "data" / "split.json").read_text(encoding="utf-8")) == split
 

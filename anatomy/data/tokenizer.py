@@ -10,9 +10,15 @@ training file and `--val FILE`, and may be cut to its first `--train-chars` char
 the vocabulary is every character of both whole files, so that every size of one corpus
 trains the very same model. Either file may be xz-compressed (`.xz`, as data/poems ships).
 
-Writes DIR/vocab.json, DIR/train.npy, DIR/val.npy and, last, DIR/split.json. A run records
+Writes DIR/vocab.json, DIR/train.npy, DIR/val.npy and, last, DIR/split.json, as one set
+(`atomic_paths`): all four are written before any is renamed into place, and the old split.json
+goes first, so that a full disk leaves the old set whole and a kill never leaves a split.json
+beside another corpus's tokens (a reader refuses a folder without one). A run records
 the corpus it read by name and by digest (`corpus_identity`): the digest tells two corpora
-apart even when their sizes agree.
+apart even when their sizes agree. split.json records that digest too, and the digest of the text
+the tokens were made from (`text_digest`): `load_tokenized` refuses token files that are not the
+set split.json was written with, or that were made from another text than the corpus.txt beside
+them (a kill, a copy, a corpus extracted over the folder), in one line.
 
 The command itself (its arguments and what it prints) is anatomy/data/tokenize.py, as train.py is to
 trainer.py. It also warns when the file given is a Markdown post, which takes the corpus step's
@@ -30,7 +36,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from anatomy.files.atomic import atomic_path, write_json
+from anatomy.files.atomic import atomic_paths, json_text, naming_a_full_disk, write_json
 from anatomy.errors import AnatomyError
 from anatomy.data.text_files import read_text, read_utf8
 
@@ -87,8 +93,12 @@ class CharTokenizer:
             raise AnatomyError(f"{self.source}: token id {bad[0]} is outside the vocabulary (0..{self.vocab_size - 1})")
         return "".join(self.chars[i] for i in ids)
 
+    def record(self) -> dict:
+        """What vocab.json holds."""
+        return {"type": "char", "vocab_size": self.vocab_size, "chars": self.chars}
+
     def save(self, path: str | os.PathLike) -> None:
-        write_json(path, {"type": "char", "vocab_size": self.vocab_size, "chars": self.chars})
+        write_json(path, self.record())
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "CharTokenizer":
@@ -115,11 +125,19 @@ def split_sizes(n_tokens: int) -> tuple[int, int]:
 
 
 def min_corpus_length(window: int) -> int:
-    """The shortest text whose train and val splits each hold one `window` of tokens."""
-    n = 2 * window
-    while min(split_sizes(n)) < window:
-        n += 1
-    return n
+    """The shortest text whose train and val splits each hold one `window` of tokens. Both splits
+    only grow with the text, so it is found by halving (counting up from 2 x window took 80 s to
+    answer ctx_len=10,000,000)."""
+    low = high = 2 * window
+    while min(split_sizes(high)) < window:
+        low, high = high + 1, 2 * high
+    while low < high:  # the answer lies in [low, high]
+        middle = (low + high) // 2
+        if min(split_sizes(middle)) < window:
+            low = middle + 1
+        else:
+            high = middle
+    return low
 
 
 def check_windows(n_train: int, n_val: int, ctx_len: int, source: str | os.PathLike) -> None:
@@ -135,7 +153,7 @@ def check_windows(n_train: int, n_val: int, ctx_len: int, source: str | os.PathL
 
 def save_array(path: Path, array: np.ndarray) -> None:
     # An open file, because np.save would append '.npy' to the temporary name.
-    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+    with open(path, "wb") as f:
         np.save(f, array, allow_pickle=False)
 
 
@@ -147,12 +165,29 @@ def corpus_digest(tokenizer: CharTokenizer, train: np.ndarray, val: np.ndarray) 
     return digest.hexdigest()
 
 
+def text_digest(text: str) -> str:
+    """sha256 of a text in UTF-8: which corpus.txt a set of tokens was made from."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def write_tokenized(out_dir: Path, tokenizer: CharTokenizer, train: np.ndarray, val: np.ndarray, split: dict) -> dict:
-    split = {**split, "vocab_size": tokenizer.vocab_size, "dtype": tokenizer.dtype.name}
-    tokenizer.save(out_dir / VOCAB_FILE)
-    save_array(out_dir / TRAIN_FILE, train)
-    save_array(out_dir / VAL_FILE, val)
-    write_json(out_dir / SPLIT_FILE, split)  # last: its presence means the rest is complete
+    """The four files as one set, split.json last: its presence means the rest is complete."""
+    split = {
+        **split,
+        "vocab_size": tokenizer.vocab_size,
+        "dtype": tokenizer.dtype.name,
+        "digest": corpus_digest(tokenizer, train, val),  # the set's identity, checked when read
+    }
+    writers = {
+        VOCAB_FILE: lambda tmp: tmp.write_text(json_text(tokenizer.record()), encoding="utf-8"),
+        TRAIN_FILE: lambda tmp: save_array(tmp, train),
+        VAL_FILE: lambda tmp: save_array(tmp, val),
+        SPLIT_FILE: lambda tmp: tmp.write_text(json_text(split), encoding="utf-8"),
+    }
+    with atomic_paths(*(out_dir / name for name in writers)) as temporaries:
+        for (name, write), tmp in zip(writers.items(), temporaries):
+            with naming_a_full_disk(out_dir / name):  # each file by its own name, not the set's first
+                write(tmp)
     return split
 
 
@@ -205,6 +240,7 @@ def tokenize_corpus(corpus_path: str | os.PathLike, out_dir: str | os.PathLike, 
         "train_tokens": n_train,
         "val_tokens": n_val,
         "train_fraction": TRAIN_FRACTION,
+        "text_digest": text_digest(text),  # the text the tokens were made from
     }
     return write_tokenized(out_dir, tokenizer, ids[:n_train], ids[n_train:], split)
 
@@ -240,8 +276,14 @@ def corpus_name(data_dir: str | os.PathLike) -> str:
     return data_dir.as_posix()
 
 
-def load_tokenized(data_dir: str | os.PathLike) -> tuple[CharTokenizer, np.ndarray, np.ndarray]:
-    """(tokenizer, train ids, val ids) from a folder written by `tokenize_corpus`."""
+# What split.json records of the sizes: enough to check a run against before its tokens are read
+SPLIT_SIZES = ("vocab_size", "train_tokens", "val_tokens")
+
+
+def read_split(data_dir: str | os.PathLike) -> dict:
+    """split.json of a folder written by `tokenize_corpus`, its sizes whole numbers: a run's
+    settings are checked against these before the tokens are loaded (ctx_len=10,000,000 is refused
+    at once, not after the corpus is read)."""
     data_dir = Path(data_dir)
     split_path = data_dir / SPLIT_FILE
     if not split_path.is_file():
@@ -251,13 +293,45 @@ def load_tokenized(data_dir: str | os.PathLike) -> tuple[CharTokenizer, np.ndarr
         raise AnatomyError(
             f"{split_path}: expected a JSON object (written by `anatomy tokenize`), got a {type(split).__name__}"
         )
+    for key in SPLIT_SIZES:
+        value = split.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise AnatomyError(f"{split_path}: field '{key}' must be a whole number, got {value!r}; tokenize again")
+    return split
+
+
+def load_tokenized(data_dir: str | os.PathLike) -> tuple[CharTokenizer, np.ndarray, np.ndarray]:
+    """(tokenizer, train ids, val ids) from a folder written by `tokenize_corpus`."""
+    data_dir = Path(data_dir)
+    split_path = data_dir / SPLIT_FILE
+    split = read_split(data_dir)
     tokenizer = CharTokenizer.load(data_dir / VOCAB_FILE)
     train = load_array(data_dir / TRAIN_FILE, tokenizer.vocab_size)
     val = load_array(data_dir / VAL_FILE, tokenizer.vocab_size)
-    expected = (split.get("vocab_size"), split.get("train_tokens"), split.get("val_tokens"))
+    expected = tuple(split[key] for key in SPLIT_SIZES)
     if expected != (tokenizer.vocab_size, len(train), len(val)):
         raise AnatomyError(
             f"{split_path}: records vocab/train/val {expected}, but the files hold "
             f"{(tokenizer.vocab_size, len(train), len(val))}; tokenize again"
         )
+    check_identity(data_dir, split, corpus_digest(tokenizer, train, val))
     return tokenizer, train, val
+
+
+def check_identity(data_dir: Path, split: dict, digest: str) -> None:
+    """The token files are the set split.json was written with, made from the corpus.txt beside
+    them (where split.json records either: one written before these records cannot say)."""
+    again = f"tokenize again: python -m anatomy tokenize {data_dir / 'corpus.txt'} --out {data_dir}"
+    recorded = split.get("digest")
+    if isinstance(recorded, str) and recorded != digest:
+        raise AnatomyError(
+            f"{data_dir / SPLIT_FILE}: {VOCAB_FILE}, {TRAIN_FILE} and {VAL_FILE} are not the set it was written "
+            f"with (digest {digest[:12]}..., recorded {recorded[:12]}...); {again}"
+        )
+    corpus = data_dir / "corpus.txt"
+    recorded = split.get("text_digest")
+    if isinstance(recorded, str) and corpus.is_file() and text_digest(read_utf8(corpus)) != recorded:
+        raise AnatomyError(
+            f"{data_dir}: the tokens were made from another text than the {corpus.name} beside them "
+            f"(split.json records the digest {recorded[:12]}...); {again}"
+        )

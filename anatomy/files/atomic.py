@@ -2,9 +2,13 @@
 
 A reader (or a rerun after a crash) sees either the old file or the whole new one,
 never half of it. Every file this project writes goes through here. Files that only make
-sense together (a restored run) go in as one folder: `atomic_folder`. A writer killed with
-SIGKILL leaves its temporaries behind: the next writer, holding the lock every writer of the
-target holds, removes them (`remove_stale_temporaries`).
+sense together (a restored run) go in as one folder: `atomic_folder`; files that sit among others
+(a tokenized corpus beside its text) go in as a set, the file that marks the set whole last
+(`atomic_paths`). A writer stopped by an exception of any kind (Ctrl-C too) removes its temporary
+file. One killed with SIGKILL cannot: the next write of the same target removes it. A writer holds
+a lock on its temporary file (`flock`, released by the kernel however the writer ends), so a
+temporary nobody holds is a dead writer's (`remove_abandoned_temporaries`); and a writer holding
+the lock every writer of the target holds removes them all (`remove_stale_temporaries`).
 
 A write that finds the disk full is one line naming the file, not a traceback
 (`naming_a_full_disk`): every writer here says it, so each command that writes through them does.
@@ -19,12 +23,15 @@ memory.
 from __future__ import annotations
 
 import errno
+import fcntl
+import glob
 import json
 import os
+import re
 import shutil
 import stat
 import tempfile
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterator
 
@@ -54,6 +61,9 @@ TORCH_WRITE_FAILED = (
     "unexpected pos",
     "iostream error",
 )
+# numpy's np.save (ndarray.tofile) loses it too: a short write is an OSError with no errno whose
+# text is "17961 requested and 12224 written"
+NUMPY_SHORT_WRITE = re.compile(r"\b\d+ requested and \d+ written\b")
 FULL_DISK_ADVICE = "free some space and run the command again"
 
 
@@ -76,9 +86,11 @@ def free_space(path: Path) -> str:
 
 def full_disk_cause(err: Exception, path: Path) -> str | None:
     """What `err` says of a full disk, in words; None for any other failure (it keeps its own message)."""
+    text = str(err)
+    if isinstance(err, OSError) and err.errno is None and NUMPY_SHORT_WRITE.search(text):
+        return f"the file was cut short, most likely no space left on device ({free_space(path)} free there)"
     if isinstance(err, OSError):
         return DISK_FULL.get(err.errno)
-    text = str(err)
     for words, cause in DISK_FULL_WORDS.items():
         if words in text:
             return cause
@@ -195,16 +207,82 @@ def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
 @contextmanager
 def _atomic_path(target: Path) -> Iterator[Path]:
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    tmp_path = Path(tmp)
-    os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp makes 0600; give the file normal permissions
+    remove_abandoned_temporaries(target)
+    fd, tmp_path = _held_temporary(target)
     try:
+        os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp makes 0600; give the file normal permissions
         yield tmp_path
         os.replace(tmp_path, target)
+    finally:  # on any exception, KeyboardInterrupt and SystemExit too
+        tmp_path.unlink(missing_ok=True)
+        os.close(fd)  # last: while the file is there, it is held
+
+
+def _temporaries_of(target: Path) -> list[Path]:
+    """The temporary files beside `target` that a write of it makes: .NAME.XXXXXXXX.tmp."""
+    return list(target.parent.glob(f".{glob.escape(target.name)}.*.tmp"))
+
+
+def _held_temporary(target: Path) -> tuple[int, Path]:
+    """A new temporary file beside `target` and an open descriptor holding its lock. A writer of
+    the same target may have found it abandoned and removed it before it was locked: then another."""
+    while True:
+        fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        fcntl.flock(fd, fcntl.LOCK_EX)  # waits only while another writer is removing it
+        if _same_file(Path(name), fd):
+            return fd, Path(name)
+        os.close(fd)
+
+
+def _same_file(path: Path, fd: int) -> bool:
+    """Whether `path` is still the file open on `fd` (not removed, not replaced)."""
+    try:
+        return os.stat(path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
+    except OSError:
+        return False
+
+
+def _remove_if_abandoned(path: Path) -> bool:
+    """Remove the temporary file at `path` (and DuckDB's .wal of it) unless a writer holds it;
+    True if it was removed. A folder (atomic_folder's) is left to remove_stale_temporaries."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError:  # gone already, a folder that cannot be read, a link: not a temporary of ours
+        return False
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False  # its writer is at work
+        if not (stat.S_ISREG(os.fstat(fd).st_mode) and _same_file(path, fd)):
+            return False
+        path.unlink()
+        path.with_name(path.name + ".wal").unlink(missing_ok=True)
+        return True
     finally:
-        if tmp_path.exists():
-            tmp_path.unlink()
+        os.close(fd)
+
+
+def remove_abandoned_temporaries(target: str | os.PathLike) -> list[Path]:
+    """Remove the temporary files that writers of `target` killed with SIGKILL left beside it: the
+    ones no writer holds. Every atomic write does this first, so a leftover lasts only until the
+    next write of the same file; a writer at work keeps its own."""
+    target = Path(target)
+    return [path for path in _temporaries_of(target) if _remove_if_abandoned(path)]
+
+
+@contextmanager
+def atomic_paths(*targets: str | os.PathLike) -> Iterator[list[Path]]:
+    """Temporary paths for files that are only good together (a tokenized corpus: its vocabulary,
+    its token arrays and split.json); the last target marks the set whole. Every file is written
+    first; only then is the last target's old file removed and each renamed into place, the last
+    one last. A failure while writing (a full disk) leaves the old set as it was; a kill during
+    the renames leaves the set without its mark, which a reader refuses: never a mix of two sets."""
+    paths = [Path(target) for target in targets]
+    with ExitStack() as stack:  # entered last to first, so that the renames run first to last
+        temporaries = [stack.enter_context(atomic_path(path)) for path in reversed(paths)][::-1]
+        yield temporaries
+        file_behind(paths[-1]).unlink(missing_ok=True)  # the old set is not whole from here on
 
 
 def _file_above(path: Path) -> Path | None:
@@ -272,7 +350,8 @@ def remove_stale_temporaries(target: str | os.PathLike) -> list[Path]:
     target = file_behind(Path(target))  # where a write through a link puts its temporaries
     if not target.parent.is_dir():
         return []
-    stale = [*target.parent.glob(f".{target.name}.*.tmp"), *target.parent.glob(f".{target.name}.*.tmp.wal")]
+    name = glob.escape(target.name)
+    stale = [*target.parent.glob(f".{name}.*.tmp"), *target.parent.glob(f".{name}.*.tmp.wal")]
     for path in stale:
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path)
@@ -348,8 +427,13 @@ def write_bytes_if_changed(target: str | os.PathLike, data: bytes) -> bool:
     return True
 
 
+def json_text(obj: Any) -> str:
+    """How every JSON file of this project is written: indented, in UTF-8 (not \\u escapes)."""
+    return json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
+
+
 def write_json(target: str | os.PathLike, obj: Any) -> None:
-    write_text(target, json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
+    write_text(target, json_text(obj))
 
 
 def _umask() -> int:

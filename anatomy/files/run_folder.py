@@ -112,14 +112,21 @@ SUMMARY_FIELDS: dict[str, type] = {
     "elapsed_s": float,
 }
 SUMMARY_STATUSES = ("done", "diverged")
+# its losses -> whether the loss must be finite: a best val is the lowest finite one; a final loss
+# may be NaN or Infinity (a run that blew up). Checked with the types, so that every reader
+# (collect, `train` finding a run finished) refuses the same summaries
+SUMMARY_LOSSES = {"best_val_loss": True, "final_train_loss": False, "final_val_loss": False}
 # what `run_settings` needs from config.json
 CONFIG_SECTIONS = ("model", "train", "data")
 
 
-# The most a small file of a run (or of an exam) may hold. A line of metrics.jsonl is about 150
-# bytes, so 64 MiB holds some 400,000 evaluations, far more than any run logs, and is still quick
-# to read. A bigger file is no file this project wrote (or it never ends: /dev/zero): not read.
-SMALL_FILE_LIMIT = 64 * 1024**2
+# The most a small file of a run (or of an exam) may hold. The largest a shipped run has is 66 KB
+# (grad_norms.jsonl of a 12-layer run, 236 lines; metrics.jsonl: 5.6 KB, samples.json: 4.6 KB,
+# config.json: 1.2 KB). 16 MiB is 250 times that: some 100,000 evaluations of metrics.jsonl (a
+# line is about 150 bytes), far more than any run logs, and read and parsed in well under a second
+# with about 100 MB of memory. A bigger file is no file this project wrote (a sparse 2 GB file cost
+# collect 4.3 GB, and the Progress page reread it on every refresh): it is refused, unread.
+SMALL_FILE_LIMIT = 16 * 1024**2
 
 
 def read_small_file(path: Path, what: str) -> str:
@@ -175,6 +182,8 @@ def check_summary(summary: dict[str, Any], path: Path) -> dict[str, Any]:
             check_value(summary[name], kind, path, name)
     if "status" in summary and summary["status"] not in SUMMARY_STATUSES:
         raise AnatomyError(f"{path}: field 'status' must be 'done' or 'diverged', got {summary['status']!r}")
+    for name, finite in SUMMARY_LOSSES.items():
+        json_loss(summary.get(name), path, name, finite)
     return summary
 
 

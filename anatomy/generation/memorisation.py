@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from anatomy.files.atomic import write_json
+from anatomy.files.run_folder import read_json_file
 from anatomy.errors import AnatomyError
 
 DEFAULT_MIN_CHARS = 12
@@ -225,9 +226,13 @@ def annotate(records: list[dict[str, Any]], measure_sample: Memorisation) -> lis
 def data_dir_of(run_dir: Path) -> Path:
     """The tokenized corpus a run trained on, as its config.json records it."""
     config_path = Path(run_dir) / "config.json"
+    try:  # read as every small file of a run is: a regular file, of a sane size
+        config = read_json_file(config_path, "a run's settings, written by anatomy train")
+    except AnatomyError as err:
+        raise AnatomyError(f"{err}; give --data") from None
     try:
-        return Path(json.loads(config_path.read_text(encoding="utf-8"))["data"]["dir"])
-    except (OSError, ValueError, KeyError, TypeError) as err:
+        return Path(config["data"]["dir"])
+    except (KeyError, TypeError) as err:
         raise AnatomyError(
             f"{config_path}: no data.dir to find the training text in ({type(err).__name__}: {err}); give --data"
         ) from None
@@ -255,10 +260,7 @@ def run(args: argparse.Namespace) -> int:
         path = run_dir / "samples.json"
         if not path.is_file():
             raise AnatomyError(f"{path}: no such file (generate samples first: python -m anatomy generate)")
-        try:
-            records = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as err:
-            raise AnatomyError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
+        records = read_json_file(path, "the samples anatomy generate writes")
         if not isinstance(records, list):
             raise AnatomyError(f"{path}: expected a list of samples, got {type(records).__name__}")
         data_dir = args.data or data_dir_of(run_dir)

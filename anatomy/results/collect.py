@@ -42,7 +42,7 @@ import json
 import math
 import re
 import tempfile
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -56,9 +56,10 @@ from anatomy.training import grad_norms
 from anatomy.files.atomic import (
     atomic_path,
     check_file_target,
+    file_behind,
+    json_text,
     naming_a_full_disk,
     remove_stale_temporaries,
-    write_json,
 )
 from anatomy.config import PRESETS, ModelConfig, TrainConfig
 from anatomy.errors import AnatomyError
@@ -694,11 +695,18 @@ def collect(
         for target in (db_path, json_path):
             if target is not None:
                 remove_stale_temporaries(target)
-        with database_written(collected, db_path) as new_db:
-            if json_path is not None:
-                # From the new database before it is renamed: the database goes into place last,
-                # so a new database always comes with its results.json.
-                write_json(json_path, _json_safe({"counts": counts, **summary_tables(new_db)}))
+        # The pair is never a mix: results.json is written from the new database (both still
+        # temporary files), then the old results.json is removed, the database renamed into place,
+        # and results.json after it. A kill between two of these leaves the old pair, or a
+        # database with no results.json (which the next collect writes), never a results.json
+        # ahead of (or behind) the database beside it.
+        with atomic_path(json_path) if json_path is not None else nullcontext() as json_tmp:
+            with database_written(collected, db_path) as new_db:
+                if json_tmp is not None:
+                    with naming_a_full_disk(json_path):  # named as results.json, not as the database
+                        summary = _json_safe({"counts": counts, **summary_tables(new_db)})
+                        json_tmp.write_text(json_text(summary), encoding="utf-8")
+                    file_behind(json_path).unlink(missing_ok=True)
     return counts
 
 

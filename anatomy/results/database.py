@@ -6,6 +6,11 @@ open what it wrote through `open_read_only`, and say what is wrong with a path t
 contract: a database that lacks a column of it was made by an older version (`missing_columns`),
 and collecting again rebuilds it. While a collect writes a database it holds a lock beside it
 (`collect_lock_path`), so a reader tells a rebuild in progress from a leftover (`being_collected`).
+
+A database the dashboard is pointed at may be one this project did not build: its views are SQL
+anyone can write. So reading one is bounded: each query stops after QUERY_SECONDS, DuckDB works
+within MEMORY_LIMIT (never spilling to disk), and a table with more rows than the pages can draw
+is refused before it is read (`check_row_counts`), each in one line naming the file.
 """
 
 from __future__ import annotations
@@ -13,7 +18,9 @@ from __future__ import annotations
 import functools
 import os
 import stat
+import threading
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -27,22 +34,82 @@ SCHEMA_PATH = Path(__file__).with_name("schema.sql")
 # external access off (once the file is attached: attaching is a file access too), a view that
 # reads a file (read_text('/etc/passwd')) or an address fails, and no extension is fetched or
 # loaded on the database's say.
+#
+# Memory: reading the shipped reference database takes DuckDB more than 64 MB and less than 256 MB
+# (it fails at the one, passes at the other); 512 MB leaves room for a grid many times its size,
+# and with no temporary folder a query that needs more fails rather than filling the disk.
+MEMORY_LIMIT = "512MB"
 READ_ONLY_SETTINGS = {
     "autoinstall_known_extensions": False,
     "autoload_known_extensions": False,
+    "temp_directory": "",
 }
+# Time: every query of the report and the dashboard on the reference database takes well under a
+# second; one that runs this long reads no database collect built (a crafted view held a page
+# for over 50 s), and is interrupted.
+QUERY_SECONDS = 20
+# Rows: what the pages and the report read whole into memory (pandas) and draw. The shipped
+# reference database holds 3,560 rows of metrics and 99,432 of gradient norms; a metrics table of
+# 5,000,000 rows took the dashboard to 12.8 GB. These limits are some 50 to 150 times the shipped
+# ones (a grid of 500 runs of 1,000 evaluations each); any other table: 100,000 rows.
+ROW_LIMITS = {"metrics": 500_000, "grad_norms": 5_000_000}
+OTHER_TABLE_ROW_LIMIT = 100_000
+REBUILD_ADVICE = "rebuild it from run folders with `python -m anatomy collect`, or choose the database collect wrote"
 
 DUCKDB_MAGIC = b"DUCK"  # bytes 8-11 of every DuckDB database file
 
 
-def open_read_only(db_path: str | Path) -> duckdb.DuckDBPyConnection:
-    """The one way this project opens a results database to read it (report, dashboard, collect).
+class ReadLimitExceeded(AnatomyError):
+    """A query on a results database went past a bound (QUERY_SECONDS, MEMORY_LIMIT, ROW_LIMITS)."""
+
+
+class ReadOnlyConnection:
+    """A DuckDB connection to a results database whose every query has a time limit: `execute`
+    starts a timer that interrupts the query (DuckDB's `interrupt`) if it runs past QUERY_SECONDS.
+    Everything else is the DuckDB connection's own (`df`, `fetchall`, `description`, `close`)."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: str | Path):
+        self._con, self.path = con, path
+
+    def execute(self, query: str, parameters: Any = None) -> "ReadOnlyConnection":
+        timer = threading.Timer(QUERY_SECONDS, self._con.interrupt)
+        timer.daemon = True  # a timer left waiting never keeps the program alive
+        timer.start()
+        try:
+            self._con.execute(query, parameters)
+        except duckdb.InterruptException:
+            raise ReadLimitExceeded(
+                f"{self.path}: a query ran for more than {QUERY_SECONDS} s and was stopped; every query on a "
+                f"database collect built takes well under a second: {REBUILD_ADVICE}"
+            ) from None
+        except duckdb.OutOfMemoryException:
+            raise ReadLimitExceeded(
+                f"{self.path}: a query needed more than {MEMORY_LIMIT} of memory and was stopped; reading a "
+                f"database collect built takes far less: {REBUILD_ADVICE}"
+            ) from None
+        finally:
+            timer.cancel()
+        return self
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._con, name)
+
+    def __enter__(self) -> "ReadOnlyConnection":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self._con.close()
+
+
+def open_read_only(db_path: str | Path) -> ReadOnlyConnection:
+    """The one way this project opens a results database to read it (report, dashboard, collect),
+    within the bounds above.
 
     The file is attached to an in-memory database of the connection's own, rather than connected
     to by path: DuckDB hands a second connection to a path the database that a first connection
     still holds open, which may be a file that collect has since replaced. Attached, a connection
     reads the file that was at the path when it opened, whoever else has one open."""
-    con = duckdb.connect(":memory:", config=READ_ONLY_SETTINGS)
+    con = duckdb.connect(":memory:", config={**READ_ONLY_SETTINGS, "memory_limit": MEMORY_LIMIT})
     try:
         con.execute("ATTACH ? AS results (READ_ONLY)", [str(db_path)])
         con.execute("USE results")
@@ -50,7 +117,22 @@ def open_read_only(db_path: str | Path) -> duckdb.DuckDBPyConnection:
     except BaseException:
         con.close()
         raise
-    return con
+    return ReadOnlyConnection(con, db_path)
+
+
+def check_row_counts(con: duckdb.DuckDBPyConnection | ReadOnlyConnection, path: str | Path) -> None:
+    """Refuse a database with a table of more rows than the readers take whole (ROW_LIMITS),
+    before any is read. The count of a table is kept by DuckDB: this reads no rows."""
+    tables = con.execute(
+        "SELECT table_name, estimated_size FROM duckdb_tables() WHERE database_name = current_database()"
+    ).fetchall()
+    for table, rows in tables:
+        limit = ROW_LIMITS.get(table, OTHER_TABLE_ROW_LIMIT)
+        if rows is not None and rows > limit:
+            raise ReadLimitExceeded(
+                f"{path}: table {table} holds {rows:,} rows, more than a results database of this project "
+                f"holds ({limit:,} at most), so it is not read: {REBUILD_ADVICE}"
+            )
 
 
 # ---------------------------------------------------------------------------------------------

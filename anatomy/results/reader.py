@@ -25,7 +25,7 @@ import pandas as pd
 from anatomy.config import ModelConfig
 from anatomy.errors import AnatomyError
 from anatomy.language import N_, _
-from anatomy.results.database import check_database_path, missing_columns, open_read_only
+from anatomy.results.database import check_database_path, check_row_counts, missing_columns, open_read_only
 
 MODEL_FIELDS = {field.name for field in dataclasses.fields(ModelConfig)}
 # What `Results.runs` holds of each run's settings, after run_summary's columns: every model
@@ -129,6 +129,7 @@ def read(con: duckdb.DuckDBPyConnection, path: str | Path, provenance: dict[str,
     DuckDB's errors through for the caller to word."""
     if (message := outdated_message(con, path)) is not None:
         raise OutdatedDatabase(message)
+    check_row_counts(con, path)  # a table too big to read whole is refused before it is read
 
     def table(sql: str) -> pd.DataFrame:
         return con.execute(sql).df()

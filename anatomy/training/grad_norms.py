@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from anatomy.errors import AnatomyError
+from anatomy.files.run_folder import read_small_file
 
 if TYPE_CHECKING:
     from torch import nn
@@ -86,7 +87,7 @@ def read_grad_norms(path: Path, run_id: str) -> list[dict[str, Any]]:
     path = Path(path)
     if not path.exists():
         return []
-    text = path.read_text(encoding="utf-8")
+    text = read_small_file(path, "the gradient norms anatomy train logs")  # a capped read, as for metrics.jsonl
     lines = text.splitlines()
     if lines and not text.endswith("\n"):
         try:

@@ -61,11 +61,22 @@ def run(args: argparse.Namespace) -> int:
         parse_tags(args.tag),
         restart_on_change=args.restart_on_change,
     )
-    if summary["diverged"]:
-        print(f"{args.out}: diverged at step {summary['diverged_step']} (recorded; not an error)")
-    else:
-        print(
-            f"{args.out}: best val {summary['best_val_loss']:.4f} at step {summary['best_step']}, "
-            f"final val {summary['final_val_loss']:.4f}, {summary['step_time_s'] * 1000:.1f} ms/step"
-        )
+    print(result_line(args.out, summary))
     return 0
+
+
+def number_text(value: float | None, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def result_line(out: str, summary: dict) -> str:
+    """The run's result in one line. A value the summary lacks (no finite val loss was ever
+    evaluated; no step timed) is a dash, not a crash."""
+    if summary.get("diverged"):
+        return f"{out}: diverged at step {summary.get('diverged_step')} (recorded; not an error)"
+    step_time = summary.get("step_time_s")
+    return (
+        f"{out}: best val {number_text(summary.get('best_val_loss'), '.4f')} at step {summary.get('best_step')}, "
+        f"final val {number_text(summary.get('final_val_loss'), '.4f')}, "
+        f"{number_text(None if step_time is None else step_time * 1000, '.1f')} ms/step"
+    )

@@ -35,7 +35,8 @@ import torch
 from anatomy.files.atomic import check_folder_target
 from anatomy.data.batches import batch_starts, eval_starts, windows_at
 from anatomy.training.compiling import compiled_or_eager, forward_backward, run_with_fallback
-from anatomy.config import ModelConfig, TrainConfig, parse_value, preset
+from anatomy.config import ModelConfig, TrainConfig, preset
+from anatomy.config_fields import parse_value
 from anatomy.training.devices import pick_device
 from anatomy.errors import AnatomyError
 from anatomy.training.grad_norms import block_grad_norms, norms_row, should_log
@@ -53,7 +54,7 @@ from anatomy.files.run_folder import (
     save_checkpoint,
     settle_folder,
 )
-from anatomy.data.tokenizer import check_windows, corpus_digest, corpus_name, load_tokenized
+from anatomy.data.tokenizer import check_windows, corpus_digest, corpus_name, load_tokenized, read_split
 
 # ---------------------------------------------------------------------------------------------
 # Resolving a run's settings from a preset and `key=value` overrides
@@ -97,32 +98,108 @@ def resolve_model_config(preset_name: str, overrides: dict[str, Any], vocab_size
 # What a run asks of the machine: checked before anything is written
 # ---------------------------------------------------------------------------------------------
 
-# Floats each block keeps per token for the backward pass, in units of d_model: counted from the
-# tensors autograd saves (the fused attention keeps no T x T matrix; SwiGLU's three projections
-# keep more than GELU's two)
-SAVED_PER_BLOCK = {"gelu": 16, "swiglu": 22}
+# What a run holds at its peak, per token of a batch, in float32 numbers (4 bytes) unless said.
+# Measured, not only counted: the peak resident memory of a training step and of an evaluation
+# pass on a CPU (ru_maxrss in a subprocess, tests/test_train.py::test_the_memory_estimate_is_near_the_measured_peak),
+# over d_model 64-256, n_layer 2-8, ctx_len 64-256, vocabularies of 100-40,000, both presets, both
+# attention kernels and both precisions. The estimate came out at 0.9-1.3 times the measured peak
+# (a tiny config: 1.1 to 1.2; a mid one with a 20,000-character vocabulary: 1.0 to 1.1).
+#
+# A training step: the logits, their log-softmax, its gradient and the logits' gradient (4 V);
+# the embeddings, the last norm and the head's input with their gradients (12 d); and per block,
+# what autograd saves for backward with the gradients that flow through it (GELU 18 d, SwiGLU's
+# three projections 28 d), and the manual attention's T x T scores (4 per key: the fused kernel
+# keeps none).
+TRAIN_PER_LOGIT = 4
+TRAIN_OUTSIDE_BLOCKS = 12  # x d_model
+TRAIN_PER_BLOCK = {"gelu": 18, "swiglu": 28}  # x d_model
+MANUAL_SCORES_TRAIN = 4  # x n_head x ctx_len, per block
+# An evaluation batch (no gradients: one block's tensors at a time): the logits and their
+# log-softmax, in bytes per logit (bf16: the logits in bf16, their float32 copy that the loss
+# takes, and its log-softmax); 24 d of activations; the manual attention's scores (3 per key)
+EVAL_BYTES_PER_LOGIT = {"fp32": 8, "bf16": 10}
+EVAL_ACTIVATIONS = 20  # x d_model
+MANUAL_SCORES_EVAL = 3  # x n_head x ctx_len
 UNKNOWN_MEMORY_WARNING = 4 * 2**30  # bytes: where the available memory is unknown, warn above this
 
 
-def step_memory_estimate(model_cfg: ModelConfig, train_cfg: TrainConfig, data_tokens: int = 0) -> int:
-    """An estimate, in bytes, of the memory one training step needs, counting float32 numbers
-    (bf16 keeps some activations at half that, so for it this is on the high side):
+def parameter_count(model_cfg: ModelConfig) -> int:
+    """The model's parameters, without allocating them (the meta device), and without building
+    n_layer blocks: the model with one block, plus one block for each of the others (they are
+    all the same), so that an absurd n_layer is counted, and refused, at once."""
+    with torch.device("meta"):
+        one_block = MiniLM(model_cfg.replace(n_layer=1))
+    block = sum(p.numel() for p in one_block.blocks[0].parameters())
+    return one_block.num_params() + (model_cfg.n_layer - 1) * block
 
-        4 bytes x ( 4 P                      weights, their gradients, AdamW's two moments
-                  + B T (3 V                 logits, their log-softmax, their gradient
-                         + L (k d            what each block keeps for backward (SAVED_PER_BLOCK)
-                              + 4 H T)) )    the manual attention's T x T scores (fused: none)
-        + 8 bytes x the corpus's tokens      the token ids on the device
 
-    B batch_size, T ctx_len, V vocab_size, d d_model, L n_layer, H n_head, P parameters. The big
-    terms are the logits (B T V) and the activations (B T d L k). Allocator slack comes on top."""
-    with torch.device("meta"):  # the parameter count without allocating the parameters
-        params = MiniLM(model_cfg).num_params()
-    per_block = SAVED_PER_BLOCK[model_cfg.ffn_type] * model_cfg.d_model
-    if model_cfg.impl == "manual":
-        per_block += 4 * model_cfg.n_head * model_cfg.ctx_len
-    per_token = 3 * model_cfg.vocab_size + model_cfg.n_layer * per_block
-    return 4 * (4 * params + train_cfg.batch_size * model_cfg.ctx_len * per_token) + 8 * data_tokens
+@dataclasses.dataclass(frozen=True)
+class MemoryNeed:
+    """The bytes a run needs, by what needs them; at the peak, the model and the data are held
+    with either a training step or an evaluation batch (they never overlap)."""
+
+    model: int  # weights, their gradients and AdamW's two moments: 4 x 4 bytes a parameter
+    data: int  # the corpus's token ids on the device: 8 bytes each
+    train: int  # one training step
+    eval: int  # one evaluation batch
+
+    @property
+    def total(self) -> int:
+        return self.model + self.data + max(self.train, self.eval)
+
+    def setting_to_lower(self, free: int) -> str:
+        """What to change to fit in `free` bytes: the model or the data where they alone do not
+        fit, else the batch (training's or evaluation's) that weighs most."""
+        held = ("model", "data") if self.model + self.data > free else ("train", "eval")
+        biggest = max(held, key=lambda name: getattr(self, name))
+        return {
+            "model": "d_model or n_layer (the model's weights and AdamW's state alone are too big)",
+            "data": "the corpus's size (its tokens alone are too big)",
+            "train": "batch_size (or ctx_len)",
+            "eval": "eval_batch_size (or ctx_len)",
+        }[biggest]
+
+
+def eval_batch(model_cfg: ModelConfig, train_cfg: TrainConfig, train_tokens: int, val_tokens: int) -> int:
+    """The windows of the largest evaluation batch: eval_batch_size, or fewer where the splits
+    hold fewer windows (`eval_starts`: the val split whole, the train split up to its cap);
+    eval_batch_size where the splits are not known (0)."""
+    T = model_cfg.ctx_len
+    windows = max(
+        min(len(range(0, train_tokens - T, T)), train_cfg.max_train_eval_windows), len(range(0, val_tokens - T, T))
+    )
+    return min(train_cfg.eval_batch_size, windows) if windows else train_cfg.eval_batch_size
+
+
+def memory_need(
+    model_cfg: ModelConfig, train_cfg: TrainConfig, train_tokens: int = 0, val_tokens: int = 0
+) -> MemoryNeed:
+    """An estimate, in bytes, of the memory a run needs (measured against: see TRAIN_PER_LOGIT):
+
+        model  16 P                                                weights, gradients, AdamW
+        data   8 N                                                 the token ids
+        train  4 B T (4 V + 12 d + L (k d + 4 H T))                logits, activations, scores
+        eval   B_e T (e V + 4 (20 d + 3 H T))                      the same, without gradients
+
+    P parameters, N the corpus's tokens, B batch_size, B_e eval_batch_size (`eval_batch`), T ctx_len,
+    V vocab_size, d d_model, L n_layer, H n_head, k per block (TRAIN_PER_BLOCK), e bytes per
+    logit (EVAL_BYTES_PER_LOGIT; bf16 autocast only on devices that take it, else fp32's). The H T
+    terms only for the manual attention. The logits dominate with a big vocabulary: 144,727
+    characters, 64 windows of 128 in evaluation make 9.5 GB. The allocator's slack comes on top."""
+    cfg, d, T = model_cfg, model_cfg.d_model, model_cfg.ctx_len
+    manual = cfg.impl == "manual"
+    per_block = TRAIN_PER_BLOCK[cfg.ffn_type] * d + (MANUAL_SCORES_TRAIN * cfg.n_head * T if manual else 0)
+    train_per_token = TRAIN_PER_LOGIT * cfg.vocab_size + TRAIN_OUTSIDE_BLOCKS * d + cfg.n_layer * per_block
+    eval_logit_bytes = EVAL_BYTES_PER_LOGIT.get(train_cfg.precision, EVAL_BYTES_PER_LOGIT["bf16"])
+    eval_per_token = eval_logit_bytes * cfg.vocab_size + 4 * (
+        EVAL_ACTIVATIONS * d + (MANUAL_SCORES_EVAL * cfg.n_head * T if manual else 0)
+    )
+    return MemoryNeed(
+        model=16 * parameter_count(cfg),
+        data=8 * (train_tokens + val_tokens),
+        train=4 * train_cfg.batch_size * T * train_per_token,
+        eval=eval_batch(cfg, train_cfg, train_tokens, val_tokens) * T * eval_per_token,
+    )
 
 
 def available_memory(device: torch.device) -> int | None:
@@ -144,7 +221,9 @@ def warn(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
-def check_resources(model_cfg: ModelConfig, train_cfg: TrainConfig, device: torch.device, data_tokens: int) -> None:
+def check_resources(
+    model_cfg: ModelConfig, train_cfg: TrainConfig, device: torch.device, train_tokens: int = 0, val_tokens: int = 0
+) -> None:
     """Refuse a run whose step cannot fit in memory; warn about one that will be slow or tight.
     Before anything is written: a refused run leaves no folder (no ghost "running" run)."""
     cores = os.cpu_count()
@@ -153,17 +232,21 @@ def check_resources(model_cfg: ModelConfig, train_cfg: TrainConfig, device: torc
             f"threads={train_cfg.threads} is more than this machine's {cores} CPU cores: threads then wait for "
             "each other and the run is slower, not faster (threads=0 lets torch choose)"
         )
-    need, free = step_memory_estimate(model_cfg, train_cfg, data_tokens), available_memory(device)
+    need, free = memory_need(model_cfg, train_cfg, train_tokens, val_tokens), available_memory(device)
     about = (
-        f"a training step needs about {readable_bytes(need)} (an estimate, for batch_size={train_cfg.batch_size}, "
-        f"ctx_len={model_cfg.ctx_len}, d_model={model_cfg.d_model}, n_layer={model_cfg.n_layer})"
+        f"this run needs about {readable_bytes(need.total)} (an estimate: the model {readable_bytes(need.model)}, "
+        f"a training step {readable_bytes(need.train)} at batch_size={train_cfg.batch_size}, an evaluation "
+        f"{readable_bytes(need.eval)} at eval_batch_size={train_cfg.eval_batch_size}; ctx_len={model_cfg.ctx_len}, "
+        f"vocabulary {model_cfg.vocab_size:,})"
     )
     if free is None:
-        if need > UNKNOWN_MEMORY_WARNING:
+        if need.total > UNKNOWN_MEMORY_WARNING:
             warn(f"{about}; how much memory is free on {device} is unknown")
-    elif need > free:
-        raise AnatomyError(f"{about}, more than the {readable_bytes(free)} free on {device}: lower batch_size")
-    elif need > free / 2:
+    elif need.total > free:
+        raise AnatomyError(
+            f"{about}, more than the {readable_bytes(free)} free on {device}: lower {need.setting_to_lower(free)}"
+        )
+    elif need.total > free / 2:
         warn(f"{about}, more than half the {readable_bytes(free)} free on {device}")
 
 
@@ -182,7 +265,7 @@ def evaluate(model: MiniLM, data: torch.Tensor, starts: np.ndarray, batch_size: 
     for i in range(0, len(starts), batch_size):
         x, y = windows_at(data, starts[i : i + batch_size], model.cfg.ctx_len)
         with autocast(precision, x.device):
-            _, loss = model(x, y)
+            loss = model(x, y)[1]  # the logits go at once: kept, they would sit beside the next batch's
         total += loss.item() * y.numel()
         count += y.numel()
     model.train(was_training)
@@ -279,6 +362,7 @@ class Training:
     # (same parameters; evaluation and checkpoints use the model directly).
     forward: torch.nn.Module | None = None
     clock: float = 0.0  # time.perf_counter() when state["elapsed_s"] was last brought up to date
+    checkpoint_step: int | None = None  # the step last.pt holds (None: none saved yet)
 
     def checkpoint_state(self) -> dict:
         return {
@@ -328,15 +412,18 @@ def train(
 ) -> dict:
     """Train (or resume, or skip a finished) run; returns its summary."""
     check_folder_target(out_dir, "--out")
-    tokenizer, train_ids, val_ids = load_tokenized(data_dir)
-    model_cfg = resolve_model_config(preset_name, model_overrides or {}, tokenizer.vocab_size)
+    # The settings against the corpus's sizes and the machine first: a value no run can take
+    # (ctx_len=10000000) is refused before the tokens are read or anything is allocated
+    split = read_split(data_dir)
+    model_cfg = resolve_model_config(preset_name, model_overrides or {}, split["vocab_size"])
     train_cfg = TrainConfig.from_dict(train_overrides or {}, source="train overrides")
-    check_windows(len(train_ids), len(val_ids), model_cfg.ctx_len, Path(data_dir))
+    check_windows(split["train_tokens"], split["val_tokens"], model_cfg.ctx_len, Path(data_dir))
     device = pick_device(train_cfg.device)  # may refuse (no CUDA here): before anything is written
-    check_resources(model_cfg, train_cfg, device, len(train_ids) + len(val_ids))
     # config.json records the precision used, not `auto`: the same folder on a machine where auto
     # means the other one is a different run, and is refused rather than resumed
     train_cfg = dataclasses.replace(train_cfg, precision=resolve_precision(train_cfg.precision, device))
+    check_resources(model_cfg, train_cfg, device, split["train_tokens"], split["val_tokens"])
+    tokenizer, train_ids, val_ids = load_tokenized(data_dir)  # which holds what split.json says
 
     run = RunFolder(out_dir)
     resolved = {
@@ -400,6 +487,7 @@ def open_or_resume(
         training.optimizer.load_state_dict(saved["optimizer"])
         torch.set_rng_state(saved["rng"])
         training.state = saved["state"]
+        training.checkpoint_step = training.state["step"]
         print(f"{run.root}: resuming at step {training.state['step']}", flush=True)
     run.write_metrics(training.state["metrics"])  # drops rows written after the checkpoint
     # (a checkpoint from before gradient norms were logged has none: the log starts at the resume)
@@ -409,7 +497,8 @@ def open_or_resume(
 
 def training_loop(t: Training) -> int | None:
     """Steps from where the run stands to train_cfg.steps, evaluating and saving every eval_every
-    steps. Returns the step whose loss was not a finite number, if one was (the loop stops there)."""
+    steps. Returns the step whose loss was not a finite number, if one was (the loop stops there).
+    Ctrl-C stops it in one line that says where it stopped and where it goes on from."""
     cfg = t.train_cfg
     t.forward = compiled_or_eager(t.model, cfg.compile, t.device, cfg.precision)
     progress = Progress(cfg.steps, t.state["step"], t.run.root.name if t.run.root.name else "run")
@@ -417,39 +506,54 @@ def training_loop(t: Training) -> int | None:
     t.clock = time.perf_counter()
     t.model.train()
     step = t.state["step"]
-    while step < cfg.steps:
-        lr = learning_rate(cfg, step)
-        loss_value, logged = train_step(t, step, lr)
-        step += 1
-        progress.step(loss_value)
-        if lifeline_lost():  # the Snakemake that started this run was killed: no orphans
-            raise AnatomyError(
-                f"{t.run.root}: the workflow that started this run has stopped, so this run "
-                f"stops too, at step {step}; it resumes from its last checkpoint when started again"
-            )
+    try:
+        while step < cfg.steps:
+            lr = learning_rate(cfg, step)
+            loss_value, logged = train_step(t, step, lr)
+            step += 1
+            progress.step(loss_value)
+            if lifeline_lost():  # the Snakemake that started this run was killed: no orphans
+                raise AnatomyError(
+                    f"{t.run.root}: the workflow that started this run has stopped, so this run "
+                    f"stops too, at step {step}; it resumes from its last checkpoint when started again"
+                )
 
-        if not math.isfinite(loss_value):
-            diverged_step = step
-            if not logged:  # the step that diverged is always in the log (AdamW leaves .grad as it is)
-                t.log_grad_norms(step)
-            t.add_metric({**t.metric_row(step, lr, None, None), "diverged": True})
-            break
+            if not math.isfinite(loss_value):
+                diverged_step = step
+                if not logged:  # the step that diverged is always in the log (AdamW leaves .grad as it is)
+                    t.log_grad_norms(step)
+                t.add_metric({**t.metric_row(step, lr, None, None), "diverged": True})
+                break
 
-        if step % cfg.eval_every == 0 or step == cfg.steps:
-            row = t.metric_row(
-                step,
-                lr,
-                train_loss=evaluate(t.model, t.train_data, t.train_windows, cfg.eval_batch_size, cfg.precision),
-                val_loss=finite_or_none(
-                    evaluate(t.model, t.val_data, t.val_windows, cfg.eval_batch_size, cfg.precision)
-                ),
-            )
-            t.add_metric(row)
-            progress.eval(row)
-            save_checkpoints(t, step, row)
-    progress.close()
+            if step % cfg.eval_every == 0 or step == cfg.steps:
+                row = t.metric_row(
+                    step,
+                    lr,
+                    train_loss=evaluate(t.model, t.train_data, t.train_windows, cfg.eval_batch_size, cfg.precision),
+                    val_loss=finite_or_none(
+                        evaluate(t.model, t.val_data, t.val_windows, cfg.eval_batch_size, cfg.precision)
+                    ),
+                )
+                t.add_metric(row)
+                progress.eval(row)
+                save_checkpoints(t, step, row)
+    except KeyboardInterrupt:  # `step` steps are done; the one under way is not
+        raise KeyboardInterrupt(stopped_message(t, step)) from None
+    finally:
+        progress.close()
     t.state["step"] = step
     return diverged_step
+
+
+def stopped_message(t: Training, step: int) -> str:
+    """What a run stopped by Ctrl-C says (cli.py prints it): the step it reached, and where it goes
+    on from when the same command is run again."""
+    if t.checkpoint_step is None:
+        first = min(t.train_cfg.eval_every, t.train_cfg.steps)
+        then = f"it has no checkpoint yet (the first is saved at step {first}), so it starts over when started again"
+    else:
+        then = f"it resumes from its last checkpoint, at step {t.checkpoint_step}, when started again"
+    return f"{t.run.root}: stopped at step {step} (Ctrl-C); {then}"
 
 
 def train_step(t: Training, step: int, lr: float) -> tuple[float, bool]:
@@ -490,6 +594,7 @@ def save_checkpoints(t: Training, step: int, row: dict) -> None:
     t.state["elapsed_s"] = row["elapsed_s"]
     t.clock = time.perf_counter()
     save_checkpoint(t.run.last, t.checkpoint_state())
+    t.checkpoint_step = step
 
 
 def finish(t: Training, diverged_step: int | None) -> dict:

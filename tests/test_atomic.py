@@ -1,0 +1,69 @@
+"""anatomy.files.atomic's writes: a writer stopped in any way leaves no temporary file for long
+(issue #37, item 9). An exception of any kind, Ctrl-C and sys.exit too, removes it at once; a
+SIGKILL cannot, so the next write of the same target removes it, and never a writer's at work."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from anatomy.files.atomic import atomic_path, remove_abandoned_temporaries, write_json
+
+# A writer of `target` that stops half-way through its temporary file and waits to be killed
+HALF_WRITTEN = """
+import sys
+from anatomy.files.atomic import atomic_path
+
+with atomic_path(sys.argv[1]) as tmp:
+    tmp.write_text("half written")
+    print(tmp.name, flush=True)
+    sys.stdin.read()  # until killed
+"""
+
+
+def temporaries(folder: Path) -> list[str]:
+    return sorted(path.name for path in folder.glob(".*.tmp"))
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, SystemExit, OSError])
+def test_a_writer_stopped_by_any_exception_removes_its_temporary(tmp_path, stop):
+    target = tmp_path / "samples.json"
+    with pytest.raises(stop):
+        with atomic_path(target) as tmp:
+            tmp.write_text("half written")
+            raise stop
+    assert temporaries(tmp_path) == [] and not target.exists()
+
+
+def test_a_temporary_left_by_a_kill_is_removed_by_the_next_write_of_its_target(tmp_path):
+    target = tmp_path / "samples.json"
+    writer = subprocess.Popen(
+        [sys.executable, "-c", HALF_WRITTEN, str(target)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        left = writer.stdout.readline().strip()
+        # while its writer is at work, another write of the same target leaves it alone
+        write_json(target, {"first": 1})
+        assert temporaries(tmp_path) == [left]
+    finally:
+        writer.kill()  # SIGKILL: no cleanup code runs
+        writer.communicate()
+    assert temporaries(tmp_path) == [left]
+    write_json(target, {"second": 2})
+    assert temporaries(tmp_path) == []
+    assert json.loads(target.read_text()) == {"second": 2}
+
+
+def test_only_the_targets_own_abandoned_temporaries_are_removed(tmp_path):
+    """One of an older version (no lock on it) goes; another file's temporaries stay."""
+    (tmp_path / ".samples.json.k1ll3d.tmp").write_text("half written")
+    (tmp_path / ".metrics.jsonl.k1ll3d.tmp").write_text("another file's")
+    (tmp_path / ".samples.json.notatemp").write_text("not a temporary")
+    removed = remove_abandoned_temporaries(tmp_path / "samples.json")
+    assert [path.name for path in removed] == [".samples.json.k1ll3d.tmp"]
+    assert temporaries(tmp_path) == [".metrics.jsonl.k1ll3d.tmp"]
+    assert (tmp_path / ".samples.json.notatemp").exists()
