@@ -1,6 +1,6 @@
 """A blog into one text: `python -m anatomy corpus SRC --out DIR`.
 
-SRC is a folder of Markdown posts (Hugo, Jekyll, Hexo, Zola...) or a single `.txt` file. Posts
+SRC is a folder of Markdown posts (Hugo, Jekyll, Hexo, Zola, MDX...) or a single `.txt` file. Posts
 are read in a stable order (sorted relative path), their front matter is parsed and dropped
 (YAML between `---` lines, TOML between `+++` lines, JSON as Hugo and Hexo write it, and Hexo's
 forms closed by `---` or `;;;` alone), line endings become `\\n`, and the bodies are joined with
@@ -10,17 +10,22 @@ cannot be read and Markdown names that are no regular file (a named pipe, a link
 opened, since reading one waits for good or never ends), each named. Every post that cannot be used
 is reported in one run; so is a post too long to be one (POST_LIMIT).
 
-Outside code, HTML comments (Hexo's `<!-- more -->`) and template tags (`{% ... %}`, Hugo's
-`{{< ... >}}`) are dropped and raw HTML becomes its text; the Markdown itself and all code stay as
-written (`--keep-markup` keeps everything). The statistics count what each kind removed.
+Outside code, HTML comments (Hexo's `<!-- more -->`), template tags (`{% ... %}`, `{{ ... }}`,
+Hugo's `{{< ... >}}`), kramdown's attribute lists and MDX's syntax are dropped and raw HTML becomes
+its text; the Markdown itself and all code stay as written (`--keep-markup` keeps everything). The
+statistics count what each kind removed.
 
-Writes DIR/corpus.txt and DIR/stats.json, which also names the posts whose characters occur
-nowhere else (each costs embedding parameters for a character the model sees once).
+Writes DIR/corpus.txt and DIR/stats.json, which also names the posts whose characters no other post
+holds (each costs embedding parameters for a character the model meets in one post only), and
+records what the corpus was made from (corpus_source.py), so that a folder made from another source
+is never taken for this one's. A file whose bytes are unchanged is not written again, and the token
+files beside an unchanged text stay: rebuilding the same corpus makes nothing after it stale.
 
 The steps, each in its module: front_matter.py (a post's front matter, parsed and cut off),
 markup.py (markup out of the prose), posts.py (which files are posts, each read, the ones that
-cannot be used named), corpus_stats.py (stats.json and the summary printed). This module joins
-them and is the command: its arguments, and writing DIR without leaving stale tokens.
+cannot be used named), corpus_stats.py (stats.json and the summary printed), corpus_source.py (what
+the corpus was made from). This module joins them and is the command: its arguments, and writing
+DIR without leaving stale tokens.
 """
 
 from __future__ import annotations
@@ -33,11 +38,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from anatomy.data.corpus_stats import report, size_warning, statistics
+from anatomy.data.corpus_source import SOURCE_CHANGED_NOTE, made_from
+from anatomy.data.corpus_stats import report, size_warning, statistics, vocabulary_warning
 from anatomy.data.posts import TEXT_SUFFIX, Options, extract_file, extract_folder, shown
-from anatomy.data.tokenizer import SPLIT_FILE, TRAIN_FILE, VAL_FILE, VOCAB_FILE
+from anatomy.data.tokenizer import SPLIT_FILE, TRAIN_FILE, VAL_FILE, VOCAB_FILE, read_json, text_digest
 from anatomy.errors import AnatomyError
-from anatomy.files.atomic import write_bytes
+from anatomy.files.atomic import write_bytes_if_changed
 
 
 def extract_corpus(src: str | os.PathLike, **options) -> tuple[str, dict]:
@@ -48,22 +54,25 @@ def extract_corpus(src: str | os.PathLike, **options) -> tuple[str, dict]:
     src, options = Path(src), Options(**options)
     if not src.exists():
         raise AnatomyError(f"{shown(src)}: no such file or folder (expected a folder of Markdown posts or a .txt file)")
+    # Before the posts are read: a post edited meanwhile then makes the record differ, not match
+    record = made_from(src, options)
     if src.is_dir():
         bodies, lengths, skipped, tally = extract_folder(src, options)
     else:
         text, tally = extract_file(src, options)
         bodies, lengths, skipped = [text], [{"path": shown(src.name), "characters": len(text)}], []
     text = "\n\n".join(bodies)
-    return text, statistics(src, text, bodies, lengths, skipped, tally, markup_kept=options.keep_markup)
+    return text, statistics(src, text, bodies, lengths, skipped, tally, options.keep_markup, record)
 
 
 def write_corpus(out_dir: str | os.PathLike, text: str, stats: dict) -> None:
-    """Both files or neither: both are encoded before either is written."""
+    """Both files or neither: both are encoded before either is written. A file that holds these
+    bytes already is left as it is, so that its time says when the corpus last changed."""
     out_dir = Path(out_dir)
     corpus = text.encode("utf-8")
     stats_json = (json.dumps(stats, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-    write_bytes(out_dir / "corpus.txt", corpus)
-    write_bytes(out_dir / "stats.json", stats_json)
+    write_bytes_if_changed(out_dir / "corpus.txt", corpus)
+    write_bytes_if_changed(out_dir / "stats.json", stats_json)
 
 
 def check_out_folder(out_dir: Path) -> None:
@@ -96,6 +105,20 @@ def writing_in(out_dir: Path) -> Iterator[None]:
     except OSError as err:
         where = shown(err.filename or out_dir)
         raise AnatomyError(f"--out {shown(out_dir)}: cannot write {where}: {err.strerror}") from None
+
+
+def tokens_of(out_dir: Path, text: str) -> bool:
+    """Whether the token files in `out_dir` were made from `text`, the corpus.txt beside them: its
+    split.json records the digest of the text it was made from (a split.json from before that
+    record cannot say, and counts as another text's)."""
+    corpus, split = out_dir / "corpus.txt", out_dir / SPLIT_FILE
+    if not (corpus.is_file() and split.is_file()):
+        return False
+    try:
+        recorded = read_json(split)
+    except AnatomyError:
+        return False
+    return isinstance(recorded, dict) and recorded.get("text_digest") == text_digest(text)
 
 
 def remove_stale_tokens(out_dir: Path) -> None:
@@ -141,10 +164,12 @@ def run(args: argparse.Namespace) -> int:
         args.src, skip_bad=args.skip_bad, include_drafts=args.include_drafts, keep_markup=args.keep_markup
     )
     with writing_in(args.out):
-        remove_stale_tokens(args.out)
+        if not tokens_of(args.out, text):
+            remove_stale_tokens(args.out)
         write_corpus(args.out, text, stats)
+        (args.out / SOURCE_CHANGED_NOTE).unlink(missing_ok=True)  # the workflow's: now untrue
     print(report(stats, args.out))
-    warning = size_warning(stats["characters"], drafts=stats["skipped"].get("draft", 0))
-    if warning:
-        print(f"warning: {warning}", file=sys.stderr)
+    for warning in (size_warning(stats["characters"], drafts=stats["skipped"].get("draft", 0)), vocabulary_warning(stats)):
+        if warning:
+            print(f"warning: {warning}", file=sys.stderr)
     return 0

@@ -1,8 +1,12 @@
 """A post's front matter: found, parsed (so that its errors show, with their line) and cut off.
 
-The forms: YAML between `---` lines (Jekyll, Hexo, Hugo), TOML between `+++` lines (Hugo), a JSON
-object (Hugo), JSON members between `;;;` lines (Hexo), and Hexo's forms closed by `---` or `;;;`
-alone. Line endings become `\\n` first (`normalise_newlines`): the patterns below expect them.
+The forms: YAML between `---` lines (Jekyll, Hexo, Hugo; closed by `...` too, as Jekyll and Pandoc
+read it), TOML between `+++` lines (Hugo), a JSON object (Hugo), JSON members between `;;;` lines
+(Hexo), and Hexo's forms closed by `---` or `;;;` alone. Line endings become `\\n` first
+(`normalise_newlines`): the patterns below expect them.
+
+Dates stay the text they are written as: the corpus uses none, so a placeholder no calendar holds
+(WordPress's `0000-00-00 00:00:00`, `9999-99-99`) costs no post.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ except ModuleNotFoundError:  # Python 3.10: the same parser, published as tomli
     import tomli as tomllib
 
 import yaml
-from frontmatter.default_handlers import BaseHandler, YAMLHandler
+from frontmatter.default_handlers import BaseHandler
 
 from anatomy.errors import AnatomyError
 
@@ -35,16 +39,31 @@ class TomlHandler(BaseHandler):
         return tomllib.loads(fm)
 
 
-# Each format's parser, and the errors it raises for bad input. PyYAML's ValueError: it builds
-# dates with datetime, which rejects 2016-02-30, month 13 and hour 24.
+class TextDatesLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, with dates left as their text. Built with datetime, a date no calendar
+    holds (2016-02-30, WordPress's 0000-00-00 00:00:00) refused the whole post over a field the
+    corpus never reads."""
+
+
+TextDatesLoader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_str)
+
+
+def load_yaml(front: str):
+    return yaml.load(front, Loader=TextDatesLoader)
+
+
+# Each format's parser, and the errors it raises for bad input
 PARSERS = {
-    "YAML": (YAMLHandler().load, (yaml.YAMLError, ValueError)),
+    "YAML": (load_yaml, yaml.YAMLError),
     "TOML": (tomllib.loads, tomllib.TOMLDecodeError),
     "JSON": (json.loads, json.JSONDecodeError),
 }
 
-# Front matter between two delimiter lines: (splitter, delimiter, format)
-DELIMITED = [(YAMLHandler(), "---", "YAML"), (TomlHandler(), "+++", "TOML")]
+# YAML front matter: opened by a `---` line 1, closed by the next `---` line or YAML's own end of
+# document, `...` (Jekyll and Pandoc read both). Missing the `...`, a later `---` rule closed it
+# instead, and the heading between was read as a YAML comment.
+YAML_OPENING = re.compile(r"-{3,}[ \t]*$", re.MULTILINE)
+YAML_CLOSING = re.compile(r"^(?:-{3,}|\.{3})[ \t]*$", re.MULTILINE)
 
 # Hexo also reads front matter closed by a `---` (YAML) or `;;;` (JSON) line but never opened.
 # A first paragraph followed by a horizontal rule has that shape too, so the form counts only
@@ -76,15 +95,23 @@ def split_front_matter(text: str, path: Path) -> tuple[dict, str]:
 
 
 def split_delimited(text: str, path: Path) -> tuple[dict, str] | None:
-    """YAML between `---` lines or TOML between `+++` lines, as python-frontmatter splits them."""
-    for handler, delimiter, fmt in DELIMITED:
-        if handler.detect(text):
-            try:
-                front, body = handler.split(text)
-            except ValueError:
-                raise never_closed(path, delimiter) from None
-            return parse_front_matter(front, fmt, path), body
-    return None
+    """YAML between `---` and `---` or `...` lines, or TOML between `+++` lines (as
+    python-frontmatter splits it)."""
+    opening = YAML_OPENING.match(text)
+    if opening is not None:
+        closing = YAML_CLOSING.search(text, opening.end() + 1)
+        if closing is None:
+            raise never_closed(path, "---", "a '---' or '...' line")
+        # Sliced from the end of line 1, so the parser's line numbers are the file's.
+        return parse_front_matter(text[opening.end() : closing.start()], "YAML", path), text[closing.end() :]
+    handler = TomlHandler()
+    if not handler.detect(text):
+        return None
+    try:
+        front, body = handler.split(text)
+    except ValueError:
+        raise never_closed(path, "+++") from None
+    return parse_front_matter(front, "TOML", path), body
 
 
 def split_hugo_json(text: str, path: Path) -> tuple[dict, str] | None:
@@ -125,11 +152,9 @@ def split_hexo_closing_only(text: str, path: Path) -> tuple[dict, str] | None:
     return parse_front_matter(text[: closing.start()], fmt, path), text[closing.end() :]
 
 
-def never_closed(path: Path, delimiter: str) -> AnatomyError:
-    return AnatomyError(
-        f"{path}: front matter opened with '{delimiter}' on line 1 is never closed "
-        f"(expected a second '{delimiter}' line)"
-    )
+def never_closed(path: Path, delimiter: str, closing: str | None = None) -> AnatomyError:
+    closing = closing or f"a second '{delimiter}' line"
+    return AnatomyError(f"{path}: front matter opened with '{delimiter}' on line 1 is never closed (expected {closing})")
 
 
 def parse_front_matter(front: str, fmt: str, path: Path) -> dict:
@@ -140,7 +165,7 @@ def parse_front_matter(front: str, fmt: str, path: Path) -> dict:
     try:
         metadata = parse(front)
     except parse_errors as err:
-        raise AnatomyError(f"{path}: front matter is not valid {fmt}: {parse_error_detail(err, fmt, front)}") from None
+        raise AnatomyError(f"{path}: front matter is not valid {fmt}: {parse_error_detail(err, fmt)}") from None
     if metadata is None:  # only comments, or nothing, between the delimiters
         return {}
     if not isinstance(metadata, dict):
@@ -148,15 +173,13 @@ def parse_front_matter(front: str, fmt: str, path: Path) -> dict:
     return metadata
 
 
-def parse_error_detail(err: Exception, fmt: str, front: str) -> str:
+def parse_error_detail(err: Exception, fmt: str) -> str:
     """The parser's complaint with its line and column. The front matter text handed to the
     parser starts on the file's line 1, so those are the file's line numbers too."""
     if fmt == "JSON":
         return json_error_detail(err)
     if fmt == "TOML":
         return str(err)  # tomllib already says "(at line L, column C)"
-    if not isinstance(err, yaml.YAMLError):
-        return impossible_date_detail(front, err)
     mark = getattr(err, "problem_mark", None)  # PyYAML marks count from 0
     if mark is None:
         return str(err)
@@ -173,33 +196,11 @@ def json_error_detail(err: json.JSONDecodeError) -> str:
 
 def is_draft(metadata: dict) -> bool:
     """Hugo's `draft: true`, or Jekyll's and Hexo's `published: false` (as booleans or text)."""
-    return str(metadata.get("draft")).lower() == "true" or str(metadata.get("published")).lower() == "false"
+    return says(metadata, "draft", "true") or says(metadata, "published", "false")
 
 
-def impossible_date_detail(front: str, err: ValueError) -> str:
-    """Which YAML date does not exist, and on which line: PyYAML's ValueError names neither."""
-    for node in yaml_scalars(yaml.compose(front, Loader=yaml.SafeLoader)):
-        if node.tag == "tag:yaml.org,2002:timestamp":
-            try:
-                yaml.SafeLoader("").construct_yaml_timestamp(node)
-            except ValueError as bad_date:
-                return f"{node.value!r} at line {node.start_mark.line + 1} is not a date that exists ({bad_date})"
-    return str(err)
-
-
-def yaml_scalars(root):
-    """Every scalar (key or value) under a composed YAML node, in document order, each once. An
-    alias is the very node it names, so walking it again each time would take exponential time
-    on an alias bomb (a: &a [x, x], b: &b [*a, *a], c: &c [*b, *b], ...)."""
-    seen, stack = set(), [root]
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        if isinstance(node, yaml.ScalarNode):
-            yield node
-        elif isinstance(node, yaml.SequenceNode):
-            stack.extend(reversed(node.value))
-        elif isinstance(node, yaml.MappingNode):
-            stack.extend(reversed([child for pair in node.value for child in pair]))
+def says(metadata: dict, key: str, word: str) -> bool:
+    """Whether `key` is the boolean or the text `word`. Only those are turned into text: a list
+    built of YAML aliases (a: &a [x, x], b: &b [*a, *a], ...) would print exponentially long."""
+    value = metadata.get(key)
+    return isinstance(value, (bool, str)) and str(value).lower() == word

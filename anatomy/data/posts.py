@@ -5,7 +5,8 @@ Hidden files, files that are not Markdown and drafts are skipped and counted, so
 in, or left out, silently; so are folders linked in (not followed), folders that cannot be read
 and Markdown names that are no regular file (a named pipe, a link to a device: never opened,
 since reading one waits for good or never ends), each named. A post too long to be one
-(POST_LIMIT) is not read.
+(POST_LIMIT) is not read. The folder is walked with a list of folders still to look in, not by
+recursion, so no depth of nesting runs out of stack.
 """
 
 from __future__ import annotations
@@ -22,7 +23,10 @@ from anatomy.data.text_files import read_utf8
 from anatomy.errors import AnatomyError
 from anatomy.files.atomic import file_kind
 
-MARKDOWN_SUFFIXES = (".md", ".markdown")
+# The names Jekyll reads as Markdown (its markdown_ext), .mdown, and MDX (Markdown with JSX, whose
+# import/export lines, JSX tags and {expressions} markup.py removes)
+MARKDOWN_SUFFIXES = (".md", ".markdown", ".mdown", ".mkdown", ".mkdn", ".mkd", ".mdx")
+MDX_SUFFIX = ".mdx"
 TEXT_SUFFIX = ".txt"
 DRAFTS_FOLDER = "_drafts"  # Hexo's and Jekyll's unpublished posts
 # The most one post may hold. The whole default corpus is 0.3 MB and the scale study's largest
@@ -56,20 +60,40 @@ def is_utf8_name(name: str) -> bool:
     return True
 
 
+def listed(folder: Path) -> tuple[list[str], list[str]]:
+    """(folder names, other names) in `folder`, as os.walk divides them: a link to a folder is a
+    folder (it is named, not followed, below), anything else (a link to nothing, a pipe) a file."""
+    dirs, files = [], []
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = False
+            (dirs if is_dir else files).append(entry.name)
+    return dirs, files
+
+
 def find_posts(folder: Path) -> tuple[list[Path], list[dict], list[dict]]:
     """Markdown files under `folder` (relative paths, sorted), the files and folders skipped with
     why, and those that cannot be used: names that are not UTF-8 (never opened: their names could
-    not be stored) and folders that cannot be read. A folder's entries end in "/"."""
+    not be stored) and folders that cannot be read. A folder's entries end in "/".
+
+    The folders still to look in are kept in a list: os.walk (Python 3.11) recurses once per
+    level, and about 990 nested folders ended in a RecursionError."""
     posts, skipped, bad = [], [], []
-
-    def unreadable(err: OSError) -> None:  # os.walk's report of a folder it cannot list
-        if Path(err.filename) == folder:
-            raise AnatomyError(f"{shown(folder)}: cannot read the folder: {err.strerror}")
-        entry = Path(err.filename).relative_to(folder).as_posix() + "/"
-        bad.append({"path": shown(entry), "error": f"{shown(err.filename)}: cannot read the folder: {err.strerror}"})
-
-    for root, dirs, files in os.walk(folder, onerror=unreadable):
-        root_path = Path(root)
+    to_visit = [folder]
+    while to_visit:
+        root_path = to_visit.pop()
+        try:
+            dirs, files = listed(root_path)
+        except OSError as err:
+            where = err.filename if err.filename is not None else root_path
+            if root_path == folder:
+                raise AnatomyError(f"{shown(folder)}: cannot read the folder: {err.strerror}") from None
+            entry = root_path.relative_to(folder).as_posix() + "/"
+            bad.append({"path": shown(entry), "error": f"{shown(where)}: cannot read the folder: {err.strerror}"})
+            continue
         for name in sorted(dirs + files):
             if not is_utf8_name(name):
                 where = shown(root_path / name)
@@ -92,7 +116,7 @@ def find_posts(folder: Path) -> tuple[list[Path], list[dict], list[dict]]:
                 skipped.append({"path": entry, "reason": "linked folder"})
             else:
                 followed.append(name)
-        dirs[:] = followed
+        to_visit += [root_path / name for name in reversed(followed)]
         for name in files:
             relative = (root_path / name).relative_to(folder)
             if not is_utf8_name(name):
@@ -149,10 +173,17 @@ def in_drafts_folder(relative: Path) -> bool:
     return DRAFTS_FOLDER in relative.parts[:-1]
 
 
-def post_text(body: str, options: Options, tally: MarkupTally) -> str:
+def is_mdx(path: Path) -> bool:
+    return path.suffix.lower() == MDX_SUFFIX
+
+
+def post_text(path: Path, body: str, options: Options, tally: MarkupTally) -> str:
     """A post's body as it enters the corpus: markup removed (unless kept), outer blank lines too."""
     if not options.keep_markup:
-        body = clean_markup(body, tally)
+        try:
+            body = clean_markup(body, tally, mdx=is_mdx(path))
+        except AnatomyError as err:  # a crafted post that leaves markup.py no stand-in character
+            raise AnatomyError(f"{shown(path)}: {err}") from None
     return body.strip()
 
 
@@ -170,13 +201,13 @@ def extract_folder(folder: Path, options: Options) -> tuple[list[str], list[dict
             continue
         try:
             metadata, body = read_post(folder / relative)
+            if is_draft(metadata) and not options.include_drafts:
+                skipped.append({"path": name, "reason": "draft"})
+                continue
+            body = post_text(folder / relative, body, options, tally)
         except AnatomyError as err:
             bad.append({"path": name, "error": shown(str(err))})
             continue
-        if is_draft(metadata) and not options.include_drafts:
-            skipped.append({"path": name, "reason": "draft"})
-            continue
-        body = post_text(body, options, tally)
         if not body:  # e.g. Hugo's _index.md: front matter only
             skipped.append({"path": name, "reason": "empty"})
             continue
@@ -186,7 +217,7 @@ def extract_folder(folder: Path, options: Options) -> tuple[list[str], list[dict
         raise bad_files_error(folder, bad)
     skipped += [{"path": b["path"], "reason": "bad", "error": b["error"]} for b in bad]
     if not bodies:
-        raise AnatomyError(f"{shown(folder)}: no Markdown posts with text (.md, .markdown){skip_summary(skipped)}")
+        raise AnatomyError(f"{shown(folder)}: no Markdown posts with text ({suffix_list()}){skip_summary(skipped)}")
     return bodies, lengths, sorted(skipped, key=lambda s: s["path"]), tally
 
 
@@ -231,14 +262,27 @@ def extract_file(path: Path, options: Options) -> tuple[str, MarkupTally]:
         metadata, text = read_post(path)
         if is_draft(metadata) and not options.include_drafts:
             raise AnatomyError(f"{path}: is a draft (draft: true or published: false); --include-drafts uses it")
-        text = post_text(text, options, tally)
+        text = post_text(path, text, options, tally)
     if not text.strip():
         raise AnatomyError(f"{path}: the file is empty")
     return text, tally
 
 
+def suffix_list() -> str:
+    return ", ".join(MARKDOWN_SUFFIXES)
+
+
+SUFFIXES_NAMED = 3  # the kinds of file named when a folder holds no posts
+
+
 def skip_summary(skipped: list[dict]) -> str:
+    """What was skipped, by reason; the files that are not Markdown by their kind (12 .rst, 3
+    .html), so that a blog written in another format says so."""
     counts = Counter(s["reason"] for s in skipped)
     if not counts:
         return " (the folder is empty)"
-    return "; skipped: " + ", ".join(f"{n} {reason}" for reason, n in sorted(counts.items()))
+    kinds = Counter(Path(s["path"]).suffix.lower() or "no suffix" for s in skipped if s["reason"] == "not markdown")
+    named = {"not markdown": " (" + ", ".join(f"{n} {kind}" for kind, n in kinds.most_common(SUFFIXES_NAMED)) + ")"}
+    return "; skipped: " + ", ".join(
+        f"{n} {reason}{named.get(reason, '')}" for reason, n in sorted(counts.items())
+    )

@@ -1,0 +1,102 @@
+"""What a corpus folder was made from, and whether a source is still that.
+
+`anatomy corpus` records it in stats.json beside the text: the source as given (`source`), a digest
+of the posts it read (`source_digest`: each post's path and bytes, in the order they are read) and
+the choices it was made with (`options`). However the folder was made (by hand, by the Listen page
+through default_corpus.py, or by the workflow), the workflow compares that record with its config
+`corpus` before it plans (workflow/rules/corpus.smk), and extracts again when they differ: the files'
+times cannot tell, since posts older than the folder are the usual case, not the exception.
+
+A stats.json without a record (written before records were, or not by this project) is taken at
+its word, as the file times always were.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from anatomy.data.posts import Options, find_posts, shown
+from anatomy.errors import AnatomyError
+from anatomy.files.atomic import opened_regular_file
+
+STATS_FILE = "stats.json"
+# The workflow's note, beside the corpus, that it was made from another source (corpus.smk writes
+# it to make the extraction run; the extraction removes it, the corpus being the source's again)
+SOURCE_CHANGED_NOTE = "source-changed.txt"
+CHUNK = 1 << 20  # a post is read in pieces this size, so that a large one is never whole in memory
+
+
+def source_digest(src: str | os.PathLike) -> str:
+    """sha256 over the posts `anatomy corpus` would read from `src` (a folder, or one file): each
+    post's relative path and its bytes. Drafts are in it (a post can stop being one), files that
+    are not posts are not (an image changes no corpus). A post that cannot be read counts by its
+    error, so that fixing it changes the digest."""
+    src = Path(src)
+    posts = find_posts(src)[0] if src.is_dir() else [Path(src.name)]
+    folder = src if src.is_dir() else src.parent
+    digest = hashlib.sha256()
+    for relative in posts:
+        name = relative.as_posix().encode("utf-8", "surrogateescape")
+        digest.update(len(name).to_bytes(8, "big") + name)
+        size = 0
+        try:
+            with opened_regular_file(folder / relative, "a Markdown post") as handle:
+                while chunk := handle.read(CHUNK):
+                    digest.update(chunk)
+                    size += len(chunk)
+        except AnatomyError as err:
+            digest.update(b"\0cannot be read\0" + str(err).encode("utf-8", "backslashreplace"))
+        digest.update(size.to_bytes(8, "big"))
+    return digest.hexdigest()
+
+
+def made_from(src: str | os.PathLike, options: Options) -> dict:
+    """What stats.json records of the source beside `source` (the statistics write that)."""
+    return {"source_digest": source_digest(src), "options": dataclasses.asdict(options)}
+
+
+def as_given(path: str | os.PathLike) -> str:
+    """A path as stats.json records it (`source`): POSIX separators, any name not UTF-8 as \\xNN."""
+    return shown(Path(path).as_posix())
+
+
+def source_change(corpus_dir: str | os.PathLike, src: str | os.PathLike, options: Options = Options()) -> str | None:
+    """Why the corpus in `corpus_dir` is not what `src` with `options` makes, in one sentence;
+    None when its record says it is, or there is no record to say otherwise."""
+    corpus_dir = Path(corpus_dir)
+    try:
+        stats = json.loads((corpus_dir / STATS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # no stats.json (so no corpus either: the workflow makes it anyway), or not ours
+    recorded = stats.get("source") if isinstance(stats, dict) else None
+    if not isinstance(recorded, str):
+        return None
+    if Path(recorded) != Path(as_given(src)):
+        return f"{shown(corpus_dir)} was made from {recorded}, not from {as_given(src)}"
+    wanted = dataclasses.asdict(options)
+    recorded_options = stats.get("options")
+    if isinstance(recorded_options, dict) and recorded_options != wanted:
+        flags = [f"--{key.replace('_', '-')}" for key, value in recorded_options.items() if value and not wanted.get(key)]
+        made_with = " with " + " ".join(flags) if flags else " with other options"
+        return f"{shown(corpus_dir)} was made from {recorded}{made_with}"
+    digest = stats.get("source_digest")
+    if isinstance(digest, str):
+        try:
+            digest_now = source_digest(src)
+        except AnatomyError as err:  # the extraction says it too, in its own words
+            return str(err)
+        if digest_now != digest:
+            return f"the posts in {as_given(src)} have changed since {shown(corpus_dir)} was made from them"
+    return None
+
+
+def as_argument(path: str | os.PathLike) -> str:
+    """A path as a command line can give it: a name that starts with '-' (a folder `-posts`) is
+    read by argparse as an option, so it goes as ./-posts (the same path; stats.json records it
+    as -posts)."""
+    path = os.fspath(path)
+    return f"./{path}" if path.startswith("-") else path
