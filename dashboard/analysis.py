@@ -52,3 +52,47 @@ def divergence_points(runs: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame
             }
         )
     return pd.DataFrame(rows, columns=["run_id", "label", "experiment", "seed", "diverged_step", "step", "val_loss"])
+
+
+RUNS_JOIN = "; "  # the runs a grouped point is the mean of, as its tooltip lists them
+
+
+def grouped_curves(long: pd.DataFrame, x: str = "step") -> pd.DataFrame:
+    """The runs of each experiment as one curve per split, as an experiment tracker groups seeds:
+    at each step the mean of their (smoothed) losses, the lowest and the highest, and how many runs
+    reached it (`run_labels`: which). `x` "elapsed_s" draws each step at the mean wall-clock its runs took to reach it
+    (two seeds are never evaluated at the same second, but always at the same step)."""
+    grouped = long.groupby(["experiment", "split", "step"], as_index=False).agg(
+        mean=("smoothed", "mean"),
+        low=("smoothed", "min"),
+        high=("smoothed", "max"),
+        runs=("label", "nunique"),
+        run_labels=("label", lambda labels: RUNS_JOIN.join(sorted(set(labels)))),
+        elapsed_s=("elapsed_s", "mean"),
+    )
+    return grouped.assign(x=grouped["elapsed_s"] if x == "elapsed_s" else grouped["step"])
+
+
+def per_experiment(frame: pd.DataFrame, runs: pd.DataFrame, field: str) -> pd.DataFrame:
+    """`field` of each run and step (frame: run_id, step, field), as the mean over each
+    experiment's runs (runs: run_id, experiment): the lr and gradient-norm curves beside the loss."""
+    joined = frame.merge(runs[["run_id", "experiment"]], on="run_id")
+    joined = joined[finite(joined[field])]
+    return joined.groupby(["experiment", "step"], as_index=False)[field].mean()
+
+
+def interval_rows(deltas: pd.DataFrame, judged: dict) -> pd.DataFrame:
+    """Comparisons with a baseline (versus_baseline's rows) with each one's 95% interval as judged
+    in `judged` (uncertainty.judged_against_baselines: experiment -> Difference): low, high, and
+    beyond (True, False, or None where not testable), as the ablation chart draws them."""
+    intervals = [judged[name].interval() if name in judged else (np.nan, np.nan) for name in deltas["experiment"]]
+    return deltas.assign(
+        mean=[judged[name].mean if name in judged else np.nan for name in deltas["experiment"]],
+        low=[low for low, _high in intervals],
+        high=[high for _low, high in intervals],
+        beyond=pd.Series(
+            [judged[name].beyond if name in judged else None for name in deltas["experiment"]],
+            index=deltas.index,
+            dtype=object,
+        ),
+    )

@@ -16,13 +16,25 @@ import pandas as pd
 import streamlit as st
 
 from anatomy.language import N_, _
+from anatomy.report import colours as palette
 from anatomy.report.exam_findings import ATTENTION_ORDER
-from anatomy.report.charts import DIVERGED_RED, fixed_scale, run_colors, text_inside, y_loss
+from anatomy.report.charts import (
+    DIVERGED_RED,
+    X_TITLES,
+    Colours,
+    color_scale,
+    fixed_scale,
+    split_dash,
+    split_words,
+    text_inside,
+    two_lines,
+    y_loss,
+)
+from anatomy.results.reader import Results
 
 # the report's charts, for the views (`name as name`: a name the views take from here)
 from anatomy.report.charts import (
     DEPTH_STATES as DEPTH_STATES,
-    PINNED as PINNED,
     POSITION_COLORS as POSITION_COLORS,
     ablation_chart as ablation_chart,
     best_val_by_size_chart as best_val_by_size_chart,
@@ -37,9 +49,25 @@ from anatomy.report.charts import (
 
 
 def draw(chart: alt.TopLevelMixin) -> None:
-    """A chart across the page, its legends under the plot in two columns: beside it, at a phone's
-    width (390 px), a legend squeezes the plot itself to a sliver."""
-    st.altair_chart(chart.configure_legend(orient="bottom", columns=2), width="stretch")
+    """A chart across the page, its legends under the plot, one entry a line: beside it, at a
+    phone's width (390 px), a legend squeezes the plot itself to a sliver, and two columns of long
+    names run past the screen's edge. Its width fits the page; its height is the plot's own (set by
+    its data), with the legend and axes added below, never taken out of it (Streamlit's default
+    fits the whole chart, legend and all, into the plot's height)."""
+    fitted = chart.properties(autosize=alt.AutoSizeParams(type="fit-x", contains="padding"))
+    # a legend's entry is cut at 240 px with an ellipsis: beside its symbol, it fits a phone
+    st.altair_chart(fitted.configure_legend(orient="bottom", columns=1, labelLimit=240), width="stretch")
+
+
+def colours_of(results: Results) -> dict[str, str]:
+    """Every experiment of the database in its colour (anatomy/report/colours.py): computed from
+    all its runs, so a run has the same colour whatever a page shows."""
+    return palette.experiment_colours(results.runs)
+
+
+def zoomable(chart: alt.Chart | alt.LayerChart) -> alt.Chart | alt.LayerChart:
+    """Zoom (scroll) and pan (drag) on both axes; a double click resets."""
+    return chart.add_params(alt.selection_interval(bind="scales"))
 
 
 # words a chart's data carries and shows (its legends, its tooltips): each translated where drawn
@@ -58,11 +86,6 @@ WORDS = {
 def in_words(values: pd.Series) -> pd.Series:
     """These values in the reader's language (a value it has no word for, as it is)."""
     return values.map(lambda value: _(WORDS[value]) if value in WORDS else value)
-
-
-def quoted(text: str) -> str:
-    """`text` as a string in a Vega expression."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def divergence_marks(points: pd.DataFrame, x_max: float, log: bool = False) -> alt.LayerChart:
@@ -99,8 +122,11 @@ def divergence_marks(points: pd.DataFrame, x_max: float, log: bool = False) -> a
     return rule + text + cross
 
 
-def memorisation_chart(measured: pd.DataFrame, height: int = 320) -> alt.Chart:
-    """Copied share of each run's samples against the step of the weights that wrote them."""
+def memorisation_chart(measured: pd.DataFrame, height: int = 320, colours: Colours = None) -> alt.LayerChart:
+    """Copied share of each run's samples against the step of the weights that wrote them: each
+    run in its experiment's colour, solid for the training text, dashed for the validation text
+    (the control). The points are a layer of their own: a line's point overlay blanks the dash
+    legend's symbols."""
     long = measured.melt(
         id_vars=["label", "experiment", "step", "checkpoint"],
         value_vars=["copied_fraction", "val_copied_fraction"],
@@ -110,27 +136,137 @@ def memorisation_chart(measured: pd.DataFrame, height: int = 320) -> alt.Chart:
     long["against"] = in_words(
         long["against"].map({"copied_fraction": "training text", "val_copied_fraction": "validation (control)"})
     )
-    return (
+    found_in = [_("training text"), _("validation (control)")]
+    x = alt.X("step:Q", title=_("training step of the weights"))
+    y = alt.Y("share:Q", title=_("characters copied"), axis=alt.Axis(format="%"))
+    color = alt.Color(
+        "experiment:N",
+        title=_("experiment"),
+        scale=color_scale(long["experiment"], colours),
+        legend=alt.Legend(symbolType="stroke", symbolStrokeWidth=3),
+    )
+    tooltip = [
+        alt.Tooltip("label:N", title=_("run")),
+        alt.Tooltip("checkpoint:N", title=_("checkpoint")),
+        alt.Tooltip("step:Q", title=_("step"), format=","),
+        alt.Tooltip("against:N", title=_("found in")),
+        alt.Tooltip("share:Q", title=_("share"), format=".1%"),
+    ]
+    lines = (
         alt.Chart(long)
-        .mark_line(point=True, strokeWidth=2)
+        .mark_line(strokeWidth=2)
         .encode(
-            x=alt.X("step:Q", title=_("training step of the weights")),
-            y=alt.Y("share:Q", title=_("generated characters copied"), axis=alt.Axis(format="%")),
-            color=alt.Color("label:N", title=_("run"), scale=run_colors(long["label"], long["experiment"])),
+            x=x,
+            y=y,
+            color=color,
             strokeDash=alt.StrokeDash(
                 "against:N",
                 title=_("found in"),
-                scale=alt.Scale(domain=[_("training text"), _("validation (control)")], range=[[1, 0], [5, 3]]),
-                # drawn as line pieces: with point=True the legend would show two identical dots
-                legend=alt.Legend(symbolType="stroke", symbolStrokeWidth=2, symbolSize=400),
+                scale=alt.Scale(domain=found_in, range=[[1, 0], [5, 3]]),
+                legend=alt.Legend(
+                    symbolType="stroke", symbolStrokeWidth=2, symbolSize=400, symbolStrokeColor="#555555"
+                ),
             ),
-            detail="against:N",
+            detail=alt.Detail(["label:N", "against:N"]),
+            tooltip=tooltip,
+        )
+    )
+    points = alt.Chart(long).mark_point(filled=True, size=40).encode(x=x, y=y, color=color, tooltip=tooltip)
+    return (lines + points).properties(height=height)
+
+
+# ---------------------------------------------------------------------------------------------
+# Curves: many runs, grouped as an experiment tracker groups them
+
+
+def grouped_curves(
+    groups: pd.DataFrame,
+    runs_long: pd.DataFrame | None,
+    x: str = "step",
+    log: bool = False,
+    colours: Colours = None,
+    height: int = 420,
+) -> alt.LayerChart:
+    """One line per experiment and split (the mean over its seeds), the band from the lowest seed
+    to the highest behind it, and, on demand, each run as a thin line. Val solid, train dashed;
+    click an experiment in the legend to highlight it; scroll to zoom, drag to pan.
+
+    `groups`: experiment, split, x, mean, low, high, runs (analysis.grouped_curves);
+    `runs_long`: the runs' own curves (analysis.long_curves), or None.
+    """
+    pick = alt.selection_point(fields=["experiment"], bind="legend")
+    faded = alt.condition(pick, alt.value(1.0), alt.value(0.12))
+    color = alt.Color(
+        "experiment:N",
+        title=_("experiment (click to highlight)"),
+        scale=color_scale(groups["experiment"], colours),
+        legend=alt.Legend(symbolType="stroke", symbolStrokeWidth=3, symbolOpacity=1),
+    )
+    x_axis = alt.X("x:Q", title=_(X_TITLES[x]) if x in X_TITLES else x)
+    y = y_loss("mean", log)
+    band = (
+        alt.Chart(groups[groups["runs"] > 1])
+        .mark_area(opacity=0.16)
+        .encode(x=x_axis, y=y_loss("low", log), y2="high:Q", color=color, detail="split:N")
+    )
+    tooltip = [
+        alt.Tooltip("experiment:N", title=_("experiment")),
+        alt.Tooltip("split_name:N", title=_("split")),
+        alt.Tooltip("step:Q", title=_("step"), format=","),
+        alt.Tooltip("mean:Q", title=_("mean over seeds"), format=".4f"),
+        alt.Tooltip("low:Q", title=_("lowest seed"), format=".4f"),
+        alt.Tooltip("high:Q", title=_("highest seed"), format=".4f"),
+        # TRANSLATORS: a tooltip's lines: how many runs a point is the mean of, and which
+        alt.Tooltip("runs:Q", title=_("runs")),
+        alt.Tooltip("run_labels:N", title=_("the mean of")),
+    ]
+    means = (
+        alt.Chart(groups)
+        .transform_calculate(split_name=split_words("datum.split"))
+        .mark_line(strokeWidth=2.5, point=alt.OverlayMarkDef(size=12, filled=True))
+        .encode(x=x_axis, y=y, color=color, strokeDash=split_dash(groups["split"]), opacity=faded, tooltip=tooltip)
+        .add_params(pick)
+    )
+    layers = [band, means]
+    if runs_long is not None and not runs_long.empty:
+        layers.insert(
+            1,
+            alt.Chart(runs_long)
+            .transform_calculate(split_name=split_words("datum.split"))
+            .mark_line(strokeWidth=1, opacity=0.45)
+            .encode(
+                x=alt.X(f"{x}:Q"),
+                y=y_loss("smoothed", log),
+                color=color,
+                strokeDash=split_dash(runs_long["split"]),
+                detail=alt.Detail(["label:N", "split:N"]),
+                tooltip=[
+                    alt.Tooltip("label:N", title=_("run")),
+                    alt.Tooltip("split_name:N", title=_("split")),
+                    alt.Tooltip("step:Q", title=_("step"), format=","),
+                    alt.Tooltip("smoothed:Q", title=_("loss"), format=".4f"),
+                ],
+            ),
+        )
+    return zoomable(alt.layer(*layers).properties(height=height))
+
+
+def metric_curves(
+    frame: pd.DataFrame, field: str, title: str, log: bool = False, colours: Colours = None, height: int = 220
+) -> alt.Chart:
+    """One value per step of each experiment (the mean over its seeds), beside the loss: the
+    learning rate, the gradient norm. `frame`: experiment, step, and `field`."""
+    return zoomable(
+        alt.Chart(frame)
+        .mark_line(strokeWidth=2)
+        .encode(
+            x=alt.X("step:Q", title=_("training step")),
+            y=alt.Y(f"{field}:Q", title=title, scale=alt.Scale(type="log" if log else "linear", zero=False)),
+            color=alt.Color("experiment:N", title=_("experiment"), scale=color_scale(frame["experiment"], colours)),
             tooltip=[
-                alt.Tooltip("label:N", title=_("run")),
-                alt.Tooltip("checkpoint:N", title=_("checkpoint")),
+                alt.Tooltip("experiment:N", title=_("experiment")),
                 alt.Tooltip("step:Q", title=_("step"), format=","),
-                alt.Tooltip("against:N", title=_("found in")),
-                alt.Tooltip("share:Q", title=_("share"), format=".1%"),
+                alt.Tooltip(f"{field}:Q", title=title, format=".3g"),
             ],
         )
         .properties(height=height)
@@ -140,47 +276,56 @@ def memorisation_chart(measured: pd.DataFrame, height: int = 320) -> alt.Chart:
 # ---------------------------------------------------------------------------------------------
 # The exams (the Exams page): each part tested where it is made to pay
 
-IMPL_COLORS = {"manual": "#9d755d", "fused": "#54a24b"}
+IMPL_COLORS = {"manual": "#525252", "fused": palette.NEUTRAL_LIGHT}  # how a part is written: no run's colour
 
 
-def kv_cache_chart(cache: pd.DataFrame, height: int = 260) -> alt.Chart:
-    """The KV cache's bytes per attention kind, measured beside the formula, per cached length.
+def kv_cache_chart(cache: pd.DataFrame, height: int = 260) -> alt.LayerChart:
+    """The KV cache's bytes per attention kind and cached length, measured from the cache's tensors
+    (bars, log scale: a cache grows a thousandfold from one position to 2,048), the formula as a
+    black tick on each bar. Narrow enough for a phone: the lengths side by side on one axis.
 
-    `cache`: attention, n_kv_head, tokens, source (measured | formula), bytes.
+    `cache`: attention, n_kv_head, tokens, measured_bytes, formula_bytes.
     """
     kinds = [kind for kind in ATTENTION_ORDER if kind in set(cache["attention"])] + sorted(
         set(cache["attention"]) - set(ATTENTION_ORDER)
     )
-    cache = cache.assign(source=in_words(cache["source"]))
-    sources = [_("measured"), _("formula")]
-    # the column header: "per cached position" for 1, else "N cached positions", in the reader's words
-    before, _count, after = _("{count} cached positions").partition("{count}")
-    one = quoted(_("per cached position"))
-    many = " + ".join([quoted(before)] * bool(before) + ["datum.value"] + [quoted(after)] * bool(after))
-    return (
+    x = alt.X("tokens:O", title=_("cached positions"), axis=alt.Axis(labelAngle=0, format=","))
+    offset = alt.XOffset("attention:N", sort=kinds)
+    tooltip = [
+        alt.Tooltip("attention:N", title=_("attention")),
+        alt.Tooltip("n_kv_head:Q", title=_("KV heads")),
+        alt.Tooltip("tokens:Q", title=_("cached positions"), format=","),
+        alt.Tooltip("measured_bytes:Q", title=_("measured (bytes)"), format=","),
+        alt.Tooltip("formula_bytes:Q", title=_("formula (bytes)"), format=","),
+    ]
+    # from half the smallest cache, so that the smallest bar still shows
+    log_bytes = alt.Scale(type="log", domainMin=float(cache["measured_bytes"].min()) / 2)
+    y = alt.Y(
+        "measured_bytes:Q",
+        title=_("KV cache (bytes, log scale)"),
+        scale=log_bytes,
+        axis=alt.Axis(format="~s"),
+        stack=None,  # a stacked bar has no log scale
+    )
+    bars = (
         alt.Chart(cache)
         .mark_bar()
         .encode(
-            x=alt.X("attention:N", title=None, sort=kinds, axis=alt.Axis(labelAngle=0)),
-            xOffset=alt.XOffset("source:N", sort=sources),
-            y=alt.Y("bytes:Q", title=_("KV cache (bytes)"), axis=alt.Axis(format="~s")),
-            color=alt.Color("source:N", title=None, scale=alt.Scale(domain=sources, range=["#4c78a8", "#bab0ac"])),
-            column=alt.Column(
-                "tokens:O",
-                title=None,
-                header=alt.Header(labelExpr=f"datum.value == 1 ? {one} : {many}"),
+            x=x,
+            xOffset=offset,
+            y=y,
+            color=alt.Color(
+                "attention:N", title=_("attention"), sort=kinds, scale=fixed_scale(kinds, palette.ATTENTION)
             ),
-            tooltip=[
-                alt.Tooltip("attention:N", title=_("attention")),
-                alt.Tooltip("n_kv_head:Q", title=_("KV heads")),
-                alt.Tooltip("tokens:Q", title=_("cached positions"), format=","),
-                alt.Tooltip("source:N", title=_("source")),
-                alt.Tooltip("bytes:Q", title=_("bytes"), format=","),
-            ],
+            tooltip=tooltip,
         )
-        .resolve_scale(y="independent")
-        .properties(height=height)
     )
+    formula = (
+        alt.Chart(cache)
+        .mark_tick(color="black", thickness=2)
+        .encode(x=x, xOffset=offset, y=alt.Y("formula_bytes:Q", scale=log_bytes), tooltip=tooltip)
+    )
+    return (bars + formula).properties(height=height)
 
 
 def kv_timing_chart(timing: pd.DataFrame, height: int = 300) -> alt.LayerChart:
@@ -190,9 +335,12 @@ def kv_timing_chart(timing: pd.DataFrame, height: int = 300) -> alt.LayerChart:
     The points are a layer of their own: a line's point overlay blanks the dash legend's symbols.
     """
     timing = timing.assign(cache=in_words(timing["cache"]))
+    kinds = [kind for kind in ATTENTION_ORDER if kind in set(timing["attention"])] + sorted(
+        set(timing["attention"]) - set(ATTENTION_ORDER)
+    )
     x = alt.X("context:Q", title=_("characters already in the context"), scale=alt.Scale(type="log", base=2))
     y = alt.Y("chars_per_s:Q", title=_("characters generated per second"), scale=alt.Scale(type="log"))
-    color = alt.Color("attention:N", title=_("attention"), sort=ATTENTION_ORDER)
+    color = alt.Color("attention:N", title=_("attention"), sort=kinds, scale=fixed_scale(kinds, palette.ATTENTION))
     tooltip = [
         alt.Tooltip("label:N", title=_("run")),
         alt.Tooltip("attention:N", title=_("attention")),
@@ -214,18 +362,19 @@ def kv_timing_chart(timing: pd.DataFrame, height: int = 300) -> alt.LayerChart:
             strokeDash=alt.StrokeDash(
                 "cache:N",
                 title=None,
-                legend=alt.Legend(symbolType="stroke"),
+                legend=alt.Legend(symbolType="stroke", symbolStrokeColor="#555555"),
                 scale=alt.Scale(domain=[_("with cache"), _("recomputed")], range=[[1, 0], [5, 3]]),
             ),
         )
     )
     points = alt.Chart(timing).mark_point(filled=True, size=40).encode(x=x, y=y, color=color, tooltip=tooltip)
-    return (lines + points).properties(height=height)
+    return zoomable(lines + points).properties(height=height)
 
 
 def grad_norm_heatmap(norms: pd.DataFrame, height_per_layer: int = 22, min_height: int = 160) -> alt.LayerChart:
     """One run's gradient norm per block (rows, block 0 at the bottom) and step (columns, each as
     wide as the gap to the next logged step), on a log colour scale; NaN or zero cells in red/grey.
+    Each block gets its own `height_per_layer` of the plot: its height comes from the run's depth.
 
     `norms`: step, layer, norm.
     """
@@ -238,7 +387,7 @@ def grad_norm_heatmap(norms: pd.DataFrame, height_per_layer: int = 22, min_heigh
     no_gradient, not_finite = _("no gradient (0)"), _("NaN / inf")
     cells["note"] = np.where(finite_norm, "", np.where(cells["norm"] == 0, no_gradient, not_finite))
     x = alt.X("step:Q", title=_("training step"), scale=alt.Scale(zero=False, nice=False))
-    y = alt.Y("layer:O", title=_("block (0 = nearest the embedding)"), sort="descending")
+    y = alt.Y("layer:O", title=_("block (0: next to the embedding)"), sort="descending")
     tooltip = [
         alt.Tooltip("layer:O", title=_("block")),
         alt.Tooltip("step:Q", title=_("step"), format=","),
@@ -251,7 +400,12 @@ def grad_norm_heatmap(norms: pd.DataFrame, height_per_layer: int = 22, min_heigh
             x=x,
             x2="step_end:Q",
             y=y,
-            color=alt.Color("norm:Q", title=_("gradient norm"), scale=alt.Scale(type="log", scheme="viridis")),
+            color=alt.Color(
+                "norm:Q",
+                title=_("gradient norm"),
+                scale=alt.Scale(type="log", scheme="viridis"),
+                legend=alt.Legend(direction="horizontal", gradientLength=200),
+            ),
             tooltip=tooltip,
         )
     )
@@ -265,7 +419,9 @@ def grad_norm_heatmap(norms: pd.DataFrame, height_per_layer: int = 22, min_heigh
             color=alt.Color(
                 "note:N",
                 title=None,
-                scale=alt.Scale(domain=[not_finite, no_gradient], range=[DIVERGED_RED, "#bab0ac"]),
+                scale=alt.Scale(domain=[not_finite, no_gradient], range=[DIVERGED_RED, palette.NEUTRAL_LIGHT]),
+                # above the plot: beside the colour scale's legend, it would run past a phone's edge
+                legend=alt.Legend(orient="top", direction="horizontal"),
             ),
             tooltip=tooltip + [alt.Tooltip("note:N", title=_("note"))],
         )
@@ -274,23 +430,52 @@ def grad_norm_heatmap(norms: pd.DataFrame, height_per_layer: int = 22, min_heigh
     return alt.layer(heat, bad).resolve_scale(color="independent").properties(height=height)
 
 
-def grad_norm_spread_chart(spread: pd.DataFrame, chosen: str | None = None, height: int = 280) -> alt.Chart:
-    """First block's gradient norm over the last block's, per run and step (log scale; 1 = equal).
+def ratio_domain(ratios: pd.Series, spread: float = 4.0) -> list[float] | None:
+    """A log axis's range for ratios that holds the bulk of them: from a quarter of the 2nd
+    percentile to four times the 98th (and always 1, the line of equal). A cell that blew up (a
+    ratio of 1e-19) is drawn at the edge, not allowed to flatten every other line."""
+    finite_ratios = ratios[np.isfinite(ratios) & (ratios > 0)]
+    if finite_ratios.empty:
+        return None
+    low = min(float(finite_ratios.quantile(0.02)) / spread, 1.0)
+    high = max(float(finite_ratios.quantile(0.98)) * spread, 1.0)
+    return [max(low, float(finite_ratios.min())), min(high, float(finite_ratios.max()))] if low < high else None
 
-    `spread`: label, step, first_to_last, first_layer_norm, last_layer_norm; `chosen` is drawn bold.
+
+def grad_norm_spread_chart(
+    spread: pd.DataFrame, chosen: str | None = None, height: int = 280, colours: Colours = None
+) -> alt.LayerChart:
+    """First block's gradient norm over the last block's, per run and step (log scale; 1 = equal),
+    each run in its experiment's colour (a depth-map cell, which has none, in grey).
+
+    `spread`: label, experiment (None for a depth-map cell), step, first_to_last, first_layer_norm,
+    last_layer_norm; `chosen` is drawn bold.
     """
     ratio = spread["first_to_last"].astype(float)
     drawn = spread[np.isfinite(ratio) & (ratio > 0)].assign(chosen=lambda d: d["label"] == chosen)
+    # a run's colour is its experiment's (seeds alike); the legend names each run
+    firsts = drawn.drop_duplicates("label")
+    of_experiment = palette.named_colours(firsts["experiment"].dropna(), colours)
+    scale = alt.Scale(
+        domain=list(firsts["label"]),
+        range=[of_experiment.get(e, palette.NEUTRAL) if pd.notna(e) else palette.NEUTRAL for e in firsts["experiment"]],
+    )
+    domain = ratio_domain(drawn["first_to_last"].astype(float))
     pick = alt.selection_point(fields=["label"], bind="legend")
-    return (
+    y = alt.Y(
+        "first_to_last:Q",
+        title=_("first block's gradient norm / last block's"),
+        scale=alt.Scale(type="log", domain=domain, clamp=True) if domain else alt.Scale(type="log"),
+        axis=alt.Axis(format="~g", labelOverlap="greedy"),
+    )
+    equal = alt.Chart(pd.DataFrame({"first_to_last": [1.0]})).mark_rule(color="#555555", strokeDash=[2, 2]).encode(y=y)
+    lines = (
         alt.Chart(drawn)
-        .mark_line(strokeWidth=1.5)
+        .mark_line()
         .encode(
             x=alt.X("step:Q", title=_("training step")),
-            y=alt.Y(
-                "first_to_last:Q", title=_("first block's gradient norm / last block's"), scale=alt.Scale(type="log")
-            ),
-            color=alt.Color("label:N", title=_("run (click to highlight)"), legend=alt.Legend(labelLimit=320)),
+            y=y,
+            color=alt.Color("label:N", title=_("run (click to highlight)"), scale=scale),
             strokeWidth=alt.condition("datum.chosen", alt.value(3.5), alt.value(1.2)),
             opacity=alt.condition(pick, alt.value(1.0), alt.value(0.12)),
             tooltip=[
@@ -302,50 +487,123 @@ def grad_norm_spread_chart(spread: pd.DataFrame, chosen: str | None = None, heig
             ],
         )
         .add_params(pick)
-        .properties(height=height)
     )
+    return zoomable(alt.layer(equal, lines)).properties(height=height)
 
 
-def wall_clock_chart(rows: pd.DataFrame, height_per_bar: int = 16) -> alt.LayerChart:
-    """Forward + backward milliseconds of each part alone, hand-written beside fused, with the
-    spread over rounds as a line from the fastest to the slowest.
+def wall_clock_chart(rows: pd.DataFrame, height_per_row: int = 30) -> alt.LayerChart:
+    """Forward + backward milliseconds of each part alone, hand-written beside fused, on a log axis
+    (a part 12x slower by hand is 12x further right, whatever its size), each with its spread
+    over rounds (fastest to slowest) as a thin line, and the ratio written at the end of the row.
 
     `rows`: part, variant, impl, shape, median_ms, min_ms, max_ms, rounds.
     """
     rows = rows.assign(row=rows["part"] + " · " + rows["variant"])
     order = list(dict.fromkeys(rows.sort_values(["part", "variant"])["row"]))
-    y = alt.Y("row:N", title=None, sort=order, axis=alt.Axis(labelLimit=320))
-    offset = alt.YOffset("impl:N", sort=["manual", "fused"])
+    y = alt.Y("row:N", title=None, sort=order, axis=alt.Axis(labelLimit=200))
+    x = alt.X(
+        "median_ms:Q", title=two_lines(_("forward + backward, median (ms, log scale)")), scale=alt.Scale(type="log")
+    )
     tooltip = [
         alt.Tooltip("part:N", title=_("part")),
         alt.Tooltip("variant:N", title=_("variant")),
-        alt.Tooltip("impl:N", title=_("impl")),
+        alt.Tooltip("impl_name:N", title=_("impl")),
         alt.Tooltip("shape:N", title=_("shape")),
         alt.Tooltip("median_ms:Q", title=_("median (ms)"), format=".3f"),
         alt.Tooltip("min_ms:Q", title=_("fastest (ms)"), format=".3f"),
         alt.Tooltip("max_ms:Q", title=_("slowest (ms)"), format=".3f"),
         alt.Tooltip("rounds:Q", title=_("rounds")),
     ]
+    names = {impl: _(IMPL_NAMES[impl]) if impl in IMPL_NAMES else impl for impl in rows["impl"].unique()}
+    rows = rows.assign(impl_name=rows["impl"].map(names))
     color = alt.Color(
-        "impl:N",
+        "impl_name:N",
         title=None,
-        scale=fixed_scale(rows["impl"], IMPL_COLORS),
+        scale=fixed_scale(rows["impl_name"], {names.get(k, k): c for k, c in IMPL_COLORS.items()}),
         legend=alt.Legend(orient="top", direction="horizontal"),
-    )
-    bars = (
-        alt.Chart(rows)
-        .mark_bar()
-        .encode(
-            x=alt.X("median_ms:Q", title=_("forward + backward, median (ms)")),
-            y=y,
-            yOffset=offset,
-            color=color,
-            tooltip=tooltip,
-        )
     )
     spread = (
         alt.Chart(rows)
-        .mark_rule(color="#222222")
-        .encode(x="min_ms:Q", x2="max_ms:Q", y=y, yOffset=offset, tooltip=tooltip)
+        .mark_rule(strokeWidth=1.5)
+        .encode(x=alt.X("min_ms:Q"), x2="max_ms:Q", y=y, color=color, tooltip=tooltip)
     )
-    return (bars + spread).properties(height=alt.Step(height_per_bar))  # the step of the manual/fused offset
+    points = (
+        alt.Chart(rows)
+        .mark_point(filled=True, size=110, stroke="#222222", strokeWidth=0.8)
+        .encode(x=x, y=y, color=color, shape=alt.Shape("impl_name:N", legend=None), tooltip=tooltip)
+    )
+    # manual over fused, at the right end of each row timed both ways
+    wide = rows.pivot_table(index="row", columns="impl", values=["median_ms", "max_ms"], aggfunc="first")
+    layers = [spread, points]
+    if {"manual", "fused"} <= set(rows["impl"]):
+        ratios = pd.DataFrame(
+            {
+                "row": wide.index,
+                "ratio": wide[("median_ms", "manual")] / wide[("median_ms", "fused")],
+                "at": wide["max_ms"].max(axis=1),
+            }
+        ).dropna()
+        ratios["text"] = [_("{ratio}x by hand").format(ratio=f"{r:.1f}") for r in ratios["ratio"]]
+        layers.append(
+            alt.Chart(ratios)
+            .mark_text(align="left", dx=8, fontWeight="bold", color="#333333")
+            .encode(x=alt.X("at:Q"), y=y, text="text:N")
+        )
+    return alt.layer(*layers).properties(height=alt.Step(height_per_row))
+
+
+# the two ways a part is timed (the impl column), as the page names them
+IMPL_NAMES = {"manual": N_("manual"), "fused": N_("fused")}
+
+
+def break_delta_chart(deltas: pd.DataFrame, height_per_row: int = 40, colours: Colours = None) -> alt.LayerChart:
+    """Each experiment's best val minus its baseline's (a dot in its colour), with its 95% interval
+    as the black line (analysis.interval_rows: judged with the others shown), pale where the
+    interval holds zero, as the Ablations page draws its bars; the seeds' own differences as ticks.
+
+    `deltas`: experiment, baseline, delta, delta_low, delta_high, n_seeds, low, high, beyond.
+    """
+    verdicts = {True: _("beyond noise"), False: _("within noise")}
+    deltas = deltas.assign(
+        verdict=[verdicts[bool(b)] if b is not None and pd.notna(b) else _("not testable") for b in deltas["beyond"]],
+        beyond=[bool(b) if b is not None and pd.notna(b) else False for b in deltas["beyond"]],
+    )
+    order = list(deltas.sort_values("delta")["experiment"])
+    y = alt.Y("experiment:N", title=None, sort=order, axis=alt.Axis(labelLimit=200))
+    tooltip = [
+        alt.Tooltip("experiment:N", title=_("experiment")),
+        alt.Tooltip("baseline:N", title=_("baseline")),
+        alt.Tooltip("delta:Q", title=_("Δ best val (nats/char)"), format="+.4f"),
+        alt.Tooltip("low:Q", title=_("95% interval from"), format="+.4f"),
+        alt.Tooltip("high:Q", title=_("95% interval to"), format="+.4f"),
+        alt.Tooltip("verdict:N", title=_("beyond noise?")),
+        alt.Tooltip("delta_low:Q", title=_("seed min"), format="+.4f"),
+        alt.Tooltip("delta_high:Q", title=_("seed max"), format="+.4f"),
+        alt.Tooltip("n_seeds:Q", title=_("seeds")),
+    ]
+    color = alt.Color("experiment:N", scale=color_scale(deltas["experiment"], colours), legend=None)
+    x = alt.X("delta:Q", title=two_lines(_("Δ best val, experiment − baseline (nats/char; negative = lower loss)")))
+    zero = alt.Chart(pd.DataFrame({"x": [0.0]})).mark_rule(color="#555555").encode(x="x:Q")
+    intervals = (
+        alt.Chart(deltas.dropna(subset=["low", "high"]))
+        .mark_errorbar(ticks=True, color="#222222", thickness=1.5)
+        .encode(x=alt.X("low:Q", title=""), x2="high:Q", y=y, tooltip=tooltip)
+    )
+    seeds = (
+        alt.Chart(deltas)
+        .transform_fold(["delta_low", "delta_high"], as_=["end", "seed_delta"])
+        .mark_tick(thickness=2, size=12)
+        .encode(x=alt.X("seed_delta:Q", title=""), y=y, color=color, tooltip=tooltip)
+    )
+    dots = (
+        alt.Chart(deltas)
+        .mark_point(filled=True, size=150)
+        .encode(
+            x=x,
+            y=y,
+            color=color,
+            opacity=alt.condition("datum.beyond", alt.value(1.0), alt.value(0.4)),
+            tooltip=tooltip,
+        )
+    )
+    return alt.layer(zero, intervals, seeds, dots).properties(height=alt.Step(height_per_row))

@@ -20,7 +20,11 @@ if str(REPO_ROOT) not in sys.path:
 from anatomy.language import _  # noqa: E402
 from dashboard import language_choice, loaders  # noqa: E402
 
-st.set_page_config(page_title="llm-anatomy lab", page_icon=":material/biotech:", layout="wide")
+# an emoji, drawn by the browser itself: a :material/...: icon is fetched from fonts.gstatic.com
+st.set_page_config(page_title="llm-anatomy lab", page_icon="🔬", layout="wide")
+# A wide Markdown table (the report's size table on Studies) scrolls inside itself: left as it is,
+# at a phone's width (390 px) it would widen the whole page.
+st.html("<style>[data-testid='stMarkdownContainer'] table {display: block; overflow-x: auto; max-width: 100%;}</style>")
 
 with st.sidebar:  # first: every text below is in the language chosen here
     language_choice.choose()

@@ -54,6 +54,20 @@ def run_columns() -> dict:
     return columns
 
 
+def shown_after_edits(shown: list[str], listed: list[str], edited_rows: dict) -> list[str]:
+    """The runs drawn once a runs table's checkboxes were clicked: `listed` are the table's rows in
+    order, `edited_rows` Streamlit's record of the clicks ({row: {"show": bool}}). A run shown
+    keeps its place; one newly shown goes last."""
+    shown = list(shown)
+    for row, change in edited_rows.items():
+        label = listed[int(row)]
+        if change.get("show") and label not in shown:
+            shown.append(label)
+        elif change.get("show") is False and label in shown:
+            shown.remove(label)
+    return shown
+
+
 def run_table(runs: pd.DataFrame, columns: list[str]) -> None:
     """These columns of the runs, one row per run, formatted alike on every page."""
     table = runs.assign(step_time_ms=runs["step_time_s"] * 1000)[columns]

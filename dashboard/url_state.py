@@ -23,7 +23,7 @@ from typing import Any, Callable, Sequence
 
 import streamlit as st
 
-from anatomy.language import _
+from anatomy.language import _, join_list
 from dashboard.tables import markdown_literal
 
 Parse = Callable[[str], Any]  # the text of a parameter -> a value; raises ValueError for a bad one
@@ -93,11 +93,25 @@ def first_value(param: str, default: Any, options: Sequence | None, parse: Parse
     return (values[-1] if values else default), dropped  # as st.query_params[param] reads it: the last
 
 
+SHOWN_DROPPED = 3  # a link can hold any number of values, each of any length: a few, cut short
+SHOWN_CHARACTERS = 60
+
+
+def cut_short(text: str, limit: int = SHOWN_CHARACTERS) -> str:
+    """`text`, or its first characters and "…" where it is longer than `limit`."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def say_dropped(param: str, dropped: list[str]) -> None:
-    """One line naming what the link asked for that this page cannot show."""
+    """One line naming what the link asked for that this page cannot show: each value as text,
+    never as markup (a link is anyone's to write), the first few, each cut short."""
+    values = [markdown_literal(cut_short(text)) for text in dropped[:SHOWN_DROPPED]]
+    if len(dropped) > SHOWN_DROPPED:
+        # TRANSLATORS: the last item of a list of values: how many more there are, not named
+        values.append(_("{count} more").format(count=len(dropped) - SHOWN_DROPPED))
     st.caption(
         _("Left out from the link: {param} {values}, not among the choices here.").format(
-            param=param, values=", ".join(markdown_literal(text) for text in dropped)
+            param=param, values=join_list(values)
         ),
         help=_("The link was made on another database, or by hand. The rest of it is restored."),
     )

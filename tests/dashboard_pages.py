@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -20,6 +21,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:  # the dashboard is an app folder, not an installed package
     sys.path.insert(0, str(REPO_ROOT))
 from dashboard import loaders  # noqa: E402
+from anatomy.results.collect import collect  # noqa: E402
+from run_folders import LLAMA_PARTS, write_run_folder, write_scale_runs  # noqa: E402
 
 APP = REPO_ROOT / "dashboard" / "streamlit_app.py"
 # every page, by its file in dashboard/views/
@@ -95,3 +98,28 @@ def english_left(app: AppTest, data: list[str]) -> list[str]:
         if ENGLISH_WORDS.search(prose) and not any(line.strip() in stored for stored in data):
             left.append(line)
     return left
+
+
+def curve_labels(app: AppTest) -> set[str]:
+    """The runs the Curves page draws in its loss chart (its first): each run's own line, or the
+    runs each experiment's line is the mean of."""
+    chart = chart_tables(app)[0]
+    if "label" in chart:
+        return set(chart["label"].dropna())
+    return {label for labels in chart["run_labels"].dropna() for label in labels.split("; ")}
+
+
+@pytest.fixture(scope="session")
+def grid_and_studies_db(dashboard_db, tmp_path_factory) -> Path:
+    """The tiny grid's runs and exams, with a scale study at two sizes and a bf16 pair beside them."""
+    root = tmp_path_factory.mktemp("grid_and_studies")
+    shutil.copytree(dashboard_db.parent / "runs", root / "runs")
+    shutil.copytree(dashboard_db.parent / "exams", root / "exams")
+    write_scale_runs(root / "runs", {"s": (2.0, 2.0), "l": (1.8, 1.5)})
+    for seed in (42, 7):
+        bf16 = dict(group="precision", train={"precision": "bf16"})
+        write_run_folder(root / "runs", "vanilla_bf16", seed, preset="vanilla", floor=2.3, **bf16)
+        write_run_folder(root / "runs", "llama_bf16", seed, preset="llama", model=LLAMA_PARTS, floor=2.1, **bf16)
+    db = root / "anatomy.duckdb"
+    collect(root / "runs", db, exams_root=root / "exams", experiments_path=dashboard_db.parent / "experiments.json")
+    return db

@@ -40,7 +40,16 @@ from run_folders import (
     write_scale_runs,
 )
 
-from dashboard_pages import APP, PAGES, chart_specs, chart_tables, no_reference, open_page, texts  # noqa: F401 (no_reference: a fixture)
+from dashboard_pages import (  # noqa: F401 (no_reference: a fixture)
+    APP,
+    PAGES,
+    chart_specs,
+    chart_tables,
+    curve_labels,
+    no_reference,
+    open_page,
+    texts,
+)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:  # the dashboard is an app folder, not an installed package
@@ -116,18 +125,33 @@ def test_overview_shows_the_headline_runs(dashboard_db, monkeypatch):
 def test_curves_follow_the_controls(dashboard_db, monkeypatch):
     app = open_page(dashboard_db, "curves", monkeypatch)
     headline = labels_of(dashboard_db, "\"group\" = 'headline'")
-    (chart,) = chart_tables(app)
-    assert set(chart["label"]) == headline and set(chart["split"]) == {"train", "val"}
+    # grouped: one line per experiment and split, the mean over its seeds, with the seeds' range
+    chart = chart_tables(app)[0]
+    assert curve_labels(app) == headline and set(chart["split"]) == {"train", "val"}
+    val = dict(
+        db_rows(
+            dashboard_db,
+            "SELECT step, avg(val_loss) FROM metrics JOIN runs USING (run_id) WHERE experiment = 'llama' GROUP BY step",
+        )
+    )
+    llama = chart[(chart["experiment"] == "llama") & (chart["split"] == "val")].set_index("step")
+    assert llama["mean"].to_dict() == pytest.approx(val)
+    assert (llama["low"] <= llama["mean"]).all() and (llama["mean"] <= llama["high"]).all()
+    # each run on demand: its own thin line beside the means, every evaluation, train and val
+    app.toggle(key="curves_each").set_value(True).run()
+    runs_layer = chart_tables(app)[0].dropna(subset=["label"])
     n_rows = db_rows(dashboard_db, "SELECT count(*) FROM metrics JOIN runs USING (run_id) WHERE \"group\" = 'headline'")
-    assert len(chart) == 2 * n_rows[0][0]  # every evaluation, train and val
+    assert set(runs_layer["label"]) == headline and len(runs_layer) == 2 * n_rows[0][0]
+    # zoom and pan: the scales are bound to an interval selection
+    assert any(param.get("bind") == "scales" for param in chart_specs(app)[0].get("params", []))
 
+    app.toggle(key="curves_grouped").set_value(False).run()
     app.multiselect(key="curves_experiments").set_value(["mqa"]).run()
     app.segmented_control(key="curves_x").set_value("wall-clock").run()
     app.toggle(key="curves_log").set_value(True).run()
     app.slider(key="curves_smoothing").set_value(0.8).run()
     assert not app.exception
-    (spec,) = chart_specs(app)
-    (chart,) = chart_tables(app)
+    spec, chart = chart_specs(app)[0], chart_tables(app)[0]
     assert set(chart["label"]) == {"mqa · seed 42"}
     assert spec["encoding"]["x"]["field"] == "elapsed_s"
     assert spec["encoding"]["y"]["scale"]["type"] == "log"
@@ -266,8 +290,11 @@ def test_views_survive_non_finite_losses_and_a_running_grid(fixture_grid_db, pag
         assert app.get("vega_lite_chart") or app.text
     if page == "breaks":
         assert len(app.error) == 2  # both seeds of the post-norm run diverged
-    # every legend under its plot: beside it, at a phone's width, it squeezes the plot to a sliver
-    assert all(spec["config"]["legend"] == {"orient": "bottom", "columns": 2} for spec in chart_specs(app))
+    # every legend under its plot, one entry a line: beside it, at a phone's width, it squeezes the
+    # plot to a sliver; and the plot keeps its own height, the legend added below it
+    for spec in chart_specs(app):
+        assert spec["config"]["legend"]["orient"] == "bottom" and spec["config"]["legend"]["columns"] == 1
+        assert spec["autosize"] == {"type": "fit-x", "contains": "padding"}
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -881,18 +908,22 @@ def test_each_page_opens_with_the_reports_verdict(dashboard_db, monkeypatch, pag
 
 
 def test_a_run_keeps_its_colour_whatever_else_is_shown():
-    """Colours follow the name, not the selection's order: a run is the same colour on every page."""
-    from anatomy.report.charts import PINNED, color_scale
+    """Colours follow the experiment, not the selection's order: a run is the same colour on every
+    page (tests/test_dashboard_colours.py opens them all)."""
+    from anatomy.report import colours as palette
+    from anatomy.report.charts import color_scale
 
-    def colours(names):
-        scale = color_scale(names)
+    def colours(names, known=None):
+        scale = color_scale(names, known)
         return dict(zip(scale.domain, scale.range))
 
     many = colours(["vanilla", "mqa", "rope_k_unrotated", "llama", "deep_post_nowarmup"])
     assert colours(["rope_k_unrotated"])["rope_k_unrotated"] == many["rope_k_unrotated"]
     assert colours(["deep_post_nowarmup", "mqa"]) == {k: many[k] for k in ("deep_post_nowarmup", "mqa")}
-    assert (many["vanilla"], many["llama"]) == (PINNED["vanilla"], PINNED["llama"])  # the two models' roles
+    assert (many["vanilla"], many["llama"]) == (palette.VANILLA, palette.LLAMA)  # the two models' roles
     assert len(set(many.values())) == len(many)  # never two names of one chart in one colour
+    known = {"mqa": palette.BREAKS["mqa"]}  # the database's colours (palette.experiment_colours) first
+    assert colours(["mqa", "vanilla"], known)["mqa"] == palette.BREAKS["mqa"]
 
 
 def test_the_samples_legend_tells_solid_from_dashed():
@@ -909,8 +940,11 @@ def test_the_samples_legend_tells_solid_from_dashed():
             "val_copied_fraction": [0.0, 0.0],
         }
     )
-    legend = memorisation_chart(measured).to_dict()["encoding"]["strokeDash"]["legend"]
-    assert legend["symbolType"] == "stroke"
+    lines, points = memorisation_chart(measured).to_dict()["layer"]
+    legend = lines["encoding"]["strokeDash"]["legend"]
+    # line pieces with a stroke of their own; the points a layer apart, which would blank them
+    assert legend["symbolType"] == "stroke" and legend["symbolStrokeColor"]
+    assert lines["mark"].get("point") is None and points["mark"]["type"] == "point"
 
 
 def test_the_break_run_table_shows_its_numbers_before_the_description(fixture_grid_db, monkeypatch):

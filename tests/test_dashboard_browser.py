@@ -5,7 +5,7 @@ DevTools protocol (with the `websockets` package Streamlit already depends on), 
 every page has drawn its Vega charts and shows no exception box, and saves a screenshot of
 each page to $ANATOMY_SCREENSHOT_DIR (a CI artifact) or the test's temporary folder.
 
-For the README's screenshots, point it at a real grid's database instead of the tiny one:
+For the screenshots in docs/dashboard.md, point it at a real grid's database instead of the tiny one:
     ANATOMY_BROWSER_DB=results/anatomy.duckdb ANATOMY_SCREENSHOT_DIR=docs/screenshots \
         python -m pytest tests/test_dashboard_browser.py
 """
@@ -28,19 +28,22 @@ from pathlib import Path
 
 import pytest
 
+from dashboard_pages import grid_and_studies_db  # noqa: F401 (a fixture)
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-# url path of each view -> how many charts it draws on the fixture database
+# url path of each view -> how many charts it draws on the fixture database (the tiny grid and,
+# beside it, a scale study and a bf16 pair: tests/dashboard_pages.py's grid_and_studies_db)
 PAGES = {
     "": 1,
     "progress": 0,  # nothing of the fixture grid is training: the page says so
     "listen": 0,
-    "curves": 1,
+    "curves": 2,  # the loss, and the learning rate beside it (the tiny runs log gradient norms too)
     "overfitting": 4,
     "ablations": 1,
     "breaks": 3,
-    "exams": 7,
-    "studies": 0,  # the fixture grid has no study runs: the page says how to train them
+    "exams": 7,  # the KV cache's bars among them: the widest chart at a phone's width
+    "studies": 2,  # best val by size, and the curves of one size; its wide Markdown tables too
     "samples": 0,
 }
 # the Listen page writes its text once its Generate button is pressed
@@ -135,12 +138,15 @@ class DevTools:
     def __init__(self, socket):
         self.socket = socket
         self.ids = itertools.count(1)
+        self.requested: list[str] = []  # every address the page asked for (Network.enable)
 
     def call(self, method: str, **params):
         call_id = next(self.ids)
         self.socket.send(json.dumps({"id": call_id, "method": method, "params": params}))
         while True:
             message = json.loads(self.socket.recv(timeout=60))
+            if message.get("method") == "Network.requestWillBeSent":
+                self.requested.append(message["params"]["request"]["url"])
             if message.get("id") == call_id:
                 if "error" in message:
                     raise AssertionError(f"{method}: {message['error']}")
@@ -189,6 +195,7 @@ def chromium(profile: Path):
         with connect(targets[0]["webSocketDebuggerUrl"], max_size=64 * 2**20, open_timeout=20) as socket:
             devtools = DevTools(socket)
             devtools.call("Page.enable")
+            devtools.call("Network.enable")
             devtools.call(
                 "Emulation.setDeviceMetricsOverride",
                 width=WINDOW[0],
@@ -230,9 +237,21 @@ def headline_names(db: Path) -> tuple[list[str], list[str]]:
 
 @pytest.fixture
 def browser_db(request) -> Path:
-    """$ANATOMY_BROWSER_DB (a full or quick grid's database, relative to the repository root), else the tiny real grid."""
+    """$ANATOMY_BROWSER_DB (a full or quick grid's database, relative to the repository root), else
+    the tiny real grid with two studies beside it."""
     chosen = os.environ.get("ANATOMY_BROWSER_DB")
-    return Path(chosen) if chosen else request.getfixturevalue("dashboard_db")
+    return Path(chosen) if chosen else request.getfixturevalue("grid_and_studies_db")
+
+
+def study_labels(db: Path) -> list[str]:
+    """The runs of the studies, as the pages would name them: the grid's pages never show them."""
+    import duckdb
+
+    with duckdb.connect(str(db), read_only=True) as con:
+        rows = con.execute(
+            """SELECT experiment, seed FROM runs WHERE "group" IN ('precision', 'scale', 'lr')"""
+        ).fetchall()
+    return [f"{e} · seed {s}" for e, s in rows]
 
 
 def sample_characters() -> str:
@@ -270,12 +289,18 @@ def set_width(browser: DevTools, width: int) -> None:
 
 # the page wider than the window: something is cut off or needs a sideways scroll
 OVERFLOW = """(() => document.documentElement.scrollWidth - window.innerWidth)()"""
+# each chart, and each word a chart writes (a legend's entry, an axis title), that runs past the
+# window's edge, where it is cut off: the text and by how many pixels
+CHARTS_CUT = """(() => [...document.querySelectorAll('.vega-embed canvas, .vega-embed svg.marks, .vega-embed svg text')]
+  .map((drawn) => [drawn.textContent || drawn.tagName, Math.round(drawn.getBoundingClientRect().right - window.innerWidth)])
+  .filter(([_text, past]) => past > 1))()"""
 
 
 def test_every_page_draws_its_charts_in_chromium(browser_db, screenshot_dir, tmp_path):
     db = browser_db
     experiments, labels = headline_names(db)
     assert experiments, "the fixture database has no headline runs"
+    studies = study_labels(db)
     # text each page must show (charts and tables draw on canvas, so this is the page's own text)
     # (the Listen page's own heading too: its button is pressed only once that page has replaced the last one)
     expected = {
@@ -338,6 +363,13 @@ def test_every_page_draws_its_charts_in_chromium(browser_db, screenshot_dir, tmp
                     assert HAN.search(last["title"]), f"{where}: its title {last['title']!r} is not in Chinese"
                 overflow = browser.evaluate(OVERFLOW)
                 assert overflow <= 1, f"{where} is {overflow} px wider than the window: cut off (see {target})"
+                cut = browser.evaluate(CHARTS_CUT)
+                assert not cut, f"{where}: charts run {cut} px past the window's edge (see {target})"
+                if page in ("curves", "overfitting", "exams", "breaks"):  # the grid's pages show the grid
+                    shown = [label for label in studies if label in last["text"]]
+                    assert not shown, f"{where} offers the studies' runs {shown[:3]}: they have their own page"
+                if page == "exams" and language == "en":  # counted among the grid's runs, not the studies'
+                    assert re.search(r"\d+ of the grid's \d+ runs examined", last["text"]), f"{where}: no count"
 
         # every character the shipped samples hold has a glyph (the check itself must see a box)
         chars = sample_characters()
@@ -350,6 +382,10 @@ def test_every_page_draws_its_charts_in_chromium(browser_db, screenshot_dir, tmp
         assert boxed == [NO_FONT_HAS], (
             f"drawn as boxes: {''.join(c for c in boxed if c != NO_FONT_HAS)!r} (data/build_font.py)"
         )
+        # offline means offline: every address the pages asked for is the dashboard's own (no web font,
+        # no icon, no usage statistics fetched from elsewhere)
+        away = sorted({address for address in browser.requested if not address.startswith((url, "data:", "blob:"))})
+        assert not away, f"the pages fetched from elsewhere: {away[:5]}"
     problems = [
         line
         for line in log.read_text(encoding="utf-8").splitlines()

@@ -33,7 +33,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:  # the dashboard is an app folder, not an installed package
     sys.path.insert(0, str(REPO_ROOT))
 from anatomy.results.collect import SCHEMA_PATH, model_columns  # noqa: E402
+from anatomy.report import colours as palette  # noqa: E402
 from anatomy.report import exam_findings as findings  # noqa: E402
+from anatomy.report.wording import wiring  # noqa: E402
 from anatomy.results.reader import load  # noqa: E402
 from dashboard import charts, loaders  # noqa: E402
 from run_folders import LLAMA_PARTS  # noqa: E402
@@ -211,7 +213,10 @@ def test_each_exam_says_what_its_rows_show(exam_db, monkeypatch):
     assert table.loc["vanilla · seed 42", "far_loss"] == "cannot read"
     assert table.loc["vanilla · seed 42", "far_over_within"] == "–"
     assert table.loc["llama · seed 42", "far_loss"] == "2.6000"
-    assert "5 of 7 runs examined; not yet: deep_post_nowarmup · seed 42, llama_minus_gqa · seed 42." in prose
+    # counted among the grid's runs (a study's have their own page)
+    assert (
+        "5 of the grid's 7 runs examined; not yet: deep_post_nowarmup · seed 42 and llama_minus_gqa · seed 42." in prose
+    )
     assert f"mqa · seed 42: no window could be read ({TOO_SHORT})." in prose
 
     # GQA: bytes per token = 2 x 4 layers x KV heads x 32 x 4 bytes; the cache at 2,048 characters
@@ -256,17 +261,14 @@ def test_each_exam_says_what_its_rows_show(exam_db, monkeypatch):
     assert length[length["experiment"] == "vanilla"]["bucket_start"].max() == 32  # its line stops at ctx_len
     assert length[length["experiment"] == "rope_k_unrotated"]["bucket_start"].max() == 128  # the 512 window
     stability = tables[3]
-    cell = stability[(stability["norm_pos"] == "post") & (stability["lr"] == 3e-3)].iloc[0]
+    cell = stability[(stability["norm_pos"] == wiring("post")) & (stability["lr"] == 3e-3)].iloc[0]  # in words
     assert (cell["state"], cell["text"]) == ("diverged", "diverged @ 57")
     assert set(stability[stability["state"] == "did not learn"]["text"]) == {"best val 3.900"}
     heat = tables[4]
     assert len(heat) == 12 * 5 and heat["layer"].max() == 11
-    # the ratio is compared among the 12-layer runs; the 4-layer grid run is not drawn unless chosen
-    assert set(tables[5]["label"]) == {
-        "deep_post_nowarmup · seed 42",
-        "depth map: post-norm, lr 0.003",
-        "depth map: pre-norm, lr 0.001",
-    }
+    # the ratio is compared among the grid's 12-layer runs (and the chosen run): neither the 4-layer
+    # grid run nor a cell of the map is drawn unless chosen
+    assert set(tables[5]["label"].dropna()) == {"deep_post_nowarmup · seed 42"}
 
 
 def test_choosing_a_depth_map_cell_shows_its_gradients(exam_db, monkeypatch):
@@ -283,7 +285,8 @@ def test_choosing_a_depth_map_cell_shows_its_gradients(exam_db, monkeypatch):
     prose = texts(app)
     assert "In depth map: post-norm, lr 0.003 the first block's gradient norm" in prose
     assert "at step 3." in prose and "Its gradients are NaN/inf from step 4." in prose
-    heat = chart_tables(app)[4]
+    heat, spread = chart_tables(app)[4:6]
+    assert "depth map: post-norm, lr 0.003" in set(spread["label"])  # the chosen cell joins the ratios
     assert set(heat.loc[heat["step"] >= 4, "note"]) == {"NaN / inf"}
     assert set(heat.loc[heat["step"] < 4, "note"].dropna()) <= {""}
     # a shallow grid run, once chosen, joins the deep ones in the ratio chart
@@ -348,12 +351,12 @@ def test_a_grid_examined_in_part(tmp_path, monkeypatch):
     assert "RoPE, mini-LLaMA: 2.600 at positions 512-1023 of 1,024-character windows vs 2.250" in prose
     assert "cannot read past" not in prose  # no row says the learned table stops: none was asked for
     assert "vanilla (learned positions) has no rows past its training length (128)" in prose
-    assert "5 of 7 runs examined" not in prose and "2 of 7 runs examined" in prose
+    assert "5 of the grid's 7 runs examined" not in prose and "2 of the grid's 7 runs examined" in prose
     assert "Cache bytes per token, measured: MHA not measured yet, GQA (2 KV heads) 2,048" in prose
-    assert "Not measured yet: MHA, MQA" in prose
+    assert "Not measured yet: MHA and MQA" in prose
     assert "No generation timings" in prose
     assert "post-norm trains up to lr **0.0003** (fails from 0.001), pre-norm: no cell yet." in prose
-    assert "Not in the map yet: pre-norm at lr 0.0003, pre-norm at lr 0.001" in prose
+    assert "Not in the map yet: pre-norm at lr 0.0003 and pre-norm at lr 0.001" in prose
     assert "No gradient norms" in prose
     assert "No part is timed both ways" in prose and "Timed one way only: norm · rmsnorm (manual only)" in prose
 
@@ -392,7 +395,7 @@ def test_position_and_attention_kinds_are_named_once_in_sql(tmp_path):
     assert list(kinds) == ["MHA", "GQA", "MQA"]
 
 
-def test_length_chart_colours_by_positions_and_marks_the_training_length():
+def test_length_chart_colours_each_featured_experiment_as_everywhere_and_marks_the_training_length():
     curves = pd.DataFrame(
         {
             "experiment": ["llama", "llama", "vanilla", "vanilla", "rope_k_adjacent"],
@@ -405,16 +408,18 @@ def test_length_chart_colours_by_positions_and_marks_the_training_length():
             "runs": [2, 2, 1, 1, 1],
         }
     )
-    spec = charts.length_chart(curves, ctx_len=128).to_dict()
+    colours = {"llama": "#f58518", "vanilla": "#4c78a8", "rope_k_adjacent": "#ff9d98"}
+    spec = charts.length_chart(curves, ctx_len=128, colours=colours).to_dict()
     lines, rule, _ = spec["layer"]
     encoding = lines["encoding"]
     assert encoding["x"]["field"] == "position" and encoding["y"]["field"] == "loss"
-    assert encoding["color"]["field"] == "positions" and encoding["detail"]["field"] == "experiment"
+    assert encoding["color"]["field"] == "line" and encoding["detail"]["field"] == "experiment"
     scale = dict(zip(encoding["color"]["scale"]["domain"], encoding["color"]["scale"]["range"]))
+    # each featured experiment in its own colour, named with how it knows positions; the rest grey
     assert scale == {
-        "RoPE": charts.PINNED["llama"],
-        "learned positions": charts.PINNED["vanilla"],
-        "RoPE broken: k adjacent": charts.POSITION_COLORS["RoPE broken: k adjacent"],
+        "llama (RoPE)": colours["llama"],
+        "vanilla (learned positions)": colours["vanilla"],
+        "other experiments": palette.NEUTRAL_LIGHT,
     }
     assert encoding["strokeWidth"]["condition"]["test"] == "datum.featured"
     assert len(spec["datasets"][lines["data"]["name"]]) == 4  # the impossible bucket is not drawn
@@ -436,14 +441,17 @@ def test_stability_map_and_wall_clock_encodings():
     assert (rects["encoding"]["x"]["field"], rects["encoding"]["y"]["field"]) == ("lr_label", "norm_pos")
     colors = dict(zip(rects["encoding"]["color"]["scale"]["domain"], rects["encoding"]["color"]["scale"]["range"]))
     assert colors == {"trained": charts.DEPTH_STATES["trained"], "diverged": charts.DIVERGED_RED}
-    assert labels["encoding"]["text"]["field"] == "text"
+    assert labels["encoding"]["text"]["field"] == "two_lines"  # the text, its number on a line of its own
 
     rows = pd.DataFrame(
         [wall_clock_row("norm", "rmsnorm", "manual", 1.5), wall_clock_row("norm", "rmsnorm", "fused", 0.5)]
     )
-    bars, spread = charts.wall_clock_chart(rows).to_dict()["layer"]
-    assert bars["encoding"]["x"]["field"] == "median_ms" and bars["encoding"]["yOffset"]["field"] == "impl"
+    spread, points, ratios = charts.wall_clock_chart(rows).to_dict()["layer"]
+    # a log axis: a part 3x slower by hand lies as far right of its fused twin as any other 3x
+    assert points["encoding"]["x"]["field"] == "median_ms" and points["encoding"]["x"]["scale"]["type"] == "log"
     assert (spread["encoding"]["x"]["field"], spread["encoding"]["x2"]["field"]) == ("min_ms", "max_ms")
+    spec = charts.wall_clock_chart(rows).to_dict()
+    assert [row["text"] for row in spec["datasets"][spec["layer"][2]["data"]["name"]]] == ["3.0x by hand"]
 
 
 def test_grad_norm_heatmap_cells_reach_the_next_logged_step():

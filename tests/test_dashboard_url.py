@@ -13,10 +13,15 @@ from streamlit.testing.v1 import AppTest
 
 from anatomy.results.collect import collect
 from dashboard.tables import markdown_literal, markdown_name
-from dashboard_pages import APP, chart_specs, chart_tables, no_reference, open_page  # noqa: F401 (a fixture)
+from dashboard_pages import APP, chart_specs, chart_tables, curve_labels, no_reference, open_page  # noqa: F401 (a fixture)
 from run_folders import write_fixture_grid
 
 LLAMA_42, VANILLA_42 = "llama · seed 42", "vanilla · seed 42"
+
+
+def db_rows(db, sql: str) -> list[tuple]:
+    with duckdb.connect(str(db), read_only=True) as con:
+        return con.execute(sql).fetchall()
 
 
 def open_link(db, page: str, params: dict, monkeypatch) -> AppTest:
@@ -32,8 +37,13 @@ def open_link(db, page: str, params: dict, monkeypatch) -> AppTest:
 
 
 def labels_drawn(app: AppTest) -> set[str]:
-    (chart,) = chart_tables(app)
-    return set(chart["label"])
+    return curve_labels(app)
+
+
+def mean_lines(spec: dict) -> dict:
+    """The layer of the Curves chart that draws each experiment's mean."""
+    (layer,) = [layer for layer in spec["layer"] if layer["encoding"]["y"]["field"] == "mean"]
+    return layer
 
 
 def captions(app: AppTest) -> list[str]:
@@ -58,10 +68,14 @@ def test_a_link_restores_runs_splits_axis_smoothing_and_scale(fixture_grid_db, m
     assert app.slider(key="curves_smoothing").value == 0.5
     assert app.toggle(key="curves_log").value is True
     # ... and the chart follows them
-    (spec,) = chart_specs(app)
-    (chart,) = chart_tables(app)
-    assert set(chart["label"]) == {LLAMA_42} and set(chart["split"]) == {"val"}
-    assert spec["encoding"]["x"]["field"] == "elapsed_s" and spec["encoding"]["y"]["scale"]["type"] == "log"
+    spec, chart = chart_specs(app)[0], chart_tables(app)[0]
+    assert labels_drawn(app) == {LLAMA_42} and set(chart["split"].dropna()) == {"val"}
+    means = mean_lines(spec)
+    assert means["encoding"]["y"]["scale"]["type"] == "log"
+    # one run: the mean is the run itself, drawn at the wall-clock of each evaluation
+    metrics = db_rows(fixture_grid_db, "SELECT step, elapsed_s FROM metrics WHERE run_id = 'llama/seed42'")
+    drawn = chart.dropna(subset=["mean"]).set_index("step")["x"]
+    assert drawn.to_dict() == pytest.approx({step: elapsed for step, elapsed in metrics if step in drawn.index})
     assert not left_out(app)
 
 
@@ -349,3 +363,44 @@ def test_names_from_the_database_are_shown_as_text(tmp_path, monkeypatch):
     app.multiselect(key="curves_experiments").set_value([HOSTILE_LINES]).run()
     (running_line,) = [i.value for i in app.info if "still running" in i.value]
     shows_as_text(running_line, hostile_lines)
+
+
+def test_a_link_value_of_any_length_is_named_short(fixture_grid_db, monkeypatch):
+    """A link is anyone's to write: a 60,000-character value, or hundreds of them, is named in a few
+    characters, as text, never echoed whole (Streamlit itself reads no more than 1,000 parameters)."""
+    long_value = "x" * 60_000
+    many = [f"ghost {i}" for i in range(500)]
+    app = open_link(fixture_grid_db, "curves", {"run": [LLAMA_42, long_value, *many]}, monkeypatch)
+    (line,) = left_out(app)
+    assert len(line) < 400 and "x" * 100 not in line
+    assert "x" * 59 + "…" in [piece.content for piece in inline_tokens(line) if piece.type == "code_inline"]
+    assert "`ghost 1`" in line and "ghost 499" not in line and "and 498 more" in line  # 501 dropped, 3 named
+    assert not {"link_open", "image", "html_inline"} & {piece.type for piece in inline_tokens(line)}
+
+
+def test_the_dashboard_gathers_no_usage_statistics():
+    """Offline means offline: Streamlit is told not to report to its servers (the browser test
+    checks that no page fetches anything from elsewhere, a web font or an icon)."""
+    import tomllib
+
+    settings = tomllib.loads((APP.parent.parent / ".streamlit" / "config.toml").read_text(encoding="utf-8"))
+    assert settings["browser"]["gatherUsageStats"] is False
+
+
+def test_the_runs_table_shows_and_hides_runs():
+    """The Curves page's runs table: a click on a run's checkbox draws it or takes it away; a run
+    shown keeps its place, a run newly shown goes last."""
+    from dashboard.tables import shown_after_edits
+
+    listed = ["a · seed 1", "a · seed 2", "b · seed 1"]
+    assert shown_after_edits(["a · seed 1", "b · seed 1"], listed, {0: {"show": False}}) == ["b · seed 1"]
+    assert shown_after_edits(["b · seed 1"], listed, {"1": {"show": True}}) == ["b · seed 1", "a · seed 2"]
+    assert shown_after_edits(["a · seed 1"], listed, {0: {"show": True}, 2: {}}) == ["a · seed 1"]
+
+
+def test_the_runs_table_lists_every_run_with_its_checkbox(fixture_grid_db, monkeypatch):
+    app = open_page(fixture_grid_db, "curves", monkeypatch)
+    chosen = app.multiselect(key="curves_runs").value
+    (table,) = [frame for frame in app.dataframe if "show" in frame.value]
+    assert set(table.value.loc[table.value["show"], "label"]) == set(chosen)
+    assert list(table.value.columns[:2]) == ["show", "label"] and "best_val_loss" in table.value

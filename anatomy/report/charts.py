@@ -9,53 +9,73 @@ report imports this module only when it draws figures, so its text needs no Alta
 
 from __future__ import annotations
 
-import zlib
+from collections.abc import Mapping
 
 import altair as alt
 import pandas as pd
 
-from anatomy.language import N_, _
+from anatomy.language import N_, _, pgettext
+from anatomy.report import colours as palette
 from anatomy.report.chart_data import direction_words
+from anatomy.report.wording import wiring
 
-# colours: the two headline models keep theirs on every page
-PALETTE = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#ff9da6", "#9d755d", "#bab0ac", "#eeca3b"]
-PINNED = {"vanilla": "#4c78a8", "llama": "#f58518"}
-DIVERGED_RED = "#d62728"
-TURN_RED = "#e45756"
-
-
-def stable_color(name: str, taken: set[str]) -> str:
-    """A name's own colour, the same on every page and in every selection: picked by a hash of
-    the name (crc32, stable across runs of Python), the next free one only where two names of one
-    chart would share it."""
-    spare = [c for c in PALETTE if c not in PINNED.values()]
-    start = zlib.crc32(name.encode("utf-8")) % len(spare)
-    for step in range(len(spare)):
-        color = spare[(start + step) % len(spare)]
-        if color not in taken:
-            return color
-    return spare[start]  # more names than colours: repeat, as any palette must
+# what is not a run, in colours no run has (anatomy/report/colours.py owns every colour)
+DIVERGED_RED = palette.DIVERGED_RED
+TURN_RED = palette.TURN_RED
+Colours = Mapping[str, str] | None  # experiment -> colour (colours.experiment_colours); None: by name
 
 
-def color_scale(names) -> alt.Scale:
-    """A fixed colour per name: vanilla blue and llama orange (the two models' roles), any other
-    name its own (`stable_color`), so a run keeps its colour when the selection changes."""
-    names = list(dict.fromkeys(names))
-    colors, taken = {}, set()
-    for name in [n for n in names if n in PINNED] + sorted(n for n in names if n not in PINNED):
-        colors[name] = PINNED.get(name) or stable_color(name, taken)
-        taken.add(colors[name])
-    return alt.Scale(domain=names, range=[colors[name] for name in names])
+def color_scale(names, colours: Colours = None) -> alt.Scale:
+    """Each experiment in its own colour (anatomy/report/colours.py): the same on every page and in
+    every selection. `colours` is colours.experiment_colours of the database's runs."""
+    chosen = palette.named_colours(names, colours)
+    return alt.Scale(domain=list(chosen), range=list(chosen.values()))
 
 
-def run_colors(labels, experiments) -> alt.Scale:
-    """Runs take their experiment's colour when one seed per experiment is shown, else their own."""
-    pairs = list(dict.fromkeys(zip(labels, experiments)))
-    if len({exp for _label, exp in pairs}) == len(pairs):
-        experiment_scale = color_scale([exp for _label, exp in pairs])
-        lookup = dict(zip(experiment_scale.domain, experiment_scale.range))
-        return alt.Scale(domain=[lab for lab, _exp in pairs], range=[lookup[exp] for _label, exp in pairs])
-    return color_scale([lab for lab, _ in pairs])
+SPLIT_WORDS = {"val": N_("val"), "train": N_("train")}  # shown with _()
+
+
+def vega_text(text: str) -> str:
+    """`text` as a string in a Vega expression."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def split_words(value: str) -> str:
+    """A Vega expression: the split `value` (an expression, e.g. "datum.split") in the reader's words."""
+    words = " : ".join(
+        f"{value} == {vega_text(split)} ? {vega_text(_(SPLIT_WORDS[split]))}" for split in palette.SPLITS
+    )
+    return f"{words} : {value}"
+
+
+def split_dash(splits, title: str | None = "", colour: str = "#555555", **legend) -> alt.StrokeDash:
+    """Val solid, train dashed: a split is told apart by its dash, never by a colour. The legend
+    draws each dash as a line piece in `colour`; `title` "" is "split", in the reader's words."""
+    shown = [split for split in palette.SPLITS if split in set(splits)]
+    return alt.StrokeDash(
+        "split:N",
+        title=_("split") if title == "" else title,
+        scale=alt.Scale(domain=shown, range=[palette.SPLIT_DASH[split] for split in shown]),
+        legend=alt.Legend(
+            symbolType="stroke",
+            symbolStrokeWidth=2,
+            symbolSize=400,
+            symbolStrokeColor=colour,
+            labelExpr=split_words("datum.label"),  # the split's name in the reader's words
+            **legend,
+        ),
+    )
+
+
+def two_lines(title: str, at: int = 40) -> str | list[str]:
+    """A long axis title as two lines, broken before its parenthesis (a phone's plot is 350 px
+    wide, and Vega cuts a title that runs past it); a short one as it is."""
+    wide = sum(2 if ord(c) > 0x2E80 else 1 for c in title)  # a Chinese character is two columns wide
+    for opening in ("（", " ("):
+        if wide > at and opening in title:
+            first, rest = title.split(opening, 1)
+            return [first, opening.strip() + rest]
+    return title
 
 
 def y_loss(field: str = "loss", log: bool = False, title: str | None = None, padding: int = 0) -> alt.Y:
@@ -74,40 +94,37 @@ X_TITLES = {"step": N_("training step"), "elapsed_s": N_("wall-clock (s)")}  # s
 
 
 def loss_curves(
-    long: pd.DataFrame, x: str = "step", log: bool = False, height: int = 420, by: str = "label"
+    long: pd.DataFrame, x: str = "step", log: bool = False, height: int = 420, colours: Colours = None
 ) -> alt.Chart:
-    """Train and val curves, coloured per run (by="label") or per experiment (by="experiment",
-    seeds as separate lines); click the legend to highlight."""
-    pick = alt.selection_point(fields=[by], bind="legend")
-    if by == "label":
-        scale = run_colors(long["label"], long["experiment"])
-        title = _("run (click to highlight)")
-    else:
-        scale, title = color_scale(long[by]), _("experiment (click to highlight)")
-    base = alt.Chart(long).encode(
-        x=alt.X(f"{x}:Q", title=_(X_TITLES[x]) if x in X_TITLES else x),
-        y=y_loss("smoothed", log),
-        color=alt.Color(f"{by}:N", title=title, legend=alt.Legend(labelLimit=320), scale=scale),
-        strokeDash=alt.StrokeDash(
-            "split:N",
-            title=_("split"),
-            scale=alt.Scale(
-                domain=[split for split in ("val", "train") if split in set(long["split"])],
-                range=[[1, 0], [5, 3]] if "val" in set(long["split"]) else [[5, 3]],
+    """Train and val curves of each run, in its experiment's colour (the seeds of one experiment
+    alike, named on hover), val solid and train dashed; click the legend to highlight."""
+    pick = alt.selection_point(fields=["experiment"], bind="legend")
+    base = (
+        alt.Chart(long)
+        .transform_calculate(split_name=split_words("datum.split"))
+        .encode(
+            x=alt.X(f"{x}:Q", title=_(X_TITLES[x]) if x in X_TITLES else x),
+            y=y_loss("smoothed", log),
+            color=alt.Color(
+                "experiment:N",
+                title=_("experiment (click to highlight)"),
+                legend=alt.Legend(labelLimit=320, symbolType="stroke", symbolStrokeWidth=3, symbolOpacity=1),
+                scale=color_scale(long["experiment"], colours),
             ),
-        ),
-        detail=alt.Detail(["label:N", "split:N"]) if by != "label" else "split:N",
-        opacity=alt.condition(pick, alt.value(1.0), alt.value(0.12)),
-        tooltip=[
-            alt.Tooltip("label:N", title=_("run")),
-            alt.Tooltip("split:N", title=_("split")),
-            alt.Tooltip("step:Q", title=_("step"), format=","),
-            alt.Tooltip("elapsed_s:Q", title=_("wall-clock (s)"), format=".1f"),
-            alt.Tooltip("loss:Q", title=_("loss"), format=".4f"),
-            alt.Tooltip("smoothed:Q", title=_("smoothed"), format=".4f"),
-            alt.Tooltip("lr:Q", title=_("lr"), format=".2e"),
-            alt.Tooltip("tokens_seen:Q", title=_("tokens seen"), format=","),
-        ],
+            strokeDash=split_dash(long["split"]),
+            detail=alt.Detail(["label:N", "split:N"]),
+            opacity=alt.condition(pick, alt.value(1.0), alt.value(0.12)),
+            tooltip=[
+                alt.Tooltip("label:N", title=_("run")),
+                alt.Tooltip("split_name:N", title=_("split")),
+                alt.Tooltip("step:Q", title=_("step"), format=","),
+                alt.Tooltip("elapsed_s:Q", title=_("wall-clock (s)"), format=".1f"),
+                alt.Tooltip("loss:Q", title=_("loss"), format=".4f"),
+                alt.Tooltip("smoothed:Q", title=_("smoothed"), format=".4f"),
+                alt.Tooltip("lr:Q", title=_("lr"), format=".2e"),
+                alt.Tooltip("tokens_seen:Q", title=_("tokens seen"), format=","),
+            ],
+        )
     )
     # small points on the lines give the hover tooltips something to catch
     lines = base.mark_line(strokeWidth=2, point=alt.OverlayMarkDef(size=14, filled=True)).add_params(pick)
@@ -121,13 +138,14 @@ def seed_band_chart(
     log: bool = False,
     height: int = 440,
     reference: pd.DataFrame | None = None,
+    colours: Colours = None,
 ) -> alt.LayerChart:
     """Val loss per experiment: min-max band over seeds, each seed's line, each run's best point.
 
     `reference`, a seed band of the shipped reference results, is drawn in grey behind, with
     its experiments' names prefixed by "reference: ".
     """
-    scale = color_scale(band["experiment"])
+    scale = color_scale(band["experiment"], colours)
     pick = alt.selection_point(fields=["experiment"], bind="legend")
     faded = alt.condition(pick, alt.value(1.0), alt.value(0.15))
     color = alt.Color(
@@ -211,7 +229,7 @@ def seed_band_chart(
         )
         behind = (
             alt.Chart(reference)
-            .mark_area(opacity=0.25, color="#9e9e9e")
+            .mark_area(opacity=0.25, color=palette.NEUTRAL)
             .encode(
                 x=x,
                 y=y_loss("min", log, _("val loss (nats / char)")),
@@ -230,10 +248,16 @@ def seed_band_chart(
 
 
 def overfitting_chart(
-    run: pd.DataFrame, row: pd.Series, margin: float, height: int = 300, y_domain: tuple[float, float] | None = None
+    run: pd.DataFrame,
+    row: pd.Series,
+    margin: float,
+    height: int = 300,
+    y_domain: tuple[float, float] | None = None,
+    colours: Colours = None,
 ) -> alt.LayerChart:
     """One run: train and val, the gap between them, val's minimum and the region after it.
-    `y_domain`: the loss axis's range, shared by charts drawn side by side to be compared."""
+    `y_domain`: the loss axis's range, shared by charts drawn side by side to be compared. The run
+    in its experiment's colour, val solid and train dashed."""
     x = alt.X("step:Q", title=_("training step"))
     last_step = float(run["step"].max())
     after = pd.DataFrame({"start": [row["min_step"]], "end": [last_step]})
@@ -246,7 +270,7 @@ def overfitting_chart(
     )
     gap = (
         alt.Chart(run)
-        .mark_area(color="#999999", opacity=0.18)
+        .mark_area(color=palette.NEUTRAL, opacity=0.18)
         .encode(
             x=x,
             y=alt.Y(
@@ -266,18 +290,15 @@ def overfitting_chart(
     )
     long = run.melt(id_vars=["step"], value_vars=["train_loss", "val_loss"], var_name="split", value_name="loss")
     long["split"] = long["split"].str.replace("_loss", "")
+    colour = palette.named_colours([row["experiment"]], colours)[row["experiment"]]
+    dash = split_dash(long["split"], title=None, colour=colour, orient="top", direction="horizontal")
     lines = (
         alt.Chart(long)
-        .mark_line(strokeWidth=2)
+        .mark_line(strokeWidth=2, color=colour)
         .encode(
             x=x,
             y="loss:Q",
-            color=alt.Color(
-                "split:N",
-                scale=alt.Scale(domain=["train", "val"], range=["#4c78a8", "#f58518"]),
-                title=None,
-                legend=alt.Legend(orient="top", direction="horizontal"),
-            ),
+            strokeDash=dash,
             tooltip=[
                 alt.Tooltip("split:N", title=_("split")),
                 alt.Tooltip("step:Q", title=_("step"), format=","),
@@ -341,7 +362,7 @@ def overfitting_chart(
     return alt.layer(*layers).properties(height=height)
 
 
-def ablation_chart(deltas: pd.DataFrame, *, height_per_row: int = 36) -> alt.LayerChart:
+def ablation_chart(deltas: pd.DataFrame, *, height_per_row: int = 36, colours: Colours = None) -> alt.LayerChart:
     """Per ablation (a row of claims.ablation_intervals: part, direction, baseline, experiment,
     delta, low, high, beyond, n_seeds, comparisons), its Δ best val against its baseline, with its
     95% interval (judged with the other ablations, Holm) as the error bar; a bar whose interval
@@ -362,7 +383,7 @@ def ablation_chart(deltas: pd.DataFrame, *, height_per_row: int = 36) -> alt.Lay
     rows = list(ordered.sort_values(["part", "removed", "direction"])["row"])
     # each way in its baseline's colour (added to vanilla: vanilla's blue), added before removed
     ways = ordered.drop_duplicates("direction").sort_values(["removed", "direction"])
-    baseline_colors = color_scale(ways["baseline"])
+    baseline_colors = color_scale(ways["baseline"], colours)
     colour_of = dict(zip(baseline_colors.domain, baseline_colors.range))
     direction_scale = alt.Scale(domain=list(ways["direction"]), range=[colour_of[b] for b in ways["baseline"]])
     y = alt.Y("row:N", title=None, sort=rows, axis=alt.Axis(labelLimit=320))
@@ -381,7 +402,9 @@ def ablation_chart(deltas: pd.DataFrame, *, height_per_row: int = 36) -> alt.Lay
         alt.Chart(deltas)
         .mark_bar(height=18)
         .encode(
-            x=alt.X("delta:Q", title=_("Δ best val, experiment − baseline (nats/char; negative = lower loss)")),
+            x=alt.X(
+                "delta:Q", title=two_lines(_("Δ best val, experiment − baseline (nats/char; negative = lower loss)"))
+            ),
             y=y,
             color=alt.Color(
                 "direction:N",
@@ -401,7 +424,7 @@ def ablation_chart(deltas: pd.DataFrame, *, height_per_row: int = 36) -> alt.Lay
     return alt.layer(bars, errors, zero).properties(height=alt.Step(height_per_row))  # a fixed height per row
 
 
-def delta_chart(deltas: pd.DataFrame, height_per_row: int = 44) -> alt.LayerChart:
+def delta_chart(deltas: pd.DataFrame, height_per_row: int = 44, colours: Colours = None) -> alt.LayerChart:
     """Best val minus its baseline's, per experiment (a row of chart_data.versus_baseline), with the
     seed range as error bars."""
     baselines = list(dict.fromkeys(deltas["baseline"]))
@@ -428,12 +451,14 @@ def delta_chart(deltas: pd.DataFrame, height_per_row: int = 44) -> alt.LayerChar
         .encode(
             x=alt.X(
                 "delta:Q",
-                title=_("best val loss minus its baseline's (nats; right = worse)")
-                if reference is None
-                else _("best val loss minus {baseline}'s (nats; right = worse)").format(baseline=reference),
+                title=two_lines(
+                    _("best val loss minus its baseline's (nats; right = worse)")
+                    if reference is None
+                    else _("best val loss minus {baseline}'s (nats; right = worse)").format(baseline=reference)
+                ),
             ),
             y=y,
-            color=alt.Color("experiment:N", scale=color_scale(deltas["experiment"]), legend=None),
+            color=alt.Color("experiment:N", scale=color_scale(deltas["experiment"], colours), legend=None),
             tooltip=tooltip,
         )
     )
@@ -444,7 +469,7 @@ def delta_chart(deltas: pd.DataFrame, height_per_row: int = 44) -> alt.LayerChar
             x=alt.X("delta_low:Q", title=""),
             x2="delta_high:Q",
             y=y,
-            color=alt.Color("experiment:N", scale=color_scale(deltas["experiment"]), legend=None),
+            color=alt.Color("experiment:N", scale=color_scale(deltas["experiment"], colours), legend=None),
             tooltip=tooltip,
         )
     )
@@ -456,19 +481,20 @@ def delta_chart(deltas: pd.DataFrame, height_per_row: int = 44) -> alt.LayerChar
 # ---------------------------------------------------------------------------------------------
 # The exams: each part tested where it is made to pay
 
-# RoPE in llama's orange, the learned table in vanilla's blue, the broken RoPEs in warning colours
-# (the names are the data's; each is shown with _())
+# how a model knows positions (the data's words; each shown with _()), in the colour of the role
+# that has it: RoPE the mini-LLaMA's orange, the learned table the 2017 model's blue
 POSITION_COLORS = {
-    N_("RoPE"): PINNED["llama"],
-    N_("learned positions"): PINNED["vanilla"],
-    N_("RoPE broken: k unrotated"): DIVERGED_RED,
-    N_("RoPE broken: k adjacent"): "#b279a2",
+    N_("RoPE"): palette.POSITIONS["RoPE"],
+    N_("learned positions"): palette.POSITIONS["learned positions"],
+    N_("RoPE broken: k unrotated"): palette.POSITIONS["RoPE broken: k unrotated"],
+    N_("RoPE broken: k adjacent"): palette.POSITIONS["RoPE broken: k adjacent"],
 }
+# what became of a cell of the depth map: light fills under black text, none of them a run's colour
 DEPTH_STATES = {
-    N_("trained"): "#54a24b",
-    N_("did not learn"): "#eeca3b",
+    N_("trained"): "#a1d99b",
+    N_("did not learn"): "#fdd49e",
     N_("diverged"): DIVERGED_RED,
-    N_("running"): "#bab0ac",
+    N_("running"): palette.NEUTRAL_LIGHT,
 }
 
 
@@ -478,23 +504,42 @@ def shown(values: pd.Series, fixed: dict[str, str]) -> tuple[pd.Series, dict[str
 
 
 def fixed_scale(present, fixed: dict[str, str]) -> alt.Scale:
-    """The fixed colours for known names, the palette for any other, in a stable order."""
+    """The fixed colours for known names, a spare colour (colours.SPARE) for any other, in a stable order."""
     names = [name for name in fixed if name in set(present)] + sorted(set(present) - set(fixed))
-    spare = iter(PALETTE[4:] + PALETTE[:4])
-    return alt.Scale(domain=names, range=[fixed.get(name) or next(spare) for name in names])
+    taken = set(fixed.values())
+    chosen = {}
+    for name in names:
+        chosen[name] = fixed.get(name) or palette.spare(name, taken)
+        taken.add(chosen[name])
+    return alt.Scale(domain=names, range=[chosen[name] for name in names])
 
 
-def length_chart(curves: pd.DataFrame, ctx_len: float | None = None, height: int = 380) -> alt.LayerChart:
-    """Loss against position, one line per experiment, coloured by how it knows positions.
+def length_chart(
+    curves: pd.DataFrame, ctx_len: float | None = None, height: int = 380, colours: Colours = None
+) -> alt.LayerChart:
+    """Loss against position, one line per experiment.
 
     `curves`: experiment, positions, featured, bucket_start, bucket_end, position (the bucket's
     middle), loss, runs. Featured lines (the headline models and the RoPE experiments) are drawn
-    bold; a rule marks the training length `ctx_len`, past which a learned table has no row.
+    bold in their experiment's colour, named with how they know positions; the others thin and
+    grey, for context. A rule marks the training length `ctx_len`, past which a learned table has
+    no row.
     """
     drawn = curves.dropna(subset=["loss"])
-    words, colors = shown(drawn["positions"], POSITION_COLORS)
-    drawn = drawn.assign(positions=words)
-    pick = alt.selection_point(fields=["experiment"], bind="legend")
+    words, _colors = shown(drawn["positions"], POSITION_COLORS)
+    others = _("other experiments")
+    drawn = drawn.assign(
+        positions=words,
+        line=[
+            _("{experiment} ({positions})").format(experiment=experiment, positions=kind) if featured else others
+            for experiment, kind, featured in zip(drawn["experiment"], words, drawn["featured"])
+        ],
+    )
+    featured = drawn[drawn["featured"]].drop_duplicates("experiment")
+    lines_of = palette.named_colours(featured["experiment"], colours)
+    domain = list(featured["line"]) + [others] * bool((~drawn["featured"]).any())
+    scale = alt.Scale(domain=domain, range=[lines_of[e] for e in featured["experiment"]] + [palette.NEUTRAL_LIGHT])
+    pick = alt.selection_point(fields=["line"], bind="legend")
     tooltip = [
         alt.Tooltip("experiment:N", title=_("experiment")),
         alt.Tooltip("positions:N", title=_("positions")),
@@ -509,7 +554,9 @@ def length_chart(curves: pd.DataFrame, ctx_len: float | None = None, height: int
         .encode(
             x=alt.X("position:Q", title=_("position in the window (characters)")),
             y=y_loss("loss"),
-            color=alt.Color("positions:N", title=_("positions"), scale=fixed_scale(drawn["positions"], colors)),
+            color=alt.Color(
+                "line:N", title=_("experiment (positions)"), scale=scale, legend=alt.Legend(symbolType="stroke")
+            ),
             detail="experiment:N",
             strokeWidth=alt.condition("datum.featured", alt.value(3), alt.value(1)),
             strokeOpacity=alt.condition("datum.featured", alt.value(1.0), alt.value(0.4)),
@@ -538,20 +585,20 @@ def stability_map(cells: pd.DataFrame, height_per_row: int = 70) -> alt.LayerCha
     `cells`: norm_pos, lr, lr_label, state (trained | did not learn | diverged | running), text.
     """
     words, colors = shown(cells["state"], DEPTH_STATES)
-    cells = cells.assign(state=words)
+    cells = cells.assign(state=words, norm_pos=cells["norm_pos"].map(wiring))  # post-norm, in the reader's words
     order = list(dict.fromkeys(cells.sort_values("lr")["lr_label"]))
     x = alt.X("lr_label:O", title=_("peak learning rate (no warmup)"), sort=order, axis=alt.Axis(labelAngle=0))
     y = alt.Y(
         "norm_pos:N",
         title=None,
-        sort=["post", "pre"],
-        axis=alt.Axis(labelExpr="datum.value + '-norm'", labelFontWeight="bold"),
+        sort=[wiring("post"), wiring("pre")],
+        axis=alt.Axis(labelFontWeight="bold"),
     )
     tooltip = [
-        alt.Tooltip("norm_pos:N", title=_("wiring")),
+        alt.Tooltip("norm_pos:N", title=pgettext("post- or pre-norm", "wiring")),
         alt.Tooltip("lr:Q", title=_("lr"), format="g"),
-        alt.Tooltip("state:N", title=_("state")),
-        alt.Tooltip("text:N", title=_("result")),
+        alt.Tooltip("state:N", title=pgettext("a depth map cell", "state")),
+        alt.Tooltip("text:N", title=pgettext("a depth map cell", "result")),
     ]
     rects = (
         alt.Chart(cells)
@@ -563,8 +610,13 @@ def stability_map(cells: pd.DataFrame, height_per_row: int = 70) -> alt.LayerCha
             tooltip=tooltip,
         )
     )
+    # the number on a line of its own ("best val" / "4.512"): at a phone's width a cell is narrower
+    # than the whole line, which would run into its neighbour's
     labels = (
-        alt.Chart(cells).mark_text(fontWeight="bold", color="black").encode(x=x, y=y, text="text:N", tooltip=tooltip)
+        alt.Chart(cells)
+        .transform_calculate(two_lines=r"replace(datum.text, /\s+(?=\S+$)/, '\n')")
+        .mark_text(fontWeight="bold", color="black", lineBreak="\n")
+        .encode(x=x, y=y, text="two_lines:N", tooltip=tooltip)
     )
     return (rects + labels).properties(height=alt.Step(height_per_row))
 
@@ -573,11 +625,27 @@ def stability_map(cells: pd.DataFrame, height_per_row: int = 70) -> alt.LayerCha
 # The studies
 
 
+def model_scale() -> alt.Scale:
+    """The two models of a study in their roles' colours: the 2017 model blue, the mini-LLaMA orange."""
+    return alt.Scale(domain=list(palette.MODELS), range=list(palette.MODELS.values()))
+
+
+def model_legend() -> alt.Legend:
+    """Each model as a line piece at full strength (its band is pale: a legend of it would be too)."""
+    return alt.Legend(symbolType="stroke", symbolStrokeWidth=3, symbolOpacity=1)
+
+
 def best_val_by_size_chart(points: pd.DataFrame, height: int = 320) -> alt.LayerChart:
     """Best val against training-set size (log axis), one line per model through the mean over
     seeds, the seed band (min to max) behind it, each seed a point."""
-    color = alt.Color("model:N", title=_("model"), scale=alt.Scale(domain=["vanilla", "mini-LLaMA"]))
-    x = alt.X("train_tokens:Q", title=_("training characters (log scale)"), scale=alt.Scale(type="log"))
+    color = alt.Color("model:N", title=_("model"), scale=model_scale(), legend=model_legend())
+    sizes = sorted(points["train_tokens"].dropna().unique())  # the sizes studied, not round numbers
+    x = alt.X(
+        "train_tokens:Q",
+        title=_("training characters (log scale)"),
+        scale=alt.Scale(type="log"),
+        axis=alt.Axis(values=sizes, format="~s"),
+    )
     band = (
         alt.Chart(points)
         .mark_area(opacity=0.2)
@@ -610,11 +678,14 @@ def best_val_by_size_chart(points: pd.DataFrame, height: int = 320) -> alt.Layer
     return (band + line + dots).properties(height=height)
 
 
-def lr_chart(points: pd.DataFrame, height: int = 320) -> alt.LayerChart:
+def lr_chart(points: pd.DataFrame, setup: str | None = None, height: int = 320) -> alt.LayerChart:
     """Best val against learning rate (log axis), one line per model through the mean over seeds,
     the seed band (min to max) behind it, each model's best lr ringed, and a cross at the top for
-    every lr where a run diverged (anatomy.report.lr_section.lr_points)."""
-    color = alt.Color("model:N", title=_("model"), scale=alt.Scale(domain=["vanilla", "mini-LLaMA"]))
+    every lr where a run diverged (anatomy.report.lr_section.lr_points). One setup per chart (its
+    label; the first, the largest, when None): two texts' losses do not share an axis."""
+    if len(points):
+        points = points[points["setup"] == (setup if setup is not None else points["setup"].iloc[0])]
+    color = alt.Color("model:N", title=_("model"), scale=model_scale(), legend=model_legend())
     ticks = sorted(points["lr"].unique())  # the lrs tried, not the axis's round numbers
     x = alt.X(
         "lr:Q",

@@ -9,7 +9,7 @@ from anatomy.language import _
 from anatomy.report.claims import ablation_intervals, largest_ablation_change
 from anatomy.report.roles import only_runs_of
 from dashboard import charts, loaders
-from dashboard.findings import show_findings
+from dashboard.findings import show_findings, show_part_glossary
 
 results = loaders.require_results()
 
@@ -33,10 +33,11 @@ if results.ablations.empty:
     )
     st.stop()
 
+show_part_glossary()
 show_findings(results, "which_part")
 st.markdown(largest_ablation_change(only_runs_of(results, None)) or "")
 # the report's own family: every ablation against its baseline, judged together
-charts.draw(charts.ablation_chart(ablation_intervals(only_runs_of(results, None))))
+charts.draw(charts.ablation_chart(ablation_intervals(only_runs_of(results, None)), colours=charts.colours_of(results)))
 
 statuses = results.runs.groupby("experiment")["status"].agg(lambda s: ", ".join(sorted(set(s))))
 table = results.ablations.assign(status=results.ablations["experiment"].map(statuses))

@@ -1,7 +1,11 @@
-"""Curves: any runs, train and val, by step or wall-clock, smoothed, on a log scale if wanted.
+"""Curves: the grid's runs, train and val, by step or wall-clock, smoothed, on a log scale if wanted.
 
-Every choice on this page is kept in its URL (dashboard/url_state.py): a reload or a shared link
-opens the same runs, splits, axis, smoothing and scale.
+Many runs are grouped as an experiment tracker groups them: one line per experiment (the mean over
+its seeds) with the band from its lowest seed to its highest, each run on demand. A runs table
+shows or hides each run beside its numbers; the learning rate and the gradient norm are drawn under
+the loss. Only the grid's runs: each study has its own page (a study's runs are trained on other
+text, and their losses do not compare). Every choice is kept in the URL (dashboard/url_state.py):
+a reload or a shared link opens the same view.
 """
 
 from __future__ import annotations
@@ -11,18 +15,54 @@ import json
 import pandas as pd
 import streamlit as st
 
-from anatomy.language import N_, _, ngettext
+from anatomy.language import N_, _, ngettext, pgettext
+from anatomy.report.roles import only_runs_of
+from anatomy.report.wording import part_name
 from dashboard import analysis, charts, loaders, tables, url_state
+from dashboard.findings import show_part_glossary
 
 results = loaders.require_results()
-runs = results.runs
+grid = only_runs_of(results, None)  # the studies have their own page
+runs = grid.runs
+colours = charts.colours_of(results)
 
 st.title(_("Loss curves"))
+st.caption(
+    _(
+        "The grid's runs: the studies, trained on other text, have their own page. Each experiment is one "
+        "line, the mean over its seeds, with the band from its lowest seed to its highest."
+    )
+)
+show_part_glossary()
 
 experiments = list(dict.fromkeys(runs["experiment"]))
-default = list(dict.fromkeys(results.headline["experiment"])) or experiments[:2]
-# the tags a run carries (config.json's tags, its seed and its corpus): filters that pick runs
-TAGS = ["group", "part", "direction", "seed", "corpus"]
+default = list(dict.fromkeys(grid.headline["experiment"])) or experiments[:2]
+# the tags a run carries (config.json's tags, its seed and its corpus): filters that pick runs,
+# each named in the reader's words
+TAGS = {
+    "group": N_("group"),
+    "part": N_("part"),
+    "direction": N_("direction"),
+    "seed": N_("seed"),
+    "corpus": N_("corpus"),
+}
+# the values of the tags, in the reader's words (a part keeps its name, glossed at the top)
+GROUP_WORDS = {"headline": N_("headline"), "ablation": N_("ablation"), "break": N_("break test"), "extra": N_("extra")}
+
+
+def tag_value_text(tag: str, value) -> str:
+    """A tag's value as its filter shows it."""
+    if tag == "group" and value in GROUP_WORDS:
+        return _(GROUP_WORDS[value])
+    if tag == "direction" and value in ("add", "remove"):
+        return (
+            pgettext("an ablation's direction", "added")
+            if value == "add"
+            else pgettext("an ablation's direction", "removed")
+        )
+    if tag == "part":
+        return part_name(value)
+    return str(value)
 
 
 def tag_values(tag: str) -> list:
@@ -119,6 +159,54 @@ def show_differences(first: str, second: str) -> None:
     )
 
 
+GRAD_NORM_SQL = """SELECT run_id, step, sqrt(sum(norm * norm)) AS grad_norm FROM grad_norms
+WHERE isfinite(norm) GROUP BY run_id, step"""
+
+
+def grad_norms() -> pd.DataFrame:
+    """Each run's gradient norm over all its blocks, per logged step (none in a database made
+    before the runs logged them)."""
+    try:
+        return loaders.query(results.path, GRAD_NORM_SQL)
+    except loaders.DatabaseProblem:
+        return pd.DataFrame(columns=["run_id", "step", "grad_norm"])
+
+
+# the runs table: one row per run the filters let through, each shown or hidden by its checkbox
+TABLE_KEY = "curves_table"
+
+
+def show_or_hide() -> None:
+    """The runs table's checkboxes, applied to the runs drawn (the multiselect above, which the
+    link keeps). The table is then drawn afresh from that choice: a new key per edit."""
+    edits = st.session_state[f"{TABLE_KEY}_{st.session_state.get('curves_table_round', 0)}"]["edited_rows"]
+    st.session_state["curves_runs"] = tables.shown_after_edits(
+        st.session_state.get("curves_runs", []), st.session_state["curves_table_labels"], edits
+    )
+    st.session_state["curves_table_round"] = st.session_state.get("curves_table_round", 0) + 1
+
+
+def runs_table(candidates: pd.DataFrame, shown: list[str]) -> None:
+    """Every run the filters let through, with its numbers and a checkbox that shows or hides it."""
+    table = candidates.assign(show=candidates["label"].isin(shown), step_time_ms=candidates["step_time_s"] * 1000)
+    columns = ["show", "label", "seed", "status", "best_val_loss", "best_step", "final_val_loss", "final_train_loss"]
+    columns += ["step_time_ms", "last_step", "description"]
+    st.session_state["curves_table_labels"] = list(table["label"])
+    config = tables.run_columns()
+    # TRANSLATORS: the header of a column of checkboxes: whether the run's curves are drawn
+    config["show"] = st.column_config.CheckboxColumn(_("shown"), help=_("Draw this run's curves"))
+    config["seed"] = st.column_config.NumberColumn(_("seed"), format="%d")
+    st.data_editor(
+        table[columns],
+        hide_index=True,
+        width="stretch",
+        column_config=config,
+        disabled=[column for column in columns if column != "show"],
+        key=f"{TABLE_KEY}_{st.session_state.get('curves_table_round', 0)}",
+        on_change=show_or_hide,
+    )
+
+
 chosen = url_state.widget(
     st.multiselect,
     _("Experiments"),
@@ -131,11 +219,11 @@ chosen = url_state.widget(
 )
 tag_columns = st.columns(len(TAGS))
 filters = {}
-for column, tag in zip(tag_columns, TAGS):
+for column, (tag, name) in zip(tag_columns, TAGS.items()):
     values = tag_values(tag)
     filters[tag] = url_state.widget(
         column.multiselect,
-        tag,
+        _(name),
         values,
         key=f"curves_{tag}",
         param=tag,
@@ -143,17 +231,20 @@ for column, tag in zip(tag_columns, TAGS):
         on_change=select_all_runs,
         placeholder=_("any"),
         disabled=not values,
-        help=_("Only runs whose {tag} is one of these; empty: any {tag}.").format(tag=tag),
+        format_func=lambda value, tag=tag: tag_value_text(tag, value),
+        help=_("Only runs whose {tag} is one of these; empty: any {tag}.").format(tag=_(name)),
     )
-candidates = list(matching_runs(chosen, filters)["label"])
+candidates = matching_runs(chosen, filters)
 labels = url_state.widget(
     st.multiselect,
     _("Runs"),
-    candidates,
+    list(candidates["label"]),
     key="curves_runs",
     param="run",
-    default=candidates,
-    help=_("Every run of the chosen experiments that has the chosen tags; remove any you do not want."),
+    default=list(candidates["label"]),
+    help=_(
+        "Every run of the chosen experiments that has the chosen tags; remove any you do not want, here or in the runs table below."
+    ),
 )
 
 cols = st.columns([2, 2, 3, 1])
@@ -189,40 +280,86 @@ smoothing = url_state.widget(
     step=0.05,
 )
 log = url_state.widget(cols[3].toggle, _("log y"), key="curves_log", param="log", default=False, parse=url_state.flag)
+cols = st.columns(2)
+grouped = url_state.widget(
+    cols[0].toggle,
+    _("One line per experiment (mean over its seeds)"),
+    key="curves_grouped",
+    param="group_seeds",
+    default=True,
+    parse=url_state.flag,
+    help=_("With the band from its lowest seed to its highest. Off: one line per run."),
+)
+each_run = url_state.widget(
+    cols[1].toggle,
+    _("Each run too, as a thin line"),
+    key="curves_each",
+    param="each",
+    default=False,
+    parse=url_state.flag,
+    disabled=not grouped,
+)
 
 if not labels or not splits:
     st.info(_("Choose at least one run and one split."))
+    runs_table(candidates, labels)
     st.stop()
 
-metrics = results.metrics[results.metrics["label"].isin(labels)]
+chosen_runs = runs[runs["label"].isin(labels)]
+metrics = grid.metrics[grid.metrics["label"].isin(labels)]
 columns = tuple(f"{split}_loss" for split in splits)
 long = analysis.long_curves(metrics, splits=columns, smoothing=smoothing)
 if long.empty:
     st.info(_("These runs have no finite loss values to draw yet."))
+    runs_table(candidates, labels)
     st.stop()
 
-
 x = "elapsed_s" if x_axis == "wall-clock" else "step"
-# exactly two runs: what differs between them goes next to their curves
-chart_place, beside = st.columns([3, 2]) if len(labels) == 2 else (st.container(), None)
-with chart_place:
-    charts.draw(charts.loss_curves(long, x=x, log=log))
-    st.caption(
-        _(
-            "Solid: val; dashed: train. Hover a point for the run's details; click a run in the legend to highlight "
-            "it (shift-click for several)."
+# one axis per corpus: the losses of two texts do not compare (a user's grid may hold two)
+corpus_of = chosen_runs.set_index("label")["corpus"].fillna("").to_dict()
+long = long.assign(corpus=long["label"].map(corpus_of))
+corpora = list(dict.fromkeys(long["corpus"]))
+for corpus in corpora:
+    drawn = long[long["corpus"] == corpus]
+    if len(corpora) > 1:
+        st.subheader(_("Trained on {corpus}").format(corpus=corpus or _("the default text (data/posts)")))
+    if grouped:
+        chart = charts.grouped_curves(
+            analysis.grouped_curves(drawn, x), drawn if each_run else None, x=x, log=log, colours=colours
         )
+    else:
+        chart = charts.zoomable(charts.loss_curves(drawn, x=x, log=log, colours=colours))
+    charts.draw(chart)
+st.caption(
+    _(
+        "Solid: val; dashed: train; the colour is the experiment's, on every page. Scroll to zoom, drag to pan, "
+        "double-click to reset; click an experiment in the legend to highlight it (shift-click for several)."
     )
-if beside is not None:
-    with beside:
-        show_differences(*labels)
-elif len(labels) > 2:
-    with st.expander(_("Compare two runs' settings")):
-        pair = st.multiselect(_("Two of the runs drawn"), labels, max_selections=2, key="curves_compare")
-        if len(pair) == 2:
-            show_differences(*pair)
+)
 
-chosen_runs = runs[runs["label"].isin(labels)]
+# ---- beside the loss: the learning rate and the gradient norm, the same runs
+lr = analysis.per_experiment(metrics[["run_id", "step", "lr"]], chosen_runs, "lr")
+norms = grad_norms()
+norms = analysis.per_experiment(norms[norms["run_id"].isin(chosen_runs["run_id"])], chosen_runs, "grad_norm")
+cols = st.columns(2)
+with cols[0]:
+    if lr.empty:
+        st.caption(_("These runs logged no learning rate."))
+    else:
+        charts.draw(charts.metric_curves(lr, "lr", _("learning rate"), colours=colours))
+with cols[1]:
+    if norms.empty:
+        st.caption(_("These runs logged no gradient norms (runs of an older version do not)."))
+    else:
+        charts.draw(charts.metric_curves(norms, "grad_norm", _("gradient norm, all blocks"), log=True, colours=colours))
+st.caption(
+    _(
+        "Left: the learning rate of each step (warmup, then the schedule). Right: the gradient norm of all "
+        "blocks together, log scale; a spike is a step the optimiser was thrown off. Both the mean over each "
+        "experiment's seeds."
+    )
+)
+
 not_done = chosen_runs[chosen_runs["status"] != "done"]
 for _index, run in not_done.iterrows():  # not `_`: that name translates
     name = tables.markdown_name(run["label"])  # the experiment's name is the database's: as text
@@ -241,19 +378,13 @@ for _index, run in not_done.iterrows():  # not `_`: that name translates
             icon=":material/error:",
         )
 
-with st.expander(_("Run details")):
-    tables.run_table(
-        chosen_runs,
-        [
-            "label",
-            "description",
-            "group",
-            "part",
-            "direction",
-            "params",
-            "status",
-            "best_val_loss",
-            "best_step",
-            "elapsed_s",
-        ],
-    )
+st.subheader(_("Runs"))
+runs_table(candidates, labels)
+# two runs side by side: what differs between their settings
+if len(labels) == 2:
+    show_differences(*labels)
+elif len(labels) > 2:
+    with st.expander(_("Compare two runs' settings")):
+        pair = st.multiselect(_("Two of the runs drawn"), labels, max_selections=2, key="curves_compare")
+        if len(pair) == 2:
+            show_differences(*pair)

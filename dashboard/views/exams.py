@@ -13,11 +13,16 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from anatomy.language import N_, _
+import re
+
+from anatomy.language import _, join_list
 from anatomy.report import exam_findings as findings
-from anatomy.results.reader import Results
+from anatomy.report.roles import only_runs_of
+from anatomy.report.wording import wiring
+from anatomy.results.reader import Results, run_label
 from dashboard import charts, loaders
 from dashboard.analysis import depth_cells, length_curves
+from dashboard.findings import show_part_glossary
 
 
 def say_finding(finding: str | None, detail: str) -> None:
@@ -41,19 +46,39 @@ def say_empty(exam: str, what: str, path: str) -> None:
 
 
 def say_not_examined(runs: pd.DataFrame, examined: pd.Series, exam: str) -> None:
-    """A caption naming the runs of the database that this exam has not reached yet."""
-    missing = runs[~runs["run_id"].isin(set(examined))]
-    if examined.empty or missing.empty:
+    """How many of the grid's runs (`runs`: the studies have their own page) this exam has read:
+    all of them, or which are not read yet."""
+    if examined.empty or runs.empty:
         return
-    names = ", ".join(missing["label"].head(8)) + (", ..." if len(missing) > 8 else "")
+    missing = runs[~runs["run_id"].isin(set(examined))]
+    reached = int(runs["run_id"].isin(set(examined)).sum())
+    if missing.empty:
+        st.caption(_("{examined} of the grid's {runs} runs examined.").format(examined=reached, runs=len(runs)))
+        return
+    names = list(missing["label"].head(8))
+    if len(missing) > 8:
+        names.append(_("{count} more").format(count=len(missing) - 8))
     st.caption(
-        _("{examined} of {runs} runs examined; not yet: {names}. {how}").format(
-            examined=runs["run_id"].isin(set(examined)).sum(),
+        _("{examined} of the grid's {runs} runs examined; not yet: {names}. {how}").format(
+            examined=reached,
             runs=len(runs),
-            names=names,
+            names=join_list(names),
             how=loaders.run_exams_help(exam),
         )
     )
+
+
+# a reason the database stores in English (anatomy/exams/length.py, kv_cache.py), in the reader's words
+LEARNED_ENDS = re.compile(r"learned positions end at ctx_len (\d+)")
+
+
+def reason_in_words(reason: str) -> str:
+    """An exam's stored reason in the reader's language, where it is one this page knows."""
+    if found := LEARNED_ENDS.fullmatch(str(reason)):
+        return _("a learned position table has no row past its training length ({ctx_len} characters)").format(
+            ctx_len=found.group(1)
+        )
+    return str(reason)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -77,7 +102,7 @@ def length_section(results: Results) -> None:
     unread = length[~length["run_id"].isin(length.loc[length["possible"], "run_id"])].drop_duplicates("run_id")
     for row in unread.itertuples():
         st.warning(
-            _("{run}: no window could be read ({reason}).").format(run=row.label, reason=row.reason),
+            _("{run}: no window could be read ({reason}).").format(run=row.label, reason=reason_in_words(row.reason)),
             icon=":material/warning:",
         )
     curves = length_curves(length)
@@ -85,7 +110,7 @@ def length_section(results: Results) -> None:
         return
     say_finding(findings.length_finding(results), findings.length_text(results))
     ctx_lens = curves["ctx_len"].unique()
-    charts.draw(charts.length_chart(curves, ctx_lens[0] if len(ctx_lens) == 1 else None))
+    charts.draw(charts.length_chart(curves, ctx_lens[0] if len(ctx_lens) == 1 else None, colours=colours))
     st.caption(
         _(
             "Each line is one experiment (mean over its seeds) on the longest window it was read on; bold: the "
@@ -103,9 +128,9 @@ def length_section(results: Results) -> None:
             icon=":material/straighten:",
         )
     # the length_reach view, one row per run; past a learned table's last row there is no loss
-    cannot_read, run = _("cannot read"), _("{experiment} · seed {seed}")
+    cannot_read = _("cannot read")
     shown = reach.assign(
-        run=[run.format(experiment=e, seed=seed) for e, seed in zip(reach["experiment"], reach["seed"])],
+        run=[run_label(e, seed, translated=True) for e, seed in zip(reach["experiment"], reach["seed"])],
         far_positions=[f"{int(a)}-{int(b)}" for a, b in zip(reach["far_start"], reach["far_end"])],
         far_loss=[cannot_read if not ok else f"{v:.4f}" for v, ok in zip(reach["far_loss"], reach["far_possible"])],
         far_over_within=[f"{v:.2f}" if pd.notna(v) else "–" for v in reach["far_over_within"]],
@@ -128,7 +153,7 @@ def length_section(results: Results) -> None:
             "far_over_within": st.column_config.TextColumn(_("far / within")),
         },
     )
-    say_not_examined(results.runs, length["run_id"], "length")
+    say_not_examined(grid_runs, length["run_id"], "length")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -181,17 +206,18 @@ def kv_cache_section(results: Results) -> None:
                 _(
                     "Not measured yet: {kinds} (the workflow measures the experiments of config "
                     "`exams.kv_cache.experiments`). {how}"
-                ).format(kinds=", ".join(absent), how=loaders.run_exams_help("kv_cache"))
+                ).format(kinds=join_list(absent), how=loaders.run_exams_help("kv_cache"))
             )
-        bars = cache.melt(
-            id_vars=["attention", "n_kv_head", "tokens"],
-            value_vars=["measured_bytes", "formula_bytes"],
-            var_name="source",
-            value_name="bytes",
-        )
-        bars["source"] = bars["source"].str.replace("_bytes", "")
-        bars = bars.groupby(["attention", "n_kv_head", "tokens", "source"], as_index=False)["bytes"].median()
+        bars = cache.groupby(["attention", "n_kv_head", "tokens"], as_index=False)[
+            ["measured_bytes", "formula_bytes"]
+        ].median()
         charts.draw(charts.kv_cache_chart(bars))
+        st.caption(
+            _(
+                "Bars: the bytes measured from the cache's tensors, on a log scale (the cache grows with every "
+                "position it holds); the black tick on each bar: the formula."
+            )
+        )
     else:
         say_empty("kv_cache", _("cache sizes (table exam_kv_cache)"), results.path)
     if not timing.empty:
@@ -207,21 +233,38 @@ def kv_cache_section(results: Results) -> None:
         say_empty("kv_cache", _("generation timings (table exam_kv_timing)"), results.path)
     if not scale.empty:
         st.dataframe(
-            scale,
+            scale.assign(name=scale["name"].map(model_in_words)),
             hide_index=True,
             width="stretch",
             column_config={
-                "name": st.column_config.TextColumn(_("name")),
-                "tokens": st.column_config.NumberColumn(_("tokens")),
-                "element_bytes": st.column_config.NumberColumn(_("element_bytes")),
+                "name": st.column_config.TextColumn(_("model")),
+                "n_layer": st.column_config.NumberColumn(_("layers")),
+                "n_kv_head": st.column_config.NumberColumn(_("KV heads")),
+                "head_dim": st.column_config.NumberColumn(_("head size")),
+                "tokens": st.column_config.NumberColumn(_("cached positions"), format="localized"),
+                "element_bytes": st.column_config.NumberColumn(_("bytes per number")),
                 "bytes": st.column_config.NumberColumn(_("bytes"), format="localized"),
                 "gib": st.column_config.NumberColumn("GiB", format="%.1f"),
             },
         )
     examined = pd.concat([cache["run_id"], timing["run_id"]])
     # the experiments chosen for this exam are those with a run examined: name their seeds not yet reached
-    chosen = results.runs.loc[results.runs["run_id"].isin(set(examined)), "experiment"]
-    say_not_examined(results.runs[results.runs["experiment"].isin(set(chosen))], examined, "kv_cache")
+    chosen = grid_runs.loc[grid_runs["run_id"].isin(set(examined)), "experiment"]
+    say_not_examined(grid_runs[grid_runs["experiment"].isin(set(chosen))], examined, "kv_cache")
+
+
+# the exam_kv_scale view names a model in English ("7B-class, 32 KV heads (MHA)"): said again here
+SCALE_MODEL = re.compile(r"(\d+)B-class, (\d+) KV heads \((\w+)\)")
+
+
+def model_in_words(name: str) -> str:
+    """A row of the cache-at-scale table, named in the reader's language."""
+    if found := SCALE_MODEL.fullmatch(str(name)):
+        billions, heads, kind = found.groups()
+        return _("a {billions}B-parameter model, {heads} KV heads ({kind})").format(
+            billions=billions, heads=heads, kind=kind
+        )
+    return str(name)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -257,19 +300,19 @@ def depth_section(results: Results) -> None:
         if not running.empty:
             st.info(
                 _("{n} cell(s) still running ({cells}): they count as not trained until they finish.").format(
-                    n=len(running), cells=", ".join(running["cell"])
+                    n=len(running), cells=join_list(running["cell"])
                 ),
                 icon=":material/hourglass_top:",
             )
         wanted = pd.MultiIndex.from_product([["post", "pre"], sorted(depth["lr"].unique())])
         absent = [
-            _("{wiring} at lr {lr}").format(wiring=f"{pos}-norm", lr=f"{lr:g}")
+            _("{wiring} at lr {lr}").format(wiring=wiring(pos), lr=f"{lr:g}")
             for pos, lr in wanted.difference(pd.MultiIndex.from_frame(depth[["norm_pos", "lr"]]))
         ]
         if absent:
             st.caption(
                 _("Not in the map yet: {cells}. {how}").format(
-                    cells=", ".join(absent), how=loaders.run_exams_help("depth")
+                    cells=join_list(absent), how=loaders.run_exams_help("depth")
                 )
             )
 
@@ -285,7 +328,9 @@ def depth_section(results: Results) -> None:
             results.path,
         )
         return
-    # the deepest runs first (the exam's own), grid runs before the map's cells
+    # the grid's runs and the map's cells (a study's runs are on the Studies page); the deepest first
+    # (the exam's own), grid runs before the map's cells
+    runs = runs[runs["depth_map"] | runs["run_id"].isin(grid_runs["run_id"])]
     runs = runs.sort_values(["layers", "depth_map", "label"], ascending=[False, True, True], kind="stable")
     runs = runs.reset_index(drop=True)
     labels = dict(zip(runs["run_id"], runs["label"]))
@@ -302,23 +347,24 @@ def depth_section(results: Results) -> None:
             "scale; red: NaN/inf."
         )
     )
-    # every run logs its gradient norms: compare the deepest ones (and the chosen run), not the whole grid
-    deepest = runs[runs["layers"] == runs["layers"].max()]
+    # every run logs its gradient norms: compare the grid's deepest runs (and the chosen run), not
+    # the whole grid, nor every cell of the map
+    deepest = runs[(runs["layers"] == runs["layers"].max()) & ~runs["depth_map"]]
     compared = spread[spread["run_id"].isin(set(deepest["run_id"]) | {run_id})]
-    charts.draw(charts.grad_norm_spread_chart(compared, labels[run_id]))
+    experiment_of = dict(zip(results.runs["run_id"], results.runs["experiment"]))
+    compared = compared.assign(experiment=compared["run_id"].map(experiment_of))
+    charts.draw(charts.grad_norm_spread_chart(compared, labels[run_id], colours=colours))
     st.caption(
         _(
-            "The first block's gradient norm over the last block's (1: equal), for the {layers}-layer runs and "
-            "the chosen one, which is bold. Click a run in the legend to highlight it."
-        ).format(layers=int(deepest["layers"].max()))
+            "The first block's gradient norm over the last block's (log scale; the dotted line, 1: equal), for "
+            "the grid's {layers}-layer runs and the chosen run, which is bold; each run in its experiment's "
+            "colour, a cell of the depth map in grey. Scroll to zoom; click a run in the legend to highlight it."
+        ).format(layers=int(runs["layers"].max()))
     )
 
 
 # ---------------------------------------------------------------------------------------------
-# Pitfall 4: the wall clock of each part alone
-
-# the two ways a part is timed (the impl column), as the page names them
-IMPL_NAMES = {"manual": N_("manual"), "fused": N_("fused")}
+# The chapter's fourth pitfall: the wall clock of each part alone
 
 
 def wall_clock_section(results: Results) -> None:
@@ -326,9 +372,9 @@ def wall_clock_section(results: Results) -> None:
     st.header(_("The wall clock of each part"))
     st.caption(
         _(
-            "Pitfall 4: a hand-written part can be slow for reasons that have nothing to do with the "
-            "architecture; the exam times each part alone, forward and backward, as written here and as "
-            "PyTorch's fused kernels."
+            "The chapter warns of four pitfalls in building these parts by hand; the fourth is speed: a "
+            "hand-written part can be slow for reasons that have nothing to do with the architecture. The exam "
+            "times each part alone, forward and backward, as written here and as PyTorch's fused kernels."
         )
     )
     rows = exams.wall_clock
@@ -348,13 +394,21 @@ def wall_clock_section(results: Results) -> None:
                     )
                 )
     charts.draw(charts.wall_clock_chart(rows))
-    st.caption(_("Bars: the median over rounds; the black line runs from the fastest round to the slowest."))
+    st.caption(
+        _(
+            "Each dot: the median over rounds, hand-written (dark) and fused (light), on a log scale, so that a "
+            "part 12x slower by hand lies as far right of its fused twin as any other 12x; the thin line runs from "
+            "the fastest round to the slowest; at the end of each row, how many times slower by hand."
+        )
+    )
     impls = rows.groupby(["part", "variant"])["impl"].agg(set)
     one_way = [
         _("{part} · {variant} ({impls} only)").format(
             part=part,
             variant=variant,
-            impls=", ".join(_(IMPL_NAMES[impl]) if impl in IMPL_NAMES else impl for impl in sorted(found)),
+            impls=join_list(
+                _(charts.IMPL_NAMES[impl]) if impl in charts.IMPL_NAMES else impl for impl in sorted(found)
+            ),
         )
         for (part, variant), found in impls.items()
         if len(found) < 2
@@ -368,6 +422,8 @@ def wall_clock_section(results: Results) -> None:
 
 
 results = loaders.require_results(runs_needed=False)  # the depth map and the wall clock need no run
+grid_runs = only_runs_of(results, None).runs  # the runs the grid's exams count (the studies have their own page)
+colours = charts.colours_of(results)
 st.title(_("Exams: each part where it pays"))
 st.caption(
     _(
@@ -376,6 +432,7 @@ st.caption(
         "the memory of generation, depth without warmup; and every part's wall clock alone."
     )
 )
+show_part_glossary()
 length_section(results)
 kv_cache_section(results)
 depth_section(results)

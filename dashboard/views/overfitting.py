@@ -7,10 +7,13 @@ import streamlit as st
 
 from anatomy.language import _
 from anatomy.report.claims import MEMORISING_RISE
+from anatomy.report.roles import only_runs_of
 from dashboard import analysis, charts, loaders, url_state
 from dashboard.findings import show_findings
 
 results = loaders.require_results()
+grid = only_runs_of(results, None)  # the studies have their own page
+colours = charts.colours_of(results)
 
 st.title(_("The overfitting turn"))
 st.caption(
@@ -20,6 +23,9 @@ st.caption(
     )
 )
 show_findings(results, "memorises")
+st.caption(
+    _("The grid's runs (the studies have their own page), each in its experiment's colour: val solid, train dashed.")
+)
 
 margin = st.number_input(
     _("Margin (nats): the turn is the first step where val is this far above its minimum"),
@@ -30,7 +36,7 @@ margin = st.number_input(
     format="%.2f",
     key="turn_margin",
 )
-table = analysis.overfitting_table(results.runs, results.above_best, margin)
+table = analysis.overfitting_table(grid.runs, grid.above_best, margin)
 if table.empty:
     st.info(_("No run has a finite val loss yet."))
     st.stop()
@@ -54,21 +60,21 @@ st.dataframe(
 
 # headline runs without a finite val loss (diverged before their first evaluation, or just
 # started) have no row in the table, so they cannot be a default
-headline = [label for label in results.headline["label"] if label in set(table["label"])]
+headline = [label for label in grid.headline["label"] if label in set(table["label"])]
 default = headline or list(table.sort_values("val_rise", ascending=False)["label"][:2])
 # kept in the URL (?run=...), so a reload or a shared link draws the same runs
 chosen = url_state.widget(
     st.multiselect, _("Runs to draw"), list(table["label"]), key="turn_runs", param="run", default=default
 )
 # one loss axis for every chart here, so that their heights compare run to run
-shown = results.metrics[results.metrics["label"].isin(chosen)]
+shown = grid.metrics[grid.metrics["label"].isin(chosen)]
 losses = pd.concat([shown["train_loss"], shown["val_loss"]])
 losses = losses[analysis.finite(losses)]
 y_domain = (float(losses.min()), float(losses.max())) if not losses.empty else None
 columns = st.columns(2)
 for i, label in enumerate(chosen):
     row = table[table["label"] == label].iloc[0]
-    run = results.metrics[(results.metrics["label"] == label)]
+    run = grid.metrics[(grid.metrics["label"] == label)]
     run = run[analysis.finite(run["val_loss"]) & analysis.finite(run["train_loss"])]
     with columns[i % 2]:
         if row["min_step"] < row["final_step"]:
@@ -87,4 +93,4 @@ for i, label in enumerate(chosen):
                     run=label, loss=f"{row['min_val']:.3f}", step=int(row["min_step"])
                 )
             )
-        charts.draw(charts.overfitting_chart(run, row, margin, y_domain=y_domain))
+        charts.draw(charts.overfitting_chart(run, row, margin, y_domain=y_domain, colours=colours))

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from anatomy.language import _
+from anatomy.language import _, join_list, ngettext
 from anatomy.results.reference import corpus_differences, fact_value
-from anatomy.report.roles import only_runs_of, sentences
+from anatomy.report.roles import only_runs_of
+from anatomy.report.wording import sentences
 from anatomy.report.uncertainty import interval_text, judged_against_baselines
 from dashboard import analysis, charts, loaders, tables
 from dashboard.findings import show_findings
@@ -44,7 +45,8 @@ def reference_band(path: str, experiments: list[str]) -> tuple[pd.DataFrame | No
 
 
 results = loaders.require_results()
-runs = results.runs
+runs = only_runs_of(results, None).runs  # the grid's: each study has its own page
+n_study_runs = len(results.runs) - len(runs)
 
 st.title(_("Vanilla Transformer vs mini-LLaMA"))
 st.caption(
@@ -55,10 +57,18 @@ st.caption(
 counts = runs["status"].value_counts()
 n_running, n_diverged = int(counts.get("running", 0)), int(runs["diverged"].sum())
 cols = st.columns(4)
-cols[0].metric(_("runs collected"), len(runs))
+cols[0].metric(_("runs of the grid"), len(runs))
 cols[1].metric(_("experiments"), runs["experiment"].nunique())
 cols[2].metric(_("still running"), n_running)
 cols[3].metric(_("diverged"), n_diverged)
+if n_study_runs:
+    st.caption(
+        ngettext(
+            "Besides the grid, {count} run of the studies: they have their own page, Studies.",
+            "Besides the grid, {count} runs of the studies: they have their own page, Studies.",
+            n_study_runs,
+        ).format(count=n_study_runs)
+    )
 if n_running:
     st.info(
         _(
@@ -68,7 +78,7 @@ if n_running:
         icon=":material/hourglass_top:",
     )
 if n_diverged:
-    names = ", ".join(runs.loc[runs["diverged"], "label"])
+    names = join_list(runs.loc[runs["diverged"], "label"])
     st.warning(
         _("Diverged (loss became NaN/inf): {runs}. See **Break tests**.").format(runs=names), icon=":material/error:"
     )
@@ -84,7 +94,7 @@ if headline.empty:
     shown = runs
 else:
     shown = headline
-    show_findings(results, "lower_valley", "learns_faster")
+    show_findings(results, "lower_valley", "learns_faster", "memorises")
     # a difference is coloured as a win or a loss only when its interval excludes zero (the noise rule)
     grid = only_runs_of(results, None)
     # the models the others are measured against first (the 2017 model: it has no baseline)
@@ -136,7 +146,9 @@ else:
     band = results.band[results.band["experiment"].isin(experiments)]
     seeds = analysis.long_curves(metrics, splits=("val_loss",))
     best = analysis.best_points(headline)
-    charts.draw(charts.seed_band_chart(band, seeds, best, log=log, reference=reference))
+    charts.draw(
+        charts.seed_band_chart(band, seeds, best, log=log, reference=reference, colours=charts.colours_of(results))
+    )
     said = [_("Shaded: min to max over seeds at each evaluation. Lines: each seed. ◆: each run's best val.")]
     if reference is not None and not reference.empty:
         said.append(_("Grey: the same experiments in the shipped reference results (min to max over seeds)."))

@@ -89,7 +89,7 @@ measured = results.memorisation[results.memorisation["label"].isin(chosen)]
 several = measured.groupby("run_id")["step"].transform("nunique") > 1
 if several.any():
     st.subheader(_("Memorised share against training step"))
-    charts.draw(charts.memorisation_chart(measured[several]))
+    charts.draw(charts.memorisation_chart(measured[several], colours=charts.colours_of(results)))
     st.caption(
         _(
             "Each run's samples from its best-val weights and its last weights: the share of generated characters "

@@ -7,15 +7,20 @@ two ways. The page adds what a report cannot: the curves of one training-set siz
 
 from __future__ import annotations
 
+import dataclasses
+
 import pandas as pd
 import streamlit as st
 
 from anatomy.language import N_, _
 from anatomy.report import lr_section, precision_section, scale_section
+from anatomy.errors import AnatomyError
 from anatomy.results.groups import STUDY_GROUPS
-from anatomy.report.markdown import ablation_section
+from anatomy.results.reference import PROVENANCE_FILE, read_provenance
+from anatomy.report.grid_sections import ablation_section
 from anatomy.report.roles import only_runs_of
 from dashboard import analysis, charts, loaders
+from dashboard.findings import show_part_glossary
 
 TRAIN_LR = N_(
     "Train them with `snakemake lr_stage1 --cores 2 --config train_threads=1` (each model at lr 2e-3, 4e-3 and "
@@ -46,7 +51,20 @@ def question(group: str) -> str:
     return _(asked)
 
 
-everything = loaders.require_results(runs_needed=False)  # a database of no runs says so below
+def with_job_times(results):
+    """The results with the record of their runs' training jobs (grid.json beside the run folders,
+    as `anatomy report` reads it), for the size table's minutes per run; as they are without one."""
+    if results.provenance:
+        return results
+    try:
+        record = read_provenance(loaders.runs_root(results.path).parent / PROVENANCE_FILE)
+    except AnatomyError:
+        return results
+    return dataclasses.replace(results, provenance=record)
+
+
+everything = with_job_times(loaders.require_results(runs_needed=False))  # a database of no runs says so below
+colours = charts.colours_of(everything)
 
 st.title(_("Studies"))
 st.caption(
@@ -55,6 +73,7 @@ st.caption(
         "take them. The sentences below are the report's own."
     )
 )
+show_part_glossary()
 
 # ---- lr: does the mini-LLaMA still win when each model has its own best learning rate?
 st.header(question("lr"), divider="gray")
@@ -112,7 +131,7 @@ else:
         if long.empty:
             st.info(_("These runs have no finite loss values to draw yet."))
         else:
-            charts.draw(charts.loss_curves(long, by="experiment"))
+            charts.draw(charts.zoomable(charts.loss_curves(long, colours=colours)))
             st.caption(
                 _("Solid: val; dashed: train; one line per seed. Click an experiment in the legend to highlight it.")
             )
