@@ -47,7 +47,8 @@ def memorisation_caption(sample: pd.Series) -> str:
         val_copied=f"{sample['val_copied_fraction']:.1%}",
     )
     if sample["longest_copy"]:
-        caption += _("; longest {chars} characters, from {post} line {line}").format(
+        caption = _("{caption}; the longest copy is {chars} characters, from {post} line {line}").format(
+            caption=caption,
             chars=int(sample["longest_copy"]),
             post=markdown_name(sample["longest_copy_post"]),  # a file name: as text
             line=int(sample["longest_copy_line"]),
