@@ -13,6 +13,7 @@ import streamlit as st
 from anatomy.language import _, join_list
 from anatomy.report.roles import only_runs_of
 from anatomy.report.uncertainty import judged_against_baselines
+from anatomy.report.wording import sentences
 from dashboard import analysis, charts, loaders, tables
 from dashboard.findings import show_findings, show_part_glossary
 
@@ -111,7 +112,7 @@ if not deep.empty:
     if not marks.empty:
         chart = chart + charts.divergence_marks(marks, x_max=metrics["step"].max(), log=log)
         said.append(_("✕ marks where a run broke."))
-    st.caption(" ".join(said))
+    st.caption(sentences(said))
     charts.draw(charts.zoomable(chart))
 
 if not others.empty:
