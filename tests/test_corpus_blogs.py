@@ -68,7 +68,9 @@ def test_a_folder_made_from_another_source_or_other_posts_or_options_says_so(tmp
     assert corpus([src, "--out", out]) == 0
     assert source_change(out, src) is None
     assert source_change(out, f"{src}/") is None  # the same folder, written another way
-    assert source_change(out, tmp_path / "mine") == f"{out} was made from {src.as_posix()}, not from {tmp_path / 'mine'}"
+    assert (
+        source_change(out, tmp_path / "mine") == f"{out} was made from {src.as_posix()}, not from {tmp_path / 'mine'}"
+    )
     write(src / "p0.md", POST.format(title="改过"))  # edited, and as old as before: times cannot tell
     age(src / "p0.md", seconds=3600)
     assert source_change(out, src) == f"the posts in {src.as_posix()} have changed since {out} was made from them"
@@ -155,7 +157,9 @@ def test_a_corpus_built_by_hand_from_another_source_is_extracted_again_by_the_wo
     assert "Nothing to be done" in plan.stdout + plan.stderr, plan.stdout[-2000:]  # the same source
     plan = snakemake(workdir, "-n", "results/corpus/split.json", "--config", "corpus=mine")
     assert job_counts(plan.stdout) == {"extract_corpus": 1, "tokenize_corpus": 1}
-    assert "results/corpus was made from data/posts, not from mine (config `corpus`): extracting it again" in plan.stderr
+    assert (
+        "results/corpus was made from data/posts, not from mine (config `corpus`): extracting it again" in plan.stderr
+    )
     assert f"results/corpus/{SOURCE_CHANGED_NOTE}" in plan.stdout
 
 
@@ -206,7 +210,10 @@ def test_liquid_output_tags_and_kramdown_attribute_lists_go_and_an_include_only_
     assert stats["skipped_files"] == [{"path": "about.md", "reason": "empty"}]
     removed = stats["markup_removed"]
     assert removed["template_tags"]["count"] == 3  # the include's, and the two in the post
-    assert removed["attribute_lists"] == {"count": 4, "characters": len('{: .lead}{: .notice--info}{:target="_blank"}{:toc}')}
+    assert removed["attribute_lists"] == {
+        "count": 4,
+        "characters": len('{: .lead}{: .notice--info}{:target="_blank"}{:toc}'),
+    }
 
 
 def test_table_cells_are_kept_apart(tmp_path):
@@ -364,7 +371,9 @@ OLD_CODE_SPAN = re.compile(r"(?<!`)(?P<ticks>`+)(?!`)(?:(?!\n[ \t]*\n).)*?(?<!`)
 def test_code_spans_are_found_where_the_pattern_found_them():
     rng = random.Random(37)
     for _ in range(3000):
-        text = "".join(rng.choice(["`", "``", "```", "a", " ", "\n", "\n\n", "\n \n"]) for _ in range(rng.randint(0, 30)))
+        text = "".join(
+            rng.choice(["`", "``", "```", "a", " ", "\n", "\n\n", "\n \n"]) for _ in range(rng.randint(0, 30))
+        )
         assert list(code_spans(text)) == [match.span() for match in OLD_CODE_SPAN.finditer(text)], repr(text)
 
 

@@ -119,21 +119,46 @@ def write_swaps_and_schedules(runs_root):
     for seed in (42, 7):
         common = dict(group="lr", data=DATA, part="rope")
         write_run_folder(  # vanilla is 2.10 at its best lr 2e-3: RoPE still helps, -0.1
-            runs_root, "lr_l_vanilla_plus_rope", seed, preset="vanilla", model={"pos_type": "rope"},
-            direction="add", floor=2.00, train={"precision": "bf16", "lr": 2e-3}, **common,
+            runs_root,
+            "lr_l_vanilla_plus_rope",
+            seed,
+            preset="vanilla",
+            model={"pos_type": "rope"},
+            direction="add",
+            floor=2.00,
+            train={"precision": "bf16", "lr": 2e-3},
+            **common,
         )
         write_run_folder(  # the mini-LLaMA is 2.05 at its best lr 1e-3: without RoPE, the same
-            runs_root, "lr_l_llama_minus_rope", seed, preset="llama", model={**LLAMA_PARTS, "pos_type": "learned"},
-            direction="remove", floor=2.05, train={"precision": "bf16", "lr": 1e-3}, **common,
+            runs_root,
+            "lr_l_llama_minus_rope",
+            seed,
+            preset="llama",
+            model={**LLAMA_PARTS, "pos_type": "learned"},
+            direction="remove",
+            floor=2.05,
+            train={"precision": "bf16", "lr": 1e-3},
+            **common,
         )
         cosine = dict(group="lr", data=DATA)
         write_run_folder(  # vanilla gains 0.1 from cosine, the mini-LLaMA loses 0.1: the ranking flips
-            runs_root, "lr_l_vanilla_cosine", seed, preset="vanilla", floor=2.00,
-            train={"precision": "bf16", "lr": 2e-3, "schedule": "cosine", "min_lr": 0.0}, **cosine,
+            runs_root,
+            "lr_l_vanilla_cosine",
+            seed,
+            preset="vanilla",
+            floor=2.00,
+            train={"precision": "bf16", "lr": 2e-3, "schedule": "cosine", "min_lr": 0.0},
+            **cosine,
         )
         write_run_folder(
-            runs_root, "lr_l_llama_cosine", seed, preset="llama", model=LLAMA_PARTS, floor=2.15,
-            train={"precision": "bf16", "lr": 1e-3, "schedule": "cosine", "min_lr": 0.0}, **cosine,
+            runs_root,
+            "lr_l_llama_cosine",
+            seed,
+            preset="llama",
+            model=LLAMA_PARTS,
+            floor=2.15,
+            train={"precision": "bf16", "lr": 1e-3, "schedule": "cosine", "min_lr": 0.0},
+            **cosine,
         )
 
 

@@ -169,7 +169,10 @@ def run(args: argparse.Namespace) -> int:
         write_corpus(args.out, text, stats)
         (args.out / SOURCE_CHANGED_NOTE).unlink(missing_ok=True)  # the workflow's: now untrue
     print(report(stats, args.out))
-    for warning in (size_warning(stats["characters"], drafts=stats["skipped"].get("draft", 0)), vocabulary_warning(stats)):
+    for warning in (
+        size_warning(stats["characters"], drafts=stats["skipped"].get("draft", 0)),
+        vocabulary_warning(stats),
+    ):
         if warning:
             print(f"warning: {warning}", file=sys.stderr)
     return 0

@@ -80,7 +80,9 @@ def source_change(corpus_dir: str | os.PathLike, src: str | os.PathLike, options
     wanted = dataclasses.asdict(options)
     recorded_options = stats.get("options")
     if isinstance(recorded_options, dict) and recorded_options != wanted:
-        flags = [f"--{key.replace('_', '-')}" for key, value in recorded_options.items() if value and not wanted.get(key)]
+        flags = [
+            f"--{key.replace('_', '-')}" for key, value in recorded_options.items() if value and not wanted.get(key)
+        ]
         made_with = " with " + " ".join(flags) if flags else " with other options"
         return f"{shown(corpus_dir)} was made from {recorded}{made_with}"
     digest = stats.get("source_digest")

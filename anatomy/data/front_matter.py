@@ -154,7 +154,9 @@ def split_hexo_closing_only(text: str, path: Path) -> tuple[dict, str] | None:
 
 def never_closed(path: Path, delimiter: str, closing: str | None = None) -> AnatomyError:
     closing = closing or f"a second '{delimiter}' line"
-    return AnatomyError(f"{path}: front matter opened with '{delimiter}' on line 1 is never closed (expected {closing})")
+    return AnatomyError(
+        f"{path}: front matter opened with '{delimiter}' on line 1 is never closed (expected {closing})"
+    )
 
 
 def parse_front_matter(front: str, fmt: str, path: Path) -> dict:

@@ -283,6 +283,4 @@ def skip_summary(skipped: list[dict]) -> str:
         return " (the folder is empty)"
     kinds = Counter(Path(s["path"]).suffix.lower() or "no suffix" for s in skipped if s["reason"] == "not markdown")
     named = {"not markdown": " (" + ", ".join(f"{n} {kind}" for kind, n in kinds.most_common(SUFFIXES_NAMED)) + ")"}
-    return "; skipped: " + ", ".join(
-        f"{n} {reason}{named.get(reason, '')}" for reason, n in sorted(counts.items())
-    )
+    return "; skipped: " + ", ".join(f"{n} {reason}{named.get(reason, '')}" for reason, n in sorted(counts.items()))

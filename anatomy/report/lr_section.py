@@ -369,7 +369,9 @@ def schedule_text(setup: Setup, schedule: Schedule) -> str:
         said.append(
             {
                 -1: _("**The ranking survives the schedule**: with either schedule the mini-LLaMA is lower."),
-                0: _("**The ranking survives the schedule**: with either schedule the two models are level within noise."),
+                0: _(
+                    "**The ranking survives the schedule**: with either schedule the two models are level within noise."
+                ),
                 1: _("**The ranking survives the schedule**: with either schedule vanilla is lower."),
             }[after]
         )

@@ -550,5 +550,3 @@ def corpus_source_note():
 def extract_corpus_input(wildcards):
     """The source's files, and the note that results/corpus was made from another source."""
     return corpus_files(wildcards) + corpus_source_note()
-
-
