@@ -99,11 +99,13 @@ def resolve_model_config(preset_name: str, overrides: dict[str, Any], vocab_size
 # ---------------------------------------------------------------------------------------------
 
 # What a run holds at its peak, per token of a batch, in float32 numbers (4 bytes) unless said.
-# Measured, not only counted: the peak resident memory of a training step and of an evaluation
-# pass on a CPU (ru_maxrss in a subprocess, tests/test_train.py::test_the_memory_estimate_is_near_the_measured_peak),
-# over d_model 64-256, n_layer 2-8, ctx_len 64-256, vocabularies of 100-40,000, both presets, both
-# attention kernels and both precisions. The estimate came out at 0.9-1.3 times the measured peak
-# (a tiny config: 1.1 to 1.2; a mid one with a 20,000-character vocabulary: 1.0 to 1.1).
+# Measured, not only counted: the peak resident memory of two training steps, and of an evaluation
+# pass, each in a process of its own on a CPU (tests/memory_peak.py), over d_model 64-256,
+# n_layer 2-8, ctx_len 64-256, vocabularies of 100-40,000, both presets, both attention kernels
+# and both precisions. The estimate came out at 0.97 to 1.15 times the measured peak: for a tiny
+# config (d_model 64, 100 characters) 1.1 (train) and 1.15 (eval), for a mid one (d_model 128,
+# 4 layers, 20,000 characters) 1.04 (train), 0.98 (eval) and 1.00 (eval in bf16). The test holds
+# it to 0.85-1.3 (tests/test_train.py::test_the_memory_estimate_is_near_the_measured_peak).
 #
 # A training step: the logits, their log-softmax, its gradient and the logits' gradient (4 V);
 # the embeddings, the last norm and the head's input with their gradients (12 d); and per block,
@@ -116,7 +118,7 @@ TRAIN_PER_BLOCK = {"gelu": 18, "swiglu": 28}  # x d_model
 MANUAL_SCORES_TRAIN = 4  # x n_head x ctx_len, per block
 # An evaluation batch (no gradients: one block's tensors at a time): the logits and their
 # log-softmax, in bytes per logit (bf16: the logits in bf16, their float32 copy that the loss
-# takes, and its log-softmax); 24 d of activations; the manual attention's scores (3 per key)
+# takes, and its log-softmax); 20 d of activations; the manual attention's scores (3 per key)
 EVAL_BYTES_PER_LOGIT = {"fp32": 8, "bf16": 10}
 EVAL_ACTIVATIONS = 20  # x d_model
 MANUAL_SCORES_EVAL = 3  # x n_head x ctx_len
@@ -183,8 +185,8 @@ def memory_need(
 
     P parameters, N the corpus's tokens, B batch_size, B_e eval_batch_size (`eval_batch`), T ctx_len,
     V vocab_size, d d_model, L n_layer, H n_head, k per block (TRAIN_PER_BLOCK), e bytes per
-    logit (EVAL_BYTES_PER_LOGIT; bf16 autocast only on devices that take it, else fp32's). The H T
-    terms only for the manual attention. The logits dominate with a big vocabulary: 144,727
+    logit (EVAL_BYTES_PER_LOGIT; a precision not resolved yet, auto, counts as bf16's, the larger).
+    The H T terms only for the manual attention. The logits dominate with a big vocabulary: 144,727
     characters, 64 windows of 128 in evaluation make 9.5 GB. The allocator's slack comes on top."""
     cfg, d, T = model_cfg, model_cfg.d_model, model_cfg.ctx_len
     manual = cfg.impl == "manual"
