@@ -29,6 +29,7 @@ from anatomy.report.charts import (
     text_inside,
     two_lines,
     y_loss,
+    with_verdict_words,
 )
 from anatomy.results.reader import Results
 
@@ -563,11 +564,7 @@ def break_delta_chart(deltas: pd.DataFrame, height_per_row: int = 40, colours: C
 
     `deltas`: experiment, baseline, delta, delta_low, delta_high, n_seeds, low, high, beyond.
     """
-    verdicts = {True: _("beyond noise"), False: _("within noise")}
-    deltas = deltas.assign(
-        verdict=[verdicts[bool(b)] if b is not None and pd.notna(b) else _("not testable") for b in deltas["beyond"]],
-        beyond=[bool(b) if b is not None and pd.notna(b) else False for b in deltas["beyond"]],
-    )
+    deltas = with_verdict_words(deltas)
     order = list(deltas.sort_values("delta")["experiment"])
     y = alt.Y("experiment:N", title=None, sort=order, axis=alt.Axis(labelLimit=200))
     tooltip = [

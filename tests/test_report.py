@@ -832,3 +832,14 @@ def test_a_report_removes_what_a_killed_report_left(fixture_runs, tmp_path):
     assert main(["report", "--runs", str(runs_root), "--out", str(out), "--no-figures"]) == 0
     assert not any(path.exists() for path in left)
     assert (out / "notes.txt").read_text() == "mine" and (out / "report.md").is_file()
+
+
+def test_a_judged_differences_verdict_words_for_the_charts():
+    """The ablation bars and the Break tests' dots say one verdict per difference, from one helper."""
+    import pandas as pd
+
+    from anatomy.report.charts import with_verdict_words
+
+    said = with_verdict_words(pd.DataFrame({"beyond": [True, False, None, float("nan")]}))
+    assert list(said["verdict"]) == ["beyond noise", "within noise", "not testable", "not testable"]
+    assert list(said["beyond"]) == [True, False, False, False]

@@ -362,21 +362,23 @@ def overfitting_chart(
     return alt.layer(*layers).properties(height=height)
 
 
+def with_verdict_words(deltas: pd.DataFrame) -> pd.DataFrame:
+    """Judged differences (a `beyond` column: True, False, or None when not testable) with their
+    verdict in words for a tooltip, and `beyond` as a plain bool for the pale/full encoding."""
+    verdicts = {True: _("beyond noise"), False: _("within noise")}
+    known = [beyond is not None and pd.notna(beyond) for beyond in deltas["beyond"]]
+    return deltas.assign(
+        verdict=[verdicts[bool(b)] if k else _("not testable") for b, k in zip(deltas["beyond"], known)],
+        beyond=[bool(b) if k else False for b, k in zip(deltas["beyond"], known)],
+    )
+
+
 def ablation_chart(deltas: pd.DataFrame, *, height_per_row: int = 36, colours: Colours = None) -> alt.LayerChart:
     """Per ablation (a row of claims.ablation_intervals: part, direction, baseline, experiment,
     delta, low, high, beyond, n_seeds, comparisons), its Δ best val against its baseline, with its
     95% interval (judged with the other ablations, Holm) as the error bar; a bar whose interval
     holds zero is paler. An ablation with no interval (not testable) has a bar and no error bar."""
-    # the verdict in words for the tooltip: beyond noise, within noise, or not testable
-    verdicts = {True: _("beyond noise"), False: _("within noise")}
-    deltas = deltas.assign(
-        row=deltas["part"] + " · " + deltas["direction"],
-        verdict=[
-            verdicts[bool(beyond)] if beyond is not None and pd.notna(beyond) else _("not testable")
-            for beyond in deltas["beyond"]
-        ],
-        beyond=[bool(beyond) if beyond is not None and pd.notna(beyond) else False for beyond in deltas["beyond"]],
-    )
+    deltas = with_verdict_words(deltas).assign(row=deltas["part"] + " · " + deltas["direction"])
     # the direction is in the reader's words (chart_data.direction_words): added before removed in any language
     removed = [way != direction_words("add", base) for way, base in zip(deltas["direction"], deltas["baseline"])]
     ordered = deltas.assign(removed=removed)
