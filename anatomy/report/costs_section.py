@@ -15,16 +15,12 @@ from anatomy.language import ngettext
 from anatomy.report.wording import md_table
 from anatomy.results import reference
 from anatomy.results.costs import COSTS_FILE, NIGHT_HOURS, job_seconds, night_sentence, read_costs
-from anatomy.results.groups import is_study
+from anatomy.results.groups import STUDY_GROUPS, TARGETS, is_study, target_of
 from anatomy.results.reader import Results
 
 
-TARGETS = {"headline": "headline", "ablation": "ablations", "break": "break_tests"}
-STUDY_TARGETS = {
-    "precision": "precision_check",
-    "scale": "scale",
-    "lr": "lr",
-}  # the studies' targets (anatomy/results/groups.py)
+# the grid's groups, in the order of their targets (headline, ablation, break): the workflow's table
+GRID_GROUPS = [target.group for target in TARGETS.values() if target.stage is None and not is_study(target.group)]
 
 
 MEASURED = "measured_costs"  # the provenance's key for the costs.json beside grid.json
@@ -85,11 +81,11 @@ def costs_section(data: Results) -> str:
         used = sorted({precisions.get(run_id) or "fp32" for run_id in run_ids})
         return cost_row(name, [shipped[run_id] for run_id in run_ids]) + [", ".join(used) or "–"]
 
-    rows = [row(f"`{target}`", [r for r in records if groups.get(r) == group]) for group, target in TARGETS.items()]
+    rows = [row(f"`{target_of(group)}`", [r for r in records if groups.get(r) == group]) for group in GRID_GROUPS]
     rows.append(row("the whole grid (`all`)", list(records)))
-    for group, target in STUDY_TARGETS.items():
+    for group in STUDY_GROUPS:
         if study_runs := [run_id for run_id in shipped if groups.get(run_id) == group]:
-            rows.append(row(f"`{target}` (a study, not in `all`)", study_runs))
+            rows.append(row(f"`{target_of(group)}` (a study, not in `all`)", study_runs))
     grid = data.provenance.get("grid", {})
     two_lanes = sum(job_seconds(entry) for entry in records.values()) / 2 / 3600
     return (
