@@ -989,3 +989,26 @@ def test_collect_in_a_folder_it_may_not_write_is_one_line(fixture_runs, tmp_path
     err = capsys.readouterr().err
     assert err.startswith(f"error: {results}") and "Permission denied" in err and "a folder you may write to" in err
     assert err.count("\n") == 1  # one line, no traceback
+
+
+def test_a_run_that_names_no_corpus_takes_the_name_of_the_one_corpus_it_fits(tmp_path):
+    """The shipped grid's runs predate corpus names; a later run on the same text names it. Both
+    must fall in one setup (one noise estimate, one lr curve), and only where one name fits."""
+    runs = tmp_path / "runs"
+    sizes = {"vocab_size": 50, "train_tokens": 1000, "val_tokens": 100}
+    write_run_folder(runs, "vanilla", 42, data=sizes)  # no name: trained before corpora had names
+    write_run_folder(runs, "llama", 42, data={**sizes, "corpus": "data/posts", "digest": "ab" * 32})
+    write_run_folder(runs, "other_size", 42, group="extra", data={**sizes, "train_tokens": 2000})
+    collected = collect.collect_runs(runs)
+    corpus = {run["experiment"]: run["corpus"] for run in collected.runs}
+    assert corpus == {"vanilla": "data/posts", "llama": "data/posts", "other_size": None}
+
+
+def test_a_run_that_fits_two_named_corpora_stays_unnamed(tmp_path):
+    runs = tmp_path / "runs"
+    sizes = {"vocab_size": 50, "train_tokens": 1000, "val_tokens": 100}
+    write_run_folder(runs, "vanilla", 42, data=sizes)
+    write_run_folder(runs, "llama", 42, data={**sizes, "corpus": "mine"})
+    write_run_folder(runs, "llama_minus_rope", 42, data={**sizes, "corpus": "yours"})
+    corpus = {run["experiment"]: run["corpus"] for run in collect.collect_runs(runs).runs}
+    assert corpus["vanilla"] is None

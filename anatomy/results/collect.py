@@ -454,6 +454,24 @@ def corpus_value(run: dict[str, Any], column: str) -> str:
     return f"{run[column][:12]}..." if column == "corpus_digest" else f"{run[column]:,}"
 
 
+SIZES = ("vocab_size", "train_tokens", "val_tokens")
+
+
+def name_unnamed_corpora(runs: list[dict[str, Any]]) -> None:
+    """Give a run whose config.json names no corpus (runs trained before corpora had names: the
+    shipped grid) the name of the one corpus whose runs it may have read: the same sizes, and no
+    digest that differs (corpus_difference). A noise estimate and a curve pool runs by their
+    setup, corpus name included, so the grid's runs and a later run on the same text belong
+    together. Two names that fit, or none, leave it unnamed."""
+    named = [run for run in runs if run["corpus"] is not None]
+    for run in runs:
+        if run["corpus"] is not None or any(run[size] is None for size in SIZES):
+            continue
+        names = {other["corpus"] for other in named if corpus_difference(run, other) is None}
+        if len(names) == 1:
+            run["corpus"] = names.pop()
+
+
 def check_one_corpus_per_experiment(runs: list[dict[str, Any]], runs_root: Path) -> None:
     """Refuse an experiment whose runs read different texts. Its seeds are averaged into one row,
     and every comparison pairs it seed by seed: a seed on your own writing beside a seed on the
@@ -569,6 +587,7 @@ def collect_runs(
         collected.metrics.extend(metrics)
         collected.samples.extend(samples)
         read_run_exams(folder, run["run_id"], collected)
+    name_unnamed_corpora(collected.runs)
     check_one_corpus_per_experiment(collected.runs, runs_root)
     assign_baselines(collected.runs, declared)
     if benchmarks_root is not None and Path(benchmarks_root).is_dir():
