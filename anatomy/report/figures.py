@@ -13,7 +13,7 @@ from anatomy.files.atomic import atomic_path
 from anatomy.language import N_, _
 from anatomy.report import chart_data
 from anatomy.report.claims import MEMORISING_RISE, ablation_intervals
-from anatomy.report.lr_section import lr_points
+from anatomy.report.lr_section import figure_names, lr_points, setups
 from anatomy.report.roles import deep_runs, headline_of, only_runs_of
 from anatomy.report.scale_section import best_val_by_size, scale_data
 from anatomy.results.reader import Results
@@ -27,8 +27,9 @@ def figure_charts(everything: Results) -> dict[str, Any]:
 
     drawn: dict[str, Any] = {}
     lr_drawn = lr_points(everything)
-    if not lr_drawn.empty:
-        drawn["lr"] = charts.lr_chart(lr_drawn).properties(width=680)
+    found = setups(everything)
+    for setup, name in zip(found, figure_names(found)):  # one figure per setup: two texts share no axis
+        drawn[name] = charts.lr_chart(lr_drawn, setup=setup.label).properties(width=680)
     scale_points = best_val_by_size(scale_data(everything))
     if not scale_points.empty:
         drawn["scale"] = charts.best_val_by_size_chart(scale_points).properties(width=680)
@@ -98,13 +99,12 @@ FIGURE_TITLES = {
     "length": N_("RoPE's exam: loss by position, past the training length (dashed line)"),
     "stability": N_("Pre-norm's exam: which deep models train without warmup, by learning rate"),
     "scale": N_("Best val against training-set size, poems (band: min to max over seeds; each seed a point)"),
-    "lr": N_(
-        "Best val against learning rate (band: min to max over seeds; ringed: each model's best lr; cross: a run "
-        "diverged)"
-    ),
-}
+}  # the lr study's figures are captioned by anatomy.report.lr_section.figure_caption
 
 
-def figure_link(name: str, figure_names: list[str], image_prefix: str) -> str:
-    """A drawn figure as Markdown after a blank line; nothing where it was not drawn."""
-    return f"\n\n![{_(FIGURE_TITLES[name])}]({image_prefix}{name}.png)" if name in figure_names else ""
+def figure_link(name: str, figure_names: list[str], image_prefix: str, caption: str | None = None) -> str:
+    """A drawn figure as Markdown after a blank line; nothing where it was not drawn. The caption
+    is FIGURE_TITLES' unless one is given."""
+    if name not in figure_names:
+        return ""
+    return f"\n\n![{caption or _(FIGURE_TITLES[name])}]({image_prefix}{name}.png)"

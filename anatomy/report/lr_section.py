@@ -13,6 +13,8 @@ width and a constant lr after warmup, as everywhere in the report: roles come fr
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pandas as pd
@@ -382,6 +384,14 @@ def schedule_text(setup: Setup, schedule: Schedule) -> str:
                 "and {gap} with the {schedule} schedule."
             ).format(**values)
         )
+    if all(schedule.lrs[n] == setup.curves[n].best_lr for n in MODELS):
+        said.append(
+            _(
+                "Both lrs are the best for a constant lr; with the {schedule} schedule each model's best lr may lie "
+                "elsewhere, so this compares the schedules at those lrs, not each model at its best with the "
+                "{schedule} schedule."
+            ).format(**values)
+        )
     return sentences(said)
 
 
@@ -392,34 +402,54 @@ def lr_answer(everything: Results) -> str | None:
     return sentences(said[:1]) or None
 
 
-def lr_section(everything: Results) -> str | None:
-    """The section's text, or None before the study has any run."""
+def figure_names(found: list[Setup]) -> list[str]:
+    """Each setup's figure file name: `lr` for the first (the largest), then `lr_` and its corpus."""
+    return ["lr"] + [f"lr_{re.sub('[^a-z0-9]+', '_', str(s.key['corpus']).lower()).strip('_')}" for s in found[1:]]
+
+
+def figure_caption(setup: Setup) -> str:
+    return _(
+        "Best val against learning rate on {setup} (band: min to max over seeds; ringed: each model's best lr; "
+        "cross: a run diverged)"
+    ).format(setup=setup.label)
+
+
+def setup_text(everything: Results, setup: Setup) -> str:
+    """One setup's paragraphs: the curves, the verdict, the sensitivity, the swaps and schedules."""
+    noise = noise_of(everything.noise, pd.DataFrame([setup.key]))
+    paragraph = [
+        _("On {setup} ({noise}):").format(setup=setup.label, noise=noise_text(noise)),
+        *(curve_text(curve) for curve in setup.curves.values()),
+    ]
+    if verdict := verdict_text(setup):
+        paragraph.append(verdict)
+    if sensitivity := sensitivity_text(setup):
+        paragraph.append(sensitivity)
+    parts = [sentences(paragraph)]
+    if swapped := swaps_text(everything, setup):
+        parts.append(swapped)
+    parts += [schedule_text(setup, schedule) for schedule in schedules(everything, setup)]
+    return "\n\n".join(parts)
+
+
+HOW_TO_READ = N_(
+    "Each point is a model's mean best val over the seeds finished at that lr. The best lr is picked on the same "
+    "runs it is judged on, which flatters both models alike. The interval is the 95% interval of the difference of "
+    "the two means, from the per-run sd pooled over the setup's two-seed experiments."
+)
+
+
+def lr_section(everything: Results, figure: Callable[[str, str], str] = lambda name, caption: "") -> str | None:
+    """The section's text, or None before the study has any run. figure(name, caption) links a
+    setup's figure (anatomy.report.figures), after that setup's paragraphs."""
     found = setups(everything)
     if not found:
         return None
-    parts = []
-    for setup in found:
-        noise = noise_of(everything.noise, pd.DataFrame([setup.key]))
-        paragraph = [
-            _("On {setup} ({noise}):").format(setup=setup.label, noise=noise_text(noise)),
-            *(curve_text(curve) for curve in setup.curves.values()),
-        ]
-        if verdict := verdict_text(setup):
-            paragraph.append(verdict)
-        if sensitivity := sensitivity_text(setup):
-            paragraph.append(sensitivity)
-        parts.append(sentences(paragraph))
-        if swapped := swaps_text(everything, setup):
-            parts.append(swapped)
-        parts += [schedule_text(setup, schedule) for schedule in schedules(everything, setup)]
-    parts.append(
-        _(
-            "Each point is a model's mean best val over the seeds finished at that lr. The best lr is picked on "
-            "the same runs it is judged on, which flatters both models alike. The interval is the 95% interval "
-            "of the difference of the two means, from the per-run sd pooled over the setup's two-seed experiments."
-        )
-    )
-    return "\n\n".join(parts)
+    parts = [
+        setup_text(everything, setup) + figure(name, figure_caption(setup))
+        for setup, name in zip(found, figure_names(found))
+    ]
+    return "\n\n".join([*parts, _(HOW_TO_READ)])
 
 
 def lr_points(everything: Results) -> pd.DataFrame:

@@ -45,8 +45,8 @@ def render(everything: Results, figure_names: list[str], image_prefix: str = "",
     The grid's sections read the grid's runs only; each study has a section of its own."""
     data = only_runs_of(everything, None)
 
-    def figure(name: str) -> str:
-        return figure_link(name, figure_names, image_prefix)
+    def figure(name: str, caption: str | None = None) -> str:
+        return figure_link(name, figure_names, image_prefix, caption)
 
     n_grid = int((data.runs["status"] != "running").sum())
     n_studies = int((everything.runs["status"] != "running").sum()) - n_grid
@@ -95,8 +95,8 @@ def render(everything: Results, figure_names: list[str], image_prefix: str = "",
         if (largest := largest_as_headline(study)) is not None:
             lines += ["", "Which part earned the gap at the largest size (stage 2):", ""]
             lines += [which_part_earns(study), "", ablation_section(largest)]
-    if lr := lr_section(everything):
-        lines += ["", f"### {STUDY_GROUPS['lr']}", "", lr + figure("lr")]
+    if lr := lr_section(everything, figure):
+        lines += ["", f"### {STUDY_GROUPS['lr']}", "", lr]
     if precision := precision_section(everything):
         lines += ["", f"### {STUDY_GROUPS['precision']}", "", precision]
     if costs and costs_section(everything):
@@ -146,10 +146,11 @@ def run(args: argparse.Namespace) -> int:
         data = load_runs(args.runs, provenance)
     else:
         data = load(args.db or Path("results/anatomy.duckdb"), read_provenance(args.provenance))
+    drawn = {} if args.no_figures else figure_charts(data)
     with writing_into(args.out):  # one report writer at a time: what a killed one left can go
-        for path in [args.out / "report.md", *(args.out / f"{name}.png" for name in FIGURE_TITLES)]:
+        for path in [args.out / "report.md", *(args.out / f"{name}.png" for name in [*FIGURE_TITLES, *drawn])]:
             remove_stale_temporaries(path)
-        names = [] if args.no_figures else save_figures(figure_charts(data), args.out)
+        names = save_figures(drawn, args.out)
         write_text(args.out / "report.md", "# Results\n\n" + render(data, names))
     print(f"report: {args.out / 'report.md'} ({len(data.runs)} runs, {len(names)} figures)")
     spliced = {}  # every README's new text first: one without its markers changes none of them

@@ -83,14 +83,12 @@ if not lr_setups:
 else:
     if answer := lr_section.lr_answer(everything):
         st.markdown(answer)
-    charts.draw(charts.lr_chart(lr_section.lr_points(everything)))
-    st.caption(
-        _(
-            "Best val against learning rate: a line through the mean over seeds, the band from min to max, each "
-            "model's best lr ringed, a cross where a run diverged."
-        )
-    )
-    st.markdown(lr_section.lr_section(everything))
+    lr_points = lr_section.lr_points(everything)
+    for setup in lr_setups:  # one chart per setup: two texts' losses share no axis
+        charts.draw(charts.lr_chart(lr_points, setup=setup.label))
+        st.caption(lr_section.figure_caption(setup))
+        st.markdown(lr_section.setup_text(everything, setup))
+    st.caption(_(lr_section.HOW_TO_READ))
 
 # ---- scale: when does the mini-LLaMA win?
 st.header(question("scale"), divider="gray")
