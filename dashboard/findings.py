@@ -9,8 +9,31 @@ import streamlit as st
 
 from anatomy.language import N_, _
 from anatomy.report.claims import claims_by_key, finding_text
+from anatomy.report.protocol import protocol_of, protocol_text
 from anatomy.report.roles import only_runs_of
 from anatomy.results.reader import Results
+from dashboard import loaders
+
+
+def show_protocol(path: str) -> None:
+    """Above every page of a database that is not the chapter's protocol (a toy or partial grid,
+    or runs that learned nothing): what it holds, that its claims are not testable at this size,
+    and the shipped reference one click away. Nothing where the database cannot be read: the page
+    says why."""
+    try:
+        results = loaders.load_results(path)
+    except loaders.DatabaseProblem:
+        return
+    protocol = protocol_of(only_runs_of(results, None))
+    if protocol.steps is None or not (protocol.untestable_reason or protocol.running):
+        return
+    st.warning(protocol_text(protocol), icon=":material/science:")
+    if reference := loaders.reference_db():
+        st.button(
+            _("Open the shipped reference results"),
+            on_click=lambda: st.session_state.update(db_path=reference),
+            help=_("The full-size runs shipped with the repository (results/reference/)."),
+        )
 
 
 def show_findings(results: Results, *keys: str) -> None:

@@ -38,7 +38,13 @@ from anatomy.results.reference_db import cached_path, reference_database
 from anatomy.results import reader
 from anatomy.results.reader import OutdatedDatabase, Results, read
 from anatomy.report.wording import sentences
-from anatomy.results.database import being_collected, database_path_problem, open_read_only, starts_like_duckdb
+from anatomy.results.database import (
+    ReadLimitExceeded,
+    being_collected,
+    database_path_problem,
+    open_read_only,
+    starts_like_duckdb,
+)
 from dashboard.tables import markdown_literal
 
 DEFAULT_DB = "results/anatomy.duckdb"
@@ -77,6 +83,14 @@ def default_db_path() -> str:
     if (REFERENCE_DIR / "runs").is_dir():  # shipped: the page says why, if they cannot be collected
         return reference_db() or str(REFERENCE_DB)
     return DEFAULT_DB
+
+
+def database_path_text(text: str) -> str:
+    """A database path as a link gives it (`?db=`): any path a person could type; a value no file
+    system takes (a NUL, thousands of characters) raises ValueError, so the link's is dropped."""
+    if "\x00" in text or len(text) > 4096:
+        raise ValueError(text)
+    return text
 
 
 def reference_db() -> str | None:
@@ -249,6 +263,8 @@ def execute(con: duckdb.DuckDBPyConnection, path: str, sql: str) -> pd.DataFrame
     """One query on an open connection to `path`, its errors in words."""
     try:
         return con.execute(sql).df()
+    except ReadLimitExceeded as err:  # a crafted or huge database: the bound's one line, not a traceback
+        raise DatabaseProblem("invalid", markdown_literal(str(err))) from None
     except duckdb.Error as err:
         if (problem := _in_words(path, err)) is None:
             raise
@@ -320,6 +336,8 @@ def query(path: str, sql: str) -> pd.DataFrame:
 def _cached_results(path: str, version: Version, _con: duckdb.DuckDBPyConnection) -> Results:
     try:
         return read(_con, path)
+    except ReadLimitExceeded as err:
+        raise DatabaseProblem("invalid", markdown_literal(str(err))) from None
     except OutdatedDatabase as outdated:
         raise DatabaseProblem("outdated", str(outdated)) from None
     except duckdb.Error as err:

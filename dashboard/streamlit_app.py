@@ -18,7 +18,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from anatomy.language import _  # noqa: E402
-from dashboard import language_choice, loaders  # noqa: E402
+from dashboard import findings, language_choice, loaders, url_state  # noqa: E402
 
 # an emoji, drawn by the browser itself: a :material/...: icon is fetched from fonts.gstatic.com
 st.set_page_config(page_title="llm-anatomy lab", page_icon="🔬", layout="wide")
@@ -46,10 +46,13 @@ pages = [
 page = st.navigation(pages)
 
 with st.sidebar:
-    st.text_input(
+    url_state.widget(  # in the link, as the rest of the view: a shared link opens the same database
+        st.text_input,
         _("Results database"),
-        value=loaders.default_db_path(),
         key="db_path",
+        param="db",
+        default=loaders.default_db_path(),
+        parse=loaders.database_path_text,
         help=_("A DuckDB file made by `python -m anatomy collect`. Set ${variable} to change the default.").format(
             variable=loaders.DB_ENV_VAR
         ),
@@ -61,7 +64,9 @@ with st.sidebar:
     )
     st.caption(_("llm-anatomy lab: a 2017 Transformer vs a mini-LLaMA, part by part."))
 
-if loaders.is_reference(st.session_state.get("db_path") or ""):
-    st.info(loaders.reference_note(), icon=":material/verified:")
 with loaders.one_database_per_render():  # a collect landing mid-page cannot mix two databases
+    if loaders.is_reference(st.session_state.get("db_path") or ""):
+        st.info(loaders.reference_note(), icon=":material/verified:")
+    else:
+        findings.show_protocol(st.session_state.get("db_path") or loaders.default_db_path())
     page.run()

@@ -22,6 +22,7 @@ from anatomy.exams.depth import LEARNED_MARGIN
 from anatomy.language import N_, _, ngettext, pgettext
 from anatomy.results.reader import MODEL_FIELDS, Results
 from anatomy.report.chart_data import part_deltas
+from anatomy.report.protocol import protocol_of
 from anatomy.report.roles import deep_runs, headline_of, paired_deltas
 from anatomy.report.wording import and_list, clauses, listed, part_name, per_seed, seed_list, stability_text
 from anatomy.report.uncertainty import (
@@ -108,14 +109,26 @@ class Claim:
 def claims_by_key(data: Results) -> dict[str, Claim]:
     """Every claim, by the name the dashboard's pages ask for it by, in the report's order: the
     headline's three first, then the parts, the break tests and the cache."""
-    return {
-        **headline_claims(data),
+    others = {
         "copied": _memorised_sample(data),
         "which_part": _which_part(data),
         "deep_postnorm": _deep_claim(data),
         "broken_rope": _rope_claim(data),
         "mqa": _mqa_claim(data),
     }
+    return {**headline_claims(data), **at_this_size(data, others)}
+
+
+def at_this_size(data: Results, found: dict[str, Claim]) -> dict[str, Claim]:
+    """The claims, each "not testable at this size" with the reason where the runs are not the
+    chapter's (anatomy.report.protocol: a toy model, or one that learned nothing); as they are
+    otherwise. What was measured stays beside it."""
+    reason = protocol_of(data).untestable_reason
+    if reason is None:
+        return found
+    verdict = _("**not testable at this size**: {reason}").format(reason=reason)
+    not_run = _("not yet run")
+    return {key: claim if claim.verdict == not_run else replace(claim, verdict=verdict) for key, claim in found.items()}
 
 
 def claims(data: Results) -> list[Claim]:
@@ -212,7 +225,7 @@ def headline_claims(data: Results) -> dict[str, Claim]:
         measured,
         verdict,
     )
-    return out
+    return at_this_size(data, out)
 
 
 def chapter_figures() -> dict[str, str]:

@@ -32,6 +32,7 @@ from anatomy.report.grid_sections import (
 )
 from anatomy.report.lr_section import lr_section
 from anatomy.report.precision_section import precision_section
+from anatomy.report.protocol import protocol_of, protocol_text
 from anatomy.report.readme import readme_blocks, readme_language, splice_readme
 from anatomy.report.roles import only_runs_of
 from anatomy.report.scale_section import largest_as_headline, scale_data, scale_section, which_part_earns
@@ -60,6 +61,8 @@ def render(everything: Results, figure_names: list[str], image_prefix: str = "",
             else "."
         ),
         "Val loss is in nats per character; lower is better. Seeds are listed as 42 / 7.",
+        "",
+        protocol_text(protocol_of(data)),
         "",
         "### Headline: the 2017 Transformer vs the mini-LLaMA",
         "",

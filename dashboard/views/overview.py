@@ -7,6 +7,7 @@ import streamlit as st
 
 from anatomy.language import _, join_list, ngettext
 from anatomy.results.reference import corpus_differences, fact_value
+from anatomy.report.protocol import protocol_of
 from anatomy.report.roles import only_runs_of
 from anatomy.report.wording import sentences
 from anatomy.report.uncertainty import interval_text, judged_against_baselines
@@ -101,6 +102,8 @@ else:
     compared = results.comparisons.set_index("experiment")
     experiments = sorted(dict.fromkeys(headline["experiment"]), key=lambda name: name in compared.index)
     judged = judged_against_baselines(grid, [name for name in experiments if name in compared.index])
+    # toy runs, or runs that learned nothing: a difference is shown, never coloured as a finding
+    findings_testable = protocol_of(grid).untestable_reason is None
     # ---- the headline numbers: mean best val over seeds, each against its baseline
     means = results.experiments.set_index("experiment")
     cols = st.columns(len(experiments))
@@ -109,12 +112,14 @@ else:
         delta, beyond, interval = None, False, ""
         if experiment in judged:
             versus, difference = compared.loc[experiment], judged[experiment]
-            beyond = bool(difference.beyond)
+            beyond = bool(difference.beyond) and findings_testable
             interval = interval_text(difference)
             # the number first in every language: Streamlit reads its sign for the arrow
-            delta = (_("{delta} vs {baseline}") if beyond else _("{delta} vs {baseline} (within noise)")).format(
-                delta=f"{difference.mean:+.3f}", baseline=versus["baseline"]
-            )
+            if not findings_testable:
+                said = _("{delta} vs {baseline} (not testable at this size)")
+            else:
+                said = _("{delta} vs {baseline}") if beyond else _("{delta} vs {baseline} (within noise)")
+            delta = said.format(delta=f"{difference.mean:+.3f}", baseline=versus["baseline"])
         col.metric(
             _("{experiment}: best val (mean of {n_runs} seeds)").format(
                 experiment=experiment, n_runs=int(row["n_runs"])
