@@ -76,7 +76,10 @@ def test_lr_sensitivity_counts_a_diverged_lr_at_the_loss_of_a_fresh_model(lr_db)
 def test_the_verdict_at_each_models_best_lr_in_words(lr_db):
     everything = load(lr_db[1])
     answer = lr_answer(everything)
-    assert answer.startswith("**Still lower.** At each model's own best lr (vanilla 0.002, mini-LLaMA 0.001)")
+    assert answer.startswith(
+        "On 25,600 characters of poems_l, bf16: **Still lower.** At each model's own best lr (vanilla 0.002, "
+        "mini-LLaMA 0.001)"
+    )
     assert "llama minus vanilla -0.050 (95% interval" in answer
     section = lr_section(everything)
     assert "Diverged at lr 0.008." in section
@@ -97,7 +100,7 @@ def test_a_best_lr_at_the_edge_of_the_range_is_not_testable(tmp_path):
     everything = load(tmp_path / "db.duckdb")
     (setup,) = setups(everything)
     assert not setup.curves[5].bracketed and setup.curves[0].bracketed
-    assert lr_answer(everything).startswith("**Not testable here yet**")
+    assert lr_answer(everything).startswith("On 25,600 characters of poems_l, bf16: **Not testable here yet**")
     assert "the best lr of mini-LLaMA lies at the edge of the lrs tried" in lr_answer(everything)
 
 
@@ -223,6 +226,9 @@ def test_each_setup_has_its_own_figure_after_its_own_paragraphs(lr_db):
     assert [setup.key["corpus"] for setup in setups(everything)] == ["poems_l", "data/posts"]  # largest first
     names = [name for name in figure_charts(everything) if name.startswith("lr")]
     assert names == ["lr", "lr_data_posts"]
+    # the answer gives each setup's verdict, each named
+    answer = lr_answer(everything)
+    assert answer.index("On 25,600 characters of poems_l") < answer.index("On 400 characters of data/posts, bf16:")
     report = markdown.render(everything, names)
     first, second = report.index("characters of poems_l"), report.index("characters of data/posts, bf16 (")
     assert first < report.index("(lr.png)") < second < report.index("(lr_data_posts.png)")

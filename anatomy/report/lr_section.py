@@ -396,10 +396,14 @@ def schedule_text(setup: Setup, schedule: Schedule) -> str:
 
 
 def lr_answer(everything: Results) -> str | None:
-    """The study's answer in one or two sentences (the README's headline, the Studies page), or None
-    before any setup has both models."""
-    said = [text for setup in setups(everything) if (text := verdict_text(setup))]
-    return sentences(said[:1]) or None
+    """The study's answer, setup by setup (the README's headline, the Studies page), or None before
+    any setup has both models."""
+    said = [
+        _("On {setup}: {verdict}").format(setup=setup.label, verdict=text)
+        for setup in setups(everything)
+        if (text := verdict_text(setup))
+    ]
+    return sentences(said) or None
 
 
 def figure_names(found: list[Setup]) -> list[str]:
