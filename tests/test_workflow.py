@@ -250,7 +250,7 @@ def test_a_study_beside_all_plans_the_grid_and_the_study(workdir):
     """`snakemake lr_stage5 all` trains the study's runs too, not only the grid's."""
     commands = train_commands(snakemake(workdir, "-n", "-p", "lr_stage5", "all").stdout)
     stage5 = train_commands(snakemake(workdir, "-n", "-p", "lr_stage5").stdout)
-    assert len(stage5) == 8 and set(commands) == expected_runs(DEFAULT_GRID) | set(stage5)
+    assert len(stage5) == 10 and set(commands) == expected_runs(DEFAULT_GRID) | set(stage5)
 
 
 def test_the_rules_use_named_functions_not_lambdas():
@@ -343,7 +343,7 @@ def test_lr_stages_train_seed_42_first_and_seed_7_for_the_band(workdir):
     stage4 = train_commands(snakemake(workdir, "-n", "-p", "lr_stage4").stdout)
     assert all("train.schedule=cosine" in command for command in stage4.values()) and len(stage4) == 4
     stage5 = train_commands(snakemake(workdir, "-n", "-p", "lr_stage5").stdout)
-    assert {data_of(command) for command in stage5.values()} == {"results/corpus"} and len(stage5) == 8
+    assert {data_of(command) for command in stage5.values()} == {"results/corpus"} and len(stage5) == 10
     assert {precision_of(command) for command in stage5.values()} == {"fp32"}
     everything = train_commands(snakemake(workdir, "-n", "-p", "lr").stdout)
     assert set(everything) == set(stage1) | set(stage2) | set(stage3) | set(stage4) | set(stage5)
@@ -586,13 +586,15 @@ def test_a_corpus_without_posts_stops_the_plan_even_with_an_old_corpus_extracted
 
 
 def test_a_failed_extraction_leaves_no_tokens_of_the_old_corpus(workdir):
-    """A post broken after an earlier run: extraction fails, and the old corpus's token arrays,
-    which training would otherwise read, are gone with it."""
+    """A post broken after an earlier run: extraction fails, says why on the console, and the old
+    corpus's token arrays, which training would otherwise read, are gone with it."""
     pretend_tokenized(workdir)
     (workdir / "data" / "posts" / "broken.md").write_text("---\ntitle: [never closed\n---\n正文\n", encoding="utf-8")
     result = snakemake(workdir, "--cores", "1", "results/corpus/split.json")
     assert result.returncode != 0
     assert "broken.md: front matter is not valid YAML" in (workdir / "results/logs/extract_corpus.log").read_text()
+    # and on the console, where the run is watched (the default profile's show-failed-logs)
+    assert "broken.md: front matter is not valid YAML" in result.stdout + result.stderr
     assert list((workdir / "results" / "corpus").glob("*")) == []  # Snakemake may remove the folder too
 
 
@@ -629,6 +631,43 @@ def test_corpus_edits_rerun_extraction(workdir):
     plan = snakemake(workdir, "-n", "results/corpus/corpus.txt")
     assert job_counts(plan.stdout) == {"extract_corpus": 1}
     assert "data/posts/new.md" in plan.stdout
+
+
+def test_the_plan_takes_every_markdown_name_the_corpus_step_reads(workdir):
+    """An MDX-only blog is a blog: the plan knows the corpus step's suffixes, not a list of its own."""
+    write_post = "---\ntitle: mdx\n---\n学而时习之，不亦说乎。\n"
+    (workdir / "mdx_blog").mkdir()
+    (workdir / "mdx_blog" / "first.mdx").write_text(write_post, encoding="utf-8")
+    (workdir / "mdx_blog" / "second.mkd").write_text(write_post, encoding="utf-8")
+    plan = snakemake(workdir, "-n", "results/corpus/corpus.txt", "--config", "corpus=mdx_blog")
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    assert job_counts(plan.stdout) == {"extract_corpus": 1}
+    assert "mdx_blog/first.mdx" in plan.stdout and "mdx_blog/second.mkd" in plan.stdout
+
+
+def test_a_deep_blog_with_a_named_pipe_is_planned_without_a_hang(workdir):
+    """1,000 nested folders (rglob recursed once per level: a RecursionError at about 990), and a
+    named pipe named like a post, which is no input: the corpus step skips it and says so."""
+    posts = workdir / "data" / "posts"
+    deep = posts
+    try:
+        for _ in range(1000):  # one level at a time: mkdir(parents=True) recurses too
+            deep = deep / "d"
+            deep.mkdir()
+        (deep / "deep.md").write_text("---\ntitle: deep\n---\n有朋自远方来。\n", encoding="utf-8")
+        os.mkfifo(posts / "pipe.md")
+        plan = snakemake(workdir, "-n", "results/corpus/corpus.txt")
+        assert plan.returncode == 0, plan.stderr[-3000:]
+        assert job_counts(plan.stdout) == {"extract_corpus": 1}
+        assert "d/d/deep.md" in plan.stdout and "pipe.md" not in plan.stdout
+    finally:
+        # deepest first: pytest's own clean-up (shutil.rmtree) recurses once per level
+        while deep != posts:
+            for entry in deep.iterdir():
+                if not entry.is_dir():
+                    entry.unlink()
+            deep.rmdir()
+            deep = deep.parent
 
 
 # ---------------------------------------------------------------------------------------------

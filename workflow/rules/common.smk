@@ -317,16 +317,50 @@ onstart:
     write_plan()
 
 
-MARKDOWN_SUFFIXES = (".md", ".markdown")
+def corpus_folder_files(source):
+    """Every regular file under the folder `source`, or link to one, but hidden ones (.git,
+    .DS_Store: not posts) and those in hidden folders or in folders linked in: the files
+    anatomy/data/posts.py looks at when it walks a blog.
+
+    The folders still to look in are kept in a list, not recursed into (rglob recursed once per
+    level: about 990 nested folders ended in a RecursionError). A named pipe or a link to a device
+    named like a post is no input: Snakemake must not wait on it, and the corpus step skips it and
+    says so. A folder or file below `source` that cannot be looked at is the corpus step's to name.
+    """
+    files, to_visit = [], [source]
+    while to_visit:
+        folder = to_visit.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError as err:
+            if folder == source:
+                raise WorkflowError(
+                    f"corpus folder {str(source)!r} (config key `corpus`) cannot be read: {err.strerror}"
+                ) from None
+            continue
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    to_visit.append(Path(entry.path))
+                elif entry.is_file():
+                    files.append(Path(entry.path))
+            except OSError:
+                continue
+    return files
 
 
 def find_corpus_files():
     """Every file of the corpus, so that editing, adding or removing a post reruns extraction.
 
-    Hidden files and folders (.git, .DS_Store) are left out: they are not posts. Called when the
-    workflow is read, so a missing corpus, or one without posts, stops every target before any
-    job, even when results/corpus/ holds an older corpus the plan would otherwise reuse.
+    Called when the workflow is read, so a missing corpus, or one without posts, stops every
+    target before any job, even when results/corpus/ holds an older corpus the plan would
+    otherwise reuse. Which files are posts is the corpus step's to say (MARKDOWN_SUFFIXES): an
+    MDX-only blog is a blog here too.
     """
+    from anatomy.data.posts import MARKDOWN_SUFFIXES, is_utf8_name, shown, suffix_list
+
     source = Path(config["corpus"])
     if source.is_file():
         return [str(source)]
@@ -335,22 +369,16 @@ def find_corpus_files():
             f"corpus {str(source)!r} (config key `corpus`) does not exist: expected a folder "
             "of Markdown posts or one .txt file, relative to the working directory"
         )
-    files = [
-        path
-        for path in source.rglob("*")
-        if path.is_file() and not any(part.startswith(".") for part in path.relative_to(source).parts)
-    ]
+    files = corpus_folder_files(source)
     if not any(path.name.lower().endswith(MARKDOWN_SUFFIXES) for path in files):
         raise WorkflowError(
             f"corpus folder {str(source)!r} (config key `corpus`) holds no Markdown posts "
-            f"(.md, .markdown) among its {len(files)} files"
+            f"({suffix_list()}) among its {len(files)} files"
         )
     # A name that is not UTF-8 (GBK bytes from a zip made on Windows), even an image's, stops the
     # plan here: Snakemake cannot write it into its lock files, and `anatomy corpus` refuses the
     # folder anyway (naming every such file), so leaving it out would only move the error into
     # a job's log.
-    from anatomy.data.posts import is_utf8_name, shown
-
     bad_names = [path for path in files if not is_utf8_name(str(path))]
     if bad_names:
         more = f" (and {len(bad_names) - 1} more)" if len(bad_names) > 1 else ""
