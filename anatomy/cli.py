@@ -92,9 +92,12 @@ def main(argv: list[str] | None = None) -> int:
         build_parser().print_help()
         return 2
     # Intermixed: `train n_layer=12 --out X seed=7` reads the key=value pairs wherever they stand
-    # (plain parsing stops collecting positionals at the first option after them).
+    # (plain parsing stops collecting positionals at the first option after them). After `--`
+    # every word is a positional (`corpus --out X -- -posts`, a folder named -posts), which only
+    # plain parsing keeps: the intermixed parser drops the `--` and reads -posts as an option.
     command, module_name, parser, rest = chosen_command(argv)
-    args = parser.parse_intermixed_args(rest)  # `exam` without a known NAME: argparse lists them and exits
+    parse = parser.parse_args if "--" in rest else parser.parse_intermixed_args
+    args = parse(rest)  # `exam` without a known NAME: argparse lists them and exits
     args.command = command
     module = importlib.import_module(module_name)
     try:

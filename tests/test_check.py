@@ -24,3 +24,12 @@ def test_check_fails_when_rope_breaks(monkeypatch, capsys):
 def test_cli_without_command_prints_help(capsys):
     assert main([]) == 2
     assert "train" in capsys.readouterr().out
+
+
+def test_after_a_double_dash_a_name_starting_with_a_dash_is_a_positional(tmp_path, monkeypatch, capsys):
+    """`corpus --out OUT -- -posts`: the shell's convention for a folder named -posts."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "-posts").mkdir()
+    (tmp_path / "-posts" / "a.md").write_text("---\ntitle: a\n---\n学而时习之。\n", encoding="utf-8")
+    assert main(["corpus", "--out", "out", "--", "-posts"]) == 0, capsys.readouterr().err
+    assert (tmp_path / "out" / "corpus.txt").read_text(encoding="utf-8") == "学而时习之。"
