@@ -322,6 +322,21 @@ def test_without_a_readable_plan_the_grid_says_so_rather_than_guessing(tmp_path)
     assert not grid.plan.known and "not a workflow's results/runs folder" in grid.plan.note()
 
 
+def test_a_plan_naming_a_run_too_long_for_a_folder_is_read_not_a_crash(tmp_path):
+    """A crafted plan whose run has a 5,000-character name: no folder can have it (the file system
+    refuses the name), so no trainer holds its lock, and the run is waiting."""
+    workdir = tmp_path / "grid"
+    runs_root = workdir / "results" / "runs"
+    runs_root.mkdir(parents=True)
+    long_run = "x" * 5000 + "/seed42"
+    write_plan(workdir, run_jobs(long_run, "vanilla/seed42"))
+    with held_lock(workdir / ".snakemake" / "anatomy.lock"):
+        grid = progress.read_grid(runs_root)
+        assert grid.workflow_running and grid.plan.known
+        assert {run.run_id: run.status for run in grid.runs} == {long_run: "waiting", "vanilla/seed42": "waiting"}
+        assert grid.eta is not None and grid.eta.left == {"training": 2, "sampling": 2}
+
+
 def test_the_plan_file_reads_back_and_names_what_is_wrong(tmp_path):
     path = tmp_path / "plan.json"
     jobs = run_jobs("vanilla/seed42") + FINAL_JOBS

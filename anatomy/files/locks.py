@@ -8,6 +8,7 @@ for) from work in progress. POSIX only (Linux, macOS), like the rest of the work
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import socket
@@ -34,10 +35,16 @@ def held_lock(path: str | os.PathLike, on_wait: Callable[[], None] | None = None
 
 
 def is_locked(path: str | os.PathLike) -> bool:
-    """Whether some process holds the lock on `path` right now (a missing file: no one does)."""
-    if not Path(path).exists():
+    """Whether some process holds the lock on `path` right now. No one holds a missing file's, nor
+    that of a name too long to be a file's (a crafted plan naming a run of 5,000 characters)."""
+    try:
+        if not Path(path).exists():
+            return False
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as err:
+        if err.errno != errno.ENAMETOOLONG:
+            raise
         return False
-    fd = os.open(path, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
