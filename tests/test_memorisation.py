@@ -147,3 +147,16 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
         Memorisation(tmp_path)
     with pytest.raises(AnatomyError, match="min_chars = 0"):
         Memorisation(tmp_path, min_chars=0)
+
+
+def test_a_corpus_text_over_the_cap_is_one_line_naming_it_not_read(corpus_dir, monkeypatch):
+    """The corpus is read only up to the cap every text read has (a link to /dev/zero would
+    otherwise read until the memory runs out); the cap is made small here, so nothing big is read."""
+    from anatomy.generation import memorisation
+
+    monkeypatch.setattr(memorisation, "TEXT_LIMIT", 100, raising=False)
+    with pytest.raises(AnatomyError) as err:
+        Corpus.load(corpus_dir)
+    message = str(err.value)
+    assert f"{corpus_dir / 'corpus.txt'}: " in message and "is more than a corpus text should hold" in message
+    assert "\n" not in message

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from anatomy.data.text_files import TEXT_LIMIT, read_utf8
 from anatomy.files.atomic import write_json
 from anatomy.files.run_folder import read_json_file
 from anatomy.errors import AnatomyError
@@ -131,18 +132,27 @@ class Corpus:
 
     @classmethod
     def load(cls, data_dir: Path) -> "Corpus":
+        """Each file read only if it is a regular file of a sane size (a named pipe would make this
+        wait for good, a link to /dev/zero fill the memory): else one line naming the file."""
         data_dir = Path(data_dir)
         try:
-            split = json.loads((data_dir / "split.json").read_text(encoding="utf-8"))
+            split = read_json_file(data_dir / "split.json", "a tokenized corpus's facts, written by anatomy tokenize")
             # the pipeline tokenizes corpus.txt in the same folder; split.json names it either way
             corpus_path = data_dir / "corpus.txt"
             if not corpus_path.is_file():
                 corpus_path = Path(split["corpus"])
-            text = corpus_path.read_text(encoding="utf-8")
+            text = read_utf8(corpus_path, TEXT_LIMIT, "a corpus text")
             n_train = int(split["train_tokens"])
-            # the corpus step's stats name the posts; a corpus tokenized by hand may have none
+            # the corpus step's stats name the posts; a corpus tokenized by hand may have none.
+            # They grow with the posts (100,000 posts: about 8 MB), so they are capped as the text is.
             stats_path = data_dir / "stats.json"
-            stats = json.loads(stats_path.read_text(encoding="utf-8")) if stats_path.is_file() else {}
+            stats = (
+                json.loads(read_utf8(stats_path, TEXT_LIMIT, "the corpus step's statistics"))
+                if stats_path.is_file()
+                else {}
+            )
+        except AnatomyError as err:  # it names the file, and what is wrong with it
+            raise AnatomyError(f"{data_dir}: not a tokenized corpus folder that can be read ({err})") from None
         except (OSError, ValueError, KeyError, TypeError) as err:
             raise AnatomyError(
                 f"{data_dir}: not a tokenized corpus folder (split.json, and the corpus.txt "
