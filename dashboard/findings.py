@@ -5,6 +5,8 @@ each page that uses them."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import streamlit as st
 
 from anatomy.language import N_, _
@@ -13,6 +15,7 @@ from anatomy.report.protocol import protocol_of, protocol_text
 from anatomy.report.roles import only_runs_of
 from anatomy.results.reader import Results
 from dashboard import loaders
+from dashboard.tables import markdown_literal
 
 
 def show_protocol(path: str) -> None:
@@ -27,7 +30,9 @@ def show_protocol(path: str) -> None:
     protocol = protocol_of(only_runs_of(results, None))
     if protocol.steps is None or not (protocol.untestable_reason or protocol.running):
         return
-    st.warning(protocol_text(protocol), icon=":material/science:")
+    # a corpus name is anyone's to write (its config.json): shown as text, never as markup
+    named = dataclasses.replace(protocol, corpora=tuple(markdown_literal(name) for name in protocol.corpora))
+    st.warning(protocol_text(named), icon=":material/science:")
     if reference := loaders.reference_db():
         st.button(
             _("Open the shipped reference results"),

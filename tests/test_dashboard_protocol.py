@@ -84,3 +84,18 @@ def test_a_database_past_a_read_bound_is_one_line_not_a_traceback(dashboard_db, 
     app.run()
     assert not app.exception
     assert any("was stopped" in e.value for e in app.error)
+
+
+def test_a_corpus_name_in_the_banner_is_text_not_markup(tmp_path, monkeypatch, chapters_protocol):
+    from anatomy.results.collect import collect
+    from run_folders import LLAMA_PARTS, write_run_folder
+    from test_dashboard_url import HOSTILE, shows_as_text
+
+    runs = tmp_path / "runs"
+    for seed in (42, 7):
+        write_run_folder(runs, "vanilla", seed, data={"corpus": HOSTILE})
+        write_run_folder(runs, "llama", seed, model=LLAMA_PARTS, data={"corpus": HOSTILE})
+    collect(runs, tmp_path / "anatomy.duckdb")
+    app = open_page(tmp_path / "anatomy.duckdb", "overview", monkeypatch)
+    (banner,) = [w.value for w in app.warning if "Not the chapter's protocol" in w.value]
+    shows_as_text(banner.split(" (")[0], HOSTILE)

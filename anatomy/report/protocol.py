@@ -75,17 +75,18 @@ def protocol_of(data: Results) -> Protocol:
     runs = data.runs
     grid = runs[runs["group"].isin(["headline", "ablation", "break"])]
     headline = runs[runs["group"] == "headline"]
-    finished = headline[headline["status"] != "running"]
-    shape = {field: int(finished[field].max()) for field in SHAPE if len(finished)}
+    finished = headline[headline["status"].ne("running").fillna(True)]
+    shape = {field: int(finished[field].max()) for field in SHAPE if finished[field].notna().any()}
+    steps = finished["last_step"].dropna()  # a run with no evaluation logged has no last step
     return Protocol(
         corpora=tuple(
             sorted({str(c) if pd.notna(c) else _("a text its runs do not name") for c in headline["corpus"]})
         ),
         characters=tuple(sorted({int(n) for n in headline["train_tokens"].dropna()})),
         vocab_sizes=tuple(sorted({int(n) for n in headline["vocab_size"].dropna()})),
-        steps=int(finished["last_step"].max()) if len(finished) else None,
+        steps=int(steps.max()) if len(steps) else None,
         shape=shape,
-        running=int((grid["status"] == "running").sum()),
+        running=int(grid["status"].eq("running").fillna(False).sum()),
         unlearned=unlearned(data, finished),
     )
 
