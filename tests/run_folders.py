@@ -9,6 +9,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from anatomy.config import PRESETS
 
 # The five parts that make the 2017 model a mini-LLaMA, as model settings: the llama preset
@@ -43,7 +45,7 @@ def write_run_folder(
     `diverged_step` on and stops there, as a trainer that hits a non-finite loss does.
     `preset` defaults to the one the grid's experiment of that name is built on (vanilla for
     vanilla*, llama for the rest). `baseline` is written as a tag (`anatomy train --tag baseline=...`); without it, collect
-    finds the baseline in its experiments file or falls back to the preset's headline experiment.
+    finds the baseline in its experiments file, or the run has none.
     """
     folder = runs_root / experiment / f"seed{seed}"
     folder.mkdir(parents=True)
@@ -141,8 +143,30 @@ def write_run_folder(
     return folder
 
 
+# Each experiment of workflow/experiments.yaml -> the baseline it declares (None: none), as the
+# workflow writes them into results/experiments.json for collect
+WORKFLOW_EXPERIMENTS = Path(__file__).resolve().parent.parent / "workflow" / "experiments.yaml"
+GRID_BASELINES = {
+    name: entry.get("baseline")
+    for name, entry in yaml.safe_load(WORKFLOW_EXPERIMENTS.read_text(encoding="utf-8"))["experiments"].items()
+}
+
+
+def declare_grid_baselines(runs_root: Path) -> Path:
+    """The workflow's experiments.json beside `runs_root` (where it writes results/experiments.json
+    beside results/runs, and where collect finds it): run folders named as the grid's experiments
+    are compared with what workflow/experiments.yaml declares."""
+    runs_root.parent.mkdir(parents=True, exist_ok=True)
+    path = runs_root.parent / "experiments.json"
+    experiments = {name: {"baseline": baseline} for name, baseline in sorted(GRID_BASELINES.items())}
+    path.write_text(json.dumps({"experiments": experiments}, indent=2), encoding="utf-8")
+    return path
+
+
 def write_fixture_grid(runs_root: Path, benchmarks_root: Path | None = None) -> None:
-    """A small grid in every state: headline pair, ablations both ways, breaks, one running run."""
+    """A small grid in every state: headline pair, ablations both ways, breaks, one running run;
+    beside it, the experiments.json that declares their baselines (`declare_grid_baselines`)."""
+    declare_grid_baselines(runs_root)
     for seed in (42, 7):
         write_run_folder(runs_root, "vanilla", seed, floor=2.3, turn_step=70)
         write_run_folder(runs_root, "llama", seed, floor=2.1, turn_step=40, model=LLAMA_PARTS)

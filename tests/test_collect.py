@@ -166,23 +166,49 @@ def baselines_of(db: Path) -> dict[str, str | None]:
     return dict(query(db, "SELECT DISTINCT experiment, baseline FROM runs"))
 
 
-def test_runs_written_before_baselines_get_the_ones_the_grid_used(collected):
-    """No baseline tag, no experiments file: a headline model against the 2017 model, every other
-    experiment against the headline experiment of its preset."""
-    _, db, _, _ = collected
-    assert baselines_of(db) == {
-        "vanilla": None,
-        "llama": "vanilla",
-        "vanilla_plus_swiglu": "vanilla",
-        "llama_minus_swiglu": "llama",
-        "llama_minus_rope": "llama",
-        "deep_pre_nowarmup": "llama",
-        "deep_post_nowarmup": "llama",
-        "mqa": "llama",
-    }
+# what workflow/experiments.yaml declares for the fixture grid's experiments: a headline model
+# against the 2017 model, every other experiment against the headline model of its preset
+FIXTURE_BASELINES = {
+    "vanilla": None,
+    "llama": "vanilla",
+    "vanilla_plus_swiglu": "vanilla",
+    "llama_minus_swiglu": "llama",
+    "llama_minus_rope": "llama",
+    "deep_pre_nowarmup": "llama",
+    "deep_post_nowarmup": "llama",
+    "mqa": "llama",
+}
 
 
-def test_a_baseline_comes_from_the_runs_tag_then_the_experiments_file(fixture_runs, tmp_path):
+def test_without_experiments_collect_reads_the_experiments_file_beside_the_runs(fixture_runs, tmp_path, capsys):
+    """No --experiments: the experiments.json beside --runs (where the workflow writes it, and
+    where `anatomy reference` ships it) declares the baselines, and collect has nothing to say."""
+    runs_root, _ = fixture_runs
+    assert (runs_root.parent / collect.EXPERIMENTS_FILE).is_file()
+    db = tmp_path / "out" / "anatomy.duckdb"
+    assert main(["collect", "--runs", str(runs_root), "--db", str(db)]) == 0
+    assert baselines_of(db) == FIXTURE_BASELINES
+    assert "baseline" not in capsys.readouterr().err
+
+
+def test_a_run_declared_nowhere_is_compared_with_nothing_and_collect_says_so(fixture_runs, tmp_path, capsys):
+    """No tag and no experiments file: no baseline is guessed from the names; one line names the
+    experiments left without one and where a baseline is declared."""
+    runs_root, _ = fixture_runs
+    (runs_root.parent / collect.EXPERIMENTS_FILE).unlink()
+    db = tmp_path / "anatomy.duckdb"
+    collect.collect(runs_root, db)
+    assert set(baselines_of(db).values()) == {None}
+    assert query(db, "SELECT count(*) FROM ablation_summary") == [(0,)]
+    note = capsys.readouterr().err
+    assert note == (
+        f"collect: no baseline declared for {', '.join(sorted(FIXTURE_BASELINES))} (no `baseline` tag, "
+        "no --experiments file and no experiments.json beside --runs), so they are compared with nothing; "
+        "name one with `anatomy train --tag baseline=NAME` or in workflow/experiments.yaml\n"
+    )
+
+
+def test_a_baseline_comes_from_the_runs_tag_then_the_experiments_file(fixture_runs, tmp_path, capsys):
     runs_root, _ = fixture_runs
     # trained by hand with --tag baseline=mqa; and an experiment that exists only in this test's file
     write_run_folder(
@@ -206,7 +232,11 @@ def test_a_baseline_comes_from_the_runs_tag_then_the_experiments_file(fixture_ru
     collect.collect(runs_root, db, experiments_path=experiments)
     found = baselines_of(db)
     assert (found["wider"], found["mqa_minus_swiglu"], found["llama"]) == ("deep_pre_nowarmup", "mqa", None)
-    assert found["vanilla_plus_swiglu"] == "vanilla"  # in no file: the fallback
+    # the file given replaces the one beside the runs: what it leaves out has no baseline, and is named
+    assert found["vanilla_plus_swiglu"] is None
+    note = capsys.readouterr().err
+    assert "no baseline declared for deep_post_nowarmup, deep_pre_nowarmup, llama_minus_rope," in note
+    assert f"(no `baseline` tag, not in {experiments})" in note
     # and the views pair by it: the new ablation against mqa, the extra run against the deep run
     best = dict(query(db, "SELECT run_id, best_val_loss FROM run_summary"))
     assert query(

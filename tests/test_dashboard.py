@@ -62,12 +62,14 @@ DATABASE_PAGES = [page for page in PAGES if page != "progress"]
 
 @pytest.fixture
 def shipped_reference(tmp_path, monkeypatch):
-    """The fixture grid shipped as reference results, as `anatomy reference` ships them."""
-    from anatomy.results.reference import ship
+    """The fixture grid shipped as reference results, as `anatomy reference` ships them (with the
+    experiments file beside them, which declares their baselines)."""
+    from anatomy.results.reference import EXPERIMENTS_FILE, ship, ship_experiments
 
-    runs = tmp_path / "trained"
+    runs = tmp_path / "trained" / "runs"
     write_fixture_grid(runs)
     ship(runs, tmp_path / "reference")
+    ship_experiments(runs.parent / EXPERIMENTS_FILE, tmp_path / "reference")
     monkeypatch.setattr(loaders, "REFERENCE_DIR", tmp_path / "reference")
     monkeypatch.setattr(loaders, "REFERENCE_DB", tmp_path / "reference.duckdb")
     return tmp_path / "reference"
@@ -269,7 +271,8 @@ def test_samples_view_shows_generated_text_side_by_side(dashboard_db, monkeypatc
         assert text.rstrip() in shown and text.startswith("## ")
     # a diverged run has no text to show, only the note saying why
     app.multiselect(key="samples_runs").set_value(["deep_post_nowarmup · seed 42"]).run()
-    assert not app.text and "no checkpoint to sample from" in app.warning[0].value
+    # (the last warning: the first says the tiny grid is not the chapter's protocol)
+    assert not app.text and "no checkpoint to sample from" in app.warning[-1].value
 
 
 # ---------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from anatomy.report.uncertainty import Difference, against_baseline, judge_one
 from anatomy.results.collect import load_runs
 from anatomy.results.reader import load
 from anatomy.results.collect import collect
-from run_folders import LLAMA_PARTS, write_fixture_grid, write_run_folder
+from run_folders import LLAMA_PARTS, declare_grid_baselines, write_fixture_grid, write_run_folder
 
 REPO = Path(__file__).resolve().parent.parent
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -83,8 +83,10 @@ def test_verdicts_on_a_grid_where_the_chapter_holds(fixture_grid_db):
 
 
 def grid_db(tmp_path: Path, **experiments) -> Path:
-    """A database of the headline pair (both seeds) plus the given runs: name -> write_run_folder kwargs."""
+    """A database of the headline pair (both seeds) plus the given runs: name -> write_run_folder kwargs,
+    each compared with the baseline workflow/experiments.yaml declares for its name."""
     runs = tmp_path / "runs"
+    declare_grid_baselines(runs)
     for name, kwargs in experiments.items():
         for seed in (42, 7):
             write_run_folder(runs, name, seed, **kwargs)
@@ -311,6 +313,7 @@ def test_seeds_that_disagree_widen_the_noise_and_one_seed_is_judged_against_it(t
     # GQA added: seed 7 diverged before its first evaluation, so one seed is left, judged against the
     # setup's pooled noise like any other.
     runs = tmp_path / "runs"
+    declare_grid_baselines(runs)
     floors = {
         "vanilla": (2.3, 2.3, {}),
         "llama": (2.1, 2.1, {}),
@@ -342,6 +345,7 @@ def one_seed_ablations(tmp_path: Path) -> Path:
     """The headline pair and SwiGLU both ways, seed 42 only: no experiment of the setup has a second
     seed, so there is no noise estimate."""
     runs = tmp_path / "runs"
+    declare_grid_baselines(runs)
     write_run_folder(runs, "vanilla", 42, floor=2.3)
     write_run_folder(runs, "llama", 42, floor=2.1, model=LLAMA_PARTS)
     for name, direction, floor in (("vanilla_plus_swiglu", "add", 2.2), ("llama_minus_swiglu", "remove", 2.25)):

@@ -29,7 +29,7 @@ from anatomy.exams import wall_clock
 from anatomy.results.collect import load_runs
 from anatomy.results.reader import load
 from anatomy.results.collect import SCHEMA_PATH, collect
-from run_folders import LLAMA_PARTS, write_run_folder
+from run_folders import LLAMA_PARTS, declare_grid_baselines, write_run_folder
 from exam_rows import KV_SCALE, cache_rows, depth_row, grad_norm_rows, insert, length_rows, timing_rows, wall_clock_row
 from tiny_runs import examine
 
@@ -56,7 +56,9 @@ def assert_no_nan(text: str) -> None:
 
 
 def write_grid(runs: Path) -> None:
-    """Headline pair and the GQA ablations (both seeds), MQA and a broken RoPE (seed 42)."""
+    """Headline pair and the GQA ablations (both seeds), MQA and a broken RoPE (seed 42), with the
+    baselines workflow/experiments.yaml declares for them."""
+    declare_grid_baselines(runs)
     for seed in (42, 7):
         write_run_folder(runs, "vanilla", seed, floor=2.3)
         write_run_folder(runs, "llama", seed, floor=2.1, model=LLAMA_PARTS)

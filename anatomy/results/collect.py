@@ -26,10 +26,11 @@ A run folder with `metrics.jsonl` but no `summary.json` is still training (statu
 progress.
 
 Each run's baseline (the experiment it is compared with, seed by seed) is data: a `baseline` tag
-in its config.json (`anatomy train --tag baseline=NAME`), else the experiments file given with
-`--experiments` (the workflow writes results/experiments.json from workflow/experiments.yaml),
-else, for runs trained before experiments named their baseline, what the grid compared them
-with then (`legacy_baselines`).
+in its config.json (`anatomy train --tag baseline=NAME`), else its experiment's entry in the
+experiments file: `--experiments`, or else the experiments.json beside the folder of runs (the
+workflow writes results/experiments.json from workflow/experiments.yaml; `anatomy reference`
+ships it beside the shipped runs). A run declared in neither is compared with nothing, and
+collect says which experiments those are (`undeclared_note`): it never guesses one from names.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ import io
 import json
 import math
 import re
+import sys
 import tempfile
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -61,7 +63,7 @@ from anatomy.files.atomic import (
     naming_a_full_disk,
     remove_stale_temporaries,
 )
-from anatomy.config import PRESETS, ModelConfig, TrainConfig
+from anatomy.config import ModelConfig, TrainConfig
 from anatomy.errors import AnatomyError
 from anatomy.exams import depth, exam_module
 from anatomy.files.locks import held_lock
@@ -125,6 +127,8 @@ class CollectedRuns:
     samples: list[dict[str, Any]] = field(default_factory=list)
     benchmarks: list[dict[str, Any]] = field(default_factory=list)
     exams: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # exam table -> rows
+    experiments_path: Path | None = None  # the experiments file the baselines came from, if any
+    undeclared: list[str] = field(default_factory=list)  # experiments no tag or file gives a baseline
 
     def add_exam_rows(self, table: str, rows: list[dict[str, Any]]) -> None:
         self.exams.setdefault(table, []).extend(rows)
@@ -369,6 +373,18 @@ def read_run(folder: Path, runs_root: Path) -> tuple[dict[str, Any], list, list]
 # ---------------------------------------------------------------------------------------------
 # Baselines: which experiment each run is compared with
 
+# The experiments file collect reads when --experiments names none: the one beside the folder of
+# runs (results/experiments.json, which the workflow writes; results/reference/, which ships it).
+EXPERIMENTS_FILE = "experiments.json"
+
+
+def experiments_file(runs_root: Path, given: Path | None) -> Path | None:
+    """The experiments file for the runs under `runs_root`: `given`, else the one beside them."""
+    if given is not None:
+        return Path(given)
+    beside = Path(runs_root).parent / EXPERIMENTS_FILE
+    return beside if beside.is_file() else None
+
 
 def read_baselines(path: Path) -> dict[str, str | None]:
     """Experiment name -> the baseline it names (None: compared with nothing), from a file with
@@ -394,37 +410,33 @@ def read_baselines(path: Path) -> dict[str, str | None]:
     return baselines
 
 
-def legacy_baselines(runs: list[dict[str, Any]], undeclared: list[dict[str, Any]]) -> None:
-    """Give the `undeclared` runs (trained before experiments named their baseline: no tag, not in
-    the experiments file) the baseline the grid compared them with then: a headline experiment is
-    compared with the headline experiment of the 2017 model (its preset changes nothing from the
-    defaults), any other experiment with the headline experiment of its own preset (vanilla plus a
-    part with vanilla; llama minus a part, or broken, with llama). `runs`: every run collected."""
-    headline_of_preset: dict[str, str] = {}
-    for run in sorted(runs, key=lambda run: run["run_id"]):
-        if run["group"] == "headline" and run["preset"]:
-            headline_of_preset.setdefault(run["preset"], run["experiment"])
-    plain = [name for preset, name in headline_of_preset.items() if PRESETS.get(preset) == {}]
-    for run in undeclared:
-        if run["group"] == "headline":
-            found = plain[0] if plain else None
-        else:
-            found = headline_of_preset.get(run["preset"])
-        run["baseline"] = found if found != run["experiment"] else None
-
-
-def assign_baselines(runs: list[dict[str, Any]], declared: dict[str, str | None]) -> None:
-    """Each run's baseline: its own `baseline` tag, else its experiment's entry in `declared`
-    (the experiments file), else `legacy_baselines`."""
-    undeclared = []
+def assign_baselines(runs: list[dict[str, Any]], declared: dict[str, str | None]) -> list[str]:
+    """Each run's baseline: its own `baseline` tag, else its experiment's entry in `declared` (the
+    experiments file). Returns the experiments declared in neither, whose runs keep no baseline."""
+    undeclared = set()
     for run in runs:
         if run["baseline"] is not None:
             continue  # the run's own tag
         if run["experiment"] in declared:
             run["baseline"] = declared[run["experiment"]]
         else:
-            undeclared.append(run)
-    legacy_baselines(runs, undeclared)
+            undeclared.add(run["experiment"])
+    return sorted(undeclared)
+
+
+def undeclared_note(undeclared: list[str], experiments_path: Path | None) -> str | None:
+    """The line collect prints when some experiments have no baseline declared (None: all have)."""
+    if not undeclared:
+        return None
+    where = (
+        f"not in {experiments_path}"
+        if experiments_path is not None
+        else f"no --experiments file and no {EXPERIMENTS_FILE} beside --runs"
+    )
+    return (
+        f"collect: no baseline declared for {', '.join(undeclared)} (no `baseline` tag, {where}), so they are "
+        "compared with nothing; name one with `anatomy train --tag baseline=NAME` or in workflow/experiments.yaml"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -577,8 +589,9 @@ def collect_runs(
     experiments_path: Path | None = None,
 ) -> CollectedRuns:
     runs_root = Path(runs_root)
+    experiments_path = experiments_file(runs_root, experiments_path)
     declared = read_baselines(experiments_path) if experiments_path is not None else {}
-    collected = CollectedRuns()
+    collected = CollectedRuns(experiments_path=experiments_path)
     if not runs_root.is_dir():
         raise AnatomyError(f"--runs {runs_root}: no such folder (train a model first: python -m anatomy train ...)")
     for folder in find_run_folders(runs_root):
@@ -589,7 +602,7 @@ def collect_runs(
         read_run_exams(folder, run["run_id"], collected)
     name_unnamed_corpora(collected.runs)
     check_one_corpus_per_experiment(collected.runs, runs_root)
-    assign_baselines(collected.runs, declared)
+    collected.undeclared = assign_baselines(collected.runs, declared)
     if benchmarks_root is not None and Path(benchmarks_root).is_dir():
         collected.benchmarks = read_benchmarks(Path(benchmarks_root), {run["run_id"] for run in collected.runs})
     if exams_root is not None and Path(exams_root).is_dir():
@@ -726,16 +739,19 @@ def collect(
                         summary = _json_safe({"counts": counts, **summary_tables(new_db)})
                         json_tmp.write_text(json_text(summary), encoding="utf-8")
                     file_behind(json_path).unlink(missing_ok=True)
+    if note := undeclared_note(collected.undeclared, collected.experiments_path):  # written, then said
+        print(note, file=sys.stderr)
     return counts
 
 
 def collect_folder(runs_root: Path, db_path: Path) -> dict[str, int]:
     """Collect a folder of run folders into `db_path` with what lies beside it: the benchmarks, the
     exams of no one run (the depth map, the wall clock) and the experiments file (the baseline
-    each names), where there are some. The one way a folder is collected whole: results/reference/
-    for the shipped runs (the dashboard's reference database), any folder for `report --runs`."""
+    each names; collect reads the one beside by itself), where there are some. The one way a
+    folder is collected whole: results/reference/ for the shipped runs (the dashboard's reference
+    database), any folder for `report --runs`."""
     beside = Path(runs_root).parent
-    benchmarks, exams, experiments = beside / "benchmarks", beside / "exams", beside / "experiments.json"
+    benchmarks, exams = beside / "benchmarks", beside / "exams"
     return collect(
         runs_root,
         db_path,
@@ -743,7 +759,6 @@ def collect_folder(runs_root: Path, db_path: Path) -> dict[str, int]:
         benchmarks if benchmarks.is_dir() else None,
         allow_empty=True,
         exams_root=exams if exams.is_dir() else None,
-        experiments_path=experiments if experiments.is_file() else None,
     )
 
 
@@ -779,7 +794,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         help="the experiments the runs were trained from, for the baseline each is compared with "
-        "(results/experiments.json, written by the workflow, or workflow/experiments.yaml)",
+        "(results/experiments.json, written by the workflow, or workflow/experiments.yaml; "
+        f"default: the {EXPERIMENTS_FILE} beside --runs, if any)",
     )
 
 
