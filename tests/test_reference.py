@@ -16,6 +16,7 @@ from anatomy.results import reference
 from anatomy.results import collect
 from anatomy.cli import main
 from anatomy.files.locks import held_lock
+from anatomy.files.run_folder import SMALL_FILE_LIMIT
 
 
 def shipped_files(out: Path) -> set[str]:
@@ -57,6 +58,8 @@ def test_collect_builds_the_same_database_from_the_reference(fixture_runs, tmp_p
     runs_root, benchmarks_root = fixture_runs
     out = tmp_path / "reference"
     reference.ship(runs_root, out, benchmarks_root)
+    # as `anatomy reference` does: the baselines are declared beside the shipped runs too
+    reference.ship_experiments(runs_root.parent / reference.EXPERIMENTS_FILE, out)
     (runs_root / "llama_minus_rope").rename(tmp_path / "unfinished")  # only finished runs compare
 
     original, shipped = tmp_path / "original.duckdb", tmp_path / "shipped.duckdb"
@@ -275,13 +278,36 @@ def test_a_shipped_run_missing_a_file_is_one_line_and_nothing_is_restored(fixtur
         assert not (mine / "llama" / "seed42").exists()
 
 
+def test_a_file_too_big_to_be_a_runs_result_is_one_line_and_not_read(fixture_runs, tmp_path, capsys):
+    """A result file past the cap of a run's small files (a sparse file: no disk used) is no file
+    anatomy wrote: restoring and shipping name it in one line, without reading it."""
+    runs_root, benchmarks_root = fixture_runs
+    out = tmp_path / "reference"
+    reference.ship(runs_root, out, benchmarks_root)
+    shipped = out / "runs" / "llama" / "seed42" / "samples.json"
+    os.truncate(shipped, SMALL_FILE_LIMIT + 1)
+    mine = tmp_path / "mine"
+    assert main(restore_args(out, mine, fixture_corpus(tmp_path / "corpus"))) == 2
+    error = capsys.readouterr().err
+    assert f"{shipped}: 16.0 MiB is more than a result file of a run" in error and error.count("\n") == 1, error
+    assert not (mine / "llama" / "seed42").exists()
+
+    grown = runs_root / "vanilla" / "seed42" / "exams" / "length.json"  # collect's checks do not read it
+    grown.parent.mkdir(exist_ok=True)
+    grown.touch()
+    os.truncate(grown, SMALL_FILE_LIMIT + 1)
+    assert main(["reference", "--runs", str(runs_root), "--out", str(tmp_path / "again")]) == 2
+    error = capsys.readouterr().err
+    assert f"{grown}: 16.0 MiB is more than a result file of a run" in error and error.count("\n") == 1, error
+
+
 def test_a_restore_killed_half_way_leaves_no_half_run(fixture_runs, tmp_path, monkeypatch, capsys):
     runs_root, benchmarks_root = fixture_runs
     out = tmp_path / "reference"
     reference.ship(runs_root, out, benchmarks_root)
     mine = tmp_path / "mine"
     argv = restore_args(out, mine, fixture_corpus(tmp_path / "corpus"))
-    real_copy, copies = reference.shutil.copyfile, []
+    real_copy, copies = reference.copy_small_file, []
 
     def killed_on_the_third_file(source, target):
         copies.append(target)
@@ -289,7 +315,7 @@ def test_a_restore_killed_half_way_leaves_no_half_run(fixture_runs, tmp_path, mo
             raise KeyboardInterrupt  # as a Ctrl-C would, half way through the first run
         return real_copy(source, target)
 
-    monkeypatch.setattr(reference.shutil, "copyfile", killed_on_the_third_file)
+    monkeypatch.setattr(reference, "copy_small_file", killed_on_the_third_file)
     assert main(argv) == 130  # Ctrl-C: one line and the shell's code for SIGINT, no traceback
     monkeypatch.undo()
     first = Path(copies[0]).parent.name  # the temporary folder the first run was copied into
@@ -363,8 +389,8 @@ def test_an_exam_cell_an_older_restore_left_half_copied_is_completed(tmp_path):
 
 
 def test_the_experiments_file_ships_so_a_studys_ablation_pairs_with_its_own_baseline(tmp_path):
-    """Without it, collecting the shipped runs gave a study's ablation the grid's baseline
-    (vanilla), on another corpus: it paired with nothing and the report's stage-2 table was empty."""
+    """Without it, collecting the shipped runs would leave a study's ablation with no baseline
+    (collect guesses none from names): it would pair with nothing, and the stage-2 table be empty."""
     from run_folders import SCALE_SIZES, write_run_folder, write_scale_runs
 
     runs = tmp_path / "results" / "runs"

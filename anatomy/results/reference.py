@@ -16,15 +16,14 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import os
 import platform
-import shutil
 from pathlib import Path
 from typing import Any
 
 from anatomy.files.atomic import (
     atomic_folder,
+    read_regular_file,
     remove_stale_temporaries,
     write_bytes,
     write_bytes_if_changed,
@@ -34,8 +33,15 @@ from anatomy.files.atomic import (
 from anatomy.errors import AnatomyError
 from anatomy.files.locks import is_locked
 from anatomy.data.tokenizer import corpus_digest, load_tokenized
-from anatomy.files.run_folder import find_run_folders, read_json_object, read_run_config, read_summary
-from anatomy.results.collect import read_run
+from anatomy.files.run_folder import (
+    SMALL_FILE_LIMIT,
+    find_run_folders,
+    read_json_object,
+    read_run_config,
+    read_small_file,
+    read_summary,
+)
+from anatomy.results.collect import EXPERIMENTS_FILE, read_run
 from anatomy.files.run_folder import load_checkpoint
 
 # The files of a run folder that hold its results: everything except the checkpoints (*.pt),
@@ -43,8 +49,21 @@ from anatomy.files.run_folder import load_checkpoint
 # results ship too where they exist (they need the checkpoints, so they cannot be made later).
 RESULT_FILES = ("config.json", "metrics.jsonl", "summary.json", "samples.json")
 EXAM_FILES = ("exams/*.json", "grad_norms.jsonl")  # patterns, relative to the run folder
+EXAM_FILE = "a result file of an exam (no checkpoint)"
 BENCHMARK_RULE = "train_model"  # the Snakemake rule whose benchmark file times a training run
+BENCHMARK_FILE = "a Snakemake benchmark file"
 PROVENANCE_FILE = "grid.json"
+
+
+def small_file_bytes(path: Path, what: str = "a result file of a run (no checkpoint)") -> bytes:
+    """A file this command copies (a run's results, a benchmark, an exam's), read only if it is a
+    regular file of at most SMALL_FILE_LIMIT: a named pipe would make the copy wait for good, and
+    a link to /dev/zero fill the memory. Else one line naming the file."""
+    return read_regular_file(path, SMALL_FILE_LIMIT, what)
+
+
+def copy_small_file(source: Path, target: Path) -> None:
+    target.write_bytes(small_file_bytes(source))
 
 
 def machine_description() -> str:
@@ -64,7 +83,7 @@ def benchmark_seconds(path: Path | None) -> float | None:
     """Wall-clock seconds from a Snakemake benchmark file (its 's' column), if there is one."""
     if path is None or not path.is_file():
         return None
-    lines = path.read_text(encoding="utf-8").splitlines()
+    lines = read_small_file(path, BENCHMARK_FILE).splitlines()
     if len(lines) < 2:
         return None
     header, values = lines[0].split("\t"), lines[1].split("\t")
@@ -97,11 +116,8 @@ def provenance(folder: Path, benchmark: Path | None, machine: str) -> dict[str, 
 def read_provenance(path: Path) -> dict[str, Any]:
     if not path.is_file():
         return {"runs": {}}
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise AnatomyError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
-    if not isinstance(record, dict) or not isinstance(record.get("runs"), dict):
+    record = read_json_object(path, "where and when each shipped run was made")
+    if not isinstance(record.get("runs"), dict):
         raise AnatomyError(f"{path}: expected an object with a 'runs' object")
     return record
 
@@ -181,15 +197,17 @@ def ship(runs_root: Path, out: Path, benchmarks_root: Path | None = None) -> dic
         for folder in finished:
             run_id = folder.relative_to(runs_root).as_posix()
             target = out / "runs" / run_id
-            files = {target / name: (folder / name).read_bytes() for name in small_files(folder)}
+            files = {target / name: small_file_bytes(folder / name) for name in small_files(folder)}
             benchmark = Path(benchmarks_root, BENCHMARK_RULE, f"{run_id}.tsv") if benchmarks_root else None
             if benchmark is not None and benchmark.is_file():
                 # Snakemake's layout, so that collect --benchmarks reads them unchanged
-                files[out / "benchmarks" / BENCHMARK_RULE / f"{run_id}.tsv"] = benchmark.read_bytes()
+                files[out / "benchmarks" / BENCHMARK_RULE / f"{run_id}.tsv"] = small_file_bytes(
+                    benchmark, BENCHMARK_FILE
+                )
             for path in files:
                 remove_stale_temporaries(path)  # what a killed call left beside it
             if run_id in record["runs"] and all(
-                path.is_file() and path.read_bytes() == data for path, data in files.items()
+                path.is_file() and small_file_bytes(path) == data for path, data in files.items()
             ):
                 report["unchanged"].append(run_id)
                 continue
@@ -203,10 +221,9 @@ def ship(runs_root: Path, out: Path, benchmarks_root: Path | None = None) -> dic
     return report
 
 
-# The workflow's results/experiments.json (each experiment and the baseline it names), shipped
-# beside the runs: collecting the shipped runs then pairs a study's ablations with their own
-# baselines, as the workflow's collect does, not with the grid's (legacy_baselines).
-EXPERIMENTS_FILE = "experiments.json"
+# The workflow's results/experiments.json (each experiment and the baseline it names) is shipped
+# beside the runs (collect's EXPERIMENTS_FILE): collecting the shipped runs then pairs each run
+# with the baseline the workflow's collect gave it. A run no file or tag declares has no baseline.
 
 
 def ship_experiments(experiments: Path, out: Path) -> bool:
@@ -214,7 +231,8 @@ def ship_experiments(experiments: Path, out: Path) -> bool:
     if not Path(experiments).is_file():
         return False
     with writing_into(out):
-        return write_bytes_if_changed(out / EXPERIMENTS_FILE, Path(experiments).read_bytes())
+        data = small_file_bytes(Path(experiments), "an experiments file (each experiment's baseline)")
+        return write_bytes_if_changed(out / EXPERIMENTS_FILE, data)
 
 
 def ship_exams(exams_root: Path, out: Path) -> list[str]:
@@ -230,7 +248,7 @@ def ship_exams(exams_root: Path, out: Path) -> list[str]:
                 continue  # a depth cell still training: it ships once finished, as runs do
             target = out / "exams" / relative
             remove_stale_temporaries(target)  # what a killed call left beside it
-            if write_bytes_if_changed(target, path.read_bytes()):
+            if write_bytes_if_changed(target, small_file_bytes(path, EXAM_FILE)):
                 changed.append(relative.as_posix())
     return changed
 
@@ -330,7 +348,7 @@ def half_restored(target: Path, shipped: Path, names: list[str]) -> bool:
         if path.is_file() and not path.name.endswith(".tmp")  # a killed writer's temporaries
     }
     return present < set(names) and all(
-        (target / name).read_bytes() == (shipped / name).read_bytes() for name in present
+        small_file_bytes(target / name) == small_file_bytes(shipped / name) for name in present
     )
 
 
@@ -347,7 +365,7 @@ def restore_folder(shipped: Path, names: list[str], target: Path) -> bool:
     with atomic_folder(target) as tmp:
         for name in names:  # in order: Snakemake compares the files' times
             (tmp / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(shipped / name, tmp / name)
+            copy_small_file(shipped / name, tmp / name)
     return True
 
 
@@ -409,7 +427,7 @@ def restore_exams(reference: Path, exams_root: Path) -> list[str]:
                     continue  # this machine's own: never overwrite it
                 else:
                     remove_stale_temporaries(target)
-                    write_bytes(target, unit.read_bytes())
+                    write_bytes(target, small_file_bytes(unit, EXAM_FILE))
                 copied.append(unit.relative_to(shipped).as_posix())
     return copied
 
