@@ -78,7 +78,8 @@ def test_verdicts_on_a_grid_where_the_chapter_holds(fixture_grid_db):
     assert part.verdict == "partly answered"
     assert part.measured == (
         "noise: sd 0.007 per run, pooled over 6 degrees of freedom; 2 ablations judged together; "
-        "earned the gain both ways: swiglu; not yet testable both ways: rmsnorm, prenorm, rope, gqa"
+        "earned the gain (helps vanilla when added, llama misses it when removed): swiglu; "
+        "not yet testable both added to vanilla and removed from llama: rmsnorm, prenorm, rope, gqa"
     )
 
 
@@ -271,10 +272,11 @@ def test_each_part_is_judged_both_ways_and_a_part_can_help_one_model_and_not_the
     # the seven ablations trained are one table
     assert part.measured == (
         "noise: sd 0.007 per run, pooled over 9 degrees of freedom; 7 ablations judged together; "
-        "earned the gain both ways: none; "
+        "earned the gain (helps vanilla when added, llama misses it when removed): none; "
         "rope: hurts vanilla, llama does not clearly miss it; "
         "gqa: llama misses it, vanilla does not clearly gain from it; "
-        "swiglu: helps vanilla, llama does better without it; not yet testable both ways: rmsnorm, prenorm"
+        "swiglu: helps vanilla, llama does better without it; "
+        "not yet testable both added to vanilla and removed from llama: rmsnorm, prenorm"
     )
     assert exams_section.training_loss_verdict(data, "swiglu") == (
         "in the training loss, adding it to vanilla lowers best val beyond noise and removing it from llama "
@@ -301,8 +303,18 @@ def test_with_every_part_measured_the_verdict_names_who_earned_the_gain(tmp_path
     db = grid_db(tmp_path, vanilla={"floor": 2.3}, llama={"floor": llama_floor, "model": LLAMA_PARTS}, **experiments)
     part = [c for c in claims.claims(load(db)) if c.claim == "Which part earned the gain"][0]
     assert part.verdict == (
-        "**answered here**: rope earned it both ways; added to the 2017 model alone, swiglu lowers its best val"
-        + ending
+        "**answered here**: rope earned the gain: best val falls when it is added to the 2017 model and rises "
+        "when it is removed from the mini-LLaMA; added to the 2017 model alone, swiglu lowers its best val" + ending
+    )
+
+
+def test_a_finding_names_the_claim_as_the_chapters_so_a_verdict_against_it_is_no_contradiction():
+    claim = claims.Claim(
+        "The mini-LLaMA reaches a lower best val", "3.60 vs 3.66", "2.31 vs 2.30", "**not reproduced**"
+    )
+    assert claims.finding_text(claim) == (
+        "**Not reproduced.** The chapter's claim, tested here: *The mini-LLaMA reaches a lower best val*. "
+        "Measured: 2.31 vs 2.30. In the chapter: 3.60 vs 3.66."
     )
 
 

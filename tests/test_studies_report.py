@@ -292,8 +292,8 @@ def test_the_size_read_as_often_as_the_grid_is_set_against_the_grids_answer(tmp_
     assert answer.endswith(
         "On the grid's own text (500 characters, read 51 times) the mini-LLaMA's best val is not lower beyond "
         "noise, llama minus vanilla +0.000 (95% interval -0.030 to +0.030); on 400 characters of this study's "
-        "text, read 64 times, it is lower: reading the text many times is not, by itself, why the grid finds no "
-        "lower valley."
+        "text, read 64 times, it is lower: reading the text many times is not, by itself, why on the grid the "
+        "mini-LLaMA's best val is not lower."
     )
     # where the smallest size agrees with the grid, the sentence only sets the two side by side
     answer = scale_answer(grid_then_scale(tmp_path / "agrees", smallest=(2.0, 2.0)))

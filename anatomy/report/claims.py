@@ -141,9 +141,10 @@ def finding_text(claim: Claim) -> str:
     measured and the chapter's figure; the report's table holds the same four cells."""
     verdict = claim.verdict.replace("**", "")
     verdict = verdict[:1].upper() + verdict[1:]
-    return _("**{verdict}.** *{claim}.* Measured: {measured}. The chapter: {chapter}.").format(
-        verdict=verdict, claim=claim.claim, measured=claim.measured, chapter=claim.chapter
-    )
+    # the claim is named as the chapter's, so that "Not reproduced" beside it reads as a verdict on it
+    return _(
+        "**{verdict}.** The chapter's claim, tested here: *{claim}*. Measured: {measured}. In the chapter: {chapter}."
+    ).format(verdict=verdict, claim=claim.claim, measured=claim.measured, chapter=claim.chapter)
 
 
 def headline_claims(data: Results) -> dict[str, Claim]:
@@ -310,7 +311,7 @@ HELPS, HURTS, NOT_BEYOND_NOISE = "helps", "hurts", "not beyond noise"
 
 # (added to vanilla, removed from llama) -> what the two together say about the part (shown with _())
 EFFECT_SUMMARY = {
-    (HELPS, HELPS): N_("earned its gain both ways"),
+    (HELPS, HELPS): N_("helps vanilla, llama misses it: it earned its gain"),
     (HELPS, NOT_BEYOND_NOISE): N_("helps vanilla, llama does not clearly miss it"),
     (HELPS, HURTS): N_("helps vanilla, llama does better without it"),
     (NOT_BEYOND_NOISE, HELPS): N_("llama misses it, vanilla does not clearly gain from it"),
@@ -318,7 +319,7 @@ EFFECT_SUMMARY = {
     (NOT_BEYOND_NOISE, HURTS): N_("vanilla does not clearly gain from it, llama does better without it"),
     (HURTS, HELPS): N_("hurts vanilla, llama misses it"),
     (HURTS, NOT_BEYOND_NOISE): N_("hurts vanilla, llama does not clearly miss it"),
-    (HURTS, HURTS): N_("hurts both ways"),
+    (HURTS, HURTS): N_("hurts vanilla, llama does better without it"),
 }
 
 
@@ -469,8 +470,10 @@ def _which_part(data: Results) -> Claim:
     noise = noise_of(data.noise, pd.concat([headline_of(data, "vanilla"), headline_of(data, "llama")]))
     said = [
         ngettext(
-            "{noise}; {n} ablation judged; earned the gain both ways: {parts}",
-            "{noise}; {n} ablations judged together; earned the gain both ways: {parts}",
+            "{noise}; {n} ablation judged; earned the gain (helps vanilla when added, llama misses it when "
+            "removed): {parts}",
+            "{noise}; {n} ablations judged together; earned the gain (helps vanilla when added, llama misses it "
+            "when removed): {parts}",
             judged,
         ).format(noise=noise_words(noise), n=judged, parts=listed(map(part_name, earned)) or pgettext("parts", "none"))
     ]
@@ -481,12 +484,25 @@ def _which_part(data: Results) -> Claim:
     ]
     pending = [part for part in PARTS if effects[part] is None]
     if pending:
-        said.append(_("not yet testable both ways: {parts}").format(parts=listed(map(part_name, pending))))
+        said.append(
+            _("not yet testable both added to vanilla and removed from llama: {parts}").format(
+                parts=listed(map(part_name, pending))
+            )
+        )
         return Claim(claim, chapter, clauses(said), _("partly answered"))
     verdict = (
-        _("**answered here**: {parts} earned it both ways").format(parts=listed(map(part_name, earned)))
+        ngettext(
+            "**answered here**: {parts} earned the gain: best val falls when it is added to the 2017 model "
+            "and rises when it is removed from the mini-LLaMA",
+            "**answered here**: {parts} earned the gain: best val falls when each is added to the 2017 model "
+            "and rises when it is removed from the mini-LLaMA",
+            len(earned),
+        ).format(parts=and_list(map(part_name, earned)))
         if earned
-        else _("**answered here**: no part earned it both ways")
+        else _(
+            "**answered here**: no part earned the gain: none both lowers the 2017 model's best val when added "
+            "and raises the mini-LLaMA's when removed"
+        )
     )
     verdicts = [verdict]
     help_vanilla = [part for part in PARTS if effects[part][0] == HELPS and part not in earned]

@@ -244,7 +244,8 @@ def verdict(study: Results, found: list[Size]) -> str:
     else:
         said = _(
             "**not reproduced**: {where}, llama minus vanilla is {difference}, within noise ({noise}): "
-            "the mini-LLaMA does not reach a lower valley even where it cannot memorise"
+            "the mini-LLaMA's best val is not lower even where it reads the text at most once and so cannot "
+            "memorise it"
         )
     return said.format(
         where=where,
@@ -532,7 +533,7 @@ def grid_contrast(everything: Results, found: list[Size]) -> str | None:
             "On the grid's own text ({grid_tokens} characters, read {grid_read} times) the mini-LLaMA's best "
             "val is {grid_side} beyond noise, llama minus vanilla {grid_difference}; on {size_tokens} characters "
             "of this study's text, read {size_read} times, it is {size_side}: reading the text many times is not, "
-            "by itself, why the grid finds no lower valley."
+            "by itself, why on the grid the mini-LLaMA's best val is not lower."
         )
     else:
         said = _(
