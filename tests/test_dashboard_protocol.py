@@ -99,3 +99,21 @@ def test_a_corpus_name_in_the_banner_is_text_not_markup(tmp_path, monkeypatch, c
     app = open_page(tmp_path / "anatomy.duckdb", "overview", monkeypatch)
     (banner,) = [w.value for w in app.warning if "Not the chapter's protocol" in w.value]
     shows_as_text(banner.split(" (")[0], HOSTILE)
+
+
+def test_the_exams_of_toy_runs_state_no_finding(dashboard_db, monkeypatch, chapters_protocol):
+    from anatomy.report import exam_findings
+    from anatomy.results.reader import load
+
+    app = open_page(dashboard_db, "exams", monkeypatch)
+    said = [m.value for m in app.markdown]
+    found = exam_findings.length_finding(load(dashboard_db))
+    assert found and f"**{exam_findings.sentence(found)}**" not in said
+    assert (
+        f"**Not testable at this size.** What these runs, not the chapter's, showed: {exam_findings.sentence(found)}"
+        in said
+    )
+    monkeypatch.setattr(protocol, "CHAPTER_PROTOCOL", {key: 1 for key in CHAPTERS})  # at the chapter's size
+    assert f"**{exam_findings.sentence(found)}**" in [
+        m.value for m in open_page(dashboard_db, "exams", monkeypatch).markdown
+    ]

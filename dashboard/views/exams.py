@@ -17,6 +17,7 @@ import re
 
 from anatomy.language import _, join_list
 from anatomy.report import exam_findings as findings
+from anatomy.report.protocol import protocol_of
 from anatomy.report.roles import only_runs_of
 from anatomy.report.wording import wiring
 from anatomy.results.reader import Results, run_label
@@ -26,9 +27,17 @@ from dashboard.findings import show_part_glossary
 
 
 def say_finding(finding: str | None, detail: str) -> None:
-    """The exam's finding as a sentence, its full detail (the report's table cell) below it."""
-    if finding:
+    """The exam's finding as a sentence, its full detail (the report's table cell) below it. On
+    runs that are not the chapter's (the banner above says why), the finding is what these runs
+    showed, never a finding about the part."""
+    if finding and findings_testable:
         st.markdown(f"**{findings.sentence(finding)}**")
+    elif finding:
+        st.markdown(
+            _("**Not testable at this size.** What these runs, not the chapter's, showed: {finding}").format(
+                finding=findings.sentence(finding)
+            )
+        )
     st.caption(findings.sentence(detail))
 
 
@@ -423,6 +432,8 @@ def wall_clock_section(results: Results) -> None:
 
 results = loaders.require_results(runs_needed=False)  # the depth map and the wall clock need no run
 grid_runs = only_runs_of(results, None).runs  # the runs the grid's exams count (the studies have their own page)
+# the exams of trained runs judge the chapter's parts only on the chapter's runs (anatomy.report.protocol)
+findings_testable = protocol_of(only_runs_of(results, None)).untestable_reason is None
 colours = charts.colours_of(results)
 st.title(_("Exams: each part where it pays"))
 st.caption(
