@@ -22,7 +22,7 @@ from anatomy.exams.depth import LEARNED_MARGIN
 from anatomy.language import N_, _, ngettext, pgettext
 from anatomy.results.reader import MODEL_FIELDS, Results
 from anatomy.report.chart_data import part_deltas
-from anatomy.report.protocol import protocol_of
+from anatomy.report.protocol import protocol_of, unigram_loss
 from anatomy.report.roles import deep_runs, headline_of, paired_deltas
 from anatomy.report.wording import and_list, clauses, listed, part_name, per_seed, seed_list, stability_text
 from anatomy.report.uncertainty import (
@@ -634,9 +634,8 @@ def _rope_claim(data: Results) -> Claim:
     parts.append(_("chance is ln(vocabulary) = {chance}").format(chance=f"{chance:.3f}"))
     collapse = _("one collapses to chance") if collapsed else _("neither collapses to chance")
     # a higher floor than chance: predicting by character frequency alone, without any context
-    unigram = data.exams.depth["unigram_loss"].dropna()
-    if not collapsed and len(unigram):
-        floor = float(unigram.iloc[0])
+    floor = unigram_loss(data)
+    if not collapsed and floor is not None:
         parts.append(
             _("ignoring the context (the corpus's unigram loss, from the depth exam) = {floor}").format(
                 floor=f"{floor:.3f}"

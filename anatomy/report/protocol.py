@@ -18,6 +18,7 @@ from anatomy.chapter import CHAPTER
 from anatomy.config import CHAPTER_VOCAB, ModelConfig
 from anatomy.language import _, ngettext
 from anatomy.report.wording import fmt, listed, sentences
+from anatomy.results.groups import is_study
 from anatomy.results.reader import Results
 
 SHAPE = ("n_layer", "d_model", "ctx_len")  # the model's size
@@ -29,7 +30,7 @@ CHAPTER_PROTOCOL = {"steps": CHAPTER.steps, **{field: getattr(ModelConfig(), fie
 class Protocol:
     """The grid's headline runs, described: what they read, how big and how long."""
 
-    corpora: tuple[str, ...]  # corpus names ("?" for a run that names none)
+    corpora: tuple[str, ...]  # corpus names (in words for a run that names none)
     characters: tuple[int, ...]  # training-set sizes
     vocab_sizes: tuple[int, ...]
     steps: int | None  # the longest headline run's last step; None: no headline run yet
@@ -73,7 +74,7 @@ class Protocol:
 def protocol_of(data: Results) -> Protocol:
     """The protocol of the grid's headline runs (the claims' runs) in `data`."""
     runs = data.runs
-    grid = runs[runs["group"].isin(["headline", "ablation", "break"])]
+    grid = runs[runs["group"].map(is_study).eq(False)]  # the grid's runs, as only_runs_of takes them
     headline = runs[runs["group"] == "headline"]
     finished = headline[headline["status"].ne("running").fillna(True)]
     shape = {field: int(finished[field].max()) for field in SHAPE if finished[field].notna().any()}
@@ -91,18 +92,21 @@ def protocol_of(data: Results) -> Protocol:
     )
 
 
+def unigram_loss(data: Results) -> float | None:
+    """The text's unigram loss, what a model that ignores the context reaches: the depth exam
+    measures it on the grid's text; None where that exam has not run."""
+    unigram = data.exams.depth["unigram_loss"].dropna()
+    return float(unigram.iloc[0]) if len(unigram) else None
+
+
 def unlearned(data: Results, headline: pd.DataFrame) -> tuple[float, float] | None:
     """(worst best val, unigram loss) when a finished headline run's best val is not below the
-    text's unigram loss (the depth exam measures it on the same text); None otherwise, or where
-    no unigram loss was measured."""
-    depth = data.exams.depth
-    if depth.empty or headline.empty:
-        return None
-    unigram = depth["unigram_loss"].dropna()
+    text's unigram loss; None otherwise, or where no unigram loss was measured."""
+    unigram = unigram_loss(data)
     worst = headline["best_val_loss"].max()
-    if unigram.empty or pd.isna(worst) or worst < float(unigram.iloc[0]):
+    if unigram is None or pd.isna(worst) or worst < unigram:
         return None
-    return float(worst), float(unigram.iloc[0])
+    return float(worst), unigram
 
 
 def protocol_text(protocol: Protocol) -> str:
