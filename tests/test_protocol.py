@@ -11,6 +11,7 @@ import pytest
 
 from anatomy.report import markdown, protocol
 from anatomy.report.claims import claims_by_key
+from anatomy.report.readme import readme_blocks
 from anatomy.results import collect
 from anatomy.results.reader import load
 from run_folders import LLAMA_PARTS, write_run_folder
@@ -70,3 +71,28 @@ def test_the_report_opens_with_the_text_and_the_protocol(headline, monkeypatch):
     monkeypatch.setattr(protocol, "CHAPTER_PROTOCOL", {key: 1 for key in CHAPTERS})
     opening = markdown.render(headline, [], costs=False)
     assert "The chapter's protocol: 100 steps of a 1-layer, 16-wide model." in opening
+
+
+def which_part_wins_where(report: str) -> str:
+    start = report.index("### Which part wins where")
+    return report[start : report.index("###", start + 3)]
+
+
+def test_the_reports_part_sentences_on_toy_runs_are_not_findings(headline, monkeypatch):
+    monkeypatch.setattr(protocol, "CHAPTER_PROTOCOL", CHAPTERS)
+    section = which_part_wins_where(markdown.render(headline, [], costs=False))
+    parts = [line for line in section.split("**")[1::2] if line in ("RMSNorm", "pre-norm", "RoPE", "GQA", "SwiGLU")]
+    assert len(parts) == 5
+    assert section.count("**Not testable at this size.** What these runs, not the chapter's, showed:") == 5
+    monkeypatch.setattr(protocol, "CHAPTER_PROTOCOL", {key: 1 for key in CHAPTERS})
+    assert "Not testable" not in which_part_wins_where(markdown.render(headline, [], costs=False))
+
+
+def test_the_readme_headline_names_the_text_and_the_protocol(headline, monkeypatch):
+    monkeypatch.setattr(protocol, "CHAPTER_PROTOCOL", CHAPTERS)
+    for language in ("en", "zh_CN"):
+        block = readme_blocks(headline, [], "", language)["headline"]
+        assert "my_blog" in block.split("\n\n")[0]  # the first paragraph names the text
+    english = readme_blocks(headline, [], "")["headline"]
+    assert english.startswith(protocol.protocol_text(protocol.protocol_of(headline)))
+    assert "**Not the chapter's protocol**" in english

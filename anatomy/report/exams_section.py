@@ -17,6 +17,7 @@ from anatomy.report.claims import (
     part_effects,
 )
 from anatomy.report.exam_findings import PART_EXAMS, PART_NAMES, exam_rows
+from anatomy.report.protocol import not_a_finding, protocol_of
 from anatomy.report.uncertainty import Difference, interval_text
 from anatomy.report.wording import md_table
 from anatomy.results.reader import Results
@@ -59,7 +60,9 @@ def training_loss_verdict(data: Results, part: str, family: dict[str, Difference
 
 
 def exams_section(data: Results) -> str:
-    """One row per part: the training loss's verdict beside the exam made for it."""
+    """One row per part: the training loss's verdict beside the exam made for it. On runs that are
+    not the chapter's (anatomy.report.protocol), each part's sentence says what the runs showed,
+    never a finding about the part."""
     shown = exam_rows(data)
     family = ablation_family(data)
     rows = [
@@ -74,10 +77,12 @@ def exams_section(data: Results) -> str:
     table = md_table(
         ["part", "what the training loss says (Δ best val)", "the exam made for it", "what the exam shows"], rows
     )
+    testable = protocol_of(data).untestable_reason is None
     sentences = []
     for part in PARTS:
         finding = shown[part][1] or f"its exam ({PART_EXAMS[part][0]}) is not measured yet"
-        sentences.append(f"**{PART_NAMES[part]}**: {training_loss_verdict(data, part, family)}; {finding}.")
+        said = f"{training_loss_verdict(data, part, family)}; {finding}."
+        sentences.append(f"**{PART_NAMES[part]}**: {said if testable else not_a_finding(said)}")
     return (
         f"{table}\n\nΔ best val: the ablation's mean minus its baseline's (negative: lower loss), with its 95% "
         "interval, judged with the ablation table's other comparisons. " + " ".join(sentences)

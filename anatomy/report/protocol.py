@@ -109,6 +109,14 @@ def unlearned(data: Results, headline: pd.DataFrame) -> tuple[float, float] | No
     return float(worst), unigram
 
 
+def not_a_finding(shown: str) -> str:
+    """What runs that are not the chapter's showed, said so that it never reads as a finding about
+    the part (the page's banner, or the report's opening paragraph, says why)."""
+    return _("**Not testable at this size.** What these runs, not the chapter's, showed: {finding}").format(
+        finding=shown
+    )
+
+
 def protocol_text(protocol: Protocol) -> str:
     """What the report and every page open with: the text and the protocol the verdicts judge."""
     if protocol.steps is None:

@@ -15,6 +15,7 @@ from anatomy.report.costs_section import costs_section
 from anatomy.report.figures import figure_link
 from anatomy.report.grid_sections import headline_section
 from anatomy.report.lr_section import lr_answer
+from anatomy.report.protocol import protocol_of, protocol_text
 from anatomy.report.roles import only_runs_of
 from anatomy.report.scale_section import better_lr_answer, scale_answer, scale_data, which_part_earns
 from anatomy.report.wording import md_table, sentences as joined_sentences
@@ -28,15 +29,16 @@ README_BLOCKS = ("headline", "costs")
 
 
 def headline_block(everything: Results, figure_names: list[str], image_prefix: str) -> str:
-    """The README's headline: the two models, the headline claims' verdicts, and the scale
-    study's answer once it has one (the full report holds the rest)."""
+    """The README's headline: the text and protocol it judges (as the report opens), the two
+    models, the headline claims' verdicts, and the studies' answers once they have one (the full
+    report holds the rest)."""
     data = only_runs_of(everything, None)
     verdicts = md_table(
         [_("the chapter says"), _("chapter's figure"), _("measured here"), _("verdict")],
         [[c.claim, c.chapter, c.measured, c.verdict] for c in headline_claims(data).values()],
     )
     parts = [
-        _("Val loss in nats per character on the default corpus, seeds 42 / 7."),
+        joined_sentences([protocol_text(protocol_of(data)), _("Val loss in nats per character, seeds 42 / 7.")]),
         headline_section(data) + figure_link("headline", figure_names, image_prefix),
         verdicts,
     ]

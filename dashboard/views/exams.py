@@ -17,7 +17,7 @@ import re
 
 from anatomy.language import _, join_list
 from anatomy.report import exam_findings as findings
-from anatomy.report.protocol import protocol_of
+from anatomy.report.protocol import not_a_finding, protocol_of
 from anatomy.report.roles import only_runs_of
 from anatomy.report.wording import wiring
 from anatomy.results.reader import Results, run_label
@@ -33,11 +33,7 @@ def say_finding(finding: str | None, detail: str) -> None:
     if finding and findings_testable:
         st.markdown(f"**{findings.sentence(finding)}**")
     elif finding:
-        st.markdown(
-            _("**Not testable at this size.** What these runs, not the chapter's, showed: {finding}").format(
-                finding=findings.sentence(finding)
-            )
-        )
+        st.markdown(not_a_finding(findings.sentence(finding)))
     st.caption(findings.sentence(detail))
 
 
