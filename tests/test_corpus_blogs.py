@@ -11,7 +11,9 @@ import json
 import os
 import random
 import re
+import threading
 import time
+from contextlib import suppress
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +25,8 @@ from anatomy.data.corpus_source import SOURCE_CHANGED_NOTE, as_argument, source_
 from anatomy.data.markup import MarkupTally, clean_markup, code_spans
 from anatomy.data.tokenizer import load_tokenized, tokenize_corpus
 from anatomy.errors import AnatomyError
+from deep_folders import LEVEL, levels_past_the_limit, make_deep_chain, remove_deep_chain
+from guarded_command import GUARD_S
 from test_workflow import job_counts, snakemake, write_posts
 
 POST = "---\ntitle: {title}\n---\n\n## {title}\n\n学而时习之，不亦说乎。有朋自远方来，不亦乐乎。\n"
@@ -84,6 +88,45 @@ def test_a_stats_file_without_a_record_is_taken_at_its_word(tmp_path):
     write(tmp_path / "out" / "stats.json", json.dumps({"source": "data/posts"}))  # before records
     assert source_change(tmp_path / "out", "data/posts") is None
     assert source_change(tmp_path / "out", "mine") is not None
+
+
+def source_change_or_fail(corpus_dir: Path, src: str, pipe: Path) -> str | None:
+    """source_change, in a thread of its own: were it to wait on the named pipe `pipe`, the test
+    opens it for writing (so the reader gets on) and fails, rather than hang for good."""
+    found = []
+    reader = threading.Thread(target=lambda: found.append(source_change(corpus_dir, src)), daemon=True)
+    reader.start()
+    reader.join(GUARD_S)
+    if reader.is_alive():
+        with suppress(OSError):
+            os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))
+        pytest.fail(f"source_change still ran after {GUARD_S} s: it waits on a named pipe")
+    return found[0]
+
+
+def test_a_stats_file_that_is_no_regular_file_or_too_big_is_named_not_read(tmp_path, monkeypatch):
+    """source_change read stats.json whole, before the workflow plans: a named pipe there made the
+    plan wait for good, a link to /dev/zero or a file of gigabytes would fill the memory. Each is
+    named in one line, unread, and the corpus is made again."""
+    from anatomy.data import corpus_source
+
+    stats = tmp_path / "out" / "stats.json"
+    stats.parent.mkdir()
+    os.mkfifo(stats)
+    assert source_change_or_fail(stats.parent, "data/posts", stats) == (
+        f"{stats}: is not a regular file (a named pipe): expected the corpus step's statistics"
+    )
+    stats.unlink()
+    stats.symlink_to("/dev/zero")
+    assert source_change(stats.parent, "data/posts") == (
+        f"{stats}: is not a regular file (a character device): expected the corpus step's statistics"
+    )
+    stats.unlink()
+    monkeypatch.setattr(corpus_source, "TEXT_LIMIT", 1024)  # the real one: 1 GiB
+    write(stats, json.dumps({"source": "data/posts", "padding": "x" * 2000}))
+    assert source_change(stats.parent, "data/posts") == (
+        f"{stats}: 2.0 KiB is more than the corpus step's statistics should hold (1.0 KiB at most), so it is not read"
+    )
 
 
 def test_rebuilding_the_same_corpus_writes_nothing_and_keeps_its_tokens(tmp_path):
@@ -362,6 +405,30 @@ def test_a_thousand_nested_folders_are_walked_without_recursion(tmp_path):
         assert stats["posts"] == 2
     finally:
         remove_chain(deep, len(path.relative_to(deep).parts))
+
+
+def test_folders_nested_past_the_path_limit_are_named_in_one_line(tmp_path):
+    """About 2,050 nested folders (here 41 of long names, past the same limit): the path passes
+    PATH_MAX, and looking at the next folder (is it a link?) ended in an OSError traceback
+    (ENAMETOOLONG). It is a folder that cannot be read, named by its depth and its ends in one
+    line, and --skip-bad leaves it out."""
+    blog = write(tmp_path / "blog" / "top.md", "最上面的一篇。").parent
+    depth = levels_past_the_limit(blog)
+    make_deep_chain(blog, depth, {3: {"shallow.md": "浅处的一篇。"}, depth: {"deep.md": "最深处的一篇。"}})
+    try:
+        with pytest.raises(AnatomyError) as err:
+            extract_corpus(blog)
+        assert re.fullmatch(
+            re.escape(f"{blog / LEVEL / LEVEL / LEVEL}/.../{LEVEL}/{LEVEL}/{LEVEL}: cannot read the folder, ")
+            + r"[\d,]+ levels deep: its path is longer than the system allows; expected posts in folders nested "
+            r"less deep; --skip-bad leaves it out of the corpus",
+            str(err.value),
+        ), str(err.value)[:500]
+        text, stats = extract_corpus(blog, skip_bad=True)
+        assert text == "浅处的一篇。\n\n最上面的一篇。"
+        assert stats["skipped"] == {"bad": 1}
+    finally:
+        remove_deep_chain(blog, depth)
 
 
 # The code-span pattern the pairing replaced: quadratic on unmatched runs, right otherwise

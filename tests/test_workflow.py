@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from deep_folders import LEVEL, make_deep_chain, remove_deep_chain
 from hang import HANG_S
 from anatomy.results.groups import STUDY_GROUPS, TARGETS, target_of
 
@@ -668,6 +669,24 @@ def test_a_deep_blog_with_a_named_pipe_is_planned_without_a_hang(workdir):
                     entry.unlink()
             deep.rmdir()
             deep = deep.parent
+
+
+def test_a_post_past_the_path_limit_is_left_to_the_corpus_step_to_name(workdir):
+    """A post whose path is longer than the system allows (PATH_MAX), in a folder whose own path is
+    not: it was listed as an input, and the plan ended in Snakemake's OSError traceback
+    (ENAMETOOLONG). It is the corpus step's to name, as a folder nested deeper still is."""
+    posts = workdir / "data" / "posts"
+    # the deepest level whose folder the plan can read (paths from the working directory)
+    level = (os.pathconf(posts, "PC_PATH_MAX") - 1 - len("data/posts")) // len("/" + LEVEL)
+    long_name = "p" * 150 + ".md"
+    try:
+        make_deep_chain(posts, level + 1, {level: {long_name: "有朋自远方来。"}, level + 1: {"deep.md": "不亦乐乎。"}})
+        plan = snakemake(workdir, "-n", "results/corpus/corpus.txt")
+        assert plan.returncode == 0, plan.stderr[-3000:]
+        assert job_counts(plan.stdout) == {"extract_corpus": 1}
+        assert long_name not in plan.stdout and "deep.md" not in plan.stdout
+    finally:
+        remove_deep_chain(posts, level + 1)
 
 
 # ---------------------------------------------------------------------------------------------

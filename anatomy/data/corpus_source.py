@@ -20,10 +20,12 @@ import os
 from pathlib import Path
 
 from anatomy.data.posts import Options, find_posts, shown
+from anatomy.data.text_files import TEXT_LIMIT
 from anatomy.errors import AnatomyError
-from anatomy.files.atomic import opened_regular_file
+from anatomy.files.atomic import opened_regular_file, read_regular_file
 
 STATS_FILE = "stats.json"
+STATS_WHAT = "the corpus step's statistics"  # what stats.json should be, for the line refusing it
 # The workflow's note, beside the corpus, that it was made from another source (corpus.smk writes
 # it to make the extraction run; the extraction removes it, the corpus being the source's again)
 SOURCE_CHANGED_NOTE = "source-changed.txt"
@@ -66,12 +68,20 @@ def as_given(path: str | os.PathLike) -> str:
 
 def source_change(corpus_dir: str | os.PathLike, src: str | os.PathLike, options: Options = Options()) -> str | None:
     """Why the corpus in `corpus_dir` is not what `src` with `options` makes, in one sentence;
-    None when its record says it is, or there is no record to say otherwise."""
+    None when its record says it is, or there is no record to say otherwise. A stats.json that is
+    not read (no regular file, or too big to be one) is named: the record it holds is not known."""
     corpus_dir = Path(corpus_dir)
+    stats_path = corpus_dir / STATS_FILE
+    if not stats_path.exists():
+        return None  # no stats.json, so no corpus either: the workflow makes it anyway
     try:
-        stats = json.loads((corpus_dir / STATS_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None  # no stats.json (so no corpus either: the workflow makes it anyway), or not ours
+        # capped: a named pipe there would make the workflow wait for good, a link to /dev/zero or
+        # a file of gigabytes fill the memory; each is named instead, and the corpus made again
+        stats = json.loads(read_regular_file(stats_path, TEXT_LIMIT, STATS_WHAT))
+    except AnatomyError as err:
+        return str(err)
+    except ValueError:
+        return None  # not JSON (or not UTF-8): not ours
     recorded = stats.get("source") if isinstance(stats, dict) else None
     if not isinstance(recorded, str):
         return None

@@ -11,6 +11,7 @@ recursion, so no depth of nesting runs out of stack.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections import Counter
@@ -88,11 +89,9 @@ def find_posts(folder: Path) -> tuple[list[Path], list[dict], list[dict]]:
         try:
             dirs, files = listed(root_path)
         except OSError as err:
-            where = err.filename if err.filename is not None else root_path
             if root_path == folder:
                 raise AnatomyError(f"{shown(folder)}: cannot read the folder: {err.strerror}") from None
-            entry = root_path.relative_to(folder).as_posix() + "/"
-            bad.append({"path": shown(entry), "error": f"{shown(where)}: cannot read the folder: {err.strerror}"})
+            bad.append(unreadable_folder(folder, root_path, err))
             continue
         for name in sorted(dirs + files):
             if not is_utf8_name(name):
@@ -110,7 +109,13 @@ def find_posts(folder: Path) -> tuple[list[Path], list[dict], list[dict]]:
             entry = (root_path / name).relative_to(folder).as_posix() + "/"
             if name.startswith("."):  # .git, .obsidian...: skipped whole, counted once
                 skipped.append({"path": entry, "reason": "hidden"})
-            elif (root_path / name).is_symlink():
+                continue
+            try:
+                is_link = (root_path / name).is_symlink()
+            except OSError as err:  # its path is too long to look at (some 2,050 folders deep)
+                bad.append(unreadable_folder(folder, root_path / name, err))
+                continue
+            if is_link:
                 # Not followed (a link can lead out of the blog, or back into it, round and round),
                 # as the workflow's list of corpus files does not follow it: named instead.
                 skipped.append({"path": entry, "reason": "linked folder"})
@@ -132,6 +137,29 @@ def find_posts(folder: Path) -> tuple[list[Path], list[dict], list[dict]]:
     # Sorting on path parts gives the same order on every file system and OS.
     posts.sort(key=lambda p: p.parts)
     return posts, skipped, bad
+
+
+# Past this many levels a folder too deep to read is named by its first and last ones
+NESTING_SHOWN = 3
+
+
+def unreadable_folder(folder: Path, path: Path, err: OSError) -> dict:
+    """The entry of `bad` for a folder below `folder` that cannot be read or looked at. A path
+    longer than the system allows (PATH_MAX, 4,096 bytes on Linux: some 2,050 nested folders) is
+    named by its depth and its first and last folders, since printed whole it would be that long."""
+    relative = path.relative_to(folder)
+    entry = {"path": shown(relative.as_posix() + "/")}
+    if err.errno != errno.ENAMETOOLONG:
+        where = err.filename if err.filename is not None else path
+        return {**entry, "error": f"{shown(where)}: cannot read the folder: {err.strerror}"}
+    parts = relative.parts
+    if len(parts) > 2 * NESTING_SHOWN:
+        parts = (*parts[:NESTING_SHOWN], "...", *parts[-NESTING_SHOWN:])
+    return {
+        **entry,
+        "error": f"{shown(folder.joinpath(*parts))}: cannot read the folder, {len(relative.parts):,} levels deep: "
+        "its path is longer than the system allows; expected posts in folders nested less deep",
+    }
 
 
 def special_file_kind(path: Path) -> str | None:

@@ -325,7 +325,9 @@ def corpus_folder_files(source):
     The folders still to look in are kept in a list, not recursed into (rglob recursed once per
     level: about 990 nested folders ended in a RecursionError). A named pipe or a link to a device
     named like a post is no input: Snakemake must not wait on it, and the corpus step skips it and
-    says so. A folder or file below `source` that cannot be looked at is the corpus step's to name.
+    says so. A folder or file below `source` that cannot be looked at is the corpus step's to name:
+    a file whose path is longer than the system allows (some 2,050 nested folders) too, which
+    Snakemake cannot look at either (its plan ended in a traceback).
     """
     files, to_visit = [], [source]
     while to_visit:
@@ -345,6 +347,7 @@ def corpus_folder_files(source):
                 if entry.is_dir(follow_symlinks=False):
                     to_visit.append(Path(entry.path))
                 elif entry.is_file():
+                    os.stat(entry.path)  # raises for a path too long to look at
                     files.append(Path(entry.path))
             except OSError:
                 continue
