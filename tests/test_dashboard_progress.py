@@ -393,6 +393,52 @@ def test_a_named_pipe_in_a_run_folder_or_as_the_plan_is_no_hang(tmp_path):
     assert not grid.plan.known and "is not a regular file (a named pipe)" in grid.plan.note()
 
 
+def returned_or_fail(call, pipes: list[Path]):
+    """call(), in a thread of its own: were it to wait on one of the named pipes, the test opens
+    them for writing (so that it gets on) and fails, rather than hang for good."""
+    found = []
+    thread = threading.Thread(target=lambda: found.append(call()), daemon=True)
+    thread.start()
+    thread.join(GUARD_S)
+    if thread.is_alive():
+        for pipe in pipes:
+            with suppress(OSError):
+                os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))
+        pytest.fail(f"still waiting after {GUARD_S} s: it opened a named pipe")
+    return found[0]
+
+
+def test_a_named_pipe_where_a_lock_is_looked_for_is_no_hang(tmp_path):
+    """is_locked opened the path to try its lock: a named pipe as the workflow's lock, or named like
+    a planned run not started yet, made the page wait for good. Neither is opened, and neither is
+    held: the run waits, no Snakemake runs. Taking a lock there is refused in one line."""
+    workdir = tmp_path / "grid"
+    runs_root = workdir / "results" / "runs"
+    (runs_root / "vanilla").mkdir(parents=True)
+    write_plan(workdir, run_jobs("vanilla/seed42"))
+    run_pipe = runs_root / "vanilla" / "seed42"
+    os.mkfifo(run_pipe)
+    with held_lock(workdir / ".snakemake" / "anatomy.lock"):
+        grid = returned_or_fail(lambda: progress.read_grid(runs_root), [run_pipe])
+    assert grid.workflow_running
+    assert {run.run_id: run.status for run in grid.runs} == {"vanilla/seed42": "waiting"}
+
+    lock_pipe = workdir / ".snakemake" / "anatomy.lock"
+    lock_pipe.unlink()
+    os.mkfifo(lock_pipe)
+    grid = returned_or_fail(lambda: progress.read_grid(runs_root), [lock_pipe])
+    assert not grid.workflow_running
+
+    def take_the_lock():
+        with pytest.raises(AnatomyError) as err, held_lock(lock_pipe):
+            pass
+        return str(err.value)
+
+    assert returned_or_fail(take_the_lock, [lock_pipe]) == (
+        f"{lock_pipe}: is not a regular file; expected a lock file there (or nothing): move it away"
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # The page
 

@@ -12,9 +12,12 @@ import errno
 import fcntl
 import os
 import socket
+import stat
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
+
+from anatomy.errors import AnatomyError
 
 
 @contextmanager
@@ -34,18 +37,34 @@ def held_lock(path: str | os.PathLike, on_wait: Callable[[], None] | None = None
         os.close(fd)  # closing releases the lock
 
 
+# Why there is no lock at a path: nothing there, a file where a folder should be, a loop of links,
+# or a name too long to be a file's (a crafted plan naming a run of 5,000 characters)
+NO_LOCK_THERE = (errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.ENAMETOOLONG)
+
+
+def is_lockable(mode: int) -> bool:
+    """Whether a file of this mode (st_mode) can be a lock: a regular file, or a folder (its own).
+    Not a named pipe (opening one for reading waits for a writer, for good), nor a device."""
+    return stat.S_ISREG(mode) or stat.S_ISDIR(mode)
+
+
 def is_locked(path: str | os.PathLike) -> bool:
-    """Whether some process holds the lock on `path` right now. No one holds a missing file's, nor
-    that of a name too long to be a file's (a crafted plan naming a run of 5,000 characters)."""
+    """Whether some process holds the lock on `path` right now. No one holds one where there is no
+    lock file or folder (NO_LOCK_THERE), nor on a named pipe or a device, which are never opened:
+    the Progress page asks every few seconds, and would wait on a pipe for good. The path is looked
+    at before it is opened, and the opened file again, since another may have taken its place in
+    between (O_NONBLOCK lets even a pipe open at once, so that this second look is reached)."""
     try:
-        if not Path(path).exists():
+        if not is_lockable(os.stat(path).st_mode):
             return False
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     except OSError as err:
-        if err.errno != errno.ENAMETOOLONG:
+        if err.errno not in NO_LOCK_THERE:
             raise
         return False
     try:
+        if not is_lockable(os.fstat(fd).st_mode):
+            return False
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
         return True
@@ -92,7 +111,14 @@ def lifeline_lost(value: str | None = None) -> bool:
 
 
 def _open_for_locking(path: Path) -> int:
+    """`path` open to lock: a folder (its own lock: nothing added to it) or a lock file, made if
+    missing. Anything else there is refused in one line, unread: opened without O_NONBLOCK, a
+    named pipe would make the writer wait for good."""
     if path.is_dir():
-        return os.open(path, os.O_RDONLY)  # a folder can be its own lock: nothing added to it
+        return os.open(path, os.O_RDONLY)
     path.parent.mkdir(parents=True, exist_ok=True)
-    return os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NONBLOCK | os.O_NOCTTY, 0o644)
+    if not is_lockable(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise AnatomyError(f"{path}: is not a regular file; expected a lock file there (or nothing): move it away")
+    return fd  # O_NONBLOCK does not touch flock: a lock without LOCK_NB still waits for its holder
