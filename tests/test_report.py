@@ -453,6 +453,31 @@ def test_the_ablation_chart_draws_each_interval_and_no_noise_band(tmp_path):
         charts.ablation_chart(claims.ablation_intervals(data), 0.01)  # the noise argument is gone
 
 
+def test_best_labels_stay_inside_an_axis_the_reference_stretches():
+    """A 30-step quick grid over the shipped reference's 2,000 steps: its best points sit at the axis's
+    left edge, so their labels are left-aligned; right-aligned, they ran out over the y axis."""
+    import pandas as pd
+
+    from anatomy.report import charts
+
+    def band(experiment, steps):
+        return pd.DataFrame({"experiment": experiment, "step": steps, "min": 8.0, "max": 8.1, "n_seeds": 2})
+
+    mine = pd.concat([band("vanilla", [10, 20, 30]), band("llama", [10, 20, 30])])
+    best = pd.DataFrame(
+        {"experiment": ["vanilla", "llama"], "label": ["v", "l"], "step": [30, 30], "val_loss": [8.0, 7.9]}
+    )
+    runs = mine.rename(columns={"min": "val_loss"}).assign(label=lambda d: d["experiment"] + " · seed 42")
+
+    def label_aligns(reference):
+        spec = charts.seed_band_chart(mine, runs, best, reference=reference).to_dict()
+        text_layers = [layer for layer in spec["layer"] if "layer" in layer][0]["layer"]
+        return {layer["mark"]["align"] for layer in text_layers}
+
+    assert label_aligns(None) == {"right"}  # at its own axis's end
+    assert label_aligns(band("vanilla", [10, 1000, 2000])) == {"left"}
+
+
 def memorised_grid(tmp_path: Path, llama_turn_step: int = 50) -> Path:
     """The headline pair with measured best and last samples of the llama: seed 42 copies more at
     its last weights than at its best and than the control, seed 7 less than the control."""

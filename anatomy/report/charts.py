@@ -213,7 +213,9 @@ def seed_band_chart(
     lowest = best_of_experiment["val_loss"].min()
     best_of_experiment["label_y"] = lowest
     best_of_experiment["label_step"] = best_of_experiment["step"]
-    last_step = band["step"].max()
+    last_step = band["step"].max()  # the x axis's end: the reference's, where it is drawn behind
+    if reference is not None and not reference.empty:
+        last_step = max(last_step, reference["step"].max())
     labels = alt.layer(
         *[
             alt.Chart(best_of_experiment.iloc[[i]])
