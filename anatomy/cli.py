@@ -7,26 +7,20 @@ Each command lives in its own module, which provides `add_arguments(parser)` and
 from __future__ import annotations
 
 import argparse
-import errno
 import importlib
 import os
 import sys
 
 from anatomy.errors import AnatomyError
 from anatomy.exams import EXAMS, exam_module
-
-# A folder this user may not write (a read-only checkout, a shared course folder): one line, not a
-# traceback from whichever write met it first
-NOT_WRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM)
+from anatomy.files.atomic import NOT_WRITABLE, not_writable_advice
 
 
 def not_writable(err: OSError) -> str:
-    """What a command that met a folder it may not write says, and what to do."""
+    """What a command that met a folder it may not write (a read-only checkout, a shared course
+    folder) says, and what to do: one line, not a traceback from whichever write met it first."""
     where = f"{err.filename}: " if err.filename else ""
-    return (
-        f"{where}{err.strerror}; run the command in a copy of the project you may write to, or point "
-        "its output (--out, --db, --json) at a folder you may write to"
-    )
+    return f"{where}{err.strerror}; {not_writable_advice()}"
 
 
 # command -> (module, one-line help)

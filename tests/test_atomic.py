@@ -5,6 +5,7 @@ SIGKILL cannot, so the next write of the same target removes it, and never a wri
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from anatomy.files.atomic import atomic_path, remove_abandoned_temporaries, write_json
+from guarded_command import GUARD_S, MEMORY_CAP, cap_memory
 
 # A writer of `target` that stops half-way through its temporary file and waits to be killed
 HALF_WRITTEN = """
@@ -67,3 +69,41 @@ def test_only_the_targets_own_abandoned_temporaries_are_removed(tmp_path):
     assert [path.name for path in removed] == [".samples.json.k1ll3d.tmp"]
     assert temporaries(tmp_path) == [".metrics.jsonl.k1ll3d.tmp"]
     assert (tmp_path / ".samples.json.notatemp").exists()
+
+
+# Writes `{}` to each target named, if it does not hold it already: what it did, or its one line
+WRITE_IF_CHANGED = """
+import sys
+from anatomy.errors import AnatomyError
+from anatomy.files.atomic import write_bytes_if_changed
+
+for target in sys.argv[1:]:
+    try:
+        print(write_bytes_if_changed(target, b"{}"))
+    except AnatomyError as err:
+        print(err)
+"""
+
+
+def test_a_file_is_read_to_compare_only_when_its_size_matches_and_only_if_regular(tmp_path):
+    """write_bytes_if_changed read the file there whole to compare: a 2 GiB sparse stats.json in
+    `corpus --out` ended in a MemoryError. Under a cap on memory, a file bigger than the cap is
+    replaced unread; a named pipe is never opened (it would wait for a writer): not a file that
+    holds the bytes, so the write refuses it in one line. In a process of its own, with a time limit."""
+    sparse, pipe = tmp_path / "stats.json", tmp_path / "pipe.json"
+    with open(sparse, "wb") as hole:  # no disk space: a hole
+        hole.truncate(MEMORY_CAP + 1024**3)
+    os.mkfifo(pipe)
+    done = subprocess.run(
+        [sys.executable, "-c", WRITE_IF_CHANGED, str(sparse), str(sparse), str(pipe)],
+        capture_output=True,
+        text=True,
+        timeout=GUARD_S,
+        preexec_fn=cap_memory,
+    )
+    assert done.stdout.splitlines() == [
+        "True",
+        "False",  # the same size: read, and found to hold the bytes already
+        f"{pipe}: is not a regular file (a named pipe); expected the path of a file to write",
+    ], done.stderr[-2000:]
+    assert sparse.read_bytes() == b"{}"

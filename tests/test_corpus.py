@@ -19,7 +19,7 @@ from anatomy.data.corpus_stats import ODD_KINDS, size_warning
 from anatomy.data.front_matter import is_draft
 from anatomy.data.markup import MarkupTally, clean_markup, code_and_prose
 from anatomy.errors import AnatomyError
-from guarded_command import run_anatomy
+from guarded_command import MEMORY_CAP, run_anatomy
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_POSTS = REPO / "data" / "posts"
@@ -1042,7 +1042,10 @@ def test_out_with_a_read_only_parent_is_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(os, "mkdir", mkdir)
     assert main(["corpus", str(tmp_path / "src"), "--out", str(parent / "out")]) == 2
     error = capsys.readouterr().err
-    assert error == f"error: --out {parent / 'out'}: cannot write {parent / 'out'}: Permission denied\n"
+    assert error == (  # and what to do, in the words every command uses (collect's too)
+        f"error: --out {parent / 'out'}: cannot write {parent / 'out'}: Permission denied; run the command in a "
+        "copy of the project you may write to, or point --out at a folder you may write to\n"
+    )
 
 
 def test_out_that_is_a_link_to_nothing_is_one_line(tmp_path, capsys):
@@ -1174,3 +1177,19 @@ def test_a_post_too_long_to_be_one_is_named_not_read(tmp_path, monkeypatch, caps
     )
     assert main(["corpus", str(src), "--out", str(tmp_path / "out"), "--skip-bad"]) == 0
     assert (tmp_path / "out" / "corpus.txt").read_text(encoding="utf-8") == "kept"
+
+
+def test_a_huge_corpus_and_stats_in_out_are_replaced_unread(tmp_path):
+    """To leave an unchanged file as it is, the command compared it with the new bytes by reading
+    it whole: a 2 GiB sparse stats.json in --out ended in a MemoryError traceback under a memory
+    cap. A file of another size is another file, replaced without a read."""
+    src, out = tmp_path / "posts", tmp_path / "out"
+    write(src / "post.md", "kept")
+    out.mkdir()
+    for name in ("corpus.txt", "stats.json"):
+        with open(out / name, "wb") as sparse:  # no disk space: a hole past the command's memory cap
+            sparse.truncate(MEMORY_CAP + 1024**3)
+    done = run_anatomy("corpus", str(src), "--out", str(out))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (out / "corpus.txt").read_text(encoding="utf-8") == "kept"
+    assert json.loads((out / "stats.json").read_text(encoding="utf-8"))["posts"] == 1

@@ -43,7 +43,7 @@ from anatomy.data.corpus_stats import report, size_warning, statistics, vocabula
 from anatomy.data.posts import TEXT_SUFFIX, Options, extract_file, extract_folder, shown
 from anatomy.data.tokenizer import SPLIT_FILE, TRAIN_FILE, VAL_FILE, VOCAB_FILE, read_json, text_digest
 from anatomy.errors import AnatomyError
-from anatomy.files.atomic import write_bytes_if_changed
+from anatomy.files.atomic import NOT_WRITABLE, not_writable_advice, write_bytes_if_changed
 
 
 def extract_corpus(src: str | os.PathLike, **options) -> tuple[str, dict]:
@@ -99,12 +99,14 @@ def check_out_folder(out_dir: Path) -> None:
 
 @contextmanager
 def writing_in(out_dir: Path) -> Iterator[None]:
-    """A file system's refusal to write in --out (a read-only folder, a full disk) as one line."""
+    """A file system's refusal to write in --out (a read-only folder, a full disk) as one line; for
+    a folder the user may not write, with what to do."""
     try:
         yield
     except OSError as err:
         where = shown(err.filename or out_dir)
-        raise AnatomyError(f"--out {shown(out_dir)}: cannot write {where}: {err.strerror}") from None
+        advice = f"; {not_writable_advice('--out')}" if err.errno in NOT_WRITABLE else ""
+        raise AnatomyError(f"--out {shown(out_dir)}: cannot write {where}: {err.strerror}{advice}") from None
 
 
 def tokens_of(out_dir: Path, text: str) -> bool:

@@ -12,6 +12,7 @@ the lock every writer of the target holds removes them all (`remove_stale_tempor
 
 A write that finds the disk full is one line naming the file, not a traceback
 (`naming_a_full_disk`): every writer here says it, so each command that writes through them does.
+A folder the user may not write is one line that says what to do too (`not_writable_advice`).
 
 A write replaces only a regular file, and writes through a symbolic link to the file it names
 (`check_file_target`, `file_behind`). Reading goes through here too: `opened_regular_file` opens
@@ -65,6 +66,16 @@ TORCH_WRITE_FAILED = (
 # text is "17961 requested and 12224 written"
 NUMPY_SHORT_WRITE = re.compile(r"\b\d+ requested and \d+ written\b")
 FULL_DISK_ADVICE = "free some space and run the command again"
+
+# A folder this user may not write (a read-only checkout, a shared course folder): the errors a
+# write gets there, and what to do. Every command that meets one says the same (anatomy/cli.py for
+# all of them, corpus.py for its --out), so the advice is spelled here once.
+NOT_WRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM)
+
+
+def not_writable_advice(output: str = "its output (--out, --db, --json)") -> str:
+    """What to do where a command may not write; `output`: the option(s) that choose where it writes."""
+    return f"run the command in a copy of the project you may write to, or point {output} at a folder you may write to"
 
 
 def readable_bytes(n: float) -> str:
@@ -420,11 +431,24 @@ def write_bytes(target: str | os.PathLike, data: bytes) -> None:
 def write_bytes_if_changed(target: str | os.PathLike, data: bytes) -> bool:
     """Write `data` unless `target` holds exactly it already (no new time stamp, no churn in git);
     returns whether it wrote."""
-    target = Path(target)
-    if target.is_file() and target.read_bytes() == data:
+    if holds_exactly(Path(target), data):
         return False
     write_bytes(target, data)
     return True
+
+
+def holds_exactly(target: Path, data: bytes) -> bool:
+    """Whether `target` is a regular file holding exactly `data`. Its size is compared first, and
+    only a file of the same size is read: a file of gigabytes (a sparse one costs nothing on disk)
+    must not be read whole just to learn that it differs. Anything else there (nothing, a named
+    pipe, a device) does not hold it: the write then says why it cannot replace it (check_file_target)."""
+    try:
+        with opened_regular_file(target) as handle:
+            if os.fstat(handle.fileno()).st_size != len(data):
+                return False
+            return handle.read(len(data) + 1) == data
+    except AnatomyError:
+        return False
 
 
 def json_text(obj: Any) -> str:
