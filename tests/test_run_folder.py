@@ -16,6 +16,7 @@ import pytest
 from anatomy.cli import main
 from anatomy.errors import AnatomyError
 from anatomy.files.atomic import read_regular_file, write_text
+from deep_folders import make_deep_chain, remove_deep_chain
 from guarded_command import GUARD_S
 from anatomy.files.run_folder import GRAD_NORMS_FILE, exam_result_path
 from anatomy.files.run_folder import RunFolder
@@ -302,3 +303,24 @@ def test_the_cap_is_well_above_every_small_file_a_shipped_run_has():
     shipped = [path for path in (REPO / "results" / "reference" / "runs").rglob("*.json*") if path.is_file()]
     assert shipped, "the shipped reference runs are part of the repository"
     assert SMALL_FILE_LIMIT >= 10 * max(path.stat().st_size for path in shipped)
+
+
+# --- finding the runs under a folder ----------------------------------------------------------------
+
+
+def test_runs_nested_deeper_than_a_recursive_walk_goes_are_found_and_links_that_loop_are_passed(tmp_path):
+    """os.walk (Python 3.11) recurses once per level: 1,100 nested folders under a runs folder
+    ended collect, reference and the Progress page in a RecursionError. A link back up, or to
+    itself, is passed over, and a run folder reached twice is found once."""
+    from anatomy.files.run_folder import find_run_folders
+
+    runs, depth = tmp_path / "runs", 1100
+    write_text(runs / "vanilla" / "seed42" / "config.json", "{}")
+    (runs / "vanilla" / "seed42" / "up").symlink_to("../..")  # back to runs/: looked in once
+    (runs / "itself").symlink_to("itself")  # a link that loops on itself
+    make_deep_chain(runs, depth, {depth: {"summary.json": "{}"}}, folder_name="a")
+    try:
+        found = find_run_folders(runs)
+    finally:
+        remove_deep_chain(runs, depth, folder_name="a")
+    assert found == [runs.joinpath(*["a"] * depth), runs / "vanilla" / "seed42"]

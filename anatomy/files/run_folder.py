@@ -72,18 +72,48 @@ def find_run_folders(runs_root: Path) -> list[Path]:
     """Every folder under the root holding a config.json (a run that has at least started) or a
     summary.json (a finished run: one that lost its config.json is named, not left out).
     Folders reached through symbolic links count too (runs kept on another disk); each real
-    folder is visited once, so a link that loops back is harmless."""
+    folder is visited once, so a link that loops back is harmless. A folder that cannot be read
+    (or whose path is longer than the system allows) holds no run that could be read: passed over.
+
+    The folders still to look in are kept in a list, not by recursion: os.walk (Python 3.11)
+    recurses once per level, and 1,100 nested folders under a runs folder ended collect, reference
+    and the Progress page in a RecursionError. No depth is set: the layouts put runs two levels
+    down (EXPERIMENT/seedN, in results/runs and results/reference/runs alike), but --runs may name
+    any folder above or below that, and a bound would leave runs out without a word."""
     found, seen = [], set()
-    for folder, subfolders, files in os.walk(runs_root, followlinks=True):
-        real = os.path.realpath(folder)
-        if real in seen:
-            subfolders.clear()
+    to_visit = [Path(runs_root)]
+    while to_visit:
+        folder = to_visit.pop()
+        try:
+            real = os.stat(folder)  # a link followed: the folder it leads to
+            if (real.st_dev, real.st_ino) in seen:
+                continue
+            seen.add((real.st_dev, real.st_ino))
+            subfolders, files = folder_entries(folder)
+        except OSError:
             continue
-        seen.add(real)
-        subfolders[:] = sorted(name for name in subfolders if not name.startswith("."))
         if any(marker in files for marker in RUN_MARKERS):
-            found.append(Path(folder))
+            found.append(folder)
+        # last in, first out: the first name is looked in first, as os.walk's top-down order did
+        to_visit += [folder / name for name in sorted(subfolders, reverse=True) if not name.startswith(".")]
     return sorted(found)
+
+
+def folder_entries(folder: Path) -> tuple[list[str], set[str]]:
+    """(names of the folders in `folder`, names of everything else), as os.walk divides them: a
+    link to a folder is a folder, anything else (a file, a link to nothing, a pipe) is not."""
+    subfolders, files = [], set()
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            try:
+                is_folder = entry.is_dir()
+            except OSError:
+                is_folder = False
+            if is_folder:
+                subfolders.append(entry.name)
+            else:
+                files.add(entry.name)
+    return subfolders, files
 
 
 # ---------------------------------------------------------------------------------------------
