@@ -431,6 +431,23 @@ def test_folders_nested_past_the_path_limit_are_named_in_one_line(tmp_path):
         remove_deep_chain(blog, depth)
 
 
+def test_a_folder_past_the_path_limit_is_left_out_by_its_ends_on_screen_and_in_stats(tmp_path, capsys):
+    """With --skip-bad, the summary printed the whole ~4 KB path of such a folder under "folders
+    left out", and stats.json kept it whole, while the error named it by its ends: so do both now."""
+    blog = write(tmp_path / "blog" / "top.md", "最上面的一篇。").parent
+    depth = levels_past_the_limit(blog)
+    make_deep_chain(blog, depth, {depth: {"deep.md": "最深处的一篇。"}})
+    try:
+        assert corpus([blog, "--out", tmp_path / "out", "--skip-bad"]) == 0
+    finally:
+        remove_deep_chain(blog, depth)
+    ends = f"{LEVEL}/{LEVEL}/{LEVEL}/.../{LEVEL}/{LEVEL}/{LEVEL}/"
+    assert f"\n  folders left out     {ends} (bad)\n" in capsys.readouterr().out
+    [left_out] = json.loads((tmp_path / "out" / "stats.json").read_text(encoding="utf-8"))["skipped_files"]
+    assert (left_out["path"], left_out["reason"]) == (ends, "bad")
+    assert re.search(r"cannot read the folder, [\d,]+ levels deep", left_out["error"]), left_out["error"]
+
+
 # The code-span pattern the pairing replaced: quadratic on unmatched runs, right otherwise
 OLD_CODE_SPAN = re.compile(r"(?<!`)(?P<ticks>`+)(?!`)(?:(?!\n[ \t]*\n).)*?(?<!`)(?P=ticks)(?!`)", re.DOTALL)
 

@@ -146,20 +146,29 @@ NESTING_SHOWN = 3
 def unreadable_folder(folder: Path, path: Path, err: OSError) -> dict:
     """The entry of `bad` for a folder below `folder` that cannot be read or looked at. A path
     longer than the system allows (PATH_MAX, 4,096 bytes on Linux: some 2,050 nested folders) is
-    named by its depth and its first and last folders, since printed whole it would be that long."""
+    named by its depth and its first and last folders, since printed whole it would be that long:
+    in the error, and as the entry's path, which the summary prints and stats.json keeps."""
     relative = path.relative_to(folder)
-    entry = {"path": shown(relative.as_posix() + "/")}
     if err.errno != errno.ENAMETOOLONG:
         where = err.filename if err.filename is not None else path
-        return {**entry, "error": f"{shown(where)}: cannot read the folder: {err.strerror}"}
+        return {
+            "path": shown(relative.as_posix() + "/"),
+            "error": f"{shown(where)}: cannot read the folder: {err.strerror}",
+        }
+    ends = nesting_ends(relative)
+    return {
+        "path": shown(ends.as_posix() + "/"),
+        "error": f"{shown(folder / ends)}: cannot read the folder, {len(relative.parts):,} levels deep: "
+        "its path is longer than the system allows; expected posts in folders nested less deep",
+    }
+
+
+def nesting_ends(relative: Path) -> Path:
+    """A deep path by its first and last NESTING_SHOWN folders, "..." between them."""
     parts = relative.parts
     if len(parts) > 2 * NESTING_SHOWN:
         parts = (*parts[:NESTING_SHOWN], "...", *parts[-NESTING_SHOWN:])
-    return {
-        **entry,
-        "error": f"{shown(folder.joinpath(*parts))}: cannot read the folder, {len(relative.parts):,} levels deep: "
-        "its path is longer than the system allows; expected posts in folders nested less deep",
-    }
+    return Path(*parts)
 
 
 def special_file_kind(path: Path) -> str | None:
