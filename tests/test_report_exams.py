@@ -204,8 +204,8 @@ def test_every_exam_cell_holds_the_numbers_of_its_rows(examined_db):
     within_42, within_7 = (2.0 * 32 + 2.4 * 96) / 128, 2.2
     assert table["RoPE"][2] == (
         f"RoPE, mini-LLaMA: 2.800 / 3.000 at positions 512-1023 of 1,024-character windows vs {within_42:.3f} / "
-        f"{within_7:.3f} at 0-127 (seeds 42 / 7); learned positions (1 experiment): not possible past position 127 "
-        "(learned positions end at ctx_len 128); RoPE broken: k unrotated: 4.000 at positions 512-1023 of "
+        f"{within_7:.3f} at 0-127 (seeds 42 / 7); learned positions (1 experiment): not possible past position 127: "
+        "a learned position table has no row past its training length (128 characters); RoPE broken: k unrotated: 4.000 at positions 512-1023 of "
         "1,024-character windows vs 3.000 at 0-127 (seed 42)"
     )
     # per token: 2 x 1 layer x KV heads x head_dim 4 x 4 bytes; the cache's speedup: GQA at 2048, median over
@@ -217,6 +217,17 @@ def test_every_exam_cell_holds_the_numbers_of_its_rows(examined_db):
         "(GQA); MQA's best val vs the mini-LLaMA's +0.040 (seed 42)"
     )
     assert_no_nan(section(text))
+
+
+def test_where_learned_positions_stop_is_said_in_the_readers_language(examined_db):
+    """The length exam stores its reason in English; a Chinese page said "learned positions end at ctx_len 128"."""
+    from anatomy.language import speaking
+    from anatomy.report import exam_findings
+
+    with speaking("zh_CN"):
+        said = exam_findings.learned_text(load(examined_db))
+    assert "可学习的位置表在训练长度（128 个字符）之后没有对应的行" in said
+    assert "ctx_len" not in said and "learned" not in said
 
 
 def test_the_deep_claim_points_to_the_depth_map(examined_db):

@@ -13,6 +13,7 @@ finding, one clause (None while the exam has not been run). `sentence` makes a c
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -425,6 +426,19 @@ def learned_stops(data: Results) -> tuple[pd.DataFrame, pd.DataFrame]:
     return learned, stopped
 
 
+# a reason the database stores in English (anatomy/exams/length.py, kv_cache.py), in the reader's words
+LEARNED_ENDS = re.compile(r"learned positions end at ctx_len (\d+)")
+
+
+def reason_in_words(reason: str) -> str:
+    """An exam's stored reason in the reader's language, where it is one this module knows."""
+    if found := LEARNED_ENDS.fullmatch(str(reason)):
+        return _("a learned position table has no row past its training length ({ctx_len} characters)").format(
+            ctx_len=found.group(1)
+        )
+    return str(reason)
+
+
 def learned_text(data: Results) -> str:
     """What the length exam says of learned position tables: where they stop, and why."""
     learned, stopped = learned_stops(data)
@@ -435,10 +449,10 @@ def learned_text(data: Results) -> str:
     first = stopped.iloc[0]
     n_experiments = stopped["experiment"].nunique()
     return ngettext(
-        "learned positions ({n} experiment): not possible past position {position} ({reason})",
-        "learned positions ({n} experiments): not possible past position {position} ({reason})",
+        "learned positions ({n} experiment): not possible past position {position}: {reason}",
+        "learned positions ({n} experiments): not possible past position {position}: {reason}",
         n_experiments,
-    ).format(n=n_experiments, position=int(first["ctx_len"]) - 1, reason=first["reason"])
+    ).format(n=n_experiments, position=int(first["ctx_len"]) - 1, reason=reason_in_words(first["reason"]))
 
 
 def length_text(data: Results) -> str:

@@ -73,19 +73,6 @@ def say_not_examined(runs: pd.DataFrame, examined: pd.Series, exam: str) -> None
     )
 
 
-# a reason the database stores in English (anatomy/exams/length.py, kv_cache.py), in the reader's words
-LEARNED_ENDS = re.compile(r"learned positions end at ctx_len (\d+)")
-
-
-def reason_in_words(reason: str) -> str:
-    """An exam's stored reason in the reader's language, where it is one this page knows."""
-    if found := LEARNED_ENDS.fullmatch(str(reason)):
-        return _("a learned position table has no row past its training length ({ctx_len} characters)").format(
-            ctx_len=found.group(1)
-        )
-    return str(reason)
-
-
 # ---------------------------------------------------------------------------------------------
 # RoPE: loss by position
 
@@ -107,7 +94,9 @@ def length_section(results: Results) -> None:
     unread = length[~length["run_id"].isin(length.loc[length["possible"], "run_id"])].drop_duplicates("run_id")
     for row in unread.itertuples():
         st.warning(
-            _("{run}: no window could be read ({reason}).").format(run=row.label, reason=reason_in_words(row.reason)),
+            _("{run}: no window could be read ({reason}).").format(
+                run=row.label, reason=findings.reason_in_words(row.reason)
+            ),
             icon=":material/warning:",
         )
     curves = length_curves(length)
