@@ -28,6 +28,10 @@ from pathlib import Path
 
 import pytest
 
+from anatomy.language import LANGUAGES, _, speaking
+from anatomy.report import protocol
+from anatomy.report.roles import only_runs_of
+from anatomy.results.reader import load
 from dashboard_pages import grid_and_studies_db  # noqa: F401 (a fixture)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -49,6 +53,16 @@ PAGES = {
 # the Listen page writes its text once its Generate button is pressed
 PRESS_GENERATE = """document.querySelector('[data-testid="stBaseButton-primary"]').click()"""
 WINDOW = (1440, 1500)
+CHAPTERS = dict(protocol.CHAPTER_PROTOCOL)  # before conftest sets the tests' small one
+
+
+def in_language(language: str, message: str) -> str:
+    with speaking(language):
+        return _(message)
+
+
+# the banner's button to the shipped results, as each language shows it
+REFERENCE_BUTTON = {language: in_language(language, "Open the shipped reference results") for language in LANGUAGES}
 
 pytestmark = [
     pytest.mark.slow,
@@ -254,6 +268,14 @@ def study_labels(db: Path) -> list[str]:
     return [f"{e} · seed {s}" for e, s in rows]
 
 
+def not_the_chapters(db: Path, monkeypatch) -> bool:
+    """Whether the pages must say the database is not the chapter's protocol (the server judges
+    with the real protocol, not the small one tests/conftest.py lets the tests' runs stand for)."""
+    monkeypatch.setattr(protocol, "CHAPTER_PROTOCOL", CHAPTERS)
+    found = protocol.protocol_of(only_runs_of(load(db), None))
+    return found.steps is not None and bool(found.untestable_reason or found.running)
+
+
 def sample_characters() -> str:
     """Every character the shipped samples hold (whitespace aside): the common ones need the
     system's CJK font (.ci/run installs one), the rare ones the font the dashboard serves."""
@@ -296,8 +318,56 @@ CHARTS_CUT = """(() => [...document.querySelectorAll('.vega-embed canvas, .vega-
   .filter(([_text, past]) => past > 1))()"""
 
 
-def test_every_page_draws_its_charts_in_chromium(browser_db, screenshot_dir, tmp_path):
+# Each chart's colour and dash scales, read from the Vega view that drew it (Streamlit keeps it in
+# a React ref of the chart's component): [[value, colour], ...] by scale name, null where none.
+SCALES = r"""(() => [...document.querySelectorAll('.vega-embed')].map((el) => {
+  let view = null;
+  for (let node = el; node && !view; node = node.parentElement) {
+    const key = Object.keys(node).find((k) => k.startsWith('__reactFiber'));
+    for (let fiber = key ? node[key] : null, depth = 0; fiber && !view && depth < 40; fiber = fiber.return, depth++) {
+      for (let hook = fiber.memoizedState; hook && typeof hook === 'object' && !view; hook = hook.next) {
+        const held = hook.memoizedState && hook.memoizedState.current;
+        if (held && typeof held.scale === 'function' && typeof held.scenegraph === 'function') view = held;
+      }
+    }
+  }
+  if (!view) return null;
+  const scales = {};
+  for (const name of ['color', 'strokeDash']) {
+    let scale = null;
+    try { scale = view.scale(name); } catch (e) {}
+    if (scale && scale.domain) scales[name] = scale.domain().map((value) => [String(value), String(scale(value))]);
+  }
+  return scales;
+}))()"""
+
+
+def run_of(value: str) -> str:
+    """The experiment a chart's colour value names: "llama · seed 7" and "llama (RoPE)" are llama."""
+    return re.sub(r" \(.*\)$", "", re.sub(r" · seed \d+$", "", value))
+
+
+def one_colour_per_run(drawn: dict[str, list]) -> list[str]:
+    """What breaks "one colour per run, on every page" in the scales the pages drew (SCALES by page):
+    an experiment in two colours anywhere, or two experiments in one colour on one chart."""
+    problems, colour_of = [], {}
+    for page, charts in drawn.items():
+        for chart in charts:
+            assert chart is not None, f"/{page}: a chart whose Vega view the check cannot find"
+            on_chart = {}
+            for value, colour in chart.get("color", []):
+                name = run_of(value)
+                if colour_of.setdefault(name, (colour, page))[0] != colour:
+                    problems.append(f"{name}: {colour_of[name][0]} on /{colour_of[name][1]}, {colour} on /{page}")
+                if on_chart.setdefault(colour, name) != name and "other" not in (name, on_chart[colour]):
+                    problems.append(f"/{page}: {on_chart[colour]} and {name} share {colour} on one chart")
+    return problems
+
+
+def test_every_page_draws_its_charts_in_chromium(browser_db, screenshot_dir, tmp_path, monkeypatch):
     db = browser_db
+    toy = not_the_chapters(db, monkeypatch)
+    drawn_scales = {}
     experiments, labels = headline_names(db)
     assert experiments, "the fixture database has no headline runs"
     studies = study_labels(db)
@@ -316,6 +386,8 @@ def test_every_page_draws_its_charts_in_chromium(browser_db, screenshot_dir, tmp
         for language, width in (("en", "wide"), ("zh_CN", "wide"), ("en", "phone"), ("zh_CN", "phone")):
             set_width(browser, WIDTHS[width])
             for page, n_charts in PAGES.items():
+                if page == "studies" and not studies:  # a grid alone (the quick one): the page says how to add them
+                    n_charts = 0
                 browser.call("Page.navigate", url=f"{url}/{page}?lang={language}")
                 must_show = expected.get(page, []) if language == "en" else []
 
@@ -329,6 +401,7 @@ def test_every_page_draws_its_charts_in_chromium(browser_db, screenshot_dir, tmp
                         and last["charts"] >= n_charts
                         and all(name in last["text"] for name in must_show)
                         and (language == "en" or HAN.search(last["title"]))
+                        and (REFERENCE_BUTTON[language] in last["text"]) == toy  # the banner, where due
                     )
                     return done or bool(last.get("exceptions"))
 
@@ -336,16 +409,16 @@ def test_every_page_draws_its_charts_in_chromium(browser_db, screenshot_dir, tmp
                 if page == "listen" and (language, width) == ("en", "wide") and not last.get("exceptions"):
                     # A click that lands while the page is still settling is lost (the server stays idle,
                     # checked with py-spy): press again if nothing has started after a while.
-                    for _ in range(3):
+                    def written():
+                        state = browser.evaluate(PAGE_STATE) or {}
+                        return "characters/s" in state.get("text", "") and not state["running"]
+
+                    for _press in range(3):
                         browser.evaluate(PRESS_GENERATE)
-                        if poll(
-                            lambda: (
-                                "characters/s" in (browser.evaluate(PAGE_STATE) or {}).get("text", "")
-                                and not browser.evaluate(PAGE_STATE)["running"]
-                            ),
-                            40,
-                        ):
-                            break
+                        # a full-size pair streams for a while on a busy machine: wait while it runs
+                        if poll(lambda: written() or (browser.evaluate(PAGE_STATE) or {}).get("running"), 20):
+                            if poll(written, 300):
+                                break
                     last.update(browser.evaluate(PAGE_STATE) or {})
                     assert "characters/s" in last["text"], "/listen wrote no text after Generate"
                 time.sleep(1.0)  # let the charts finish their first paint before the screenshot
@@ -368,9 +441,20 @@ def test_every_page_draws_its_charts_in_chromium(browser_db, screenshot_dir, tmp
                 if page in ("curves", "overfitting", "exams", "breaks"):  # the grid's pages show the grid
                     shown = [label for label in studies if label in last["text"]]
                     assert not shown, f"{where} offers the studies' runs {shown[:3]}: they have their own page"
+                # toy numbers never pass for findings: a banner on every page, verdicts not stated
+                banner = REFERENCE_BUTTON[language] in last["text"]
+                assert banner == toy, (
+                    f"{where}: the not-the-chapter's-protocol banner is {'missing' if toy else 'shown'}"
+                )
+                if toy and page == "" and language == "en":
+                    assert "not testable at this size" in last["text"], f"{where} states verdicts on toy runs"
+                if (language, width) == ("en", "wide"):
+                    drawn_scales[page] = browser.evaluate(SCALES)
                 if page == "exams" and language == "en":  # counted among the grid's runs, not the studies'
                     assert re.search(r"\d+ of the grid's \d+ runs examined", last["text"]), f"{where}: no count"
 
+        problems = one_colour_per_run(drawn_scales)
+        assert not problems, "one run, one colour, on every page: " + "; ".join(problems[:5])
         # every character the shipped samples hold has a glyph (the check itself must see a box)
         chars = sample_characters()
         boxed = browser.call(
