@@ -247,7 +247,7 @@ labels = url_state.widget(
     ),
 )
 
-cols = st.columns([2, 2, 3, 1])
+cols = st.columns([2, 2, 3, 1.5])  # room for the toggle's label in Chinese too (y 轴取对数)
 splits = url_state.widget(
     cols[0].segmented_control,
     _("Split"),
