@@ -1081,6 +1081,19 @@ def test_an_interrupted_grid_restarts_with_the_plain_command(tmp_path):
     )
 
 
+def test_a_named_pipe_where_the_workflow_takes_its_lock_is_refused_like_a_bad_config(workdir):
+    """Never opened to wait on (locks.py), the pipe ended the plan in the package's AnatomyError,
+    with frames from inside the package: it is the workflow's refusal, worded as its others are."""
+    (workdir / ".snakemake").mkdir()
+    os.mkfifo(workdir / ".snakemake" / "anatomy.lock")
+    result = snakemake(workdir, "-n", "headline")
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    message = ".snakemake/anatomy.lock: is not a regular file; expected a lock file there (or nothing): move it away"
+    assert "WorkflowError in file" in output and f"\n{message}\n" in output, output[-3000:]
+    assert "AnatomyError" not in output and "anatomy/files/locks.py" not in output and "Traceback" not in output
+
+
 # ---------------------------------------------------------------------------------------------
 # The quick grid, end to end
 # ---------------------------------------------------------------------------------------------

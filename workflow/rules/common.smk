@@ -153,11 +153,16 @@ def claim_working_directory():
     """
     if not workflow.is_main_process:
         return
+    from anatomy.errors import AnatomyError
     from anatomy.files.locks import LIFELINE_ENV, hold_for_life, lifeline_value
     from anatomy.files.plan import PLAN_FILE
 
     lock = Path(".snakemake") / "anatomy.lock"
-    if not hold_for_life(lock):
+    try:
+        held = hold_for_life(lock)
+    except AnatomyError as err:  # not a lock file there (a named pipe): the workflow's refusal, in its words
+        raise WorkflowError(str(err)) from None
+    if not held:
         return  # another Snakemake of this workflow runs here: its locks are real
     stale = sorted((Path(".snakemake") / "locks").glob("*.lock"))
     for path in stale:
