@@ -6,6 +6,7 @@ its tests run without the shipped reference results, on the databases they build
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shutil
@@ -15,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import pytest
+from streamlit.components.v2 import manifest_scanner
 from streamlit.testing.v1 import AppTest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -25,6 +27,13 @@ from anatomy.results.collect import collect  # noqa: E402
 from run_folders import LLAMA_PARTS, write_run_folder, write_scale_runs  # noqa: E402
 
 APP = REPO_ROOT / "dashboard" / "streamlit_app.py"
+
+# Each new AppTest reads the metadata of every installed package, looking for Streamlit components
+# (a third of a second here, more on a busy machine: every page test pays it). A server looks once,
+# when it starts; so do the tests, once per process (nothing is installed while they run).
+_installed_components = functools.cache(manifest_scanner.scan_component_manifests)
+manifest_scanner.scan_component_manifests = lambda max_workers=None: list(_installed_components())
+
 # every page, by its file in dashboard/views/
 PAGES = [
     "overview",
@@ -40,6 +49,14 @@ PAGES = [
 ]
 
 
+def pages_in_the_inner_loop(pages: list[str], *kept: str) -> list:
+    """`pages` as parameters of a test that opens each: the `kept` ones run in every test run, the
+    rest are marked slow, so that `pytest -m "not slow"` (README, "Tests") opens a page matrix in
+    one or two cases and CI, which runs everything, still opens them all."""
+    assert set(kept) <= set(pages), kept
+    return [pytest.param(page, marks=() if page in kept else pytest.mark.slow) for page in pages]
+
+
 @pytest.fixture(autouse=True)
 def no_reference(tmp_path_factory, monkeypatch):
     """No shipped reference results unless a test ships some: the views are tested on their own."""
@@ -48,17 +65,30 @@ def no_reference(tmp_path_factory, monkeypatch):
     monkeypatch.setattr(loaders, "REFERENCE_DB", empty / "reference.duckdb")
 
 
-def open_page(db: Path | str, page: str, monkeypatch, language: str | None = None) -> AppTest:
+def open_page(
+    db: Path | str, page: str, monkeypatch, language: str | None = None, params: dict | None = None
+) -> AppTest:
     """The app on the database `db`, switched to views/PAGE.py, with no exception raised;
-    `language`: opened by a link that asks for it (`?lang=zh_CN`)."""
+    `language`: opened by a link that asks for it (`?lang=zh_CN`); `params`: by a link with these
+    query parameters.
+
+    The page is opened straight away, as a link to it opens it: rendering the Overview first, as
+    this did before, took half the time of a page test (the pages take their addresses from their
+    file names, so AppTest finds one before the first run)."""
     monkeypatch.setenv("ANATOMY_DB", str(db))
     app = AppTest.from_file(str(APP), default_timeout=60)
+    app.query_params = dict(params or {})
     if language is not None:
         app.query_params["lang"] = language
-    app.run()
     if page != "overview":
-        app.switch_page(f"views/{page}.py").run()
+        app.switch_page(f"views/{page}.py")
+    app.run()
     assert not app.exception, [e.value for e in app.exception]
+    # an address no page has opens the Overview without a word: check, from AppTest's record of
+    # the page its run finished on, that the page drawn is the one asked for (the record is
+    # AppTest's own: were an upgrade to rename it, this line would fail, not pass unchecked)
+    ran = app._registered_pages.get(app._finished_page_script_hash, {}).get("script_path")
+    assert ran and Path(ran).name == f"{page}.py", f"asked for views/{page}.py, the app drew {ran}"
     return app
 
 

@@ -24,7 +24,7 @@ from anatomy.results.collect import collect
 from anatomy.training.trainer import train
 from run_folders import LLAMA_PARTS
 
-from dashboard_pages import APP, no_reference  # noqa: F401 (no_reference: a fixture)
+from dashboard_pages import no_reference, open_page  # noqa: F401 (no_reference: a fixture)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:  # the dashboard is an app folder, not an installed package
@@ -68,12 +68,7 @@ def fresh_clone(tmp_path_factory) -> Path:
 def listen(fresh_clone, monkeypatch) -> AppTest:
     """The Listen page, opened from the fresh clone's folder."""
     monkeypatch.chdir(fresh_clone)
-    monkeypatch.setenv("ANATOMY_DB", "results/anatomy.duckdb")
-    app = AppTest.from_file(str(APP), default_timeout=60)
-    app.run()
-    app.switch_page("views/listen.py").run()
-    assert not app.exception, [e.value for e in app.exception]
-    return app
+    return open_page("results/anatomy.duckdb", "listen", monkeypatch)
 
 
 def generate_with(app: AppTest, runs: list[str], **controls) -> AppTest:

@@ -26,14 +26,7 @@ def db_rows(db, sql: str) -> list[tuple]:
 
 def open_link(db, page: str, params: dict, monkeypatch) -> AppTest:
     """A fresh session opening `page` from a link with these query parameters."""
-    monkeypatch.setenv("ANATOMY_DB", str(db))
-    app = AppTest.from_file(str(APP), default_timeout=60)
-    app.run()  # the entry page first: AppTest switches pages only once it knows them
-    app.switch_page(f"views/{page}.py")
-    app.query_params = dict(params)
-    app.run()
-    assert not app.exception, [e.value for e in app.exception]
-    return app
+    return open_page(db, page, monkeypatch, params=params)
 
 
 def labels_drawn(app: AppTest) -> set[str]:
@@ -127,7 +120,12 @@ def test_changing_a_widget_writes_the_link_and_the_link_opens_the_same_view(fixt
 
 
 @pytest.mark.parametrize(
-    "page, key", [("curves", "curves_runs"), ("overfitting", "turn_runs"), ("samples", "samples_runs")]
+    "page, key",
+    [
+        ("curves", "curves_runs"),
+        pytest.param("overfitting", "turn_runs", marks=pytest.mark.slow),  # one page in the inner loop, all in CI
+        pytest.param("samples", "samples_runs", marks=pytest.mark.slow),
+    ],
 )
 def test_a_run_not_in_this_database_is_left_out_in_one_line(fixture_grid_db, page, key, monkeypatch):
     app = open_link(fixture_grid_db, page, {"run": [LLAMA_42, "ghost · seed 1"]}, monkeypatch)
@@ -300,7 +298,9 @@ def test_a_plain_name_is_left_as_it_is_and_any_other_is_code():
         assert markdown_name(odd) == markdown_literal(odd)
 
 
-@pytest.mark.parametrize("page, key", [("curves", "curves_runs"), ("samples", "samples_runs")])
+@pytest.mark.parametrize(
+    "page, key", [("curves", "curves_runs"), pytest.param("samples", "samples_runs", marks=pytest.mark.slow)]
+)
 def test_a_hostile_run_in_a_link_is_named_as_text_never_as_markup(fixture_grid_db, page, key, monkeypatch):
     """A shared link's `?run=` is anyone's to write: in Chromium, a backtick in it once made the
     page fetch an image from the link's address and show a "sign in here" link."""
