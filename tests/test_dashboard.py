@@ -48,6 +48,7 @@ from dashboard_pages import (  # noqa: F401 (no_reference: a fixture)
     curve_labels,
     no_reference,
     open_page,
+    pages_in_the_inner_loop,
     texts,
 )
 
@@ -300,7 +301,7 @@ def test_views_survive_non_finite_losses_and_a_running_grid(fixture_grid_db, pag
         assert spec["autosize"] == {"type": "fit-x", "contains": "padding"}
 
 
-@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("page", pages_in_the_inner_loop(PAGES, "curves", "overfitting"))
 def test_headline_runs_without_a_finite_val_loss(tmp_path, page, monkeypatch):
     """A grid collected in progress: one headline run diverged before its first evaluation,
     another has only just started (config.json, no metrics yet)."""
@@ -325,7 +326,7 @@ def test_headline_runs_without_a_finite_val_loss(tmp_path, page, monkeypatch):
         assert "llama · seed 99" not in app.multiselect(key="turn_runs").value
 
 
-@pytest.mark.parametrize("page", DATABASE_PAGES)
+@pytest.mark.parametrize("page", pages_in_the_inner_loop(DATABASE_PAGES, "overview"))
 def test_no_database_says_how_to_make_one(tmp_path, page, monkeypatch):
     app = open_page(tmp_path / "results" / "anatomy.duckdb", page, monkeypatch)
     (info,) = app.info
@@ -388,7 +389,7 @@ def older_database(tmp_path, monkeypatch) -> Path:
     return tmp_path / "old.duckdb"
 
 
-@pytest.mark.parametrize("page", DATABASE_PAGES)
+@pytest.mark.parametrize("page", pages_in_the_inner_loop(DATABASE_PAGES, "overview"))
 def test_a_database_from_an_older_version_says_to_collect_again(tmp_path, monkeypatch, page):
     app = open_page(older_database(tmp_path, monkeypatch), page, monkeypatch)
     message = app.warning[0].value
@@ -891,9 +892,9 @@ def test_the_studies_page_on_a_grid_without_studies_says_how_to_run_them(fixture
 
 @pytest.mark.parametrize(
     "page, keys",
-    [
-        ("overfitting", ["memorises"]),
-        ("samples", ["copied"]),
+    [  # two pages in the inner loop, all four in CI
+        pytest.param("overfitting", ["memorises"], marks=pytest.mark.slow),
+        pytest.param("samples", ["copied"], marks=pytest.mark.slow),
         ("ablations", ["which_part"]),
         ("breaks", ["deep_postnorm", "broken_rope", "mqa"]),
     ],

@@ -93,6 +93,7 @@ VIEWS = {
 }
 
 
+@pytest.mark.slow  # every page, rendered one after the other: CI runs it, the inner loop leaves it out
 def test_a_run_has_one_colour_on_every_page(grid_and_studies, monkeypatch):
     runs = load(grid_and_studies).runs
     expected = palette.experiment_colours(runs)

@@ -9,7 +9,14 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from anatomy.report import protocol
-from dashboard_pages import APP, PAGES, no_reference, open_page, texts  # noqa: F401 (no_reference: autouse)
+from dashboard_pages import (  # noqa: F401 (no_reference: autouse)
+    APP,
+    PAGES,
+    no_reference,
+    open_page,
+    pages_in_the_inner_loop,
+    texts,
+)
 from dashboard import loaders
 
 CHAPTERS = {"steps": 2000, "n_layer": 4, "d_model": 128, "ctx_len": 128}  # the chapter's run (protocol.py)
@@ -28,7 +35,7 @@ def test_the_chapters_protocol_is_what_the_package_trains_by_default():
     assert CHAPTERS == {"steps": CHAPTER.steps, "n_layer": ModelConfig().n_layer, "d_model": 128, "ctx_len": 128}
 
 
-@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("page", pages_in_the_inner_loop(PAGES, "curves"))  # the banner is the app's, above any page
 def test_every_page_of_a_toy_database_says_so(dashboard_db, monkeypatch, page, chapters_protocol):
     prose = texts(open_page(dashboard_db, page, monkeypatch))
     assert "**Not the chapter's protocol**" in prose and "(the chapter: 2,000)" in prose

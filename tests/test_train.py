@@ -202,6 +202,9 @@ def test_restart_on_change_discards_the_old_run(tiny_data, tmp_path):
     assert [r["step"] for r in read_metrics(run_dir)] == [10, 20, 30]
 
 
+# 400 steps twice, one in a process of its own: CI runs it; the inner loop stops and resumes runs in-process
+# (tests/test_precision.py, tests/test_grad_norms.py)
+@pytest.mark.slow
 def test_resume_after_sigkill_matches_an_uninterrupted_run(tiny_data, tmp_path):
     settings = {"steps": 400, "eval_every": 10, "batch_size": 4, "threads": 1, "compile": False}
     reference = tmp_path / "reference"
@@ -236,6 +239,7 @@ def test_resume_after_sigkill_matches_an_uninterrupted_run(tiny_data, tmp_path):
 
 
 @pytest.mark.skipif(not compiling.backend_available(torch.device("cpu")), reason="no C++ compiler for torch.compile")
+@pytest.mark.slow  # torch.compile's own compilation, seconds: CI runs it; the inner loop compiles in test_grad_norms.py
 def test_compiled_training_matches_eager(tiny_data, tmp_path):
     """torch.compile changes the speed, not the model: the same run, compiled, ends at the same
     losses up to float rounding (the two backends add up in different orders)."""
@@ -831,9 +835,17 @@ MID_MODEL = {"preset": "vanilla", "vocab_size": 20_000, "d_model": 128, "n_layer
     "settings",
     [
         pytest.param({**TINY_MODEL, "phase": "train", "train": {"batch_size": 8}}, id="tiny-train"),
-        pytest.param({**TINY_MODEL, "phase": "eval", "train": {"eval_batch_size": 64}}, id="tiny-eval"),
-        pytest.param({**MID_MODEL, "phase": "train", "train": {"batch_size": 8}}, id="mid-train"),
-        pytest.param({**MID_MODEL, "phase": "eval", "train": {"eval_batch_size": 16}}, id="mid-eval"),
+        # one case in the inner loop, every case in CI (an evaluation's estimate is checked in-process by
+        # test_an_evaluation_too_big_for_memory_is_refused_naming_eval_batch_size)
+        pytest.param(
+            {**TINY_MODEL, "phase": "eval", "train": {"eval_batch_size": 64}}, id="tiny-eval", marks=pytest.mark.slow
+        ),
+        pytest.param(
+            {**MID_MODEL, "phase": "train", "train": {"batch_size": 8}}, id="mid-train", marks=pytest.mark.slow
+        ),
+        pytest.param(
+            {**MID_MODEL, "phase": "eval", "train": {"eval_batch_size": 16}}, id="mid-eval", marks=pytest.mark.slow
+        ),
         pytest.param(
             {**MID_MODEL, "phase": "eval", "train": {"eval_batch_size": 16, "precision": "bf16"}},
             id="mid-eval-bf16",

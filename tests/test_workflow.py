@@ -173,6 +173,7 @@ EXAM_JOBS = {
 }
 
 
+@pytest.mark.slow  # a dry run of one more target: CI runs it, the inner loop leaves it out
 def test_the_exams_target_plans_every_exam_with_the_configs_settings(workdir):
     output = snakemake(workdir, "-n", "-p", "exams").stdout
     counts = job_counts(output)
@@ -194,7 +195,14 @@ def test_the_exams_target_plans_every_exam_with_the_configs_settings(workdir):
 TARGET_BASELINES = {"headline": [], "ablations": ["vanilla", "llama"], "break_tests": ["llama"]}
 
 
-@pytest.mark.parametrize("target", sorted(TARGET_GROUPS))
+# one target in the inner loop; CI plans them all
+@pytest.mark.parametrize(
+    "target",
+    [
+        target if target == "ablations" else pytest.param(target, marks=pytest.mark.slow)
+        for target in sorted(TARGET_GROUPS)
+    ],
+)
 def test_named_target_plans_its_runs_and_their_baselines_and_collects_them(workdir, target):
     result = snakemake(workdir, "-n", "-p", target)
     assert result.returncode == 0, result.stderr + result.stdout
@@ -217,6 +225,7 @@ def test_named_target_plans_its_runs_and_their_baselines_and_collects_them(workd
     assert "--experiments results/experiments.json" in output  # and the baseline of each experiment
 
 
+@pytest.mark.slow  # a dry run of one more target: CI runs it, the inner loop leaves it out
 def test_several_named_targets_plan_their_runs_and_one_collection(workdir):
     result = snakemake(workdir, "-n", "-p", "headline", "break_tests")
     assert result.returncode == 0, result.stderr + result.stdout
@@ -247,6 +256,7 @@ def test_the_targets_are_the_groups_table_and_each_ends_with_the_report(workdir)
     )
 
 
+@pytest.mark.slow  # a dry run of one more target: CI runs it, the inner loop leaves it out
 def test_a_study_beside_all_plans_the_grid_and_the_study(workdir):
     """`snakemake lr_stage5 all` trains the study's runs too, not only the grid's."""
     commands = train_commands(snakemake(workdir, "-n", "-p", "lr_stage5", "all").stdout)
@@ -284,6 +294,7 @@ def precision_of(command: str) -> str:
     return re.findall(r"train\.precision=(\w+)", command)[-1]
 
 
+@pytest.mark.slow  # a dry run of one more target: CI runs it, the inner loop leaves it out
 def test_precision_check_trains_the_headline_pair_in_bf16_beside_the_grid(workdir):
     result = snakemake(workdir, "-n", "-p", "precision_check")
     assert result.returncode == 0, result.stderr + result.stdout
@@ -311,6 +322,7 @@ def test_scale_stage1_trains_both_models_on_each_named_corpus(workdir):
         assert f"--name {name} --train-chars {chars} --out results/corpora/{name}" in result.stdout
 
 
+@pytest.mark.slow  # a dry run of one more target: CI runs it, the inner loop leaves it out
 def test_scale_stage2_brings_its_baselines_and_stage3_runs_one_seed(workdir):
     with_scale_corpus(workdir)
     stage2 = train_commands(snakemake(workdir, "-n", "-p", "scale_stage2").stdout)
@@ -325,6 +337,7 @@ def test_scale_stage2_brings_its_baselines_and_stage3_runs_one_seed(workdir):
 LR_STAGE1 = {f"lr_8m_{model}_{lr}" for model in ("vanilla", "llama") for lr in ("2e3", "4e3", "8e3")}
 
 
+@pytest.mark.slow  # a dry run of one more target: CI runs it, the inner loop leaves it out
 def test_lr_stages_train_seed_42_first_and_seed_7_for_the_band(workdir):
     with_scale_corpus(workdir)
     stage1 = train_commands(snakemake(workdir, "-n", "-p", "lr_stage1").stdout)
@@ -352,10 +365,10 @@ def test_lr_stages_train_seed_42_first_and_seed_7_for_the_band(workdir):
 
 @pytest.mark.parametrize(
     "stages, expected",
-    [
+    [  # one case in the inner loop, all in CI
         ("{1: [42]}\n    seeds: [7]", "found seeds beside it"),
-        ("{0: [42]}", "found stage 0"),
-        ("{1: []}", "should be non-empty"),
+        pytest.param("{0: [42]}", "found stage 0", marks=pytest.mark.slow),
+        pytest.param("{1: []}", "should be non-empty", marks=pytest.mark.slow),
     ],
 )
 def test_stages_of_an_experiment_are_checked(workdir, stages, expected):
@@ -370,7 +383,7 @@ def test_stages_of_an_experiment_are_checked(workdir, stages, expected):
     assert "experiments.my_test" in message and expected in message, message
 
 
-@pytest.mark.parametrize("other", ["exams", "./results/anatomy.duckdb"])
+@pytest.mark.parametrize("other", [pytest.param("exams", marks=pytest.mark.slow), "./results/anatomy.duckdb"])
 def test_a_named_target_beside_one_that_needs_everything_plans_everything(workdir, other):
     result = snakemake(workdir, "-n", "-p", "headline", other)
     assert result.returncode == 0, result.stderr + result.stdout
@@ -441,6 +454,7 @@ def test_runtime_settings_on_the_command_line(workdir):
     assert len(trained) == 2 and all("gpu=1" in resources for resources in trained)
 
 
+@pytest.mark.slow  # a dry run of one more target: CI runs it, the inner loop leaves it out
 def test_adding_an_experiment_is_adding_an_entry(tmp_path):
     """docs/workflow.md's worked example: one entry in experiments.yaml, no rule touched."""
     project = tmp_path / "project"
@@ -530,7 +544,14 @@ BAD_ENTRIES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(BAD_ENTRIES))
+# in the inner loop, one case of the schema's and one of the package's checks; all of them in CI
+FAST_BAD_ENTRIES = ("typo in a model key", "two fields that clash")
+
+
+@pytest.mark.parametrize(
+    "case",
+    [case if case in FAST_BAD_ENTRIES else pytest.param(case, marks=pytest.mark.slow) for case in sorted(BAD_ENTRIES)],
+)
 def test_invalid_experiment_is_a_clear_error(workdir, case):
     entry, expected = BAD_ENTRIES[case]
     extra = workdir / "extra.yaml"
@@ -573,7 +594,9 @@ NO_POSTS = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(NO_POSTS))
+@pytest.mark.parametrize(  # one case in the inner loop, both in CI
+    "case", [case if case == "a typo" else pytest.param(case, marks=pytest.mark.slow) for case in sorted(NO_POSTS)]
+)
 def test_a_corpus_without_posts_stops_the_plan_even_with_an_old_corpus_extracted(workdir, case):
     """The old corpus and its tokens in results/ must not be trained on in its place."""
     corpus, message = NO_POSTS[case]
@@ -586,6 +609,7 @@ def test_a_corpus_without_posts_stops_the_plan_even_with_an_old_corpus_extracted
     assert "train_model" not in result.stdout  # nothing planned
 
 
+@pytest.mark.slow  # Snakemake runs jobs here, not a dry run: CI runs it, the inner loop leaves it out
 def test_a_failed_extraction_leaves_no_tokens_of_the_old_corpus(workdir):
     """A post broken after an earlier run: extraction fails, says why on the console, and the old
     corpus's token arrays, which training would otherwise read, are gone with it."""
@@ -606,6 +630,7 @@ exit 1
 """
 
 
+@pytest.mark.slow  # Snakemake runs jobs here, not a dry run: CI runs it, the inner loop leaves it out
 def test_rules_call_the_python_that_runs_snakemake(workdir):
     """A venv's snakemake run without activating the venv: the rules still find the package."""
     fake_bin = workdir / "fake_bin"
@@ -617,6 +642,7 @@ def test_rules_call_the_python_that_runs_snakemake(workdir):
     assert "学而时习之" in (workdir / "results" / "corpus" / "corpus.txt").read_text(encoding="utf-8")
 
 
+@pytest.mark.slow  # a dry run of one more target: CI runs it, the inner loop leaves it out
 def test_corpus_edits_rerun_extraction(workdir):
     """Adding a post, or editing one, makes the corpus (and so everything after it) stale."""
     posts = workdir / "data" / "posts"
@@ -634,6 +660,7 @@ def test_corpus_edits_rerun_extraction(workdir):
     assert "data/posts/new.md" in plan.stdout
 
 
+@pytest.mark.slow  # a dry run of one more target: CI runs it, the inner loop leaves it out
 def test_the_plan_takes_every_markdown_name_the_corpus_step_reads(workdir):
     """An MDX-only blog is a blog: the plan knows the corpus step's suffixes, not a list of its own."""
     write_post = "---\ntitle: mdx\n---\n学而时习之，不亦说乎。\n"
@@ -646,6 +673,7 @@ def test_the_plan_takes_every_markdown_name_the_corpus_step_reads(workdir):
     assert "mdx_blog/first.mdx" in plan.stdout and "mdx_blog/second.mkd" in plan.stdout
 
 
+@pytest.mark.slow  # a dry run of one more target: CI runs it, the inner loop leaves it out
 def test_a_deep_blog_with_a_named_pipe_is_planned_without_a_hang(workdir):
     """1,000 nested folders (rglob recursed once per level: a RecursionError at about 990), and a
     named pipe named like a post, which is no input: the corpus step skips it and says so."""
@@ -694,6 +722,7 @@ def test_a_post_past_the_path_limit_is_left_to_the_corpus_step_to_name(workdir):
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # a dry run of one more target: CI runs it, the inner loop leaves it out
 def test_lint_finds_nothing_but_the_missing_conda_envs(workdir):
     """`snakemake --lint` is clean, apart from one deliberate lint.
 
@@ -710,6 +739,7 @@ def test_lint_finds_nothing_but_the_missing_conda_envs(workdir):
     assert "Lints for snakefile" not in output
 
 
+@pytest.mark.slow  # a dry run of one more target: CI runs it, the inner loop leaves it out
 def test_slurm_profile_dry_run_asks_a_gpu_for_training_only(workdir):
     profile = WORKFLOW / "profiles" / "slurm"
     result = snakemake(workdir, "-n", "--profile", str(profile), "headline")
@@ -738,6 +768,7 @@ def test_slurm_profile_dry_run_asks_a_gpu_for_training_only(workdir):
     assert set_gres_string(Job()).strip() == "--gpus=1"
 
 
+@pytest.mark.slow  # a dry run of one more target: CI runs it, the inner loop leaves it out
 def test_slurm_profile_sends_the_exams_to_the_cpu_partition_with_time_for_a_depth_cell(workdir):
     result = snakemake(workdir, "-n", "--profile", str(WORKFLOW / "profiles" / "slurm"), "exams")
     assert result.returncode == 0, result.stderr + result.stdout
@@ -802,6 +833,7 @@ def pretend_tokenized(workdir: Path) -> None:
         os.utime(path, (time.time() - 60, time.time() - 60))
 
 
+@pytest.mark.slow  # Snakemake runs jobs here, not a dry run: CI runs it, the inner loop leaves it out
 def test_crashed_training_leaves_nothing_that_counts_as_done_and_can_resume(workdir):
     fake = stand_in_anatomy(workdir, CRASHING_ANATOMY)
     pretend_tokenized(workdir)
@@ -847,6 +879,7 @@ elif args[0] == "report":
 STAND_IN_WRITE_TEXT = "from pathlib import Path\n\n\ndef write_text(path, text):\n    Path(path).write_text(text)\n"
 
 
+@pytest.mark.slow  # Snakemake runs jobs here, not a dry run: CI runs it, the inner loop leaves it out
 def test_a_run_writes_its_plan_first_and_ends_with_the_report(workdir):
     """results/plan.json, which the Progress page counts the jobs left from, lists every job of
     the targets; the report comes after collecting. A Snakemake that starts next removes it."""
@@ -918,6 +951,7 @@ out.mkdir(parents=True, exist_ok=True)
 """
 
 
+@pytest.mark.slow  # Snakemake runs jobs here, not a dry run: CI runs it, the inner loop leaves it out
 def test_an_output_left_marked_incomplete_is_made_again_by_the_plain_command(workdir):
     """A Ctrl-C that lands after a job wrote its output but before Snakemake recorded the job as
     done leaves the output marked incomplete. The default profile makes the rerun redo that job
