@@ -22,7 +22,7 @@ from anatomy.data.front_matter import is_draft, normalise_newlines, split_front_
 from anatomy.data.markup import MarkupTally, clean_markup
 from anatomy.data.text_files import read_utf8
 from anatomy.errors import AnatomyError
-from anatomy.files.atomic import file_kind
+from anatomy.files.atomic import file_kind, folder_entries
 
 # The names Jekyll reads as Markdown (its markdown_ext), .mdown, and MDX (Markdown with JSX, whose
 # import/export lines, JSX tags and {expressions} markup.py removes)
@@ -61,20 +61,6 @@ def is_utf8_name(name: str) -> bool:
     return True
 
 
-def listed(folder: Path) -> tuple[list[str], list[str]]:
-    """(folder names, other names) in `folder`, as os.walk divides them: a link to a folder is a
-    folder (it is named, not followed, below), anything else (a link to nothing, a pipe) a file."""
-    dirs, files = [], []
-    with os.scandir(folder) as entries:
-        for entry in entries:
-            try:
-                is_dir = entry.is_dir()
-            except OSError:
-                is_dir = False
-            (dirs if is_dir else files).append(entry.name)
-    return dirs, files
-
-
 def find_posts(folder: Path) -> tuple[list[Path], list[dict], list[dict]]:
     """Markdown files under `folder` (relative paths, sorted), the files and folders skipped with
     why, and those that cannot be used: names that are not UTF-8 (never opened: their names could
@@ -87,7 +73,7 @@ def find_posts(folder: Path) -> tuple[list[Path], list[dict], list[dict]]:
     while to_visit:
         root_path = to_visit.pop()
         try:
-            dirs, files = listed(root_path)
+            dirs, files = folder_entries(root_path)
         except OSError as err:
             if root_path == folder:
                 raise AnatomyError(f"{shown(folder)}: cannot read the folder: {err.strerror}") from None

@@ -145,6 +145,21 @@ FILE_KINDS = {
 NOT_REPLACED = "it is left as it is: give another path, or move that file away"
 
 
+def folder_entries(folder: Path) -> tuple[list[str], list[str]]:
+    """(names of the folders in `folder`, names of everything else), as os.walk divides them: a
+    link to a folder is a folder (named, not followed), anything else (a file, a link to nothing, a
+    pipe) is not. The walks that keep their own list of folders (no recursion) read a folder with it."""
+    subfolders, others = [], []
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            try:
+                is_folder = entry.is_dir()
+            except OSError:
+                is_folder = False
+            (subfolders if is_folder else others).append(entry.name)
+    return subfolders, others
+
+
 def file_kind(mode: int) -> str:
     """What a file of this mode (os.stat's st_mode) is, in words."""
     if stat.S_ISREG(mode):

@@ -41,6 +41,7 @@ from typing import Any
 
 from anatomy.errors import AnatomyError
 from anatomy.files.atomic import (
+    folder_entries,
     atomic_path,
     naming_a_full_disk,
     read_regular_file,
@@ -97,23 +98,6 @@ def find_run_folders(runs_root: Path) -> list[Path]:
         # last in, first out: the first name is looked in first, as os.walk's top-down order did
         to_visit += [folder / name for name in sorted(subfolders, reverse=True) if not name.startswith(".")]
     return sorted(found)
-
-
-def folder_entries(folder: Path) -> tuple[list[str], set[str]]:
-    """(names of the folders in `folder`, names of everything else), as os.walk divides them: a
-    link to a folder is a folder, anything else (a file, a link to nothing, a pipe) is not."""
-    subfolders, files = [], set()
-    with os.scandir(folder) as entries:
-        for entry in entries:
-            try:
-                is_folder = entry.is_dir()
-            except OSError:
-                is_folder = False
-            if is_folder:
-                subfolders.append(entry.name)
-            else:
-                files.add(entry.name)
-    return subfolders, files
 
 
 # ---------------------------------------------------------------------------------------------
