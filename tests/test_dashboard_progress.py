@@ -358,18 +358,8 @@ def test_the_plan_file_reads_back_and_names_what_is_wrong(tmp_path):
 
 
 def read_grid_or_fail(runs_root: Path, pipes: list[Path]) -> progress.GridProgress:
-    """progress.read_grid, in a thread of its own: were it to wait on one of the named pipes, the
-    test writes to them (so the reader gets on) and fails, rather than hang for good."""
-    found = []
-    reader = threading.Thread(target=lambda: found.append(progress.read_grid(runs_root)), daemon=True)
-    reader.start()
-    reader.join(GUARD_S)
-    if reader.is_alive():
-        for pipe in pipes:
-            with suppress(OSError):
-                os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))
-        pytest.fail(f"read_grid still ran after {GUARD_S} s: it waits on a named pipe")
-    return found[0]
+    """progress.read_grid, failing rather than hanging should it wait on a named pipe (returned_or_fail)."""
+    return returned_or_fail(lambda: progress.read_grid(runs_root), pipes)
 
 
 def test_a_named_pipe_in_a_run_folder_or_as_the_plan_is_no_hang(tmp_path):
