@@ -28,7 +28,7 @@ def show_protocol(path: str) -> None:
     except loaders.DatabaseProblem:
         return
     protocol = protocol_of(only_runs_of(results, None))
-    if protocol.steps is None or not (protocol.untestable_reason or protocol.running):
+    if not protocol.warned:
         return
     # a corpus name is anyone's to write (its config.json): shown as text, never as markup
     named = dataclasses.replace(protocol, corpora=tuple(markdown_literal(name) for name in protocol.corpora))

@@ -41,8 +41,8 @@ from typing import Any
 
 from anatomy.errors import AnatomyError
 from anatomy.files.atomic import (
-    folder_entries,
     atomic_path,
+    folder_entries,
     naming_a_full_disk,
     read_regular_file,
     remove_stale_temporaries,

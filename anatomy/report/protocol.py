@@ -58,6 +58,12 @@ class Protocol:
         return short
 
     @property
+    def warned(self) -> bool:
+        """Whether every page says so above itself (dashboard.findings.show_protocol): the runs
+        are not the chapter's, or grid runs are still training."""
+        return self.steps is not None and bool(self.untestable_reason or self.running)
+
+    @property
     def untestable_reason(self) -> str | None:
         """Why the chapter's claims cannot be judged on these runs; None where they can."""
         if self.shrunk:
