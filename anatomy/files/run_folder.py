@@ -115,6 +115,7 @@ SUMMARY_FIELDS: dict[str, type] = {
     "tokens_per_s": float,
     "steps_done": int,
     "device": str,
+    "machine": str,  # the CPU or GPU in words (runs trained before 2026-12-04 lack it)
     "compiled": bool,
     "precision": str,
     "torch_version": str,

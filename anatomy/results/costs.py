@@ -39,7 +39,8 @@ from anatomy.files.atomic import check_file_target, write_json
 from anatomy.files.run_folder import CONFIG_FILE, find_run_folders, read_json_object, read_run_config
 from anatomy.language import N_, _, ngettext
 from anatomy.results.groups import STUDY_GROUPS, is_study
-from anatomy.results.reference import PROVENANCE_FILE, machine_description, read_provenance
+from anatomy.machine import cpu_description
+from anatomy.results.reference import PROVENANCE_FILE, read_provenance
 
 COSTS_FILE = "costs.json"  # beside grid.json when shipped (results/reference/costs.json)
 NIGHT_HOURS = 8  # the goal: the whole grid in one night
@@ -418,7 +419,7 @@ def measure(
     rows = cost_rows(runs, by_shape, measured, lanes)
     return {
         "measured_utc": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
-        "machine": machine_description(),
+        "machine": cpu_description(),
         "device": ", ".join(sorted({timing["device"] for timing in timings})),
         "torch_version": ", ".join(sorted({timing["torch_version"] for timing in timings})),
         "runs_folder": runs_root.as_posix(),

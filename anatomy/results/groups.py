@@ -19,6 +19,7 @@ STUDY_GROUPS = {
     "precision": N_("Does training in bf16 change any finding?"),
     "scale": N_("When does the mini-LLaMA win?"),
     "lr": N_("Does the mini-LLaMA still win when each model has its own best learning rate?"),
+    "size": N_("Does the answer change with model size?"),
 }
 
 
@@ -49,6 +50,10 @@ TARGETS = {
     "lr_stage3": Target("lr", 3),
     "lr_stage4": Target("lr", 4),
     "lr_stage5": Target("lr", 5),
+    "size": Target("size", None),
+    "size_stage1": Target("size", 1),
+    "size_stage2": Target("size", 2),
+    "size_stage3": Target("size", 3),
 }
 
 

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
-import platform
 from pathlib import Path
 from typing import Any
 
+from anatomy.machine import cpu_description
 from anatomy.files.atomic import (
     atomic_folder,
     read_regular_file,
@@ -66,19 +65,6 @@ def copy_small_file(source: Path, target: Path) -> None:
     target.write_bytes(small_file_bytes(source))
 
 
-def machine_description() -> str:
-    """The CPU model and core count of this machine, e.g. 'AMD EPYC 7B13, 2 cores'."""
-    model = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:  # not Linux: platform's answer stands
-        pass
-    return f"{model}, {os.cpu_count()} cores"
-
-
 def benchmark_seconds(path: Path | None) -> float | None:
     """Wall-clock seconds from a Snakemake benchmark file (its 's' column), if there is one."""
     if path is None or not path.is_file():
@@ -104,7 +90,7 @@ def provenance(folder: Path, benchmark: Path | None, machine: str) -> dict[str, 
     summary = read_summary(folder / "summary.json")
     return {
         "device": summary.get("device"),
-        "machine": machine,
+        "machine": summary.get("machine") or machine,  # where it trained; older runs: where shipped
         "torch_version": summary.get("torch_version"),
         "compiled": summary.get("compiled"),
         "finished_utc": finished_at(folder / "summary.json"),
@@ -181,7 +167,7 @@ def ship(runs_root: Path, out: Path, benchmarks_root: Path | None = None) -> dic
     if out.exists() and not out.is_dir():
         raise AnatomyError(f"--out {out} is a file: expected a folder (e.g. results/reference)")
     record = read_provenance(out / PROVENANCE_FILE)
-    machine = machine_description()
+    machine = cpu_description()
     report: dict[str, list[str]] = {"added": [], "updated": [], "unchanged": [], "not finished": []}
     finished = []
     for folder in find_run_folders(runs_root):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from anatomy.errors import AnatomyError
+from anatomy.machine import cpu_description
 
 
 def pick_device(requested: str) -> torch.device:
@@ -34,3 +35,13 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize()
     elif device.type == "mps":
         torch.mps.synchronize()
+
+
+def machine_description(device: torch.device | None = None) -> str:
+    """The chip that does the work, e.g. 'AMD EPYC 7B13, 2 cores' or 'NVIDIA H200'. Each run
+    records it: a bf16 rerun is exact only on the same CPU."""
+    if device is not None and device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    if device is not None and device.type == "mps":
+        return f"{cpu_description()} (Apple GPU)"
+    return cpu_description()

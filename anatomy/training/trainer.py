@@ -37,7 +37,7 @@ from anatomy.data.batches import batch_starts, eval_starts, windows_at
 from anatomy.training.compiling import compiled_or_eager, forward_backward, run_with_fallback
 from anatomy.config import ModelConfig, TrainConfig, preset
 from anatomy.config_fields import parse_value
-from anatomy.training.devices import pick_device
+from anatomy.training.devices import machine_description, pick_device
 from anatomy.errors import AnatomyError
 from anatomy.training.grad_norms import block_grad_norms, norms_row, should_log
 from anatomy.files.locks import lifeline_lost
@@ -622,6 +622,7 @@ def run_summary(t: Training, diverged_step: int | None) -> dict:
         "tokens_per_s": t.train_cfg.batch_size * t.model_cfg.ctx_len / step_time if step_time else None,
         "steps_done": state["step"],
         "device": str(t.device),
+        "machine": machine_description(t.device),
         "compiled": t.forward is not t.model,  # whether the training steps ran through torch.compile
         "precision": t.train_cfg.precision,
         "torch_version": torch.__version__,
