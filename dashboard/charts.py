@@ -570,9 +570,7 @@ def break_delta_chart(deltas: pd.DataFrame, height_per_row: int = 40, colours: C
     tooltip = [
         alt.Tooltip("experiment:N", title=_("experiment")),
         alt.Tooltip("baseline:N", title=_("baseline")),
-        alt.Tooltip("delta:Q", title=_("Δ best val (nats/char)"), format="+.4f"),
-        alt.Tooltip("low:Q", title=_("95% interval from"), format="+.4f"),
-        alt.Tooltip("high:Q", title=_("95% interval to"), format="+.4f"),
+        alt.Tooltip("difference:N", title=_("Δ best val [95% interval]")),
         alt.Tooltip("verdict:N", title=_("beyond noise?")),
         alt.Tooltip("delta_low:Q", title=_("seed min"), format="+.4f"),
         alt.Tooltip("delta_high:Q", title=_("seed max"), format="+.4f"),

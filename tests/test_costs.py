@@ -161,7 +161,7 @@ def test_the_report_says_what_a_night_buys_from_a_shipped_costs_json(tmp_path):
     assert costs_section.measured_night(shipped) == (
         "Measured on 2026-12-03 by `python -m anatomy costs` on AMD EPYC 7B13, 2 cores (torch 2.13.0+cpu): "
         "each run shape timed for 8 steps on 2 lanes side by side, one thread each; the 1-minute load average "
-        "was 0.04 before the timing. An 8-hour night on 2 lanes trains about 30 of the grid's runs here in fp32, "
+        "was 0.04 before the timing.\n\nAn 8-hour night on 2 lanes trains about 30 of the grid's runs here in fp32, "
         "or 64 in bf16: the whole grid (36 runs) takes 9.6 h on 2 lanes that never idle in fp32, and 4.5 h in "
         "bf16. The whole grid fits in one night in bf16, not in fp32."
     )

@@ -824,15 +824,20 @@ def test_the_studies_page_says_the_reports_findings(studies_db, monkeypatch):
     study = scale_data(everything)
     app = open_page(studies_db, "studies", monkeypatch)
     said = [element.value for element in app.markdown]
-    # the page opens with the package's sentences, not a second wording of them
+    # the page opens with the studies' numbered findings, then the package's sentences, never a second
+    # wording of them
+    from anatomy.report.findings import findings_block
+
+    assert said[0] == findings_block(everything, link_prefix=None, evidence={"lr", "scale"})
+    assert said[0].startswith("1. At one shared lr (0.0003) on 25,600 characters of poems_l")
     wins = where_it_wins(sizes(study))
     assert "lower beyond noise on 3,200, 25,600 characters" in wins
-    assert said[0] == scale_answer(everything)
-    assert said[0].startswith(wins) and verdict(study, sizes(study)) in said[0]
+    assert said[1] == scale_answer(everything)
+    assert said[1].startswith(wins) and verdict(study, sizes(study)) in said[1]
     assert any(sentence.startswith("| training characters |") for sentence in said)  # the size table
     # stage 2 and stage 3 in the words of the README's headline
     assert which_part_earns(study).startswith(
-        "At 25,600 characters (stage 2), 1 ablation is judged against the noise of its setup"
+        "At 25,600 characters and lr 0.0003 (stage 2), 1 ablation is judged against the noise of its setup"
     )
     assert which_part_earns(study) in said
     assert any(better_lr_answer(study) in sentence for sentence in said)

@@ -4,12 +4,15 @@ the verdict at each model's own best, and lr sensitivity, on hand-made runs with
 from __future__ import annotations
 
 import math
+import re
 
 import pandas as pd
 import pytest
 
-from anatomy.report import markdown
-from anatomy.report.lr_section import lr_answer, lr_points, lr_section, schedules, setups, swaps
+from anatomy.language import speaking
+from anatomy.report import findings, markdown
+from anatomy.report.uncertainty import interval_text
+from anatomy.report.lr_section import lr_points, lr_section, schedules, setups, swaps, verdict_text
 from anatomy.results import collect
 from anatomy.results.reader import load
 from run_folders import LLAMA_PARTS, SCALE_SIZES, write_run_folder, write_scale_ablation, write_scale_runs
@@ -75,12 +78,11 @@ def test_lr_sensitivity_counts_a_diverged_lr_at_the_loss_of_a_fresh_model(lr_db)
 
 def test_the_verdict_at_each_models_best_lr_in_words(lr_db):
     everything = load(lr_db[1])
-    answer = lr_answer(everything)
-    assert answer.startswith(
-        "On 25,600 characters of poems_l, bf16: **Still lower.** At each model's own best lr (vanilla 0.002, "
-        "mini-LLaMA 0.001)"
-    )
-    assert "llama minus vanilla -0.050 (95% interval" in answer
+    (setup,) = setups(everything)
+    answer = verdict_text(setup)
+    assert setup.label == "25,600 characters of poems_l, bf16"
+    assert answer.startswith("**Lower.** At each model's own best lr (vanilla 0.002, mini-LLaMA 0.001)")
+    assert "llama minus vanilla -0.050 [" in answer
     section = lr_section(everything)
     assert "Diverged at lr 0.008." in section
     assert "vanilla: lr tried 0.0003, 0.001, 0.002, 0.004, 0.008; best val 2.125 at lr 0.002, with a worse" in section
@@ -100,8 +102,8 @@ def test_a_best_lr_at_the_edge_of_the_range_is_not_testable(tmp_path):
     everything = load(tmp_path / "db.duckdb")
     (setup,) = setups(everything)
     assert not setup.curves[5].bracketed and setup.curves[0].bracketed
-    assert lr_answer(everything).startswith("On 25,600 characters of poems_l, bf16: **Not testable here yet**")
-    assert "the best lr of mini-LLaMA lies at the edge of the lrs tried" in lr_answer(everything)
+    assert verdict_text(setup).startswith("**Not testable here yet**")
+    assert "the best lr of mini-LLaMA lies at the edge of the lrs tried" in verdict_text(setup)
 
 
 def test_a_run_that_never_trains_past_its_first_evaluation_is_said(tmp_path):
@@ -186,7 +188,7 @@ def test_rope_and_the_schedule_at_each_models_best_lr(lr_db):
     assert cosine.gap.mean == pytest.approx(0.15) and cosine.gap.sign == 1
     assert cosine.change[0].mean == pytest.approx(-0.1) and cosine.change[5].mean == pytest.approx(0.1)
     section = lr_section(everything)
-    assert "Vanilla with RoPE minus vanilla, at vanilla's best lr 0.002: -0.100 (95% interval" in section
+    assert "Vanilla with RoPE minus vanilla, at vanilla's best lr 0.002: -0.100 [" in section
     assert "At its best lr, vanilla still gains from RoPE, beyond noise." in section
     assert "At its best lr, the mini-LLaMA loses nothing beyond noise without RoPE." in section
     assert "at lr 0.0003" in section  # the scale study's swap, beside it
@@ -226,10 +228,80 @@ def test_each_setup_has_its_own_figure_after_its_own_paragraphs(lr_db):
     assert [setup.key["corpus"] for setup in setups(everything)] == ["poems_l", "data/posts"]  # largest first
     names = [name for name in figure_charts(everything) if name.startswith("lr")]
     assert names == ["lr", "lr_data_posts"]
-    # the answer gives each setup's verdict, each named
-    answer = lr_answer(everything)
-    assert answer.index("On 25,600 characters of poems_l") < answer.index("On 400 characters of data/posts, bf16:")
     report = markdown.render(everything, names)
     first, second = report.index("characters of poems_l"), report.index("characters of data/posts, bf16 (")
     assert first < report.index("(lr.png)") < second < report.index("(lr_data_posts.png)")
     assert "![Best val against learning rate on 400 characters of data/posts, bf16 (band" in report
+
+
+def scale_and_lr_db(tmp_path, llama_floors: dict[float, float], stage3=(2.28, 2.04)):
+    """The scale study's pair at lr 3e-4 (the mini-LLaMA 0.1 lower) and at 1e-3 (stage 3, seed 42),
+    and the lr study's sweeps on the same text, with interior optima for both models."""
+    runs_root = tmp_path / "runs"
+    write_scale_runs(runs_root, {"l": (2.60, 2.50)})
+    write_lr_runs(runs_root, VANILLA, None, "vanilla")
+    write_lr_runs(runs_root, llama_floors, LLAMA_PARTS, "llama")
+    for model, floor in zip(("vanilla", "llama"), stage3):
+        write_run_folder(
+            runs_root,
+            f"scale_l_{model}_lr1e3",
+            42,
+            group="scale",
+            preset=model,
+            model=LLAMA_PARTS if model == "llama" else None,
+            floor=floor,
+            data=DATA,
+            train={"precision": "bf16", "lr": 1e-3},
+        )
+    collect.collect(runs_root, tmp_path / "db.duckdb")
+    return load(tmp_path / "db.duckdb")
+
+
+def test_a_later_study_on_the_same_text_retires_the_older_sentences(tmp_path):
+    """Stage 3 of the scale study (two lrs, one seed) asked what the lr study answers better; once
+    the lr study has an optimum inside its range for both models, nothing the report says calls a
+    best lr "the highest tried" or gives stage 3's verdict, and the scale verdict names its lr."""
+    everything = scale_and_lr_db(tmp_path, LLAMA)
+    report = markdown.render(everything, [])
+    assert "highest tried" not in report
+    assert "the gap is not only the shared lr" not in report and "came from the shared lr." not in report
+    scale = report.split("### When does the mini-LLaMA win?")[1].split("\n### ")[0]
+    assert "At one shared lr, 0.0003, the mini-LLaMA's best val is lower" in scale
+    assert "At that lr, learning fast is pure gain when the data is read less than once" in scale
+    assert "These sentences hold at the shared lr only: the lr study" in scale
+
+
+def test_a_finding_the_lr_study_overturns_is_superseded_and_left_out_of_the_numbered_list(tmp_path):
+    # at lr 3e-4 the mini-LLaMA is 0.1 lower; at each model's own lr the two are level (2.125 both)
+    everything = scale_and_lr_db(tmp_path, {1e-3: 2.10, 2e-3: 2.15, 4e-3: 2.25}, stage3=(2.30, 2.10))
+    records = {f.key: f for f in findings.findings(everything)}
+    shared, own = records["gap_shared_lr_poems_l"], records["gap_own_lr_poems_l_25600"]
+    assert shared.verdict == -1 and own.verdict == 0
+    assert shared.superseded_by == own.key and own.superseded_by is None
+    listed = findings.numbered(list(records.values()))
+    assert shared.sentence not in listed
+    assert (
+        "1. Give each model its own learning rate (vanilla 0.002, mini-LLaMA 0.001) and the mini-LLaMA's lead on "
+        "25,600 characters of poems_l, bf16 disappears: -0.002 [-0.017, +0.013], against -0.100 at one shared lr"
+    ) in listed
+    assert (
+        " 0.0003. ([evidence](#does-the-mini-llama-still-win-when-each-model-has-its-own-best-learning-rate))" in listed
+    )
+
+
+def test_every_finding_reads_in_both_languages(tmp_path):
+    """Each record's sentence and question in English and in Chinese, with the same numbers."""
+    everything = scale_and_lr_db(tmp_path, {1e-3: 2.10, 2e-3: 2.15, 4e-3: 2.25}, stage3=(2.30, 2.10))
+    with speaking("en"):
+        english = findings.findings(everything)
+    with speaking("zh_CN"):
+        chinese = findings.findings(everything)
+    assert [f.key for f in english] == [f.key for f in chinese] and len(english) >= 2
+    number = re.compile(r"[+-]?\d+\.\d{3}")
+    for en, zh in zip(english, chinese):
+        assert re.search(r"[\u4e00-\u9fff]", zh.sentence) and re.search(r"[\u4e00-\u9fff]", zh.question), zh
+        assert not re.search(r"\b(the|is|and|at|with)\b", zh.sentence), zh.sentence  # no English left in it
+        assert sorted(number.findall(en.sentence)) == sorted(number.findall(zh.sentence))
+        # the difference in the one compact form, in both
+        if en.difference is not None:
+            assert interval_text(en.difference) in en.sentence and interval_text(en.difference) in zh.sentence

@@ -18,7 +18,7 @@ from anatomy.cli import main
 from anatomy.report.claims import PARTS
 from anatomy.report.costs_section import read_provenance
 from anatomy.report.readme import markers, readme_block, readme_blocks
-from anatomy.report.uncertainty import Difference, against_baseline, judge_one
+from anatomy.report.uncertainty import Difference, against_baseline, interval_text, judge_one
 from anatomy.results.collect import load_runs
 from anatomy.results.reader import load
 from anatomy.results.collect import collect
@@ -38,6 +38,9 @@ def table_rows(markdown: str, heading: str) -> list[list[str]]:
 
 def verdicts(data) -> dict[str, str]:
     return {claim.claim: claim.verdict for claim in claims.claims(data)}
+
+
+INTERVAL = r"[+-]\d\.\d{3} \[[+-]\d\.\d{3}, [+-]\d\.\d{3}\]"  # a difference and its 95% interval
 
 
 def test_headline_table_holds_run_summary_numbers(fixture_grid_db):
@@ -66,7 +69,7 @@ def test_verdicts_on_a_grid_where_the_chapter_holds(fixture_grid_db):
     # rises by 0.7; the deep post-norm run diverges and the pre-norm one does not
     found = verdicts(load(fixture_grid_db))
     assert found["The mini-LLaMA learns faster: its best val comes earlier"] == "**reproduced**"
-    assert found["The mini-LLaMA reaches a lower best val"] == "**reproduced**"
+    assert found["The mini-LLaMA reaches a lower best val"] == "**reproduced** at lr 0.0003"
     assert found["The mini-LLaMA memorises after its best val: val climbs while train falls"] == "**reproduced**"
     deep = [v for c, v in found.items() if c.startswith("A 12-layer post-norm")][0]
     assert deep == "**reproduced**: post-norm diverged, pre-norm did not"
@@ -116,7 +119,7 @@ def test_verdicts_turn_when_the_data_turn(tmp_path):
     found = verdicts(load(db))
     # vanilla turned: its best is a real one, and the llama's, still to come, is later still
     assert found["The mini-LLaMA learns faster: its best val comes earlier"] == "**not reproduced**"
-    assert found["The mini-LLaMA reaches a lower best val"] == "**not reproduced**"
+    assert found["The mini-LLaMA reaches a lower best val"] == "**not reproduced** at lr 0.0003"
     # the llama never turned: there is no "after its best val" to memorise in
     assert found["The mini-LLaMA memorises after its best val: val climbs while train falls"] == (
         "not testable here: val was still falling at the last evaluation"
@@ -173,7 +176,7 @@ def test_a_deep_post_norm_model_lower_than_pre_norm_is_said_so(tmp_path):
     # the pair is a table of its own: a 95% interval, not corrected
     assert re.fullmatch(
         r"post-norm: diverged no, best val 1\.920 / 1\.930; pre-norm: diverged no, best val 2\.070 / 2\.080; "
-        r"post minus pre -0\.150 \(95% interval -0\.1\d\d to -0\.1\d\d\), at peak lr 0\.0003",
+        r"post minus pre -0\.150 \[-0\.1\d\d, -0\.1\d\d\], at peak lr 0\.0003",
         deep.measured,
     )
 
@@ -196,11 +199,12 @@ def test_a_gain_inside_the_noise_is_not_a_finding(tmp_path):
     # freedom, so the interval is 0.005 ± 4.303 x 0.007 and holds zero
     db = grid_db(tmp_path, vanilla={"floor": 2.105}, llama={"floor": 2.1, "model": LLAMA_PARTS})
     found = verdicts(load(db))
-    assert found["The mini-LLaMA reaches a lower best val"] == "**not reproduced**: lower, but within noise"
+    assert (
+        found["The mini-LLaMA reaches a lower best val"] == "**not reproduced** at lr 0.0003: lower, but within noise"
+    )
     lower = [c for c in claims.claims(load(db)) if c.claim == "The mini-LLaMA reaches a lower best val"][0]
     assert lower.measured == (
-        "best val 2.120 / 2.130 vs 2.125 / 2.135; llama minus vanilla (negative: llama lower): "
-        "-0.005 (95% interval -0.035 to +0.025)"
+        "at lr 0.0003: best val 2.120 / 2.130 vs 2.125 / 2.135; llama minus vanilla -0.005 [-0.035, +0.025]"
     )
     gap = claims.headline_gap(load(db))
     assert gap.n == 1 and gap.beyond is False and gap.sign == 0
@@ -211,8 +215,8 @@ def test_a_gain_inside_the_noise_is_not_a_finding(tmp_path):
     [
         # vanilla has two seeds, llama one: vanilla's pair measures the setup's noise (1 degree of
         # freedom), and llama's one seed is compared with vanilla's same seed against it
-        ({"floor": 2.295}, "**not reproduced**: lower, but within noise", False),
-        ({"floor": 2.1}, "**reproduced**", False),
+        ({"floor": 2.295}, "**not reproduced** at lr 0.0003: lower, but within noise", False),
+        ({"floor": 2.1}, "**reproduced** at lr 0.0003", False),
         # diverged before its first evaluation: no best val, so nothing to compare
         ({"status": "diverged", "diverged_step": 0}, "not testable: no seed has a best val for both models", True),
     ],
@@ -237,10 +241,10 @@ def test_a_lower_best_val_from_one_seed_says_the_noise_is_unmeasured(tmp_path):
     found = verdicts(load(tmp_path / "one.duckdb"))
     # lower, but with no experiment of two seeds in the setup there is no noise to judge it by
     assert found["The mini-LLaMA reaches a lower best val"] == (
-        "not testable here: one seed, and no experiment of this setup has a second to measure the noise by"
+        "not testable here at lr 0.0003: one seed, and no experiment of this setup has a second to measure the noise by"
     )
     lower = [c for c in claims.claims(load(tmp_path / "one.duckdb")) if c.claim.endswith("a lower best val")][0]
-    assert lower.measured.endswith("llama minus vanilla (negative: llama lower): -0.200 (no noise estimate)")
+    assert lower.measured == "at lr 0.0003: best val 2.120 vs 2.320; llama minus vanilla -0.200 (no noise estimate)"
 
 
 def test_each_part_is_judged_both_ways_and_a_part_can_help_one_model_and_not_the_other(tmp_path):
@@ -284,7 +288,7 @@ def test_each_part_is_judged_both_ways_and_a_part_can_help_one_model_and_not_the
     )
 
 
-NO_GAIN = "; and here the mini-LLaMA has no gain to earn: its best val is not lower beyond noise"
+NO_GAIN = "; and at lr 0.0003 the mini-LLaMA has no gain to earn here: its best val is not lower beyond noise"
 
 
 @pytest.mark.parametrize(("llama_floor", "ending"), [(2.1, ""), (2.3, NO_GAIN)])
@@ -349,8 +353,11 @@ def test_seeds_that_disagree_widen_the_noise_and_one_seed_is_judged_against_it(t
         "in the training loss, neither adding it to vanilla nor removing it from llama moves best val beyond noise"
     )
     assert claims.part_effects(data, "gqa") == (claims.NOT_BEYOND_NOISE, claims.NOT_BEYOND_NOISE)
-    rows = {row[0]: row for row in table_rows(markdown.render(data, []), "Which part earned the gain")}
-    assert rows["gqa"][2] == "no" and rows["gqa"][1].endswith(", corrected for 4 comparisons)")
+    text = markdown.render(data, [])
+    rows = {row[0]: row for row in table_rows(text, "Which part earned the gain")}
+    # the cell holds the difference and its interval; the correction is said once, under the table
+    assert rows["gqa"][2] == "no" and re.fullmatch(r"[+-]\d\.\d{3} \[[+-]\d\.\d{3}, [+-]\d\.\d{3}\]", rows["gqa"][1])
+    assert "the table's 4 comparisons are judged together (Holm's correction)" in text
 
 
 def one_seed_ablations(tmp_path: Path) -> Path:
@@ -413,9 +420,7 @@ def test_the_ten_ablations_are_judged_together_so_each_has_one_verdict(tmp_path)
     # every reader of the ablations says the family's verdict
     rows = {row[0]: row for row in table_rows(markdown.render(data, []), "Which part earned the gain")}
     assert rows["rope"][2] == "no" and rows["swiglu"][2] == "**yes**"
-    assert rows["rope"][1].startswith("-0.020 (95% interval ") and rows["rope"][1].endswith(
-        ", corrected for 10 comparisons)"
-    )
+    assert rows["rope"][1] == interval_text(family["vanilla_plus_rope"]) and rows["rope"][1].startswith("-0.020 [")
     assert claims.part_effects(data, "rope") == (claims.NOT_BEYOND_NOISE, claims.NOT_BEYOND_NOISE)
     assert claims.part_effects(data, "swiglu") == (claims.HELPS, claims.NOT_BEYOND_NOISE)
     chart = claims.ablation_intervals(data).set_index("experiment")
@@ -430,7 +435,7 @@ def test_the_ten_ablations_are_judged_together_so_each_has_one_verdict(tmp_path)
     assert largest.startswith(
         "The largest change of any ablation: adding swiglu to vanilla lowers its best val by 0.100"
     )
-    assert largest.endswith(", corrected for 10 comparisons), beyond noise.")
+    assert largest.endswith(f"{interval_text(family['vanilla_plus_swiglu'])}, beyond noise.")
     part = [c for c in claims.claims(data) if c.claim == "Which part earned the gain"][0]
     assert part.measured.startswith("noise: sd 0.007 per run, pooled over 12 degrees of freedom; 10 ablations judged")
     assert "rope: within noise either way" in part.measured
@@ -536,9 +541,9 @@ def test_ablation_table_gives_each_difference_its_interval_and_judges_them_toget
     # swiglu: vanilla 2.32/2.33 -> 2.22/2.23 added; llama 2.12/2.13 -> 2.27/2.28 removed; sd 0.007 per
     # run with 6 degrees of freedom; two testable ablations in the table (one still runs), so Holm's levels
     assert rows["swiglu"][1:] == [
-        "-0.100 (95% interval -0.117 to -0.083, corrected for 2 comparisons)",
+        "-0.100 [-0.117, -0.083]",
         "**yes**",
-        "+0.150 (95% interval +0.129 to +0.171, corrected for 2 comparisons)",
+        "+0.150 [+0.129, +0.171]",
         "**yes**",
     ]
     # the llama_minus_rope run is still going: no verdict on a best val that is not its last word
@@ -563,13 +568,13 @@ def test_break_table_says_when_each_diverged_and_how_far_from_its_baseline(tmp_p
         "2.320 / 2.330",
         "50 / 50",
         "`llama`",
-        "+0.200 (95% interval +0.175 to +0.225, corrected for 2 comparisons)",
+        "+0.200 [+0.175, +0.225]",
         "**yes**",
     ]
     assert rows["`llama_qk_norm`"][3:6] == ["no", "2.125 / 2.135", "50 / 50"]
     assert rows["`llama_qk_norm`"][6:] == [
         "`llama`",
-        "+0.005 (95% interval -0.015 to +0.025, corrected for 2 comparisons)",
+        "+0.005 [-0.015, +0.025]",
         "no",
     ]
     assert rows["`deep_post_nowarmup`"][7:] == [
@@ -611,8 +616,8 @@ def test_mqa_val_cost_is_judged_against_mha_with_the_noise(tmp_path, mqa_floor, 
     )
     claim = [c for c in claims.claims(load(db)) if c.claim.startswith("MQA")][0]
     assert claim.verdict == verdict
-    # its two differences, against the mini-LLaMA and against MHA, are judged together
-    assert claim.measured.count(", corrected for 2 comparisons)") == 2
+    # its two differences, against the mini-LLaMA and against MHA, each with its interval
+    assert len(re.findall(INTERVAL, claim.measured)) == 2
 
 
 def test_which_rope_break_hurts_more_needs_the_difference_beyond_the_noise(tmp_path):
@@ -629,11 +634,11 @@ def test_which_rope_break_hurts_more_needs_the_difference_beyond_the_noise(tmp_p
     # the claim's three comparisons (each break against llama, and the breaks against each other) are
     # one table; sd 0.007 per run with 4 degrees of freedom
     assert claim.verdict == (
-        "**answered**: k_unrotated hurts more: its best val minus k_adjacent's is +0.200 (95% interval +0.175 "
-        "to +0.225, corrected for 3 comparisons), beyond noise; neither collapses to chance"
+        "**answered**: k_unrotated hurts more: its best val minus k_adjacent's is +0.200 [+0.175, +0.225], beyond "
+        "noise; neither collapses to chance"
     )
-    assert claim.measured.startswith("k_adjacent: best val 2.220 / 2.230, +0.100 (95% interval ")
-    assert claim.measured.count("corrected for 3 comparisons") == 2
+    assert claim.measured.startswith("k_adjacent: best val 2.220 / 2.230, +0.100 [")
+    assert len(re.findall(INTERVAL, claim.measured)) == 2
     assert claim.measured.endswith("; chance is ln(vocabulary) = 3.912")
     # one break, no difference, or one that is not testable says so rather than name a winner
     assert claims.which_break_hurts_more(["k_adjacent"], None) == ("only k_adjacent trained so far", False)
@@ -645,7 +650,7 @@ def test_which_rope_break_hurts_more_needs_the_difference_beyond_the_noise(tmp_p
     )
     within = judge_one(Difference(0.01, 0.01, 4, 1))
     assert claims.which_break_hurts_more(["k_adjacent", "k_unrotated"], within) == (
-        "neither hurts more beyond noise: k_adjacent minus k_unrotated is +0.010 (95% interval -0.018 to +0.038)",
+        "neither hurts more beyond noise: k_adjacent minus k_unrotated is +0.010 [-0.018, +0.038]",
         True,
     )
 
@@ -667,12 +672,12 @@ def test_each_bf16_run_is_held_against_its_fp32_twin_with_an_interval(tmp_path):
     rows = table_rows("### T\n" + section, "T")
     assert len(rows) == 4
     for row in rows:
-        assert row[-2].startswith("+0.001 (95% interval -") and row[-2].endswith(", corrected for 4 comparisons)")
+        assert re.fullmatch(r"\+0\.001 \[-0\.\d{3}, \+0\.\d{3}\]", row[-2])
         assert row[-1] == "no"
     assert section.count("| yes |") == 3  # the headline verdicts, the same in both
     assert (
         "0 of 4 bf16 runs have a best val beyond noise of their fp32 twin's (the table's 4 testable differences, "
-        "each with its 95% interval, judged together); the largest difference is +0.001 (95% interval -"
+        "each with its 95% interval, judged together); the largest difference is +0.001 [-"
     ) in section
     assert "Every headline verdict is the same in bf16." in section
     assert "seed noise" not in section
@@ -692,8 +697,10 @@ def test_cli_writes_report_figures_and_readme_section(fixture_runs, tmp_path, ca
     runs_root, _ = fixture_runs
     readme = tmp_path / "README.md"
     (results_start, results_end), (costs_start, costs_end) = markers("headline"), markers("costs")
+    found_start, found_end = markers("findings")
     readme.write_text(
         f"# Title\n\n## Costs\n{costs_start}\nold costs\n{costs_end}\n\n"
+        f"## Found\n\n{found_start}\nold findings\n{found_end}\n\n"
         f"## Results\n\n{results_start}\nold numbers\n{results_end}\n\n## After\n"
     )
     out = tmp_path / "docs" / "results"
@@ -703,7 +710,11 @@ def test_cli_writes_report_figures_and_readme_section(fixture_runs, tmp_path, ca
         assert (out / f"{name}.png").read_bytes().startswith(PNG_MAGIC)
     text = readme.read_text()
     assert text.startswith(f"# Title\n\n## Costs\n{costs_start}\n") and text.endswith(f"{results_end}\n\n## After\n")
-    assert "old numbers" not in text and "old costs" not in text
+    assert "old numbers" not in text and "old costs" not in text and "old findings" not in text
+    # the README opens with the report's own numbered findings, linked to the report's sections
+    found = readme_block(text, "findings")
+    assert found.startswith("1. ") and "](docs/results/report.md#" in found
+    assert found.replace("docs/results/report.md#", "#").split("\n\n")[0] in (out / "report.md").read_text()
     # the fixture runs record no wall time (no grid.json beside them)
     assert readme_block(text, "costs") == "No shipped run records its wall time yet.\n"
     block = readme_block(text, "headline")
@@ -720,13 +731,14 @@ def test_cli_writes_report_figures_and_readme_section(fixture_runs, tmp_path, ca
 def test_a_translated_readme_gets_the_headline_in_its_language(fixture_runs, tmp_path, capsys):
     runs_root, _ = fixture_runs
     start, end = markers("headline")
+    found = "\n".join(markers("findings"))
     english, chinese = tmp_path / "README.md", tmp_path / "README.zh-CN.md"
-    english.write_text(f"{start}\n{end}\n{markers('costs')[0]}\n{markers('costs')[1]}\n")
-    chinese.write_text(f"# 标题\n{start}\nold\n{end}\n")
+    english.write_text(f"{found}\n{start}\n{end}\n{markers('costs')[0]}\n{markers('costs')[1]}\n")
+    chinese.write_text(f"# 标题\n{found}\n{start}\nold\n{end}\n")
     out = tmp_path / "docs" / "results"
     argv = ["report", "--runs", str(runs_root), "--out", str(out), "--readme", str(english), str(chinese)]
     assert main(argv) == 0
-    assert f"the headline section(s) of {chinese} rewritten" in capsys.readouterr().out
+    assert f"the findings and headline section(s) of {chinese} rewritten" in capsys.readouterr().out
     block = readme_block(chinese.read_text(), "headline")
     # the same numbers and figure as the English headline, in Chinese words
     assert "](docs/results/headline.png)" in block and "验证损失" in block and "Val loss" not in block
@@ -771,7 +783,7 @@ def test_cli_errors_are_one_line(fixture_runs, tmp_path, capsys):
     )
     assert "--readme with --no-figures would drop the README's figures" in capsys.readouterr().err
     assert main(["report", "--runs", str(runs_root), "--out", str(tmp_path / "o"), "--readme", str(readme)]) == 2
-    assert "<!-- report:headline:start -->" in capsys.readouterr().err
+    assert "<!-- report:findings:start -->" in capsys.readouterr().err
     assert readme.read_text() == "# no markers\n"
 
 
@@ -805,14 +817,14 @@ def test_the_report_text_needs_neither_the_dashboard_nor_torch(tmp_path):
 def test_costs_sum_each_targets_training_jobs_and_the_whole_grid(tmp_path):
     db = grid_db(tmp_path, vanilla={}, mqa={"group": "break", "model": {**LLAMA_PARTS, "n_kv_head": 1}})
 
-    def record(end: str, job_s: float) -> dict:
-        return {"finished_utc": f"2026-11-30T{end}:00Z", "job_s": job_s, "train_s": job_s - 10}
+    def record(end: str, job_s: float, machine: str = "AMD EPYC, 2 cores") -> dict:
+        return {"finished_utc": f"2026-11-30T{end}:00Z", "job_s": job_s, "train_s": job_s - 10, "machine": machine}
 
     # vanilla's two jobs side by side from 10:00 to 10:30 and 10:40; mqa's from 11:00 (60 and 30 minutes)
     runs = {
         "vanilla/seed42": record("10:30", 1800),
         "vanilla/seed7": record("10:40", 2400),
-        "mqa/seed42": record("12:00", 3600),
+        "mqa/seed42": record("12:00", 3600, "Intel Xeon, 2 cores"),
         # resumed: its last job ran 10 minutes of the 30 its training took in all
         "mqa/seed7": {**record("11:30", 600), "train_s": 1800},
     }
@@ -821,14 +833,29 @@ def test_costs_sum_each_targets_training_jobs_and_the_whole_grid(tmp_path):
     provenance = {"runs": runs, "grid": grid}
     section = costs_section.costs_section(load(db, provenance))
     rows = {row[0]: row[1:] for row in table_rows("### Costs\n" + section, "Costs")}
-    assert rows["`headline`"] == ["2", "35.0", "1.17", "0.67", "fp32"]
-    assert rows["`ablations`"] == ["0", "–", "–", "–", "–"]
-    assert rows["`break_tests`"] == ["2", "45.0", "1.50", "1.00", "fp32"]
-    assert rows["the whole grid (`all`)"] == ["4", "40.0", "2.67", "2.00", "fp32"]
+    # each row names the chip its runs trained on, once, and how many where there are several
+    assert rows["`headline`"] == ["2", "35.0", "1.17", "0.67", "fp32", "AMD EPYC, 2 cores"]
+    assert rows["`ablations`"] == ["0", "–", "–", "–", "–", "–"]
+    assert rows["`break_tests`"] == [
+        "2",
+        "45.0",
+        "1.50",
+        "1.00",
+        "fp32",
+        "AMD EPYC, 2 cores (1); Intel Xeon, 2 cores (1)",
+    ]
+    assert rows["the whole grid (`all`)"] == [
+        "4",
+        "40.0",
+        "2.67",
+        "2.00",
+        "fp32",
+        "AMD EPYC, 2 cores (3); Intel Xeon, 2 cores (1)",
+    ]
     assert "Two lanes that never idle would need half the run-hours: 1.3 h for the whole grid's training." in section
-    assert "On a CPU (cpu, torch 2.13.0), runs finished on 2026-11-30." in section
+    assert "- Torch 2.13.0; runs finished on 2026-11-30." in section
     undated = {"runs": runs, "grid": {key: grid[key] for key in ("machines", "devices", "torch_versions")}}
-    assert "On a CPU (cpu, torch 2.13.0), finish dates not recorded." in costs_section.costs_section(load(db, undated))
+    assert "- Torch 2.13.0; finish dates not recorded." in costs_section.costs_section(load(db, undated))
 
 
 def test_the_costs_estimate_the_grids_night_in_bf16_from_measured_runs(tmp_path):
@@ -853,7 +880,7 @@ def test_the_costs_estimate_the_grids_night_in_bf16_from_measured_runs(tmp_path)
     section = costs_section.costs_section(load(db, {"runs": fp32 | shallow, "grid": grid}))
     rows = {row[0]: row[1:] for row in table_rows("### Costs\n" + section, "Costs")}
     assert rows["the whole grid (`all`)"][0] == "6"  # the bf16 runs are not the grid's
-    assert rows["`precision_check` (a study, not in `all`)"] == ["2", "20.0", "0.67", "0.33", "bf16"]
+    assert rows["`precision_check` (a study, not in `all`)"] == ["2", "20.0", "0.67", "0.33", "bf16", "unrecorded"]
     assert "the 12-layer runs are not measured in bf16 yet, so the grid's night in bf16 is not estimated" in section
 
     # 4 one-layer grid runs at 20 minutes and 2 twelve-layer ones at 40: 2.7 run-hours
@@ -881,6 +908,52 @@ def test_a_judged_differences_verdict_words_for_the_charts():
 
     from anatomy.report.charts import with_verdict_words
 
-    said = with_verdict_words(pd.DataFrame({"beyond": [True, False, None, float("nan")]}))
+    nan = float("nan")
+    deltas = pd.DataFrame(
+        {
+            "beyond": [True, False, None, nan],
+            "delta": [-0.1, 0.01, 0.2, nan],
+            "low": [-0.2, -0.1, nan, nan],
+            "high": [-0.05, 0.1, nan, nan],
+        }
+    )
+    said = with_verdict_words(deltas)
     assert list(said["verdict"]) == ["beyond noise", "within noise", "not testable", "not testable"]
+    # the tooltip's difference in the one form the tables use
+    assert list(said["difference"]) == [
+        "-0.100 [-0.200, -0.050]",
+        "+0.010 [-0.100, +0.100]",
+        "+0.200 [–, –]",
+        "– [–, –]",
+    ]
     assert list(said["beyond"]) == [True, False, False, False]
+
+
+def paragraphs_and_cells(markdown_text: str) -> tuple[list[str], list[str]]:
+    """A Markdown text's paragraphs (each list item one) and table cells, headings and images left out."""
+    paragraphs, cells = [], []
+    for block in re.split(r"\n\s*\n", markdown_text):
+        block = block.strip()
+        if block.startswith("|"):
+            cells += [cell.strip() for row in block.splitlines() for cell in row.strip("|").split(" | ")]
+        elif block and not block.startswith(("#", "!", "<!--")):
+            items = re.split(r"\n(?=\s*(?:-|\d+\.) )", block)
+            paragraphs += [item.strip() for item in items]
+    return paragraphs, cells
+
+
+def test_the_shipped_report_and_readmes_can_be_scanned():
+    """A learner finds the key answers on the first screen: the report and the READMEs open with the
+    numbered findings; no table cell holds a sentence (about 100 characters at most) and no paragraph
+    runs past about 80 words, so that the page can be scanned."""
+    report = (REPO / "docs" / "results" / "report.md").read_text(encoding="utf-8")
+    assert report.split("\n### ", 2)[1].startswith("What this lab found\n\n1. ")
+    for path in ("README.md", "README.zh-CN.md"):
+        readme = (REPO / path).read_text(encoding="utf-8")
+        first_section = readme.split("\n## ", 2)[1]
+        assert "<!-- report:findings:start -->\n1. " in first_section, path
+    paragraphs, cells = paragraphs_and_cells(report)
+    assert [cell for cell in cells if len(cell) > 100] == []
+    # words outside links and brackets, as a reader counts them
+    words = {p[:60]: len(re.sub(r"\([^)]*\)|\[[^\]]*\]", "", p).split()) for p in paragraphs}
+    assert {p: n for p, n in words.items() if n > 95} == {}

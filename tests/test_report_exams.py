@@ -41,14 +41,27 @@ def section(text: str) -> str:
 
 
 def exam_table(text: str) -> dict[str, list[str]]:
-    """The section's table by part: [training loss, exam, what the exam shows]."""
+    """The section's table by part: [Δ added to vanilla, Δ removed from llama, its exam]."""
     rows = [line for line in section(text).splitlines() if line.startswith("|")][2:]
     cells = [[cell.strip() for cell in line.strip("|").split("|")] for line in rows]
     return {row[0]: row[1:] for row in cells}
 
 
+def exam_shown(text: str) -> dict[str, str]:
+    """What each part's exam shows, by part: the entry under the part's verdict."""
+    shown, part = {}, None
+    for line in section(text).splitlines():
+        if match := re.match(r"- \*\*(.+?)\*\*: ", line):
+            part = match.group(1)
+        elif line.startswith("  - its exam, ") and part is not None:
+            shown[part] = line.split(", shows: ", 1)[1]
+    return shown
+
+
 def paragraph(text: str) -> str:
-    return [line for line in section(text).splitlines() if line.startswith("Δ best val:")][0]
+    """The note under the table and each part's verdict, as one text."""
+    lines = section(text).splitlines()
+    return " ".join(line for line in lines if line.startswith("Δ best val:") or line.startswith("- **"))
 
 
 def assert_no_nan(text: str) -> None:
@@ -184,25 +197,25 @@ def examined_db(tmp_path_factory) -> Path:
 
 def test_every_exam_cell_holds_the_numbers_of_its_rows(examined_db):
     text = markdown.render(load(examined_db), [])
-    table = exam_table(text)
-    assert list(table) == ["RMSNorm", "pre-norm", "RoPE", "GQA", "SwiGLU"]
-    assert table["RMSNorm"][2] == (
+    table, shown = exam_table(text), exam_shown(text)
+    assert list(table) == ["RMSNorm", "pre-norm", "RoPE", "GQA", "SwiGLU"] and list(shown) == list(table)
+    assert shown["RMSNorm"] == (
         "RMSNorm hand-written 0.400 ms vs fused 0.080 ms (5.0x); LayerNorm hand-written "
         "0.300 ms vs fused 0.100 ms (3.0x) (forward + backward on 32x128x128)"
     )
-    assert table["SwiGLU"][2] == (
+    assert shown["SwiGLU"] == (
         "SwiGLU FFN hand-written 1.500 ms vs fused 1.200 ms (1.2x); GELU FFN hand-written "
         "1.000 ms vs fused 0.800 ms (1.2x) (forward + backward on 32x128x128)"
     )
     # depth_stability of the cells; at lr 3e-3 post-norm's last finite ratio is step 20 (8 / 2), pre-norm's 1 / 2
-    assert table["pre-norm"][2] == (
+    assert shown["pre-norm"] == (
         "12 layers, no warmup: post-norm trains up to lr 0.001 (fails from 0.003), pre-norm trains up to lr 0.003 "
         "(fails from 0.01); at lr 0.003, first / last block's gradient norm at the last logged step: "
         "post-norm 4x (step 20), pre-norm 0.5x (step 300)"
     )
     # 512-1023 against the two buckets inside 128, weighted by their predictions (32 and 96)
     within_42, within_7 = (2.0 * 32 + 2.4 * 96) / 128, 2.2
-    assert table["RoPE"][2] == (
+    assert shown["RoPE"] == (
         f"RoPE, mini-LLaMA: 2.800 / 3.000 at positions 512-1023 of 1,024-character windows vs {within_42:.3f} / "
         f"{within_7:.3f} at 0-127 (seeds 42 / 7); learned positions (1 experiment): not possible past position 127: "
         "a learned position table has no row past its training length (128 characters); RoPE broken: k unrotated: 4.000 at positions 512-1023 of "
@@ -210,7 +223,7 @@ def test_every_exam_cell_holds_the_numbers_of_its_rows(examined_db):
     )
     # per token: 2 x 1 layer x KV heads x head_dim 4 x 4 bytes; the cache's speedup: GQA at 2048, median over
     # its two runs (50 against 2 characters per second); MQA 2.14 + 0.02 against llama 2.12 with seed 42
-    assert table["GQA"][2] == (
+    assert shown["GQA"] == (
         "cache bytes per token, measured: MHA (4 KV heads) 128, GQA (2 KV heads) 64, MQA not measured yet; "
         "at 2,048 characters of context the cache makes GQA generation 25.0x faster (50.0 vs 2.0 characters/s); "
         "at LLaMA scale (131,072 tokens) 64 GiB for 7B-class, 32 KV heads (MHA) vs 16 GiB for 7B-class, 8 KV heads "
@@ -312,11 +325,8 @@ def test_the_training_loss_column_and_the_sentences_come_from_the_data(examined_
     table = exam_table(text)
     # vanilla_plus_gqa 2.25 against vanilla 2.30, llama_minus_gqa 2.20 against llama 2.10, both seeds; the
     # two ablations are the ablation table's family, judged together
-    assert table["GQA"][0] == (
-        "added to vanilla -0.050 (95% interval -0.070 to -0.030, corrected for 2 comparisons); "
-        "removed from llama +0.100 (95% interval +0.075 to +0.125, corrected for 2 comparisons)"
-    )
-    assert table["RMSNorm"][0] == "added to vanilla: not trained yet; removed from llama: not trained yet"
+    assert table["GQA"][:2] == ["-0.050 [-0.070, -0.030]", "+0.100 [+0.075, +0.125]"]
+    assert table["RMSNorm"][:2] == ["not trained yet", "not trained yet"]
     said = paragraph(text)
     assert (
         "**GQA**: in the training loss, adding it to vanilla lowers best val beyond noise and removing it from "
@@ -337,7 +347,7 @@ def test_the_training_loss_column_and_the_sentences_come_from_the_data(examined_
 
 def test_missing_exams_say_which_command_fills_them(fixture_grid_db):
     text = markdown.render(load(fixture_grid_db), [])
-    table = exam_table(text)
+    table, shown = exam_table(text), exam_shown(text)
     for part, exam in (
         ("RMSNorm", "wall_clock"),
         ("pre-norm", "depth"),
@@ -345,15 +355,12 @@ def test_missing_exams_say_which_command_fills_them(fixture_grid_db):
         ("GQA", "kv_cache RUN_DIR"),
         ("SwiGLU", "wall_clock"),
     ):
-        assert table[part][2].startswith(
+        assert shown[part].startswith(
             f"not measured yet: run `snakemake --cores 1 exams` (or `python -m anatomy exam {exam}`)"
         ), part
     assert "its exam (depth) is not measured yet" in paragraph(text)
     # the fixture's swiglu ablations are in: the training-loss column still has its numbers
-    assert table["SwiGLU"][0] == (
-        "added to vanilla -0.100 (95% interval -0.117 to -0.083, corrected for 2 comparisons); "
-        "removed from llama +0.150 (95% interval +0.129 to +0.171, corrected for 2 comparisons)"
-    )
+    assert table["SwiGLU"][:2] == ["-0.100 [-0.117, -0.083]", "+0.150 [+0.129, +0.171]"]
     assert_no_nan(text)
     assert not set(figures.figure_charts(load(fixture_grid_db))) & {"length", "stability"}
 
@@ -375,17 +382,17 @@ def test_exams_in_part_say_what_is_missing(tmp_path):
     insert(db, "exam_kv_cache", small_cache_rows("llama/seed42", 2))
     data = load(db)
     text = markdown.render(data, [])
-    table = exam_table(text)
-    assert table["RMSNorm"][2] == (
+    shown = exam_shown(text)
+    assert shown["RMSNorm"] == (
         "RMSNorm 0.400 ms (manual only); LayerNorm not timed yet (forward + backward on 32x128x128)"
     )
-    assert table["SwiGLU"][2].startswith("SwiGLU FFN not timed yet; GELU FFN 0.800 ms (fused only)")
-    assert table["pre-norm"][2] == (
+    assert shown["SwiGLU"].startswith("SwiGLU FFN not timed yet; GELU FFN 0.800 ms (fused only)")
+    assert shown["pre-norm"] == (
         "12 layers, no warmup: post-norm trains at none of the 2 learning rates tried, pre-norm: no cell yet"
     )
-    assert table["RoPE"][2].startswith("RoPE: not examined yet; learned positions (1 experiment): not possible past")
-    assert "RoPE broken: k unrotated: not examined yet" in table["RoPE"][2]
-    assert table["GQA"][2].startswith(
+    assert shown["RoPE"].startswith("RoPE: not examined yet; learned positions (1 experiment): not possible past")
+    assert "RoPE broken: k unrotated: not examined yet" in shown["RoPE"]
+    assert shown["GQA"].startswith(
         "cache bytes per token, measured: MHA not measured yet, GQA (2 KV heads) 64, "
         "MQA not measured yet; generation not timed both ways yet;"
     )
@@ -405,11 +412,11 @@ def test_the_exams_of_no_run_report_without_any_runs(tmp_path):
     insert(db, "exam_wall_clock", WALL_CLOCK)
     insert(db, "exam_depth", DEPTH)
     text = markdown.render(load(db), [])
-    table = exam_table(text)
-    assert table["SwiGLU"][2].startswith("SwiGLU FFN hand-written 1.500 ms vs fused 1.200 ms (1.2x)")
+    shown = exam_shown(text)
+    assert shown["SwiGLU"].startswith("SwiGLU FFN hand-written 1.500 ms vs fused 1.200 ms (1.2x)")
     # no gradient norms logged for the cells
-    assert table["pre-norm"][2].endswith("post-norm no norms logged, pre-norm no norms logged")
-    assert table["RoPE"][2].startswith("not measured yet")
+    assert shown["pre-norm"].endswith("post-norm no norms logged, pre-norm no norms logged")
+    assert shown["RoPE"].startswith("not measured yet")
     assert_no_nan(text)
 
 
@@ -446,9 +453,7 @@ def test_load_runs_reads_the_exams_folder_beside_the_runs(tmp_path):
     (tmp_path / "exams" / wall_clock.RESULT_FILE).write_text(json.dumps({"rows": WALL_CLOCK}))
     data = load_runs(tmp_path / "runs", None)
     assert len(data.exams.wall_clock) == len(WALL_CLOCK)
-    assert (
-        "RMSNorm hand-written 0.400 ms vs fused 0.080 ms (5.0x)" in exam_table(markdown.render(data, []))["RMSNorm"][2]
-    )
+    assert "RMSNorm hand-written 0.400 ms vs fused 0.080 ms (5.0x)" in exam_shown(markdown.render(data, []))["RMSNorm"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -474,28 +479,28 @@ def examined_runs(tiny_data, tiny_runs, tmp_path_factory):
 def test_report_on_real_exam_files(examined_runs, tmp_path):
     data = load_runs(examined_runs, None)
     text = markdown.render(data, [])
-    table = exam_table(text)
+    shown = exam_shown(text)
     wall = data.exams.wall_clock.set_index(["variant", "impl"])["median_ms"]
-    assert table["RMSNorm"][2].startswith(
+    assert shown["RMSNorm"].startswith(
         f"RMSNorm hand-written {wall['rmsnorm', 'manual']:.3f} ms vs fused {wall['rmsnorm', 'fused']:.3f} ms "
         f"({wall['rmsnorm', 'manual'] / wall['rmsnorm', 'fused']:.1f}x)"
     )
-    assert table["pre-norm"][2].startswith("2 layers, no warmup: post-norm ")
+    assert shown["pre-norm"].startswith("2 layers, no warmup: post-norm ")
     for cell in data.exams.depth_stability.itertuples():  # one cell per wiring, at one lr
         said = (
             f"trains up to lr {cell.max_trained_lr:g}" if pd.notna(cell.max_trained_lr) else "trains at none of the 1"
         )
-        assert f"{cell.norm_pos}-norm {said}" in table["pre-norm"][2]
+        assert f"{cell.norm_pos}-norm {said}" in shown["pre-norm"]
     # the RoPE model read 32 characters, twice its training length; the learned table stops at 15
     llama = data.exams.length[(data.exams.length["run_id"] == "llama/seed42") & (data.exams.length["window_len"] == 32)]
     far = llama[llama["bucket_start"] == 16]["loss"].iloc[0]
     within = llama[llama["bucket_end"] < 16]["loss"].iloc[0]
-    assert table["RoPE"][2].startswith(
+    assert shown["RoPE"].startswith(
         f"RoPE, mini-LLaMA: {far:.3f} at positions 16-31 of 32-character windows vs "
         f"{within:.3f} at 0-15 (seed 42); learned positions (1 experiment): not "
         "possible past position 15"
     )
-    assert table["GQA"][2].startswith("cache bytes per token, measured: MHA not measured yet, GQA (2 KV heads) ")
+    assert shown["GQA"].startswith("cache bytes per token, measured: MHA not measured yet, GQA (2 KV heads) ")
     assert_no_nan(text)
     out = tmp_path / "report"
     assert main(["report", "--runs", str(examined_runs), "--out", str(out)]) == 0

@@ -15,6 +15,7 @@ import altair as alt
 import pandas as pd
 
 from anatomy.language import N_, _, pgettext
+from anatomy.report.uncertainty import compact
 from anatomy.report import colours as palette
 from anatomy.report.chart_data import direction_words
 from anatomy.report.wording import wiring
@@ -366,10 +367,12 @@ def overfitting_chart(
 
 def with_verdict_words(deltas: pd.DataFrame) -> pd.DataFrame:
     """Judged differences (a `beyond` column: True, False, or None when not testable) with their
-    verdict in words for a tooltip, and `beyond` as a plain bool for the pale/full encoding."""
+    verdict in words for a tooltip, the difference in its one written form (`difference`), and
+    `beyond` as a plain bool for the pale/full encoding."""
     verdicts = {True: _("beyond noise"), False: _("within noise")}
     known = [beyond is not None and pd.notna(beyond) for beyond in deltas["beyond"]]
     return deltas.assign(
+        difference=[compact(*values) for values in zip(deltas["delta"], deltas["low"], deltas["high"])],
         verdict=[verdicts[bool(b)] if k else _("not testable") for b, k in zip(deltas["beyond"], known)],
         beyond=[bool(b) if k else False for b, k in zip(deltas["beyond"], known)],
     )
@@ -394,9 +397,7 @@ def ablation_chart(deltas: pd.DataFrame, *, height_per_row: int = 36, colours: C
     tooltip = [
         alt.Tooltip("experiment:N", title=_("experiment")),
         alt.Tooltip("direction:N", title=_("direction")),
-        alt.Tooltip("delta:Q", title=_("Δ best val (nats/char)"), format="+.4f"),
-        alt.Tooltip("low:Q", title=_("95% interval from"), format="+.4f"),
-        alt.Tooltip("high:Q", title=_("95% interval to"), format="+.4f"),
+        alt.Tooltip("difference:N", title=_("Δ best val [95% interval]")),
         alt.Tooltip("verdict:N", title=_("beyond noise?")),
         alt.Tooltip("comparisons:Q", title=_("comparisons judged together")),
         alt.Tooltip("n_seeds:Q", title=_("seeds")),

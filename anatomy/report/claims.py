@@ -181,8 +181,11 @@ def headline_claims(data: Results) -> dict[str, Claim]:
     # comparison whether or not the runs turned (a run still falling would only go lower)
     if both:
         gap = headline_gap(data)
-        measured = _("best val {llama} vs {vanilla}; llama minus vanilla (negative: llama lower): {gap}").format(
-            llama=per_seed(llama, "best_val_loss"), vanilla=per_seed(vanilla, "best_val_loss"), gap=interval_text(gap)
+        measured = _("at lr {lr}: best val {llama} vs {vanilla}; llama minus vanilla {gap}").format(
+            lr=shared_lr(llama),
+            llama=per_seed(llama, "best_val_loss"),
+            vanilla=per_seed(vanilla, "best_val_loss"),
+            gap=interval_text(gap),
         )
         if math.isnan(gap.mean):
             verdict = _("not testable: no seed has a best val for both models")
@@ -194,6 +197,11 @@ def headline_claims(data: Results) -> dict[str, Claim]:
             verdict = not_testable(untestable_reason(*same_seeds(llama, vanilla)))
         else:
             verdict = _("**not reproduced**: lower, but within noise")
+        if math.isfinite(gap.mean):  # the verdict holds at the lr the pair shared, not at each model's own
+            head, _colon, reason = verdict.partition(": ")
+            verdict = _("{verdict} at lr {lr}").format(verdict=head, lr=shared_lr(llama)) + (
+                f": {reason}" if reason else ""
+            )
     else:
         measured, verdict = _("headline not run"), not_run
     out["lower_valley"] = Claim(
@@ -227,6 +235,13 @@ def headline_claims(data: Results) -> dict[str, Claim]:
         verdict,
     )
     return at_this_size(data, out)
+
+
+def shared_lr(runs: pd.DataFrame) -> str:
+    """The lr the headline pair shared, as a claim scopes its verdict by it: the lr study found
+    another answer with each model at its own lr (anatomy.report.findings)."""
+    lrs = sorted(set(runs["lr"].dropna()))
+    return listed(f"{lr:g}" for lr in lrs) if lrs else "–"
 
 
 def chapter_figures() -> dict[str, str]:
@@ -515,7 +530,11 @@ def _which_part(data: Results) -> Claim:
             ).format(parts=and_list(map(part_name, help_vanilla)))
         )
     if headline_gap(data).sign not in (-1, None):
-        verdicts.append(_("and here the mini-LLaMA has no gain to earn: its best val is not lower beyond noise"))
+        verdicts.append(
+            _("and at lr {lr} the mini-LLaMA has no gain to earn here: its best val is not lower beyond noise").format(
+                lr=shared_lr(headline_of(data, "llama"))
+            )
+        )
     return Claim(claim, chapter, clauses(said), clauses(verdicts))
 
 
@@ -605,10 +624,7 @@ def depth_map_break(data: Results, peak_lr: float) -> str | None:
 
 
 def _rope_claim(data: Results) -> Claim:
-    claim = _(
-        "Breaking RoPE (k unrotated, or k paired differently from q) hurts; which hurts more, and does either "
-        "collapse to chance?"
-    )
+    claim = _("Breaking RoPE hurts; which break hurts more, and does either collapse to chance?")
     chapter = _("left to the reader")
     broken = data.runs[(data.runs["rope_break"].notna()) & (data.runs["rope_break"] != "none")]
     llama = headline_of(data, "llama")

@@ -62,9 +62,9 @@ def finished_words(grid: dict[str, Any]) -> str:
     """When the shipped runs finished: one date, a range, or that it was not recorded."""
     first, last = grid.get("first_finished_utc"), grid.get("last_finished_utc")
     if not (first and last):
-        return "finish dates not recorded. "
+        return "finish dates not recorded."
     first, last = first[:10], last[:10]
-    return f"runs finished on {first}. " if first == last else f"runs finished {first} to {last}. "
+    return f"runs finished on {first}." if first == last else f"runs finished {first} to {last}."
 
 
 def costs_section(data: Results) -> str:
@@ -79,7 +79,10 @@ def costs_section(data: Results) -> str:
 
     def row(name: str, run_ids: list[str]) -> list[str]:
         used = sorted({precisions.get(run_id) or "fp32" for run_id in run_ids})
-        return cost_row(name, [shipped[run_id] for run_id in run_ids]) + [", ".join(used) or "–"]
+        return cost_row(name, [shipped[run_id] for run_id in run_ids]) + [
+            ", ".join(used) or "–",
+            trained_on([shipped[run_id] for run_id in run_ids]),
+        ]
 
     rows = [row(f"`{target_of(group)}`", [r for r in records if groups.get(r) == group]) for group in GRID_GROUPS]
     rows.append(row("the whole grid (`all`)", list(records)))
@@ -88,29 +91,40 @@ def costs_section(data: Results) -> str:
             rows.append(row(f"`{target_of(group)}` (a study, not in `all`)", study_runs))
     grid = data.provenance.get("grid", {})
     two_lanes = sum(job_seconds(entry) for entry in records.values()) / 2 / 3600
-    return (
-        md_table(
-            ["target", "runs shipped", "minutes per run", "run-hours in all", "wall-clock hours", "precision"], rows
-        )
-        + f"\n\nOn {', '.join(grid.get('machines', [])) or 'an unrecorded machine'} "
-        f"({', '.join(grid.get('devices', []))}, torch {', '.join(grid.get('torch_versions', []))}), "
-        + finished_words(grid)
-        + "Minutes per run: Snakemake's benchmark of each training job (compile, training, evaluations, "
-        "checkpoints; a run resumed after an interruption counts its training time over every part). "
-        "Run-hours: their sum, the time one run at a time would take. Wall-clock: from the first "
-        "of the target's jobs to start to the last to end (two ran side by side; any pause between "
-        f"jobs included). Two lanes that never idle would need half the run-hours: {two_lanes:.1f} h "
-        "for the whole grid's training. A target's row counts its own experiments' runs (`ablations` "
-        "and `break_tests` also train the baselines they are compared with, if those are not there "
-        "yet); the exams are not in these times."
-        + (
-            f" {measured_night(data.provenance[MEASURED])}"
-            if (data.provenance.get(MEASURED) or {}).get("night")
-            else night_in_bf16(
-                data, records, {run_id: shipped[run_id] for run_id in shipped if groups.get(run_id) == "precision"}
-            )
-        )
+    notes = [
+        f"Torch {', '.join(grid.get('torch_versions', []))}; " + finished_words(grid),
+        "Minutes per run: Snakemake's benchmark of each training job (compile, training, evaluations, "
+        "checkpoints; a run resumed after an interruption counts its training time over every part).",
+        "Run-hours: their sum, the time one run at a time would take. Wall-clock: from the first of the target's "
+        "jobs to start to the last to end (two ran side by side; any pause between jobs included).",
+        f"Two lanes that never idle would need half the run-hours: {two_lanes:.1f} h for the whole grid's "
+        "training. A target's row counts its own experiments' runs (`ablations` and `break_tests` also train the "
+        "baselines they are compared with, if those are not there yet); the exams are not in these times.",
+    ]
+    night = (
+        measured_night(data.provenance[MEASURED])
+        if (data.provenance.get(MEASURED) or {}).get("night")
+        else night_in_bf16(
+            data, records, {run_id: shipped[run_id] for run_id in shipped if groups.get(run_id) == "precision"}
+        ).strip()
     )
+    header = ["target", "runs shipped", "minutes per run", "run-hours in all", "wall-clock hours", "precision"]
+    return "\n\n".join(
+        [md_table(header + ["trained on"], rows), "\n".join(f"- {note}" for note in notes if note)]
+        + ([night] if night else [])
+    )
+
+
+def trained_on(entries: list[dict[str, Any]]) -> str:
+    """The chips these runs trained on, each with its count where there are several: a bf16 rerun
+    is exact only on the same CPU (docs/reference.md)."""
+    counts: dict[str, int] = {}
+    for entry in entries:
+        machine = entry.get("machine") or "unrecorded"
+        counts[machine] = counts.get(machine, 0) + 1
+    if len(counts) <= 1:
+        return next(iter(counts), "–")
+    return "; ".join(f"{machine} ({n})" for machine, n in sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 
 
 def measured_night(measured: dict[str, Any]) -> str:
@@ -134,7 +148,7 @@ def measured_night(measured: dict[str, Any]) -> str:
         lanes=measured["lanes"],
         load="–" if load is None else f"{load[0]:.2f}",
     )
-    return f"{said} {night_sentence(measured['night'])}"
+    return f"{said}\n\n{night_sentence(measured['night'])}"
 
 
 def night_in_bf16(data: Results, grid_records: dict[str, Any], bf16_records: dict[str, Any]) -> str:

@@ -23,20 +23,16 @@ from anatomy.report.wording import md_table
 from anatomy.results.reader import Results
 
 
-def training_loss_text(data: Results, part: str, family: dict[str, Difference] | None = None) -> str:
-    """What the ablations say: the change in best val with its interval (judged with the ablation
-    table's family), the part added to vanilla and removed from llama."""
+def training_loss_text(data: Results, part: str, family: dict[str, Difference] | None, direction: str) -> str:
+    """What one ablation says: the change in best val with its interval (judged with the ablation
+    table's family), the part added to vanilla or removed from llama."""
     family = ablation_family(data) if family is None else family
-    said = []
-    for direction, words in (("add", "added to vanilla"), ("remove", "removed from llama")):
-        experiment = ablation_of(data, part, direction)
-        if experiment is None:
-            said.append(f"{words}: not trained yet")
-        elif pd.isna(family[experiment].mean):  # still training, or no seed that its baseline has
-            said.append(f"{words}: no best val to pair with the baseline's yet")
-        else:
-            said.append(f"{words} {interval_text(family[experiment])}")
-    return "; ".join(said)
+    experiment = ablation_of(data, part, direction)
+    if experiment is None:
+        return "not trained yet"
+    if pd.isna(family[experiment].mean):  # still training, or no seed that its baseline has
+        return "no best val to pair with the baseline's yet"
+    return interval_text(family[experiment])
 
 
 def training_loss_verdict(data: Results, part: str, family: dict[str, Difference] | None = None) -> str:
@@ -68,22 +64,23 @@ def exams_section(data: Results) -> str:
     rows = [
         [
             PART_NAMES[part],
-            training_loss_text(data, part, family),
-            f"{PART_EXAMS[part][1]} (`exam {PART_EXAMS[part][0]}`)",
-            shown[part][0],
+            training_loss_text(data, part, family, "add"),
+            training_loss_text(data, part, family, "remove"),
+            f"`exam {PART_EXAMS[part][0]}`",
         ]
         for part in PARTS
     ]
-    table = md_table(
-        ["part", "what the training loss says (Δ best val)", "the exam made for it", "what the exam shows"], rows
-    )
+    table = md_table(["part", "Δ best val, added to vanilla", "Δ best val, removed from llama", "its exam"], rows)
     testable = protocol_of(data).untestable_reason is None
-    sentences = []
+    entries = []
     for part in PARTS:
         finding = shown[part][1] or f"its exam ({PART_EXAMS[part][0]}) is not measured yet"
         said = f"{training_loss_verdict(data, part, family)}; {finding}."
-        sentences.append(f"**{PART_NAMES[part]}**: {said if testable else not_a_finding(said)}")
+        entries.append(
+            f"- **{PART_NAMES[part]}**: {said if testable else not_a_finding(said)}\n"
+            f"  - its exam, {PART_EXAMS[part][1]}, shows: {shown[part][0]}"
+        )
     return (
-        f"{table}\n\nΔ best val: the ablation's mean minus its baseline's (negative: lower loss), with its 95% "
-        "interval, judged with the ablation table's other comparisons. " + " ".join(sentences)
+        f"{table}\n\nΔ best val: the ablation's mean minus its baseline's (negative: lower loss) [its 95% interval], "
+        "judged with the ablation table's other comparisons.\n\n" + "\n".join(entries)
     )

@@ -35,7 +35,6 @@ from anatomy.report.wording import (
     per_seed,
     seed_list,
     seeds_of,
-    sentences as joined_sentences,
 )
 from anatomy.results.reader import Results
 
@@ -119,7 +118,7 @@ def ablation_section(data: Results) -> str:
         judged,
     ).format(noise=noise_text(noise), n=judged)
     largest = largest_ablation_change(data, family)
-    return f"{table}\n\n{joined_sentences([explained, largest]) if largest else explained}"
+    return f"{table}\n\n{explained}\n\n{largest}" if largest else f"{table}\n\n{explained}"
 
 
 def break_section(data: Results) -> str:
@@ -249,8 +248,27 @@ def overfitting_section(data: Results) -> str:
     )
 
 
+def short_verdict(verdict: str) -> str:
+    """A verdict's first words, before its reason: '**reproduced**' of '**reproduced**: cache 0.25 ...'."""
+    return verdict.split(": ", 1)[0]
+
+
+def claims_list(found: list) -> str:
+    """The claims as a table a reader can scan (each claim and its verdict), then one entry per
+    claim with the whole verdict, what was measured and the chapter's figure."""
+    table = md_table([_("the chapter says"), _("verdict")], [[c.claim, short_verdict(c.verdict)] for c in found])
+    entries = [
+        "\n".join(
+            [
+                f"- *{c.claim}*: {c.verdict}",
+                "  - " + _("measured here: {measured}").format(measured=c.measured),
+                "  - " + _("in the chapter: {chapter}").format(chapter=c.chapter),
+            ]
+        )
+        for c in found
+    ]
+    return table + "\n\n" + "\n".join(entries)
+
+
 def claims_section(data: Results) -> str:
-    return md_table(
-        ["the chapter says", "chapter's figure", "measured here", "verdict"],
-        [[c.claim, c.chapter, c.measured, c.verdict] for c in claims(data)],
-    )
+    return claims_list(claims(data))

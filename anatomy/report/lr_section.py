@@ -65,12 +65,15 @@ class Curve:
     def at(self, lr: float) -> pd.DataFrame:
         return self.runs[(self.runs["lr"] == lr) & ~self.runs["diverged"].astype(bool)]
 
-    def sensitivity(self) -> float:
-        """Wortsman et al. 2023's lr sensitivity: over the lrs tried, the mean of min(best val, loss
-        at initialisation) minus the best best val. A diverged lr counts at the initial loss. The
-        loss at initialisation is ln(vocabulary): a fresh model predicts about uniformly."""
+    def sensitivity(self, lrs: set[float] | None = None) -> float:
+        """Wortsman et al. 2023's lr sensitivity: over the lrs tried (or those of `lrs`), the mean of
+        min(best val, loss at initialisation) minus the best best val. A diverged lr counts at the
+        initial loss. The loss at initialisation is ln(vocabulary): a fresh model predicts about
+        uniformly. Two models compare only over the same lrs: a model tried further out would
+        otherwise look more sensitive for it."""
         initial = math.log(float(self.runs["vocab_size"].iloc[0]))
-        capped = self.points["mean"].fillna(initial).clip(upper=initial)
+        points = self.points if lrs is None else self.points[self.points["lr"].isin(lrs)]
+        capped = points["mean"].fillna(initial).clip(upper=initial)
         return float(capped.mean() - self.points["mean"].min())
 
 
@@ -163,7 +166,7 @@ def curve_text(curve: Curve) -> str:
                 _(
                     "At lr {lrs} it never got better than its first evaluation (best val {best}): too high an lr "
                     "to train, though no loss overflowed."
-                ).format(lrs=listed(f"{lr:g}" for lr in stalled["lr"]), best=listed(fmt(v) for v in stalled["min"])),
+                ).format(lrs=listed(f"{lr:g}" for lr in stalled["lr"]), best=listed(fmt(v) for v in stalled["mean"])),
             ]
         )
     return said
@@ -190,7 +193,7 @@ def verdict_text(setup: Setup) -> str | None:
         ).format(**values)
     said = {
         -1: N_(
-            "**Still lower.** At each model's own best lr (vanilla {vanilla_lr}, mini-LLaMA {llama_lr}), the "
+            "**Lower.** At each model's own best lr (vanilla {vanilla_lr}, mini-LLaMA {llama_lr}), the "
             "mini-LLaMA's best val is lower: llama minus vanilla {difference}."
         ),
         1: N_(
@@ -210,11 +213,16 @@ def sensitivity_text(setup: Setup) -> str | None:
     curves = [curve for curve in setup.curves.values() if curve.best_lr is not None]
     if len(curves) < 2:
         return None
+    both = set(setup.curves[0].points["lr"]) & set(setup.curves[5].points["lr"])
     return _(
-        "lr sensitivity (the mean, over the lrs tried, of how far best val lies above the model's best, a "
-        "diverged lr counting at the loss of a fresh model): vanilla {vanilla}, mini-LLaMA {llama}. The lower it "
-        "is, the less a model's result depends on finding its lr."
-    ).format(vanilla=fmt(setup.curves[0].sensitivity()), llama=fmt(setup.curves[5].sensitivity()))
+        "lr sensitivity (the mean, over the lrs both models ran, {lrs}, of how far best val lies above the model's "
+        "best, a diverged lr counting at the loss of a fresh model): vanilla {vanilla}, mini-LLaMA {llama}. The "
+        "lower it is, the less a model's result depends on finding its lr."
+    ).format(
+        lrs=listed(f"{lr:g}" for lr in sorted(both)),
+        vanilla=fmt(setup.curves[0].sensitivity(both)),
+        llama=fmt(setup.curves[5].sensitivity(both)),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -384,26 +392,14 @@ def schedule_text(setup: Setup, schedule: Schedule) -> str:
                 "and {gap} with the {schedule} schedule."
             ).format(**values)
         )
+    caveat = None
     if all(schedule.lrs[n] == setup.curves[n].best_lr for n in MODELS):
-        said.append(
-            _(
-                "Both lrs are the best for a constant lr; with the {schedule} schedule each model's best lr may lie "
-                "elsewhere, so this compares the schedules at those lrs, not each model at its best with the "
-                "{schedule} schedule."
-            ).format(**values)
-        )
-    return sentences(said)
-
-
-def lr_answer(everything: Results) -> str | None:
-    """The study's answer, setup by setup (the README's headline, the Studies page), or None before
-    any setup has both models."""
-    said = [
-        _("On {setup}: {verdict}").format(setup=setup.label, verdict=text)
-        for setup in setups(everything)
-        if (text := verdict_text(setup))
-    ]
-    return sentences(said) or None
+        caveat = _(
+            "Both lrs are the best for a constant lr; with the {schedule} schedule each model's best lr may lie "
+            "elsewhere, so this compares the schedules at those lrs, not each model at its best with the "
+            "{schedule} schedule."
+        ).format(**values)
+    return "\n\n".join(filter(None, [sentences(said), caveat]))
 
 
 def figure_names(found: list[Setup]) -> list[str]:
@@ -425,11 +421,13 @@ def setup_text(everything: Results, setup: Setup) -> str:
         _("On {setup} ({noise}):").format(setup=setup.label, noise=noise_text(noise)),
         *(curve_text(curve) for curve in setup.curves.values()),
     ]
-    if verdict := verdict_text(setup):
-        paragraph.append(verdict)
-    if sensitivity := sensitivity_text(setup):
-        paragraph.append(sensitivity)
     parts = [sentences(paragraph)]
+    if verdict := verdict_text(setup):
+        parts.append(verdict)
+    if sensitivity := sensitivity_text(setup):
+        parts.append(sensitivity)
+    if bias := pick_bias_text(everything, setup):
+        parts.append(bias)
     if swapped := swaps_text(everything, setup):
         parts.append(swapped)
     parts += [schedule_text(setup, schedule) for schedule in schedules(everything, setup)]
@@ -437,10 +435,41 @@ def setup_text(everything: Results, setup: Setup) -> str:
 
 
 HOW_TO_READ = N_(
-    "Each point is a model's mean best val over the seeds finished at that lr. The best lr is picked on the same "
-    "runs it is judged on, which flatters both models alike. The interval is the 95% interval of the difference of "
-    "the two means, from the per-run sd pooled over the setup's two-seed experiments."
+    "Each point is a model's mean best val over the seeds finished at that lr. The interval is the 95% interval of "
+    "the difference of the two means, from the per-run sd pooled over the setup's two-seed experiments."
 )
+
+
+def runner_up(curve: Curve) -> float | None:
+    """The lr whose mean best val is second to the best's."""
+    finished = curve.points.dropna(subset=["mean"]).sort_values("mean")
+    return float(finished["lr"].iloc[1]) if len(finished) > 1 else None
+
+
+def pick_bias_text(everything: Results, setup: Setup) -> str | None:
+    """The best lr is picked on the same runs it is judged on. That flatters a model whose
+    runner-up lr is within noise of its best (its best may be partly the seeds' luck), not both
+    alike: say which models that is, on this setup."""
+    close = []
+    for curve in setup.curves.values():
+        if curve.best_lr is None or (second := runner_up(curve)) is None:
+            continue
+        d = judge_one(compare(everything.noise, curve.at(second), curve.at(curve.best_lr)))
+        if d.sign == 0:
+            close.append(
+                _("{model} (lr {second}: {difference})").format(
+                    model=curve.name, second=f"{second:g}", difference=interval_text(d)
+                )
+            )
+    if not close:
+        return _(
+            "Each best lr is picked on the same runs it is judged on; here each model's runner-up lr is worse beyond "
+            "noise, so the pick flatters neither."
+        )
+    return _(
+        "Each best lr is picked on the same runs it is judged on. That flatters a model whose runner-up lr is "
+        "within noise of its best, here {models}: its best may be partly the seeds' luck."
+    ).format(models=listed(close))
 
 
 def lr_section(everything: Results, figure: Callable[[str, str], str] = lambda name, caption: "") -> str | None:

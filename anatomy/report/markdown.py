@@ -18,9 +18,11 @@ import os
 from pathlib import Path
 
 from anatomy.errors import AnatomyError
+from anatomy.language import _
 from anatomy.files.atomic import remove_stale_temporaries, write_text, writing_into
 from anatomy.report.costs_section import costs_section, read_provenance
 from anatomy.report.exams_section import exams_section
+from anatomy.report.findings import FOUND, findings_block
 from anatomy.report.figures import FIGURE_TITLES, figure_charts, figure_link, save_figures
 from anatomy.report.grid_sections import (
     ablation_section,
@@ -61,6 +63,10 @@ def render(everything: Results, figure_names: list[str], image_prefix: str = "",
             else "."
         ),
         "Val loss is in nats per character; lower is better. Seeds are listed as 42 / 7.",
+    ]
+    if found := findings_block(everything):
+        lines += ["", f"### {_(FOUND)}", "", found]
+    lines += [
         "",
         protocol_text(protocol_of(data)),
         "",

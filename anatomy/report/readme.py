@@ -1,6 +1,6 @@
 """The README's generated sections, each between `<!-- report:NAME:start -->` and
-`<!-- report:NAME:end -->` lines: the headline (the two models, the headline claims, the studies'
-answers) in the README's own language, and the costs in the English one. `anatomy report
+`<!-- report:NAME:end -->` lines: the numbered findings and the headline (the two models, the
+headline claims) in the README's own language, and the costs in the English one. `anatomy report
 --readme` rewrites them from the same data as the report, so no README number is typed by hand.
 """
 
@@ -13,56 +13,48 @@ from anatomy.language import ENGLISH, LANGUAGES, _, speaking
 from anatomy.report.claims import headline_claims
 from anatomy.report.costs_section import costs_section
 from anatomy.report.figures import figure_link
-from anatomy.report.grid_sections import headline_section
-from anatomy.report.lr_section import lr_answer
+from anatomy.report.grid_sections import claims_list, headline_section
+from anatomy.report.findings import findings_block
 from anatomy.report.protocol import protocol_of, protocol_text
 from anatomy.report.roles import only_runs_of
-from anatomy.report.scale_section import better_lr_answer, scale_answer, scale_data, which_part_earns
-from anatomy.report.wording import md_table, sentences as joined_sentences
-from anatomy.results.groups import STUDY_GROUPS
+from anatomy.report.wording import sentences as joined_sentences
 from anatomy.results.reader import Results
 
 
 # The README sections this report writes, each between `<!-- report:NAME:start -->` and
 # `<!-- report:NAME:end -->` lines: the results, and the wall time of each target.
-README_BLOCKS = ("headline", "costs")
+README_BLOCKS = ("findings", "headline", "costs")
+
+
+def findings_readme_block(everything: Results) -> str:
+    """The README's first screen: the numbered findings, each linked to its evidence in the report."""
+    return (findings_block(everything, "docs/results/report.md") or _("No finding yet: no run is finished.")) + "\n"
 
 
 def headline_block(everything: Results, figure_names: list[str], image_prefix: str) -> str:
     """The README's headline: the text and protocol it judges (as the report opens), the two
-    models, the headline claims' verdicts, and the studies' answers once they have one (the full
-    report holds the rest)."""
+    models and the headline claims' verdicts. The studies' answers are the numbered findings
+    (findings_readme_block); the full report holds the rest."""
     data = only_runs_of(everything, None)
-    verdicts = md_table(
-        [_("the chapter says"), _("chapter's figure"), _("measured here"), _("verdict")],
-        [[c.claim, c.chapter, c.measured, c.verdict] for c in headline_claims(data).values()],
-    )
+    verdicts = claims_list(list(headline_claims(data).values()))
     parts = [
         joined_sentences([protocol_text(protocol_of(data)), _("Val loss in nats per character, seeds 42 / 7.")]),
         headline_section(data) + figure_link("headline", figure_names, image_prefix),
         verdicts,
     ]
-    if answer := scale_answer(everything):
-        study = scale_data(everything)
-        stages = [which_part_earns(study), better_lr_answer(study)]
-        answer = joined_sentences([answer, *filter(None, stages)])
-        study = STUDY_GROUPS["scale"]  # the study's question, translated where it is marked
-        parts.append(_("**{study}** {answer} ([docs/scale.md](docs/scale.md))").format(study=_(study), answer=answer))
-    if answer := lr_answer(everything):
-        study = STUDY_GROUPS["lr"]
-        parts.append(_("**{study}** {answer} ([docs/lr.md](docs/lr.md))").format(study=_(study), answer=answer))
     return "\n\n".join(parts) + "\n"
 
 
 def readme_blocks(data: Results, figure_names: list[str], image_prefix: str, language: str = ENGLISH) -> dict[str, str]:
     """The README's generated sections by name (README_BLOCKS). A translated README carries the
-    headline only, in its language; the costs table stays in the English one."""
+    findings and the headline only, in its language; the costs table stays in the English one."""
     with speaking(language):
+        found = findings_readme_block(data)
         headline = headline_block(data, figure_names, image_prefix)
     if language != ENGLISH:
-        return {"headline": headline}
+        return {"findings": found, "headline": headline}
     costs = costs_section(data) or "No shipped run records its wall time yet."
-    return {"headline": headline, "costs": costs + "\n"}
+    return {"findings": found, "headline": headline, "costs": costs + "\n"}
 
 
 def readme_language(path: Path) -> str:

@@ -28,6 +28,7 @@ import pandas as pd
 from anatomy.config import TrainConfig
 from anatomy.language import N_, _, ngettext, pgettext
 from anatomy.results.reader import Results
+from anatomy.report import lr_section
 from anatomy.report.claims import PARTS
 from anatomy.report.costs_section import job_seconds
 from anatomy.report.roles import headline_of, only_runs_of, paired_deltas
@@ -346,15 +347,23 @@ def which_part_earns(study: Results) -> str | None:
             else:
                 inside += 1
     n = total - untrained - untestable  # the comparisons judged together
-    values = dict(tokens=f"{found[-1].train_tokens:,}", noise=noise_text(found[-1].setup), moves=clauses(moves), n=n)
+    values = dict(
+        tokens=f"{found[-1].train_tokens:,}",
+        lr=f"{TrainConfig.lr:g}",
+        noise=noise_text(found[-1].setup),
+        moves=clauses(moves),
+        n=n,
+    )
     if not n:
-        said = [_("At {tokens} characters (stage 2), no ablation can be judged yet ({noise}).").format(**values)]
+        said = [
+            _("At {tokens} characters and lr {lr} (stage 2), no ablation can be judged yet ({noise}).").format(**values)
+        ]
     elif moves:
         said = [
             ngettext(
-                "At {tokens} characters (stage 2), {n} ablation is judged against the noise of its setup "
+                "At {tokens} characters and lr {lr} (stage 2), {n} ablation is judged against the noise of its setup "
                 "({noise}); beyond it: {moves}.",
-                "At {tokens} characters (stage 2), {n} ablations are judged together against the noise of "
+                "At {tokens} characters and lr {lr} (stage 2), {n} ablations are judged together against the noise of "
                 "their setup ({noise}); beyond it: {moves}.",
                 n,
             ).format(**values)
@@ -362,9 +371,9 @@ def which_part_earns(study: Results) -> str | None:
     else:
         said = [
             ngettext(
-                "At {tokens} characters (stage 2), {n} ablation is judged against the noise of its setup "
+                "At {tokens} characters and lr {lr} (stage 2), {n} ablation is judged against the noise of its setup "
                 "({noise}): it does not move best val beyond noise.",
-                "At {tokens} characters (stage 2), {n} ablations are judged together against the noise of "
+                "At {tokens} characters and lr {lr} (stage 2), {n} ablations are judged together against the noise of "
                 "their setup ({noise}): none moves best val beyond noise.",
                 n,
             ).format(**values)
@@ -396,9 +405,28 @@ def which_part_earns(study: Results) -> str | None:
     return joined_sentences(said)
 
 
-def other_lr_text(study: Results) -> str | None:
+def own_lr_scope(everything: Results, size: Size | None) -> str | None:
+    """Where the lr study has an answer on this study's largest text (each model at its own best
+    lr, both optima bracketed, two seeds), it answers this study's lr question better: one sentence
+    that says so and where, so that no shared-lr sentence here reads as the last word. None where
+    the lr study has no answer there yet."""
+    found = sizes(scale_data(everything))
+    tokens = (size or found[-1]).train_tokens if found else None
+    for setup in lr_section.setups(everything):
+        answered = setup.verdict is not None and all(curve.bracketed for curve in setup.curves.values())
+        if answered and int(setup.key["train_tokens"]) == tokens:
+            return _(
+                "These sentences hold at the shared lr only: the lr study, each model at its own best lr on the "
+                "same text, answers this question better (the next section)."
+            )
+    return None
+
+
+def other_lr_text(everything: Results) -> str | None:
     """Stage 3: the pair at another learning rate, against the same pair at the default one, and
-    whether the gap survives when each model trains at the better of the learning rates tried."""
+    whether the gap survives when each model trains at the better of the learning rates tried
+    (where the lr study has not answered that better)."""
+    study = scale_data(everything)
     runs = model_runs(study)
     other = sorted(set(runs["lr"]) - {TrainConfig.lr})
     if not other:
@@ -428,7 +456,9 @@ def other_lr_text(study: Results) -> str | None:
                     default_lr=f"{TrainConfig.lr:g}",
                 )
             )
-    if verdicts := better_lr_answer(study):
+    if superseded := own_lr_scope(everything, None):
+        sentences.append(superseded)
+    elif verdicts := better_lr_answer(study):
         sentences.append(verdicts)
     return joined_sentences(sentences) or None
 
@@ -527,20 +557,13 @@ def grid_contrast(everything: Results, found: list[Size]) -> str | None:
         size_tokens=f"{size.train_tokens:,}",
         size_read=f"{read[size.train_tokens]:.0f}",
         size_side=lower[size_side],
+        lr=f"{TrainConfig.lr:g}",
     )
-    if grid_side != -1 and size_side == -1:
-        said = _(
-            "On the grid's own text ({grid_tokens} characters, read {grid_read} times) the mini-LLaMA's best "
-            "val is {grid_side} beyond noise, llama minus vanilla {grid_difference}; on {size_tokens} characters "
-            "of this study's text, read {size_read} times, it is {size_side}: reading the text many times is not, "
-            "by itself, why on the grid the mini-LLaMA's best val is not lower."
-        )
-    else:
-        said = _(
-            "On the grid's own text ({grid_tokens} characters, read {grid_read} times) the mini-LLaMA's best "
-            "val is {grid_side} beyond noise, llama minus vanilla {grid_difference}; on {size_tokens} characters "
-            "of this study's text, read {size_read} times, it is {size_side}."
-        )
+    said = _(
+        "At lr {lr}, on the grid's own text ({grid_tokens} characters, read {grid_read} times) the mini-LLaMA's "
+        "best val is {grid_side} beyond noise, llama minus vanilla {grid_difference}; on {size_tokens} characters "
+        "of this study's text, read {size_read} times, it is {size_side}."
+    )
     return said.format(**values)
 
 
@@ -552,11 +575,11 @@ def scale_answer(everything: Results) -> str | None:
     if not found:
         return None
     answer = _(
-        "{where_it_wins} Learning fast is pure gain when the data is read less than once "
+        "{where_it_wins} At that lr, learning fast is pure gain when the data is read less than once "
         "(the chapter's hypothesis): {verdict}."
     ).format(where_it_wins=where_it_wins(found), verdict=verdict(study, found))
-    contrast = grid_contrast(everything, found)
-    return joined_sentences([answer, contrast]) if contrast else answer
+    paragraphs = [answer, own_lr_scope(everything, found[-1]), grid_contrast(everything, found)]
+    return "\n\n".join(filter(None, paragraphs))
 
 
 def scale_section(everything: Results) -> str | None:
@@ -571,7 +594,10 @@ def scale_section(everything: Results) -> str | None:
         _(
             "Best val in nats per character, seeds 42 / 7. Times read: tokens seen (steps x batch x "
             "context) over the training characters. Minutes per run: the shipped runs' training jobs "
-            "(the costs table has the study's total). Noise of the setup: the seed-to-seed spread of every "
+            "(the costs table has the study's total)."
+        ),
+        _(
+            "Noise of the setup: the seed-to-seed spread of every "
             "experiment with two seeds on that size's text, pooled into one standard deviation per run. "
             "Beyond noise: the difference's 95% interval excludes zero, corrected because the sizes are "
             "judged together (Holm). All runs share one validation set of poems and one "
@@ -579,7 +605,7 @@ def scale_section(everything: Results) -> str | None:
         ),
         scale_answer(everything),
     ]
-    if lr_text := other_lr_text(study):
+    if lr_text := other_lr_text(everything):
         parts.append(lr_text)
     return "\n\n".join(parts)
 

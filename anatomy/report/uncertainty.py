@@ -169,17 +169,17 @@ def signed(value: float) -> str:
 
 
 def interval_text(d: Difference) -> str:
-    """ "-0.088 (95% interval -0.120 to -0.056)"; a judged table's interval says it is corrected."""
+    """ "-0.088 [-0.120, -0.056]": the mean and its 95% interval (Holm-corrected once its table is
+    judged). One compact form everywhere: what the brackets mean is said once, under each table
+    and at the top of the report (anatomy.report.findings.INTERVALS)."""
     if not d.testable:
         return _("{mean} (no noise estimate)").format(mean=signed(d.mean))
-    low, high = d.interval()
-    if d.n <= 1:
-        return _("{mean} (95% interval {low} to {high})").format(
-            mean=signed(d.mean), low=signed(low), high=signed(high)
-        )
-    return _("{mean} (95% interval {low} to {high}, corrected for {n} comparisons)").format(
-        mean=signed(d.mean), low=signed(low), high=signed(high), n=d.n
-    )
+    return compact(d.mean, *d.interval())
+
+
+def compact(mean: float, low: float, high: float) -> str:
+    """The one form of a difference and its interval, in every table, sentence and tooltip."""
+    return f"{signed(mean)} [{signed(low)}, {signed(high)}]"
 
 
 def noise_text(noise: Noise) -> str:

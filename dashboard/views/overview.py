@@ -7,6 +7,7 @@ import streamlit as st
 
 from anatomy.language import _, join_list, ngettext
 from anatomy.results.reference import corpus_differences, fact_value
+from anatomy.report.findings import FOUND, findings_block
 from anatomy.report.protocol import protocol_of
 from anatomy.report.roles import only_runs_of
 from anatomy.report.wording import sentences
@@ -53,6 +54,9 @@ st.title(_("Vanilla Transformer vs mini-LLaMA"))
 st.caption(
     _("Same text, same batches, same budget; only the parts differ. Val loss in nats per character, lower is better.")
 )
+if found := findings_block(results, link_prefix=None):  # the same numbered list the README and report open with
+    st.subheader(_(FOUND))
+    st.markdown(found)
 
 # ---- how far the grid got
 counts = runs["status"].value_counts()

@@ -17,6 +17,7 @@ from anatomy.report import lr_section, precision_section, scale_section
 from anatomy.errors import AnatomyError
 from anatomy.results.groups import STUDY_GROUPS
 from anatomy.results.reference import PROVENANCE_FILE, read_provenance
+from anatomy.report.findings import FOUND, findings_block
 from anatomy.report.grid_sections import ablation_section
 from anatomy.report.roles import only_runs_of
 from dashboard import analysis, charts, loaders
@@ -74,6 +75,10 @@ st.caption(
     )
 )
 show_part_glossary()
+# each study's findings first, as the README and report number them (anatomy.report.findings)
+if found := findings_block(everything, link_prefix=None, evidence={"lr", "scale"}):
+    st.subheader(_(FOUND))
+    st.markdown(found)
 
 # ---- lr: does the mini-LLaMA still win when each model has its own best learning rate?
 st.header(question("lr"), divider="gray")
@@ -81,8 +86,6 @@ lr_setups = lr_section.setups(everything)
 if not lr_setups:
     st.info(_("No lr-study runs in this database yet. {how}").format(how=_(TRAIN_LR)), icon=":material/science:")
 else:
-    if answer := lr_section.lr_answer(everything):
-        st.markdown(answer)
     lr_points = lr_section.lr_points(everything)
     for setup in lr_setups:  # one chart per setup: two texts' losses share no axis
         charts.draw(charts.lr_chart(lr_points, setup=setup.label))
@@ -105,7 +108,7 @@ else:
             _("Best val against training-set size: a line through the mean over seeds, the band from min to max.")
         )
         st.markdown(scale_section.size_table(study, found))
-        if lr_text := scale_section.other_lr_text(study):
+        if lr_text := scale_section.other_lr_text(everything):
             st.markdown(lr_text)
     else:  # runs, but no size with both models yet (a stage still training)
         st.info(

@@ -1,0 +1,372 @@
+"""What this lab found: each finding a record, and the numbered list every page opens with.
+
+The studies answer overlapping questions: the scale study compared the two models at one shared
+learning rate, the lr study gave each model its own. A learner needs one answer, so each finding
+is a record here (the question, the setup it holds, the comparison, the difference with its
+interval, the verdict and where its evidence is), and a finding that a later study answers better
+on the same text names that study's record as `superseded_by`. The numbered list leaves the
+superseded ones out; the sections that still show them state their scope ("at one shared lr").
+
+The README (both languages), the report and the dashboard's Overview and Studies pages all render
+this list, in the reader's language, from the same records: one owner for each sentence.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import pandas as pd
+
+from anatomy.config import TrainConfig
+from anatomy.language import N_, _
+from anatomy.report import lr_section
+from anatomy.report.claims import headline_claims, headline_gap
+from anatomy.report.protocol import protocol_of
+from anatomy.report.roles import headline_of, only_runs_of
+from anatomy.report.scale_section import scale_data, sizes, times_read
+from anatomy.report.uncertainty import Difference, interval_text
+from anatomy.report.wording import fmt, per_seed
+from anatomy.results.groups import STUDY_GROUPS
+from anatomy.results.reader import Results
+
+# the report's sections, by the key a finding's evidence names, and the heading each has there
+SECTIONS = {  # the report is English, so its headings and their anchors are too
+    "headline": "Headline: the 2017 Transformer vs the mini-LLaMA",
+    "claims": "The chapter's claims, measured",
+    "scale": STUDY_GROUPS["scale"],
+    "lr": STUDY_GROUPS["lr"],
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One answer of the lab, with everything needed to say it and to check it."""
+
+    key: str  # stable: what another record's superseded_by names
+    question: str  # the question it answers, in the reader's words
+    setup: str  # the text, its size, the precision, and the lr rule the runs were held to
+    comparison: str  # what minus what ("llama minus vanilla")
+    difference: Difference | None  # None: a finding with no difference to test (the pace)
+    verdict: int | None  # the difference's sign when judged: -1 lower, 0 level, +1 higher
+    sentence: str  # the learner's sentence, in the reader's language
+    evidence: str  # a key of SECTIONS
+    superseded_by: str | None = None
+
+
+def anchor(section: str) -> str:
+    """A heading's anchor as GitHub makes it (lower case, spaces to '-', punctuation dropped); the
+    report's headings are English in every language, so the anchor is the English heading's."""
+    heading = SECTIONS[section]
+    return "#" + re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+
+
+def grid_text(grid: Results) -> str:
+    """The grid's text in words: 'data/posts (105,839 characters, read 77 times)'."""
+    llama = headline_of(grid, "llama")
+    corpus = str(llama["corpus"].dropna().iloc[0]) if llama["corpus"].notna().any() else _("the grid's text")
+    if llama["train_tokens"].isna().all():  # runs collected before corpora recorded their size
+        return corpus
+    tokens = int(llama["train_tokens"].max())
+    return _("{corpus} ({tokens} characters, read {read} times)").format(
+        corpus=corpus, tokens=f"{tokens:,}", read=f"{times_read(grid, tokens):.0f}"
+    )
+
+
+def step_range(runs: pd.DataFrame) -> str:
+    """The best val's step over the seeds: '500', or '850-900' where the seeds differ."""
+    low, high = int(runs["best_step"].min()), int(runs["best_step"].max())
+    return str(low) if low == high else f"{low}-{high}"
+
+
+def pace(grid: Results) -> Finding | None:
+    """The chapter's first claim: the mini-LLaMA's best val comes earlier."""
+    claim = headline_claims(grid).get("learns_faster")
+    vanilla, llama = headline_of(grid, "vanilla"), headline_of(grid, "llama")
+    if claim is None or vanilla.empty or llama.empty or not claim.verdict.startswith(_("**reproduced**")):
+        return None
+    earlier = llama["best_step"].max() < vanilla["best_step"].min()
+    template = (
+        N_(
+            "At the chapter's settings the mini-LLaMA learns faster: its best val comes at step {llama}, the 2017 "
+            "model's at step {vanilla}."
+        )
+        if earlier
+        else N_(
+            "At the chapter's settings the mini-LLaMA does not learn faster: best val at step {llama} vs {vanilla}."
+        )
+    )
+    return Finding(
+        key="pace",
+        question=_("Does the mini-LLaMA learn faster?"),
+        setup=grid_text(grid),
+        comparison=_("step of the best val"),
+        difference=None,
+        verdict=-1 if earlier else 0,
+        sentence=_(template).format(llama=step_range(llama), vanilla=step_range(vanilla)),
+        evidence="headline",
+    )
+
+
+def gap_words(sign: int | None) -> str:
+    """Who reaches the lower best val, for a judged llama-minus-vanilla difference."""
+    return {
+        -1: _("the mini-LLaMA reaches a lower best val"),
+        0: _("the two reach the same best val within noise"),
+        1: _("the 2017 model reaches a lower best val"),
+        None: _("whether either is lower is not testable (no noise estimate)"),
+    }[sign]
+
+
+def shared_lr_gap(grid: Results) -> Finding | None:
+    """The chapter's comparison as it stands: both models at the chapter's one lr."""
+    d = headline_gap(grid)
+    if not math.isfinite(d.mean):
+        return None
+    return Finding(
+        key="gap_shared_lr_grid",
+        question=_("Does the mini-LLaMA reach a lower best val?"),
+        setup=_("{text}, both at lr {lr}").format(text=grid_text(grid), lr=f"{TrainConfig.lr:g}"),
+        comparison=_("llama minus vanilla"),
+        difference=d,
+        verdict=d.sign,
+        sentence=_("At the chapter's one lr ({lr}) on {text}, {who}: {difference}.").format(
+            lr=f"{TrainConfig.lr:g}", text=grid_text(grid), who=gap_words(d.sign), difference=interval_text(d)
+        ),
+        evidence="claims",
+    )
+
+
+def memorises(grid: Results) -> Finding | None:
+    claim = headline_claims(grid).get("memorises")
+    llama = headline_of(grid, "llama")
+    if claim is None or llama.empty or not claim.verdict.startswith(_("**reproduced**")):
+        return None
+    return Finding(
+        key="memorises",
+        question=_("Does the mini-LLaMA memorise after its best val?"),
+        setup=grid_text(grid),
+        comparison=_("val and train loss after the best val"),
+        difference=None,
+        verdict=1,
+        sentence=_(
+            "After its best val the mini-LLaMA memorises the text: val climbs by {rise} while train falls to {train}."
+        ).format(rise=per_seed(llama, "val_rise"), train=per_seed(llama, "final_train_loss")),
+        evidence="headline",
+    )
+
+
+def own_lr_gap(setup: lr_section.Setup, shared: Difference | None, shared_key: str | None) -> Finding | None:
+    """Each model at its own best lr on one setup: the lr study's answer there."""
+    if setup.verdict is None or not all(curve.bracketed for curve in setup.curves.values()):
+        return None
+    d = setup.verdict
+    values = dict(
+        setup=setup.label,
+        vanilla_lr=f"{setup.curves[0].best_lr:g}",
+        llama_lr=f"{setup.curves[5].best_lr:g}",
+        difference=interval_text(d),
+        who=gap_words(d.sign),
+    )
+    if shared is not None and shared.sign == -1 and d.sign != -1:
+        template = N_(
+            "Give each model its own learning rate (vanilla {vanilla_lr}, mini-LLaMA {llama_lr}) and the "
+            "mini-LLaMA's lead on {setup} disappears: {difference}, against {shared} at one shared lr {lr}."
+        )
+    elif shared is not None and shared.sign != -1 and d.sign == -1:
+        template = N_(
+            "Give each model its own learning rate (vanilla {vanilla_lr}, mini-LLaMA {llama_lr}) and on {setup} "
+            "the mini-LLaMA is lower: {difference}, against {shared}, level, at one shared lr {lr}."
+        )
+    else:
+        template = N_(
+            "With each model at its own learning rate (vanilla {vanilla_lr}, mini-LLaMA {llama_lr}) on {setup}, "
+            "{who}: {difference}."
+        )
+    return Finding(
+        key=f"gap_own_lr_{setup.key['corpus']}_{int(setup.key['train_tokens'])}",
+        question=_("Is the mini-LLaMA still lower when each model has its own best learning rate?"),
+        setup=_("{setup}, each model at its own best lr").format(setup=setup.label),
+        comparison=_("llama minus vanilla"),
+        difference=d,
+        verdict=d.sign,
+        sentence=_(template).format(
+            shared=fmt(shared.mean, sign=True) if shared is not None else "", lr=f"{TrainConfig.lr:g}", **values
+        ),
+        evidence="lr",
+    )
+
+
+def shared_lr_gap_at(everything: Results, setup: lr_section.Setup) -> tuple[Difference | None, str | None]:
+    """The shared-lr difference on the lr study's setup, from the study that measured it: the grid
+    (its own text) or the scale study (the poems); with that finding's key."""
+    grid = only_runs_of(everything, None)
+    llama = headline_of(grid, "llama")
+    same = lambda column: llama[column].eq(setup.key[column]).all() if not llama.empty else False  # noqa: E731
+    if same("corpus") and same("train_tokens") and same("precision"):
+        return headline_gap(grid), "gap_shared_lr_grid"
+    for size in sizes(scale_data(everything)):
+        if size.train_tokens == int(setup.key["train_tokens"]) and size.llama["corpus"].eq(setup.key["corpus"]).all():
+            return size.difference, f"gap_shared_lr_{setup.key['corpus']}"
+    return None, None
+
+
+def shared_lr_scale(everything: Results) -> list[Finding]:
+    """The scale study's gap at the shared lr, at its largest size: a record of its own, which the
+    lr study's finding on the same text supersedes."""
+    found = sizes(scale_data(everything))
+    if not found:
+        return []
+    size = found[-1]
+    corpus = str(size.llama["corpus"].iloc[0])
+    return [
+        Finding(
+            key=f"gap_shared_lr_{corpus}",
+            question=_("Does the mini-LLaMA reach a lower best val?"),
+            setup=_("{tokens} characters of {corpus}, both at lr {lr}").format(
+                tokens=f"{size.train_tokens:,}", corpus=corpus, lr=f"{TrainConfig.lr:g}"
+            ),
+            comparison=_("llama minus vanilla"),
+            difference=size.difference,
+            verdict=size.difference.sign,
+            sentence=_("At one shared lr ({lr}) on {tokens} characters of {corpus}, {who}: {difference}.").format(
+                lr=f"{TrainConfig.lr:g}",
+                tokens=f"{size.train_tokens:,}",
+                corpus=corpus,
+                who=gap_words(size.difference.sign),
+                difference=interval_text(size.difference),
+            ),
+            evidence="scale",
+        )
+    ]
+
+
+def rope_at_best(everything: Results, setup: lr_section.Setup) -> Finding | None:
+    """RoPE, the part that earned most at the shared lr, swapped at each model's own best lr."""
+    at_best = {s.direction: s for s in lr_section.swaps(everything, setup) if s.part == "rope" and s.at_best}
+    if set(at_best) != {"add", "remove"}:
+        return None
+    remove, add = at_best["remove"].difference, at_best["add"].difference
+    needs = {
+        1: _("the mini-LLaMA is worse without RoPE"),
+        0: _("the mini-LLaMA loses nothing beyond noise without RoPE"),
+        -1: _("the mini-LLaMA is better without RoPE"),
+        None: _("RoPE's place in the mini-LLaMA is not testable (no noise estimate)"),
+    }[remove.sign]
+    gains = {
+        -1: _("vanilla gains from it"),
+        0: _("vanilla gains nothing beyond noise from it"),
+        1: _("vanilla is worse with it"),
+        None: _("vanilla's gain is not testable (no noise estimate)"),
+    }[add.sign]
+    return Finding(
+        key="rope_at_best_lr",
+        question=_("Which part earns the gap at each model's own lr?"),
+        setup=_("{setup}, each model at its own best lr").format(setup=setup.label),
+        comparison=_("with RoPE swapped minus without"),
+        difference=remove,
+        verdict=remove.sign,
+        sentence=_("At each model's own lr on {setup}, {needs} ({remove}), and {gains} ({add}).").format(
+            setup=setup.label, needs=needs, remove=interval_text(remove), gains=gains, add=interval_text(add)
+        ),
+        evidence="lr",
+    )
+
+
+def cosine(everything: Results, setup: lr_section.Setup) -> Finding | None:
+    found = lr_section.schedules(everything, setup)
+    if not found:
+        return None
+    schedule = found[0]
+    return Finding(
+        key=f"gap_{schedule.name}",
+        question=_("Does the answer survive another schedule?"),
+        setup=_("{setup}, {schedule} schedule").format(setup=setup.label, schedule=schedule.name),
+        comparison=_("llama minus vanilla"),
+        difference=schedule.gap,
+        verdict=schedule.gap.sign,
+        sentence=_(
+            "With a {schedule} schedule on {setup}, each model at its best constant lr, {who}: {difference}."
+        ).format(
+            schedule=schedule.name,
+            setup=setup.label,
+            who=gap_words(schedule.gap.sign),
+            difference=interval_text(schedule.gap),
+        ),
+        evidence="lr",
+    )
+
+
+def findings(everything: Results) -> list[Finding]:
+    """Every record, in the order a learner reads them: the chapter's comparison, then what each
+    model at its own lr changes, then which part and which schedule. A shared-lr finding that the
+    lr study answers on the same text is marked superseded by that answer."""
+    grid = only_runs_of(everything, None)
+    records = []
+    if protocol_of(grid).untestable_reason is None:  # toy runs' numbers are never findings
+        records = [f for f in (pace(grid), shared_lr_gap(grid), memorises(grid)) if f is not None]
+    records += shared_lr_scale(everything)
+    later = []
+    for setup in sorted(lr_section.setups(everything), key=lambda s: int(s.key["train_tokens"])):
+        shared, shared_key = shared_lr_gap_at(everything, setup)
+        if (own := own_lr_gap(setup, shared, shared_key)) is None:
+            continue
+        later.append(own)
+        if shared_key is not None and shared is not None and own.verdict != shared.sign:
+            records = [Finding(**{**vars(f), "superseded_by": own.key}) if f.key == shared_key else f for f in records]
+        later += [f for f in (rope_at_best(everything, setup), cosine(everything, setup)) if f is not None]
+    return records + later
+
+
+def current(records: list[Finding]) -> list[Finding]:
+    """The findings no later study contradicts: the numbered list."""
+    return [f for f in records if f.superseded_by is None]
+
+
+def numbered(records: list[Finding], link_prefix: str | None = "") -> str:
+    """The numbered list, each finding with a link to its evidence (link_prefix + the anchor:
+    'docs/results/report.md' from a README, '' inside the report; None: no link, as on a
+    dashboard page, which shows the evidence on its own pages)."""
+    lines = [
+        _("{number}. {sentence} ([evidence]({link}))").format(
+            number=number, sentence=f.sentence, link=link_prefix + anchor(f.evidence)
+        )
+        if link_prefix is not None
+        else f"{number}. {f.sentence}"
+        for number, f in enumerate(current(records), start=1)
+    ]
+    return "\n".join(lines)
+
+
+def findings_block(everything: Results, link_prefix: str | None = "", evidence: set[str] | None = None) -> str | None:
+    """The numbered list, with how to read an interval; None before any finding. `evidence`: only
+    the findings whose evidence is one of these sections (the Studies page shows the studies')."""
+    records = [f for f in findings(everything) if evidence is None or f.evidence in evidence]
+    if not current(records):
+        return None
+    return "\n\n".join([numbered(records, link_prefix), _(INTERVALS)])
+
+
+FOUND = N_("What this lab found")
+INTERVALS = N_(
+    "A difference is written as mean [low, high]: its 95% interval, from the seed-to-seed noise of its setup; "
+    "where several are judged together, corrected for their number (Holm). Negative: the mini-LLaMA is lower."
+)
+
+
+def findings_table(records: list[Finding]) -> pd.DataFrame:
+    """Every record as a row, superseded ones included (the dashboard's Studies page, the tests)."""
+    return pd.DataFrame(
+        [
+            {
+                "key": f.key,
+                "question": f.question,
+                "setup": f.setup,
+                "difference": interval_text(f.difference) if f.difference is not None else "",
+                "sentence": f.sentence,
+                "superseded_by": f.superseded_by,
+            }
+            for f in records
+        ]
+    )
