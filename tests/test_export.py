@@ -20,6 +20,7 @@ from anatomy.data.corpus import extract_corpus
 from anatomy.errors import AnatomyError
 from anatomy.generation.export import (
     CONFIG_FILE,
+    MARK_FILE,
     UNK_TOKEN,
     WEIGHTS_FILE,
     build_tokenizer,
@@ -252,13 +253,12 @@ def test_checkpoint_option_and_bad_output_folders(llama_runs, tmp_path, capsys):
         export_run(run, run)
 
 
-def test_an_export_over_an_old_one_replaces_its_files_as_a_set(llama_runs, tmp_path, monkeypatch):
-    """Killed half way over an old export, an export leaves no config.json (transformers loads
-    nothing), never the old config beside the new weights; the next one removes what it left."""
+def test_an_export_over_an_old_one_replaces_it_whole(llama_runs, tmp_path, monkeypatch):
+    """Killed half way over an old export, an export leaves the old one as it was, never the old
+    config beside the new weights; the next one replaces it whole and removes what it left."""
     out = tmp_path / "hf"
     export_run(llama_runs["mha"], out)
-    (out / "notes.md").write_text("mine")  # not the export's: kept
-    (out / f".{WEIGHTS_FILE}.x1y2.tmp").write_bytes(b"half written")  # an export killed earlier
+    old = {path.name: path.read_bytes() for path in out.iterdir()}
     real_write = export.write_file
 
     def killed_after_the_weights(path, content):
@@ -269,12 +269,35 @@ def test_an_export_over_an_old_one_replaces_its_files_as_a_set(llama_runs, tmp_p
     monkeypatch.setattr(export, "write_file", killed_after_the_weights)
     with pytest.raises(KeyboardInterrupt):
         export_run(llama_runs["mqa"], out)
-    assert not (out / CONFIG_FILE).exists()
-    assert not list(out.glob(".*.tmp"))
+    assert {path.name: path.read_bytes() for path in out.iterdir()} == old
+    (tmp_path / ".hf.x1y2.tmp").mkdir()  # an export killed by SIGKILL left its temporary folder
     monkeypatch.undo()
     export_run(llama_runs["mqa"], out)
     assert json.loads((out / CONFIG_FILE).read_text())["num_key_value_heads"] == KV_HEADS["mqa"]
-    assert (out / "notes.md").read_text() == "mine"
+    assert json.loads((out / MARK_FILE).read_text())["run"] == str(llama_runs["mqa"])
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["hf"]
+
+
+def test_another_models_folder_is_refused_and_left_as_it_was(llama_runs, tmp_path, capsys):
+    """Issue 45: an export into another model's folder replaced its config.json and left its
+    pytorch_model.bin beside our weights."""
+    other = tmp_path / "other_model"
+    other.mkdir()
+    (other / CONFIG_FILE).write_text('{"model_type": "gpt2"}')
+    (other / "pytorch_model.bin").write_bytes(b"their weights")
+    assert main(["export", str(llama_runs["mha"]), str(other)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {other}: not empty and not an earlier export of this project (it holds pytorch_model.bin), "
+        "so it is not replaced; export into a new or empty folder\n"
+    )
+    (other / "pytorch_model.bin").unlink()  # only the export's names, but no mark: not ours either
+    with pytest.raises(AnatomyError, match=rf"other_model: not empty .* \(it has no {MARK_FILE}\)"):
+        export_run(llama_runs["mha"], other)
+    assert sorted(path.name for path in other.iterdir()) == [CONFIG_FILE]
+    assert (other / CONFIG_FILE).read_text() == '{"model_type": "gpt2"}'
+    export_run(llama_runs["mha"], tmp_path / "empty")  # a new folder, and an empty one, are fine
+    (tmp_path / "made_empty").mkdir()
+    export_run(llama_runs["mha"], tmp_path / "made_empty")
 
 
 def test_a_full_disk_is_one_line_naming_the_file(llama_runs, tmp_path, monkeypatch, capsys):
@@ -286,7 +309,7 @@ def test_a_full_disk_is_one_line_naming_the_file(llama_runs, tmp_path, monkeypat
     real_write = Path.write_bytes
 
     def write_bytes(self, data):
-        if self.name.startswith(f".{WEIGHTS_FILE}."):  # the weights' temporary file
+        if self.name == WEIGHTS_FILE:  # the weights, in the export's temporary folder
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         return real_write(self, data)
 
@@ -295,8 +318,8 @@ def test_a_full_disk_is_one_line_naming_the_file(llama_runs, tmp_path, monkeypat
     err = capsys.readouterr().err
     assert err.startswith(f"error: {out / WEIGHTS_FILE}: cannot write: no space left on device; free some space")
     assert err.count("\n") == 1
-    assert not (out / CONFIG_FILE).exists()  # no config.json: transformers loads no half export
-    assert not list(out.glob(".*.tmp"))
+    assert not out.exists()  # no half export for transformers to load
+    assert not list(tmp_path.glob(".*.tmp"))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,7 +11,10 @@ import pytest
 from anatomy.cli import main
 from anatomy.data.corpus import extract_corpus, write_corpus
 from anatomy.errors import AnatomyError
+from anatomy.data import tokenizer as tokenizer_module
+from anatomy.data.text_files import read_text
 from anatomy.data.tokenizer import (
+    LARGE_CORPUS_CHARS,
     CharTokenizer,
     check_windows,
     corpus_digest,
@@ -276,6 +279,59 @@ def test_a_split_corpus_checks_its_size_and_files(tmp_path, capsys):
     assert not (tmp_path / "out" / "split.json").exists()
     assert main(["tokenize", str(train), "--train-chars", "10", "--out", str(tmp_path / "out")]) == 2
     assert "--train-chars and --name go with --val" in capsys.readouterr().err
+
+
+def test_an_xz_bomb_stops_at_the_text_limit_naming_the_file(tmp_path):
+    """Issue 45: 14.7 KB of xz held 100 M characters, all decompressed without a word."""
+    bomb = write_xz(tmp_path / "bomb.txt.xz", "a" * 3_000_000)  # 3 MB of text in 568 bytes of xz
+    with pytest.raises(AnatomyError) as caught:
+        read_text(bomb, limit=1024**2)
+    assert str(caught.value) == (
+        f"{bomb}: its 568 bytes of xz hold more than 1.0 MiB of text, the most a text file may hold, "
+        "so it is not decompressed further"
+    )
+    assert read_text(bomb, limit=3_000_000) == "a" * 3_000_000  # at the limit: read
+
+
+def test_xz_streams_one_after_another_and_a_cut_short_file(tmp_path):
+    import lzma
+
+    path = tmp_path / "two.txt.xz"
+    path.write_bytes(lzma.compress("春眠".encode()) + lzma.compress("不觉晓".encode()))
+    assert read_text(path) == "春眠不觉晓"
+    path.write_bytes(lzma.compress(("春眠不觉晓" * 100).encode())[:-20])
+    with pytest.raises(AnatomyError, match=r"two.txt.xz: not a readable xz file"):
+        read_text(path)
+
+
+def test_a_corpus_past_the_large_limit_is_tokenized_only_when_asked(tmp_path, monkeypatch, capsys):
+    """Tokenizing takes some 20 bytes a character: 200 M characters from two xz bombs took 2.1 GB."""
+    monkeypatch.setattr(tokenizer_module, "LARGE_CORPUS_CHARS", 100)
+    train = write_xz(tmp_path / "train.txt.xz", "春眠不觉晓，处处闻啼鸟。" * 10)
+    val = write_xz(tmp_path / "val.txt.xz", "床前明月光，疑是地上霜。" * 3)
+    out = tmp_path / "out"
+    assert main(["tokenize", str(train), "--val", str(val), "--out", str(out), "--ctx-len", "8"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {train} and {val}: 156 characters to tokenize, more than the 100 tokenized without asking "
+        "(about 0.0 GB of memory); give --large to tokenize them all\n"
+    )
+    assert not out.exists()
+    assert (
+        main(["tokenize", str(train), "--val", str(val), "--train-chars", "60", "--out", str(out), "--ctx-len", "8"])
+        == 0
+    )
+    corpus = write_corpus_file(tmp_path / "corpus.txt", "学而时习之，不亦说乎。" * 20)
+    with pytest.raises(AnatomyError, match=r"corpus.txt: 220 characters to tokenize, more than the 100"):
+        tokenize_corpus(corpus, tmp_path / "whole", ctx_len=8)
+    assert main(["tokenize", str(corpus), "--out", str(tmp_path / "whole"), "--ctx-len", "8", "--large"]) == 0
+
+
+@pytest.mark.slow  # decompresses 25 MB: CI runs it, the inner loop leaves it out
+def test_the_shipped_poems_fit_every_limit():
+    """workflow/corpora.yaml's poems (9.6 M characters of train, 25 MiB of xz text) are read and
+    tokenized without --large."""
+    train, val = (read_text(REPO / "data" / "poems" / name) for name in ("train.txt.xz", "val.txt.xz"))
+    assert len(train) + len(val) <= LARGE_CORPUS_CHARS
 
 
 def test_a_default_corpus_is_named_by_its_source(tmp_path):

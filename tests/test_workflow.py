@@ -936,6 +936,70 @@ def test_settings_the_package_rejects_stop_the_plan_before_any_job(workdir):
     assert "Traceback" not in output and not (workdir / "results").exists()
 
 
+def copied_workflow(tmp_path: Path) -> Path:
+    """The workflow copied into a project with a tiny blog, so that its own files can be edited."""
+    project = tmp_path / "project"
+    shutil.copytree(WORKFLOW, project / "workflow")
+    write_posts(project / "data" / "posts")
+    return project
+
+
+def refusal(result: subprocess.CompletedProcess) -> str:
+    """The one line a refused config file stops the plan with."""
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    return next(line for line in output.splitlines() if line.startswith("invalid config file "))
+
+
+def test_a_duplicate_key_in_the_workflows_own_file_stops_the_plan_naming_both_lines(tmp_path):
+    """Issue 45: a second `lr:` in one experiment silently replaced the first."""
+    project = copied_workflow(tmp_path)
+    experiments = project / "workflow" / "experiments.yaml"
+    text = experiments.read_text(encoding="utf-8") + NEW_EXPERIMENT.replace("train:", "train:\n    train:")
+    experiments.write_text(text, encoding="utf-8")
+    line = len(text.splitlines())
+    result = snakemake(project, "-n", snakefile=project / "workflow" / "Snakefile")
+    assert refusal(result) == (
+        f"invalid config file {experiments}: the key 'train' appears twice in one mapping (lines {line - 1} and {line})"
+    )
+    assert not (project / "results").exists()
+
+
+BAD_CONFIG_FILES = {
+    "a duplicate key": (
+        "seeds: [42]\nprecision: fp32\nseeds: [7]\n",
+        "the key 'seeds' appears twice in one mapping (lines 1 and 3)",
+    ),
+    "an alias bomb": (
+        'a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]\n'
+        + "".join(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 10))
+        + "seeds: *a9\n",
+        "line 2: the YAML alias *a0 is not taken here (an alias can expand without end); write the value out",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CONFIG_FILES))
+def test_a_bad_configfile_stops_the_plan_in_one_line(workdir, case):
+    """Issue 45: Snakemake kept the last of two keys, and a billion laughs ran until killed."""
+    text, expected = BAD_CONFIG_FILES[case]
+    extra = workdir / "extra.yaml"
+    extra.write_text(text, encoding="utf-8")
+    assert refusal(snakemake(workdir, "-n", "--configfile", str(extra))) == f"invalid config file {extra}: {expected}"
+
+
+def test_an_experiments_file_of_50_mb_is_refused_before_it_is_parsed(tmp_path):
+    project = copied_workflow(tmp_path)
+    experiments = project / "workflow" / "experiments.yaml"
+    with experiments.open("a", encoding="utf-8") as f:
+        f.write("# padding\n" * (5 * 1024**2))
+    result = snakemake(project, "-n", snakefile=project / "workflow" / "Snakefile")
+    assert refusal(result) == (
+        f"invalid config file {experiments}: 50.0 MiB is more than a workflow config file (YAML or JSON) should hold "
+        "(1.0 MiB at most), so it is not read"
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # An interrupted grid restarts with the same command
 # ---------------------------------------------------------------------------------------------

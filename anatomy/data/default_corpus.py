@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
 from anatomy.files.atomic import writing_into
+from anatomy.files.yaml_files import read_config_file
 from anatomy.data.corpus import extract_corpus, remove_stale_tokens, write_corpus
 from anatomy.errors import AnatomyError
 from anatomy.data.tokenizer import SPLIT_FILE, read_json, tokenize_corpus
@@ -34,8 +33,8 @@ def is_default_corpus(data_dir: str | Path) -> bool:
 def workflow_source() -> Path:
     """The text the workflow extracts the default corpus from: its config's `corpus`."""
     try:
-        config = yaml.safe_load(WORKFLOW_CONFIG.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
+        config = read_config_file(WORKFLOW_CONFIG)  # as strictly as the workflow reads it
+    except (OSError, AnatomyError):
         return DEFAULT_SOURCE
     source = config.get("corpus") if isinstance(config, dict) else None
     return Path(source) if isinstance(source, str) else DEFAULT_SOURCE

@@ -12,7 +12,7 @@ import lzma
 from pathlib import Path
 
 from anatomy.errors import AnatomyError
-from anatomy.files.atomic import read_regular_file
+from anatomy.files.atomic import read_regular_file, readable_bytes
 
 # The most a text file may hold. The largest text this lab trains on (the scale study's) is 8 M
 # characters, about 24 MB; 1 GiB is forty times that and, with its token arrays, still fits in a
@@ -39,13 +39,30 @@ def decode_utf8(data: bytes, path: Path) -> str:
     return text.removeprefix("\ufeff")  # a byte-order mark some editors add
 
 
-def read_text(path: Path) -> str:
-    """A UTF-8 text file, or an xz-compressed one (`.xz`)."""
+def read_text(path: Path, limit: int = TEXT_LIMIT) -> str:
+    """A UTF-8 text file, or an xz-compressed one (`.xz`), of at most `limit` bytes of text."""
     if path.suffix != ".xz":
-        return read_utf8(path)
-    compressed = read_regular_file(path, TEXT_LIMIT, "an xz-compressed text file")
-    try:
-        data = lzma.decompress(compressed)
-    except lzma.LZMAError as err:
-        raise AnatomyError(f"{path}: not a readable xz file ({err})") from None
-    return decode_utf8(data, path)
+        return read_utf8(path, limit)
+    return decode_utf8(decompress_xz(path, limit), path)
+
+
+def decompress_xz(path: Path, limit: int) -> bytes:
+    """The bytes an xz file holds, stopped past `limit`: a few kilobytes of xz can hold a hundred
+    megabytes of one repeated character (an "xz bomb"), so the text is capped, not the file."""
+    compressed = read_regular_file(path, limit, "an xz-compressed text file")
+    text, rest = b"", compressed
+    while rest:  # one xz stream after another, as `xz` and lzma.decompress read them
+        decompressor = lzma.LZMADecompressor()
+        try:
+            text += decompressor.decompress(rest, max_length=limit + 1 - len(text))
+        except lzma.LZMAError as err:
+            raise AnatomyError(f"{path}: not a readable xz file ({err})") from None
+        if len(text) > limit:
+            raise AnatomyError(
+                f"{path}: its {readable_bytes(len(compressed))} of xz hold more than {readable_bytes(limit)} of text, "
+                "the most a text file may hold, so it is not decompressed further"
+            )
+        if not decompressor.eof:
+            raise AnatomyError(f"{path}: not a readable xz file (it ends before its end mark: cut short?)")
+        rest = decompressor.unused_data
+    return text

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from anatomy.data.posts import front_matter_warning
 from anatomy.errors import AnatomyError
-from anatomy.data.tokenizer import DEFAULT_CTX_LEN, tokenize_corpus, tokenize_split
+from anatomy.data.tokenizer import DEFAULT_CTX_LEN, LARGE_CORPUS_CHARS, tokenize_corpus, tokenize_split
 
 
 def report(split: dict, out_dir: Path) -> str:
@@ -41,6 +41,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name", help="with --val: the corpus's name, recorded by every run that reads it")
     parser.add_argument("--out", type=Path, required=True, help="folder for vocab.json, train.npy, val.npy, split.json")
     parser.add_argument(
+        "--large",
+        action="store_true",
+        help=f"tokenize more than {LARGE_CORPUS_CHARS:,} characters (refused without it: memory)",
+    )
+    parser.add_argument(
         "--ctx-len",
         type=int,
         default=DEFAULT_CTX_LEN,
@@ -55,9 +60,11 @@ def run(args: argparse.Namespace) -> int:
         raise AnatomyError("--train-chars and --name go with --val (a corpus that comes split already)")
     warning = front_matter_warning(args.corpus)
     if args.val is not None:
-        split = tokenize_split(args.corpus, args.val, args.out, args.train_chars, args.name, ctx_len=args.ctx_len)
+        split = tokenize_split(
+            args.corpus, args.val, args.out, args.train_chars, args.name, ctx_len=args.ctx_len, allow_large=args.large
+        )
     else:
-        split = tokenize_corpus(args.corpus, args.out, ctx_len=args.ctx_len)
+        split = tokenize_corpus(args.corpus, args.out, ctx_len=args.ctx_len, allow_large=args.large)
     print(report(split, args.out))
     if warning:
         print(f"warning: {warning}", file=sys.stderr)

@@ -151,6 +151,22 @@ def check_windows(n_train: int, n_val: int, ctx_len: int, source: str | os.PathL
         )
 
 
+# The most characters tokenized without --large: four times the 8.3 M of the largest corpus this
+# lab trains on (the scale study's poems_8m, 250 MB of memory to tokenize, some 20 bytes a
+# character at the peak). A few kilobytes of xz can hold 100 M characters (2 GB to tokenize):
+# past this, the reader says so, rather than the memory running out.
+LARGE_CORPUS_CHARS = 32_000_000
+
+
+def check_size(n_chars: int, source: str | os.PathLike, allow_large: bool) -> None:
+    """Refuse to tokenize more than LARGE_CORPUS_CHARS characters unless asked (`allow_large`)."""
+    if n_chars > LARGE_CORPUS_CHARS and not allow_large:
+        raise AnatomyError(
+            f"{source}: {n_chars:,} characters to tokenize, more than the {LARGE_CORPUS_CHARS:,} tokenized "
+            f"without asking (about {n_chars * 20 / 1e9:.1f} GB of memory); give --large to tokenize them all"
+        )
+
+
 def save_array(path: Path, array: np.ndarray) -> None:
     # An open file, because np.save would append '.npy' to the temporary name.
     with open(path, "wb") as f:
@@ -198,15 +214,18 @@ def tokenize_split(
     train_chars: int | None = None,
     name: str | None = None,
     ctx_len: int = DEFAULT_CTX_LEN,
+    allow_large: bool = False,
 ) -> dict:
     """A corpus split already: the first `train_chars` characters of the training file (all of it
-    if None) and the whole validation file, under the vocabulary of both whole files."""
+    if None) and the whole validation file, under the vocabulary of both whole files. More than
+    LARGE_CORPUS_CHARS to tokenize only with `allow_large`."""
     train_path, val_path, out_dir = Path(train_path), Path(val_path), Path(out_dir)
     train_text, val_text = read_text(train_path), read_text(val_path)
     if train_chars is not None and not 0 < train_chars <= len(train_text):
         raise AnatomyError(
             f"--train-chars {train_chars:,} is not valid: {train_path} holds {len(train_text):,} characters"
         )
+    check_size(len(train_text[:train_chars]) + len(val_text), f"{train_path} and {val_path}", allow_large)
     tokenizer = CharTokenizer(sorted(set(train_text) | set(val_text)), source=f"vocabulary of {train_path}")
     train = np.asarray(tokenizer.encode(train_text[:train_chars]), dtype=tokenizer.dtype)
     val = np.asarray(tokenizer.encode(val_text), dtype=tokenizer.dtype)
@@ -223,12 +242,19 @@ def tokenize_split(
     return write_tokenized(out_dir, tokenizer, train, val, split)
 
 
-def tokenize_corpus(corpus_path: str | os.PathLike, out_dir: str | os.PathLike, ctx_len: int = DEFAULT_CTX_LEN) -> dict:
-    """Build the vocabulary and the two token arrays; return what split.json records."""
+def tokenize_corpus(
+    corpus_path: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    ctx_len: int = DEFAULT_CTX_LEN,
+    allow_large: bool = False,
+) -> dict:
+    """Build the vocabulary and the two token arrays; return what split.json records. More than
+    LARGE_CORPUS_CHARS only with `allow_large`."""
     corpus_path, out_dir = Path(corpus_path), Path(out_dir)
     if not corpus_path.is_file():
         raise AnatomyError(f"{corpus_path}: no such file (expected the corpus.txt written by `anatomy corpus`)")
     text = read_utf8(corpus_path)
+    check_size(len(text), corpus_path, allow_large)
     tokenizer = CharTokenizer.from_text(text, source=str(corpus_path))
     ids = np.asarray(tokenizer.encode(text), dtype=tokenizer.dtype)
     n_train, n_val = split_sizes(len(ids))

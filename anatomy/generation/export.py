@@ -9,6 +9,7 @@ in scale. This command turns the claim into a folder that `transformers` loads a
     tokenizer.json           one token per character, built with the `tokenizers` library
     tokenizer_config.json    how `AutoTokenizer` should wrap it
     generation_config.json   sampling at our temperature
+    anatomy_export.json      the run it was made from: the mark of an export the next may replace
 
 `tests/test_export.py` proves it: the same logits, the same greedy text, the same token ids.
 A run with any 2017 part (or QK-norm, or a broken RoPE) is refused: LlamaForCausalLM has no
@@ -18,13 +19,20 @@ place for it. Needs the `hf` extra (`pip install -e '.[hf]'`) for the `tokenizer
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 
 import torch
 from safetensors.torch import save
 
-from anatomy.files.atomic import remove_stale_temporaries, write_bytes, write_json, write_text, writing_into
+from anatomy.files.atomic import (
+    atomic_folder,
+    json_text,
+    naming_a_full_disk,
+    remove_stale_temporaries,
+    writing_into,
+)
 from anatomy.config import ModelConfig
 from anatomy.errors import AnatomyError
 from anatomy.generation.generate import DEFAULT_TEMPERATURE, load_model
@@ -44,6 +52,9 @@ LLAMA_SHAPE = {
 # no row for it (config.json's vocab_size counts characters only), so it cannot be fed to the model.
 UNK_TOKEN = "<unk>"
 WEIGHTS_FILE, CONFIG_FILE = "model.safetensors", "config.json"
+# Which run made the export: also what marks a folder as an export of this project, which the
+# next export may replace whole. Any other folder that holds files is refused.
+MARK_FILE = "anatomy_export.json"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -196,6 +207,23 @@ def check_out_dir(out_dir: Path, run_dir: Path) -> None:
         raise AnatomyError(f"{out_dir}: is the run folder itself; export into another folder")
 
 
+def check_replaceable(out_dir: Path, names: list[str]) -> None:
+    """The export replaces `out_dir` whole: only where it is missing, empty, or an earlier export
+    of this project (its mark, and only the export's files: `names`). Another model's folder
+    (a config.json beside a pytorch_model.bin) would lose its files, or keep some beside ours."""
+    if not out_dir.is_dir():
+        return
+    present = sorted(os.listdir(out_dir))
+    foreign = [name for name in present if name not in names]
+    if foreign or (present and MARK_FILE not in present):
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        why = f"it holds {shown}" if foreign else f"it has no {MARK_FILE}"
+        raise AnatomyError(
+            f"{out_dir}: not empty and not an earlier export of this project ({why}), so it is not replaced; "
+            "export into a new or empty folder"
+        )
+
+
 def export_run(run_dir: str | Path, out_dir: str | Path, checkpoint: str = "last") -> dict:
     """Write the Hugging Face folder for one run; returns what was written. Everything is built
     and checked in memory first, so a refused run writes nothing."""
@@ -209,33 +237,38 @@ def export_run(run_dir: str | Path, out_dir: str | Path, checkpoint: str = "last
         "tokenizer_config.json": tokenizer_config(),
         "generation_config.json": generation_config(),
         CONFIG_FILE: hf_config(model),
+        MARK_FILE: {
+            "made_by": "python -m anatomy export (llm-anatomy lab)",
+            "run": str(run_dir),
+            "checkpoint": checkpoint,
+        },
     }
     write_export(out_dir, files)
     return {"config": files[CONFIG_FILE], "files": list(files), "params": model.num_params()}
 
 
 def write_export(out_dir: Path, files: dict[str, bytes | str | dict]) -> None:
-    """The export's files as a set: config.json marks a complete export (transformers loads
-    nothing without it), so it goes first, and comes back last. An export killed half way over
-    an old one leaves a folder without config.json, never the old config beside the new weights.
-    The folder may hold other files: only the export's own are replaced."""
-    with writing_into(out_dir):  # one export into a folder at a time: a temporary there is a leftover
-        for name in files:
-            remove_stale_temporaries(out_dir / name)
-        (out_dir / CONFIG_FILE).unlink(missing_ok=True)
-        for name, content in files.items():
-            if name != CONFIG_FILE:
-                write_file(out_dir / name, content)
-        write_file(out_dir / CONFIG_FILE, files[CONFIG_FILE])
+    """The export's files as one folder, which takes the place of `out_dir` whole once complete
+    (atomic_folder): a reader sees the old export or the new one, never a mix, and an export
+    killed half way leaves the old one as it was. Under the lock on the folder above, so that a
+    temporary folder beside `out_dir` is a killed export's leftover."""
+    with writing_into(out_dir.parent):
+        remove_stale_temporaries(out_dir)
+        check_replaceable(out_dir, list(files))
+        with atomic_folder(out_dir) as tmp:
+            for name, content in files.items():
+                with naming_a_full_disk(out_dir / name):  # named as it will be, not as the temporary
+                    write_file(tmp / name, content)
 
 
 def write_file(path: Path, content: bytes | str | dict) -> None:
+    """One file of the export, into the temporary folder (the folder is what goes in atomically)."""
     if isinstance(content, bytes):
-        write_bytes(path, content)
+        path.write_bytes(content)
     elif isinstance(content, str):
-        write_text(path, content + "\n")
+        path.write_text(content + "\n", encoding="utf-8")
     else:
-        write_json(path, content)
+        path.write_text(json_text(content), encoding="utf-8")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
