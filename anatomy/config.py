@@ -137,6 +137,12 @@ DEVICE_PATTERN = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 # The largest seed torch.manual_seed takes (an unsigned 64-bit number); the batch RNG takes any
 # seed >= 0, so this is the bound for both
 SEED_MAX = 2**64 - 1
+# AdamW's beta1 (torch's default, and LLaMA's). Its first step moves a weight by up to
+# lr / (1 - beta1) = 10 x lr, a number torch turns into a 32-bit float: an lr above LR_MAX
+# overflows it (torch's RuntimeError mid-run), where a smaller absurd lr diverges as a result.
+ADAM_BETA1 = 0.9
+FLOAT32_MAX = 3.4028234663852886e38
+LR_MAX = FLOAT32_MAX * (1 - ADAM_BETA1)
 
 
 @dataclass(frozen=True)
@@ -149,6 +155,13 @@ class TrainConfig:
     min_lr: float = 0.0
     weight_decay: float = 0.01  # torch's AdamW default
     grad_clip: float = 0.0  # 0: off, so that instability shows (the deep post-norm test)
+    # AdamW's second-moment decay: torch's default 0.999; LLaMA trained with 0.95 (a shorter
+    # memory of the gradients' size, steadier when it changes fast)
+    beta2: float = 0.999
+    # False: weight decay on every parameter (torch's default). True: on the matrices only (every
+    # parameter of 2 or more dimensions, the embeddings included, as nanoGPT does; LLaMA's paper
+    # does not say which), never on the norms' gains and biases, whose size is not capacity
+    decay_matrices_only: bool = False
     seed: int = 42
     eval_every: int = 50
     eval_batch_size: int = 64  # windows per forward pass during evaluation
@@ -164,11 +177,23 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         check_field_types(self)
-        for name in ("lr", "min_lr", "weight_decay", "grad_clip"):  # nan passes every comparison
+        for name in ("lr", "min_lr", "weight_decay", "grad_clip", "beta2"):  # nan passes every comparison
             if not math.isfinite(getattr(self, name)):
                 raise AnatomyError(
                     f"TrainConfig.{name} = {getattr(self, name)!r} is not valid: expected a finite number"
                 )
+        for name in ("lr", "min_lr"):  # the schedule moves between the two
+            if getattr(self, name) > LR_MAX:
+                raise AnatomyError(
+                    f"TrainConfig.{name} = {getattr(self, name)!r} is not valid: expected at most {LR_MAX:.2g} "
+                    f"(AdamW's first step is lr / (1 - beta1) = {1 / (1 - ADAM_BETA1):g} x lr, which must fit "
+                    f"a 32-bit float, at most {FLOAT32_MAX:.2g})"
+                )
+        if not 0 < self.beta2 < 1:
+            raise AnatomyError(
+                f"TrainConfig.beta2 = {self.beta2!r} is not valid: expected a number between 0 and 1, "
+                "both excluded (torch's default 0.999, LLaMA's 0.95)"
+            )
         require_positive(self, "steps", "batch_size", "lr", "eval_every", "eval_batch_size", "max_train_eval_windows")
         # the batch RNG takes only non-negative seeds
         for name in ("warmup_steps", "min_lr", "weight_decay", "grad_clip", "threads", "seed"):

@@ -102,3 +102,31 @@ def test_the_lesson_opens_with_the_model_config():
     tree = ast.parse(Path(anatomy.config.__file__).read_text(encoding="utf-8"))
     definitions = [node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))]
     assert definitions[0] == "ModelConfig", f"config.py defines {definitions[:3]} before ModelConfig"
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"beta2": 0.0}, r"beta2 = 0.0 is not valid: expected a number between 0 and 1, both excluded"),
+        ({"beta2": 1.0}, r"beta2 = 1.0 is not valid: expected a number between 0 and 1"),
+        ({"beta2": float("nan")}, r"beta2 = nan is not valid: expected a finite number"),
+        ({"lr": 1e308}, r"lr = 1e\+308 is not valid: expected at most 3.4e\+37 .*32-bit float"),
+        ({"min_lr": 1e38}, r"min_lr = 1e\+38 is not valid: expected at most 3.4e\+37"),
+    ],
+)
+def test_the_optimizer_settings_are_checked(overrides, message):
+    from anatomy.config import TrainConfig
+
+    with pytest.raises(AnatomyError, match=message):
+        TrainConfig(**overrides)
+
+
+def test_the_defaults_keep_torchs_adamw_and_llamas_recipe_is_allowed():
+    """Every shipped run trained with beta2 0.999 and weight decay on every parameter."""
+    from anatomy.config import LR_MAX, TrainConfig
+
+    default = TrainConfig()
+    recipe = (default.beta2, default.weight_decay, default.decay_matrices_only, default.grad_clip)
+    assert recipe == (0.999, 0.01, False, 0)
+    llama = TrainConfig(beta2=0.95, weight_decay=0.1, decay_matrices_only=True, grad_clip=1.0, lr=LR_MAX, min_lr=LR_MAX)
+    assert llama.decay_matrices_only and llama.lr == LR_MAX

@@ -26,9 +26,9 @@ from anatomy.cli import main
 from anatomy.config import preset
 from anatomy.errors import AnatomyError
 from anatomy.data.batches import batch_starts, eval_starts
-from anatomy.config import TrainConfig
+from anatomy.config import LR_MAX, TrainConfig
 from anatomy.model import MiniLM
-from anatomy.training.trainer import evaluate, learning_rate, split_overrides, train
+from anatomy.training.trainer import build_optimizer, evaluate, learning_rate, split_overrides, train
 from tiny_runs import FAST
 from run_folders import LLAMA_PARTS
 
@@ -129,6 +129,79 @@ def test_learning_rate_warmup_then_constant_or_cosine():
     assert learning_rate(TrainConfig(lr=1e-3, warmup_steps=0), 0) == pytest.approx(1e-3)
     cosine = TrainConfig(lr=1e-3, warmup_steps=0, steps=100, schedule="cosine", min_lr=1e-4)
     assert learning_rate(cosine, 100) == pytest.approx(1e-4)
+
+
+# --- the optimizer recipe (issue 43) ------------------------------------------------------------
+
+LLAMA_RECIPE = {"beta2": 0.95, "weight_decay": 0.1, "decay_matrices_only": True, "grad_clip": 1.0}
+
+
+def hyperparameters(optimizer: torch.optim.Optimizer) -> list[dict]:
+    """Each parameter group's settings, without its parameters."""
+    return [{k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups]
+
+
+def test_the_default_settings_build_the_optimizer_every_shipped_run_trained_with():
+    model = MiniLM(preset("debug", vocab_size=20))
+    cfg = TrainConfig(lr=1e-3)
+    ours, before = build_optimizer(model, cfg), torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    assert len(ours.param_groups) == 1 and ours.param_groups[0]["params"] == list(model.parameters())
+    assert hyperparameters(ours) == hyperparameters(before)
+    assert ours.param_groups[0]["betas"] == (0.9, 0.999) and ours.param_groups[0]["weight_decay"] == 0.01
+
+
+def test_llamas_recipe_decays_the_matrices_and_not_the_norms_gains_or_biases():
+    model = MiniLM(preset("debug", vocab_size=20))  # LayerNorm: a gain and a bias
+    optimizer = build_optimizer(model, TrainConfig(**LLAMA_RECIPE))
+    decayed, kept = optimizer.param_groups
+    assert (decayed["weight_decay"], kept["weight_decay"]) == (0.1, 0.0)
+    assert decayed["betas"] == kept["betas"] == (0.9, 0.95)
+    names = {id(p): name for name, p in model.named_parameters()}
+    decayed_names, kept_names = ({names[id(p)] for p in group["params"]} for group in (decayed, kept))
+    assert decayed_names | kept_names == set(names.values()) and not decayed_names & kept_names
+    assert {"tok_emb.weight", "pos_emb.weight", "lm_head.weight"} <= decayed_names  # nanoGPT's rule: dim >= 2
+    # the two blocks' two LayerNorms, each a gain and a bias; a post-norm stack has no final norm
+    assert kept_names == {f"blocks.{b}.norm{n}.{p}" for b in (0, 1) for n in (1, 2) for p in ("weight", "bias")}
+
+
+def test_a_run_records_its_recipe_and_refuses_a_changed_one_on_resume(tiny_data, tmp_path):
+    run_dir = tmp_path / "recipe"
+    train(tiny_data, run_dir, "debug", {}, {**FAST, **LLAMA_RECIPE})
+    config = json.loads((run_dir / "config.json").read_text())
+    assert {key: config["train"][key] for key in LLAMA_RECIPE} == LLAMA_RECIPE
+    saved = torch.load(run_dir / "last.pt", weights_only=True)["optimizer"]["param_groups"]
+    assert [group["weight_decay"] for group in saved] == [0.1, 0.0] and saved[0]["betas"] == (0.9, 0.95)
+    (run_dir / "summary.json").unlink()  # unfinished: the next start resumes from last.pt
+    for changed in ({"beta2": 0.999}, {"decay_matrices_only": False}):
+        with pytest.raises(AnatomyError, match=f"train.{next(iter(changed))}: .* in the folder"):
+            train(tiny_data, run_dir, "debug", {}, {**FAST, **LLAMA_RECIPE, **changed})
+    assert train(tiny_data, run_dir, "debug", {}, {**FAST, **LLAMA_RECIPE})["steps_done"] == 30
+
+
+def test_a_run_from_before_the_recipe_settings_still_stands(tiny_data, tmp_path, capsys):
+    """Its config.json lacks beta2 and decay_matrices_only: it trained with their defaults."""
+    run_dir = tmp_path / "old"
+    train(tiny_data, run_dir, "debug", {}, FAST)
+    config = json.loads((run_dir / "config.json").read_text())
+    for key in ("beta2", "decay_matrices_only"):
+        del config["train"][key]
+    (run_dir / "config.json").write_text(json.dumps(config))
+    assert train(tiny_data, run_dir, "debug", {}, FAST)["steps_done"] == 30
+    assert "already finished" in capsys.readouterr().out
+
+
+def test_the_largest_lr_is_the_largest_whose_first_adamw_step_fits_a_float32():
+    """Above LR_MAX torch raises mid-run ("cannot be converted to type float without overflow");
+    at it, the step is taken (and the run diverges, a result)."""
+    for lr, fits in ((LR_MAX, True), (LR_MAX * 1.01, False)):
+        weight = torch.nn.Parameter(torch.ones(2))
+        weight.grad = torch.ones(2)
+        optimizer = torch.optim.AdamW([weight], lr=lr)
+        if fits:
+            optimizer.step()
+        else:
+            with pytest.raises(RuntimeError, match="overflow"):
+                optimizer.step()
 
 
 # --- divergence --------------------------------------------------------------------------------
@@ -484,6 +557,9 @@ def test_a_checkpoint_that_is_not_ours_is_named(tiny_data, tmp_path, capsys, con
         ("lr=nan", "lr = nan is not valid: expected a finite number"),
         ("weight_decay=nan", "weight_decay = nan is not valid: expected a finite number"),
         ("lr=inf", "lr = inf is not valid: expected a finite number"),
+        ("lr=1e308", "lr = 1e+308 is not valid: expected at most 3.4e+37 (AdamW's first step is"),
+        ("min_lr=1e308", "min_lr = 1e+308 is not valid: expected at most 3.4e+37"),
+        ("beta2=1", "beta2 = 1.0 is not valid: expected a number between 0 and 1"),
         ("seed=-1", "seed = -1 is not valid: expected >= 0"),
     ],
 )

@@ -359,8 +359,16 @@ def test_lr_stages_train_seed_42_first_and_seed_7_for_the_band(workdir):
     stage5 = train_commands(snakemake(workdir, "-n", "-p", "lr_stage5").stdout)
     assert {data_of(command) for command in stage5.values()} == {"results/corpus"} and len(stage5) == 10
     assert {precision_of(command) for command in stage5.values()} == {"fp32"}
+    # stage 6: a sqrt(2) grid around each best lr; stage 7: LLaMA's optimizer recipe; two seeds each
+    stage6 = train_commands(snakemake(workdir, "-n", "-p", "lr_stage6").stdout)
+    assert {name for name, _ in stage6} == {"lr_8m_vanilla_14e4", "lr_8m_llama_14e4", "lr_8m_vanilla_28e4"}
+    assert len(stage6) == 6 and "train.lr=0.0014" in stage6[("lr_8m_llama_14e4", 7)]
+    stage7 = train_commands(snakemake(workdir, "-n", "-p", "lr_stage7").stdout)
+    recipe = ("train.beta2=0.95", "train.weight_decay=0.1", "train.decay_matrices_only=true", "train.grad_clip=1.0")
+    assert len(stage7) == 12 and all(all(s in command for s in recipe) for command in stage7.values())
+    stages = (stage1, stage2, stage3, stage4, stage5, stage6, stage7)
     everything = train_commands(snakemake(workdir, "-n", "-p", "lr").stdout)
-    assert set(everything) == set(stage1) | set(stage2) | set(stage3) | set(stage4) | set(stage5)
+    assert set(everything) == set().union(*stages)
 
 
 @pytest.mark.parametrize(

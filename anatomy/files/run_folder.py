@@ -39,6 +39,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from anatomy.config import TrainConfig
 from anatomy.errors import AnatomyError
 from anatomy.files.atomic import (
     atomic_path,
@@ -433,11 +434,19 @@ def run_precision(run_dir: str | Path) -> str:
 RUNTIME_KEYS = ("device", "threads", "compile")
 
 
+# Settings added after runs were shipped, with what every run made before them trained with: a
+# run's config.json without one is judged with this value, and resumes as it always did.
+LATER_TRAIN_SETTINGS = {
+    "precision": "fp32",  # it changes the numbers, so it is a setting
+    "beta2": TrainConfig.beta2,  # the optimizer recipe
+    "decay_matrices_only": TrainConfig.decay_matrices_only,
+}
+
+
 def train_settings(train: dict) -> dict:
     """The training settings that define a run's numbers (all but RUNTIME_KEYS)."""
     train = {k: v for k, v in train.items() if k not in RUNTIME_KEYS}
-    # Precision changes the numbers, so it is a setting; runs made before it existed were fp32.
-    return {"precision": "fp32", **train}
+    return {**LATER_TRAIN_SETTINGS, **train}
 
 
 def run_settings(resolved: dict) -> dict:

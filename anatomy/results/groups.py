@@ -50,6 +50,8 @@ TARGETS = {
     "lr_stage3": Target("lr", 3),
     "lr_stage4": Target("lr", 4),
     "lr_stage5": Target("lr", 5),
+    "lr_stage6": Target("lr", 6),
+    "lr_stage7": Target("lr", 7),
     "size": Target("size", None),
     "size_stage1": Target("size", 1),
     "size_stage2": Target("size", 2),

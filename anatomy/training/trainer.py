@@ -35,7 +35,7 @@ import torch
 from anatomy.files.atomic import check_folder_target
 from anatomy.data.batches import batch_starts, eval_starts, windows_at
 from anatomy.training.compiling import compiled_or_eager, forward_backward, run_with_fallback
-from anatomy.config import ModelConfig, TrainConfig, preset
+from anatomy.config import ADAM_BETA1, ModelConfig, TrainConfig, preset
 from anatomy.config_fields import parse_value
 from anatomy.training.devices import machine_description, pick_device
 from anatomy.errors import AnatomyError
@@ -250,6 +250,32 @@ def check_resources(
         )
     elif need.total > free / 2:
         warn(f"{about}, more than half the {readable_bytes(free)} free on {device}")
+
+
+# ---------------------------------------------------------------------------------------------
+# The optimizer
+# ---------------------------------------------------------------------------------------------
+
+
+def parameter_groups(model: torch.nn.Module, cfg: TrainConfig) -> list[dict]:
+    """AdamW's parameter groups: every parameter decayed alike (one group, torch's default), or,
+    with decay_matrices_only, the matrices decayed and the vectors (norms' gains, biases) not."""
+    params = list(model.parameters())
+    if not cfg.decay_matrices_only:
+        return [{"params": params, "weight_decay": cfg.weight_decay}]
+    return [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
+
+
+def build_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
+    """AdamW as the settings ask: torch's defaults (beta2 0.999, weight decay on every parameter)
+    unless a run asks for LLaMA's recipe (beta2 0.95, decay on the matrices only). The lr is set
+    before every step (`train_step`); this one only starts it."""
+    return torch.optim.AdamW(
+        parameter_groups(model, cfg), lr=cfg.lr, betas=(ADAM_BETA1, cfg.beta2), weight_decay=cfg.weight_decay
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -476,7 +502,7 @@ def open_or_resume(
         device,
         tokenizer.chars,
         model,
-        optimizer=torch.optim.AdamW(model.parameters(), lr=train_cfg.lr, weight_decay=train_cfg.weight_decay),
+        optimizer=build_optimizer(model, train_cfg),
         train_data=torch.as_tensor(train_ids.astype(np.int64)).to(device),
         val_data=torch.as_tensor(val_ids.astype(np.int64)).to(device),
         train_windows=eval_starts(len(train_ids), model_cfg.ctx_len, train_cfg.max_train_eval_windows),
