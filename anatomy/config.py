@@ -209,9 +209,27 @@ class TrainConfig:
                 f"TrainConfig.device = {self.device!r} is not valid: expected auto, cpu, mps, cuda or cuda:N"
             )
 
+    @property
+    def optimizer_recipe(self) -> str:
+        """The AdamW recipe in words: runs with another recipe are another curve of the lr study."""
+        return optimizer_recipe(self.beta2, self.weight_decay, self.decay_matrices_only, self.grad_clip)
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "train config") -> "TrainConfig":
         return config_from_dict(cls, data, source)
+
+
+def optimizer_recipe(beta2: float, weight_decay: float, decay_matrices_only: bool, grad_clip: float) -> str:
+    """'AdamW beta2 0.999, weight decay 0.01 on every parameter, no clipping': a run's recipe, as the
+    database records it and the report names it."""
+    on = "the matrices" if decay_matrices_only else "every parameter"
+    clip = f"clipping at {grad_clip:g}" if grad_clip else "no clipping"
+    return f"AdamW beta2 {beta2:g}, weight decay {weight_decay:g} on {on}, {clip}"
+
+
+DEFAULT_RECIPE = optimizer_recipe(
+    TrainConfig.beta2, TrainConfig.weight_decay, TrainConfig.decay_matrices_only, TrainConfig.grad_clip
+)

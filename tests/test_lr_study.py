@@ -305,3 +305,30 @@ def test_every_finding_reads_in_both_languages(tmp_path):
         # the difference in the one compact form, in both
         if en.difference is not None:
             assert interval_text(en.difference) in en.sentence and interval_text(en.difference) in zh.sentence
+
+
+def test_runs_with_llamas_optimizer_recipe_are_no_points_of_the_default_curves(lr_db):
+    """Stage 7 trains both models with LLaMA's recipe at the same lrs: a question of its own, never
+    more points of the curves the default recipe draws (collect records each run's recipe)."""
+    runs_root, db = lr_db
+    before = setups(load(db))[0].curves[5].points
+    recipe = {"precision": "bf16", "lr": 1e-3, "beta2": 0.95, "weight_decay": 0.1, "decay_matrices_only": True}
+    write_run_folder(
+        runs_root,
+        "lr_llama_recipe_1e3",
+        42,
+        group="lr",
+        preset="llama",
+        model=LLAMA_PARTS,
+        data=DATA,
+        train={**recipe, "grad_clip": 1.0},
+        floor=1.5,
+    )
+    collect.collect(runs_root, db)
+    everything = load(db)
+    recipes = everything.runs.set_index("experiment")["optimizer"]
+    assert recipes["lr_llama_recipe_1e3"] == ("AdamW beta2 0.95, weight decay 0.1 on the matrices, clipping at 1")
+    assert set(recipes.drop("lr_llama_recipe_1e3")) == {
+        "AdamW beta2 0.999, weight decay 0.01 on every parameter, no clipping"
+    }
+    pd.testing.assert_frame_equal(setups(everything)[0].curves[5].points, before)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from anatomy.config import DEFAULT_RECIPE
 from anatomy.language import N_, _
 from anatomy.results.reader import Results
 from anatomy.report.exam_findings import PART_NAMES
@@ -121,9 +122,10 @@ def setups(everything: Results) -> list[Setup]:
     study = runs[runs["group"] == STUDY]
     first_steps = everything.metrics.groupby("run_id")["step"].min()
     found = []
-    # a curve is the plain models at a constant lr: the part ablations (stage 3) and another schedule
-    # (stage 4) are questions of their own
-    study = study[study["part"].isna() & (study["schedule"] == "constant")]
+    # a curve is the plain models at a constant lr with the default recipe: the part ablations
+    # (stage 3), another schedule (stage 4) and LLaMA's optimizer recipe (stage 7) are questions of
+    # their own
+    study = study[study["part"].isna() & (study["schedule"] == "constant") & (study["optimizer"] == DEFAULT_RECIPE)]
     for key, mine in study.groupby(list(SETUP), dropna=False):
         key = dict(zip(SETUP, key))
         same = runs
@@ -134,7 +136,8 @@ def setups(everything: Results) -> list[Setup]:
             shape = mine[mine["n_parts"] == n_parts][list(SHAPE)].drop_duplicates()
             if len(shape) != 1:
                 continue
-            model = same[(same["n_parts"] == n_parts) & same["part"].isna()].merge(shape, on=list(SHAPE))
+            plain = same[(same["n_parts"] == n_parts) & same["part"].isna() & (same["optimizer"] == DEFAULT_RECIPE)]
+            model = plain.merge(shape, on=list(SHAPE))
             curves[n_parts] = Curve(n_parts, model, points_of(model, first_steps))
         verdict = None
         if set(curves) == set(MODELS) and all(curve.best_lr is not None for curve in curves.values()):

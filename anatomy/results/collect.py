@@ -63,7 +63,7 @@ from anatomy.files.atomic import (
     naming_a_full_disk,
     remove_stale_temporaries,
 )
-from anatomy.config import ModelConfig, TrainConfig
+from anatomy.config import ModelConfig, TrainConfig, optimizer_recipe
 from anatomy.errors import AnatomyError
 from anatomy.exams import depth, exam_module
 from anatomy.files.locks import held_lock
@@ -160,7 +160,7 @@ def corpus_columns(config: dict[str, Any], path: Path) -> dict[str, Any]:
 
 
 def model_columns(config: dict[str, Any], path: Path) -> dict[str, Any]:
-    """The run's MODEL_COLUMNS, its lr, schedule and warmup_steps; a setting its config.json leaves
+    """The run's MODEL_COLUMNS, its lr, schedule, warmup_steps and optimizer recipe; a setting its config.json leaves
     out is the default of ModelConfig or TrainConfig. The model must be one ModelConfig accepts (n_head
     dividing d_model, ...): collect is the gate, so that no reader meets a model it cannot build.
     A key ModelConfig does not know (a setting a later version dropped) is no setting of it."""
@@ -184,7 +184,19 @@ def model_columns(config: dict[str, Any], path: Path) -> dict[str, Any]:
         "warmup_steps": json_number(
             train.get("warmup_steps", TrainConfig.warmup_steps), path, "train.warmup_steps", int
         ),
+        "optimizer": optimizer_recipe(
+            *(train_number(train, name, path) for name in ("beta2", "weight_decay")),
+            train.get("decay_matrices_only") is True,
+            train_number(train, "grad_clip", path),
+        ),
     }
+
+
+def train_number(train: dict[str, Any], name: str, path: Path) -> float:
+    """A number of config.json's train settings; TrainConfig's default where a run from before it
+    was a setting leaves it out."""
+    value = json_number(train.get(name), path, f"train.{name}")
+    return getattr(TrainConfig, name) if value is None else value
 
 
 # what `anatomy generate` records of every sample (`note` too, but records from before it lack it)

@@ -62,6 +62,7 @@ CREATE TABLE runs (
     lr               DOUBLE,
     schedule         VARCHAR,              -- constant | cosine, after warmup
     warmup_steps     INTEGER,
+    optimizer        VARCHAR,              -- the AdamW recipe in words (TrainConfig.optimizer_recipe)
     params           BIGINT,
     device           VARCHAR,
     compiled         BOOLEAN,              -- training steps ran through torch.compile
