@@ -11,8 +11,8 @@ in scale. This command turns the claim into a folder that `transformers` loads a
     generation_config.json   sampling at our temperature
 
 `tests/test_export.py` proves it: the same logits, the same greedy text, the same token ids.
-A run with any 2017 part (or QK-norm, or a broken RoPE) is refused: LlamaForCausalLM has no
-place for it. Needs the `hf` extra (`pip install -e '.[hf]'`) for the `tokenizers` library.
+A run with any 2017 part (or QK-norm, MLA, a mixture of experts, or a broken RoPE) is refused:
+LlamaForCausalLM has no place for it. Needs the `hf` extra (`pip install -e '.[hf]'`) for the `tokenizers` library.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ LLAMA_SHAPE = {
     "ffn_type": "swiglu",
     "qk_norm": False,  # LLaMA has no norm on q and k (Qwen 3 and OLMo 2 do)
     "rope_break": "none",
+    "attn_type": "mha",  # MLA's latent has no place in LlamaForCausalLM (nor has a mixture of experts, ffn_type)
 }
 # A character the vocabulary lacks becomes this token, one id past the characters. The model has
 # no row for it (config.json's vocab_size counts characters only), so it cannot be fed to the model.
