@@ -23,7 +23,8 @@ from anatomy.precision import Precision
 NormType = Literal["layernorm", "rmsnorm"]
 NormPos = Literal["post", "pre"]
 PosType = Literal["learned", "rope"]
-FfnType = Literal["gelu", "swiglu"]
+FfnType = Literal["gelu", "swiglu", "moe"]
+AttnType = Literal["mha", "mla"]
 RopeBreak = Literal["none", "k_unrotated", "k_adjacent"]
 Impl = Literal["manual", "fused"]
 
@@ -47,13 +48,27 @@ class ModelConfig:
     ffn_type: FfnType = "gelu"
     rope_break: RopeBreak = "none"  # break-it experiment: how k is (mis)rotated
     qk_norm: bool = False  # a norm on q and k before scoring (the newest standard part)
+    # The parts of 2024-26, each off by default. mha: the attention above, with n_kv_head heads;
+    # mla: keys and values rebuilt from a cached latent of kv_latent numbers per token, plus one
+    # shared rotated key of rope_dim (DeepSeek-V2). Read only when attn_type is mla.
+    attn_type: AttnType = "mha"
+    kv_latent: int = 32
+    rope_dim: int = 16  # of head_dim, the dimensions of q and k that RoPE turns (the rest: the latent's)
+    # moe: n_experts SwiGLU feed-forwards, top_k of them per token; moe_aux_weight x the
+    # load-balancing loss is added to the training loss. Read only when ffn_type is moe.
+    n_experts: int = 4
+    top_k: int = 2
+    moe_aux_weight: float = 0.01
     # fused: PyTorch's fused kernels, what `anatomy train` trains; manual: the maths spelled out
     # (the same numbers, slower: for reading, and for the tests and exams that compare the two)
     impl: Impl = "fused"
 
     def __post_init__(self) -> None:
         check_field_types(self)
-        require_positive(self, "vocab_size", "d_model", "n_layer", "n_head", "n_kv_head", "ctx_len")
+        require_positive(
+            self, "vocab_size", "d_model", "n_layer", "n_head", "n_kv_head", "ctx_len", "kv_latent", "rope_dim",
+            "n_experts", "top_k",
+        )
         if self.d_model % self.n_head:
             raise AnatomyError(f"ModelConfig: d_model {self.d_model} is not divisible by n_head {self.n_head}")
         if self.n_head % self.n_kv_head:
@@ -70,6 +85,42 @@ class ModelConfig:
             raise AnatomyError(
                 f"ModelConfig: rope_break = {self.rope_break!r} needs pos_type 'rope', not {self.pos_type!r}"
             )
+        if self.attn_type == "mla":
+            self._check_mla()
+        if self.ffn_type == "moe":
+            self._check_moe()
+
+    def _check_mla(self) -> None:
+        if self.pos_type != "rope":
+            raise AnatomyError(
+                f"ModelConfig: attn_type 'mla' needs pos_type 'rope', not {self.pos_type!r} "
+                "(its keys carry position in a rotated part of their own)"
+            )
+        if self.rope_dim % 2 or self.rope_dim >= self.head_dim:
+            raise AnatomyError(
+                f"ModelConfig: rope_dim = {self.rope_dim} is not valid for attn_type 'mla': expected an even "
+                f"number below head_dim {self.head_dim} (the rest of each head is read from the latent)"
+            )
+        if self.n_kv_head != self.n_head:
+            raise AnatomyError(
+                f"ModelConfig: attn_type 'mla' caches a latent, not key/value heads: set n_kv_head to "
+                f"n_head ({self.n_head}), not {self.n_kv_head}"
+            )
+        if self.qk_norm:
+            raise AnatomyError(
+                "ModelConfig: qk_norm is for attn_type 'mha'; 'mla' rebuilds its keys from a latent it "
+                "normalises itself"
+            )
+
+    def _check_moe(self) -> None:
+        if self.top_k > self.n_experts:
+            raise AnatomyError(
+                f"ModelConfig: top_k = {self.top_k} is not valid: expected at most n_experts ({self.n_experts})"
+            )
+        if not (math.isfinite(self.moe_aux_weight) and self.moe_aux_weight >= 0):
+            raise AnatomyError(
+                f"ModelConfig: moe_aux_weight = {self.moe_aux_weight!r} is not valid: expected a finite number >= 0"
+            )
 
     @property
     def head_dim(self) -> int:
@@ -77,7 +128,10 @@ class ModelConfig:
 
     def kv_cache_bytes(self, tokens: int, element_size: int = 4) -> int:
         """What generation caches for `tokens` positions: a key and a value per layer and KV head.
-        GQA pays here: fewer KV heads, a smaller cache (no torch needed to say it)."""
+        GQA pays here: fewer KV heads, a smaller cache (no torch needed to say it). MLA caches its
+        latent and the shared rotated key instead: kv_latent + rope_dim numbers per layer and token."""
+        if self.attn_type == "mla":
+            return self.n_layer * (self.kv_latent + self.rope_dim) * tokens * element_size
         return kv_cache_bytes(self.n_layer, self.n_kv_head, self.head_dim, tokens, element_size)
 
     def to_dict(self) -> dict[str, Any]:

@@ -12,8 +12,8 @@ in scale. This command turns the claim into a folder that `transformers` loads a
     anatomy_export.json      the run it was made from: the mark of an export the next may replace
 
 `tests/test_export.py` proves it: the same logits, the same greedy text, the same token ids.
-A run with any 2017 part (or QK-norm, or a broken RoPE) is refused: LlamaForCausalLM has no
-place for it. Needs the `hf` extra (`pip install -e '.[hf]'`) for the `tokenizers` library.
+A run with any 2017 part (or QK-norm, MLA, a mixture of experts, or a broken RoPE) is refused:
+LlamaForCausalLM has no place for it. Needs the `hf` extra (`pip install -e '.[hf]'`) for the `tokenizers` library.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ LLAMA_SHAPE = {
     "ffn_type": "swiglu",
     "qk_norm": False,  # LLaMA has no norm on q and k (Qwen 3 and OLMo 2 do)
     "rope_break": "none",
+    "attn_type": "mha",  # MLA's latent has no place in LlamaForCausalLM (nor has a mixture of experts, ffn_type)
 }
 # A character the vocabulary lacks becomes this token, one id past the characters. The model has
 # no row for it (config.json's vocab_size counts characters only), so it cannot be fed to the model.

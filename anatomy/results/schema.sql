@@ -57,6 +57,12 @@ CREATE TABLE runs (
     rope_break       VARCHAR,              -- none | k_unrotated | k_adjacent
     ffn_type         VARCHAR,              -- gelu | swiglu
     qk_norm          BOOLEAN,              -- a norm on q and k before scoring
+    attn_type        VARCHAR,              -- mha | mla (a cached latent, kv_latent wide, and a shared rope_dim key)
+    kv_latent        INTEGER,
+    rope_dim         INTEGER,
+    n_experts        INTEGER,              -- ffn_type moe: top_k of n_experts SwiGLUs per token
+    top_k            INTEGER,
+    moe_aux_weight   DOUBLE,               -- the load-balancing loss's weight in the training loss
     impl             VARCHAR,              -- fused | manual: the same numbers, two ways to compute them
     -- the training settings a study compares (anatomy.config.TrainConfig's default where left out)
     lr               DOUBLE,

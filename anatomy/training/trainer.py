@@ -114,7 +114,8 @@ def resolve_model_config(preset_name: str, overrides: dict[str, Any], vocab_size
 # keeps none).
 TRAIN_PER_LOGIT = 4
 TRAIN_OUTSIDE_BLOCKS = 12  # x d_model
-TRAIN_PER_BLOCK = {"gelu": 18, "swiglu": 28}  # x d_model
+# x d_model; moe: SwiGLU's 28 for each expert a token passes through (counted from SwiGLU, not measured)
+TRAIN_PER_BLOCK = {"gelu": 18, "swiglu": 28, "moe": 28}
 MANUAL_SCORES_TRAIN = 4  # x n_head x ctx_len, per block
 # An evaluation batch (no gradients: one block's tensors at a time): the logits and their
 # log-softmax, in bytes per logit (bf16: the logits in bf16, their float32 copy that the loss
@@ -190,7 +191,8 @@ def memory_need(
     characters, 64 windows of 128 in evaluation make 9.5 GB. The allocator's slack comes on top."""
     cfg, d, T = model_cfg, model_cfg.d_model, model_cfg.ctx_len
     manual = cfg.impl == "manual"
-    per_block = TRAIN_PER_BLOCK[cfg.ffn_type] * d + (MANUAL_SCORES_TRAIN * cfg.n_head * T if manual else 0)
+    experts = (cfg.n_experts if manual else cfg.top_k) if cfg.ffn_type == "moe" else 1  # manual runs every expert
+    per_block = TRAIN_PER_BLOCK[cfg.ffn_type] * experts * d + (MANUAL_SCORES_TRAIN * cfg.n_head * T if manual else 0)
     train_per_token = TRAIN_PER_LOGIT * cfg.vocab_size + TRAIN_OUTSIDE_BLOCKS * d + cfg.n_layer * per_block
     eval_logit_bytes = EVAL_BYTES_PER_LOGIT.get(train_cfg.precision, EVAL_BYTES_PER_LOGIT["bf16"])
     eval_per_token = eval_logit_bytes * cfg.vocab_size + 4 * (
