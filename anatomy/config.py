@@ -65,10 +65,8 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         check_field_types(self)
-        require_positive(
-            self, "vocab_size", "d_model", "n_layer", "n_head", "n_kv_head", "ctx_len", "kv_latent", "rope_dim",
-            "n_experts", "top_k",
-        )
+        require_positive(self, "vocab_size", "d_model", "n_layer", "n_head", "n_kv_head", "ctx_len")
+        require_positive(self, "kv_latent", "rope_dim", "n_experts", "top_k")  # the parts of 2024-26
         if self.d_model % self.n_head:
             raise AnatomyError(f"ModelConfig: d_model {self.d_model} is not divisible by n_head {self.n_head}")
         if self.n_head % self.n_kv_head:

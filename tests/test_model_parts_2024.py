@@ -283,7 +283,10 @@ def test_short_training_drives_loss_down(switch):
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        ({"attn_type": "mla", "n_kv_head": 4}, r"rope_dim = 16 is not valid for attn_type 'mla': expected an even number below head_dim 8"),
+        (
+            {"attn_type": "mla", "n_kv_head": 4},
+            r"rope_dim = 16 is not valid for attn_type 'mla': expected an even number below head_dim 8",
+        ),
         ({**MLA, "rope_dim": 3}, r"rope_dim = 3 is not valid .* expected an even number below head_dim 8"),
         ({**MLA, "pos_type": "learned"}, r"attn_type 'mla' needs pos_type 'rope', not 'learned'"),
         ({**MLA, "n_kv_head": 2}, r"set n_kv_head to n_head \(4\), not 2"),

@@ -40,10 +40,8 @@ SETTINGS = (
     "warmup_steps",
     "optimizer",
 )
-WHOLE_NUMBERS = {
-    "vocab_size", "d_model", "n_layer", "n_head", "n_kv_head", "ctx_len", "kv_latent", "rope_dim", "n_experts",
-    "top_k", "n_parts", "warmup_steps",
-}
+WHOLE_NUMBERS = {"vocab_size", "d_model", "n_layer", "n_head", "n_kv_head", "ctx_len", "n_parts", "warmup_steps"}
+WHOLE_NUMBERS |= {"kv_latent", "rope_dim", "n_experts", "top_k"}  # the parts of 2024-26
 DEPTH_CELL_PREFIX = "depth/"  # grad_norms.run_id of a depth-map cell: "depth/" + exam_depth.cell
 
 
