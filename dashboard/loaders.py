@@ -40,9 +40,9 @@ from anatomy.results.reader import ForeignDatabase, OutdatedDatabase, Results, b
 from anatomy.report.wording import sentences
 from anatomy.results.database import (
     ReadLimitExceeded,
+    ReadOnlyConnection,
     being_collected,
     collect_lock_path,
-    ReadOnlyConnection,
     database_path_problem,
     open_read_only,
     starts_like_duckdb,
@@ -179,16 +179,13 @@ def own_database_missing() -> bool:
     """Whether the learner's results folder shows a grid was run (run folders, or what a collect
     leaves beside its database: results.json, its lock) but holds no anatomy.duckdb: opening the
     reference then needs a word, or the learner takes it for their own results."""
-    for folder in {Path("results").resolve(), (REPO_ROOT / "results").resolve()}:
-        db = folder / Path(DEFAULT_DB).name
-        if db.exists():
-            return False
-        runs = folder / "runs"
-        if (runs.is_dir() and any(runs.iterdir())) or (folder / "results.json").exists():
-            return True
-        if collect_lock_path(db).exists():
-            return True
-    return False
+    folders = {Path("results").resolve(), (REPO_ROOT / "results").resolve()}
+    databases = [folder / Path(DEFAULT_DB).name for folder in folders]
+    if any(db.exists() for db in databases):
+        return False
+    ran = [folder / "runs" for folder in folders if (folder / "runs").is_dir() and any((folder / "runs").iterdir())]
+    collected = [path for db in databases for path in (db.with_name("results.json"), collect_lock_path(db))]
+    return bool(ran) or any(path.exists() for path in collected)
 
 
 def own_database_missing_note() -> str:
