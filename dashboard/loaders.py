@@ -36,11 +36,13 @@ from anatomy.errors import AnatomyError
 from anatomy.results.reference import CORPUS_FACTS, PROVENANCE_FILE, read_provenance
 from anatomy.results.reference_db import cached_path, reference_database
 from anatomy.results import reader
-from anatomy.results.reader import OutdatedDatabase, Results, read
+from anatomy.results.reader import ForeignDatabase, OutdatedDatabase, Results, bounded_table, read
 from anatomy.report.wording import sentences
 from anatomy.results.database import (
     ReadLimitExceeded,
+    ReadOnlyConnection,
     being_collected,
+    collect_lock_path,
     database_path_problem,
     open_read_only,
     starts_like_duckdb,
@@ -49,6 +51,8 @@ from dashboard.tables import markdown_literal
 
 DEFAULT_DB = "results/anatomy.duckdb"
 DB_ENV_VAR = "ANATOMY_DB"
+# More places a served dashboard may open (files, or folders and all under them), os.pathsep between
+ALLOWED_ENV_VAR = "ANATOMY_DASHBOARD_DBS"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # the full-size grid's small files, committed, and the database built from them (not committed)
 REFERENCE_DIR = REPO_ROOT / "results" / "reference"
@@ -64,7 +68,8 @@ MAKE_DATABASE_HELP = N_(
 
 
 class DatabaseProblem(Exception):
-    """The database cannot be read right now; `kind` is missing, rebuilding, outdated or invalid."""
+    """The database cannot be read right now; `kind` is missing, rebuilding, outdated, invalid or
+    refused (a path this dashboard does not open)."""
 
     def __init__(self, kind: str, message: str):
         super().__init__(message)
@@ -83,6 +88,55 @@ def default_db_path() -> str:
     if (REFERENCE_DIR / "runs").is_dir():  # shipped: the page says why, if they cannot be collected
         return reference_db() or str(REFERENCE_DB)
     return DEFAULT_DB
+
+
+# ---------------------------------------------------------------------------------------------
+# Which databases a visitor may open
+#
+# The sidebar's path is in the link (`?db=`), and a link is anyone's to write. A served dashboard
+# opens only the project's results folder and what its owner set (ANATOMY_DB, ANATOMY_DASHBOARD_DBS),
+# each path resolved first (links, `..`), and refuses anything else in one line that is the same
+# whether the path exists or not: the page tells a visitor nothing about the server's files.
+
+REFUSED = N_(
+    "This dashboard opens only the databases in its results folder and those its owner lists in "
+    "${variable}; the path asked for is not one of them."
+)
+
+
+def allowed_places() -> list[Path]:
+    """Where a database the dashboard opens may be: each a file, or a folder and all under it."""
+    places = [REPO_ROOT / "results", Path("results"), REFERENCE_DB, cached_path(REFERENCE_DIR)]
+    owner_set = [os.environ.get(DB_ENV_VAR, ""), *os.environ.get(ALLOWED_ENV_VAR, "").split(os.pathsep)]
+    return places + [Path(text) for text in owner_set if text]
+
+
+def may_open(path: str) -> bool:
+    """Whether `path`, its links and `..` resolved, is one of the allowed places or under one."""
+    real = Path(os.path.realpath(path))
+    for place in allowed_places():
+        place = Path(os.path.realpath(place))
+        if real == place or place in real.parents:
+            return True
+    return False
+
+
+def check_may_open(path: str) -> None:
+    """Raises DatabaseProblem (refused) for a path this dashboard does not open."""
+    if not may_open(path):
+        raise DatabaseProblem("refused", _(REFUSED).format(variable=ALLOWED_ENV_VAR))
+
+
+def chosen_db_path() -> str:
+    """The database chosen in the sidebar (or by the link), where this dashboard may open it;
+    else the refusal is said and the page stops."""
+    path = st.session_state.get("db_path") or default_db_path()
+    try:
+        check_may_open(path)
+    except DatabaseProblem as problem:
+        show_problem(problem)
+        st.stop()
+    return path
 
 
 def database_path_text(text: str) -> str:
@@ -116,6 +170,29 @@ def runs_root(db_path: str) -> Path:
         return root.resolve().relative_to(Path.cwd())
     except ValueError:
         return root
+
+
+COLLECT_OWN = "python -m anatomy collect --runs results/runs --db results/anatomy.duckdb --json results/results.json"
+
+
+def own_database_missing() -> bool:
+    """Whether the learner's results folder shows a grid was run (run folders, or what a collect
+    leaves beside its database: results.json, its lock) but holds no anatomy.duckdb: opening the
+    reference then needs a word, or the learner takes it for their own results."""
+    folders = {Path("results").resolve(), (REPO_ROOT / "results").resolve()}
+    databases = [folder / Path(DEFAULT_DB).name for folder in folders]
+    if any(db.exists() for db in databases):
+        return False
+    ran = [folder / "runs" for folder in folders if (folder / "runs").is_dir() and any((folder / "runs").iterdir())]
+    collected = [path for db in databases for path in (db.with_name("results.json"), collect_lock_path(db))]
+    return bool(ran) or any(path.exists() for path in collected)
+
+
+def own_database_missing_note() -> str:
+    return _(
+        "Your database `results/anatomy.duckdb` is missing, though your results folder shows a grid was run: "
+        "these pages show the shipped reference results instead. Make yours with `{command}`."
+    ).format(command=COLLECT_OWN)
 
 
 def reference_note() -> str:
@@ -212,6 +289,10 @@ def _not_a_database(path: Path) -> DatabaseProblem | None:
     return None
 
 
+def first_line(err: Exception) -> str:
+    return str(err).splitlines()[0] if str(err) else type(err).__name__
+
+
 def _in_words(path: str, err: duckdb.Error) -> DatabaseProblem | None:
     """What a DuckDB error met opening or querying `path` means for the learner (None: a bug)."""
     if isinstance(err, duckdb.CatalogException):
@@ -227,6 +308,13 @@ def _in_words(path: str, err: duckdb.Error) -> DatabaseProblem | None:
             _(
                 "{path} asks to read outside itself, which the dashboard refuses ({error}). Rebuild it with collect."
             ).format(path=markdown_literal(path), error=markdown_literal(err)),
+        )
+    if isinstance(err, duckdb.DataError):  # a crafted view's overflow or bad cast: said, not a raw error box
+        return DatabaseProblem(
+            "invalid",
+            _("{path} cannot be read: a query on it failed on its data ({error}). Rebuild it with collect.").format(
+                path=markdown_literal(path), error=markdown_literal(first_line(err))
+            ),
         )
     if isinstance(err, (duckdb.IOException, duckdb.InvalidInputException, duckdb.SerializationException)):
         if not Path(path).exists():
@@ -244,8 +332,9 @@ def _in_words(path: str, err: duckdb.Error) -> DatabaseProblem | None:
     return None
 
 
-def open_database(path: str) -> tuple[Version, duckdb.DuckDBPyConnection]:
+def open_database(path: str) -> tuple[Version, ReadOnlyConnection]:
     """A read-only connection to `path`, and the version of the file it reads. Raises DatabaseProblem."""
+    check_may_open(path)  # before anything looks at the path: whether it exists is no visitor's business
     while True:
         version = file_version(path)
         try:
@@ -259,16 +348,29 @@ def open_database(path: str) -> tuple[Version, duckdb.DuckDBPyConnection]:
         con.close()  # a collect landed just then: open the new file
 
 
-def execute(con: duckdb.DuckDBPyConnection, path: str, sql: str) -> pd.DataFrame:
-    """One query on an open connection to `path`, its errors in words."""
+@contextmanager
+def read_in_words(path: str) -> Iterator[None]:
+    """Reading `path`: what goes wrong becomes a DatabaseProblem in the learner's words, one line,
+    never a raw error box (a DuckDB error no crafted database can cause is a bug, and raised)."""
     try:
-        return con.execute(sql).df()
+        yield
     except ReadLimitExceeded as err:  # a crafted or huge database: the bound's one line, not a traceback
         raise DatabaseProblem("invalid", markdown_literal(str(err))) from None
+    except ForeignDatabase as foreign:  # not "collect it again": collect does not replace it
+        raise DatabaseProblem("invalid", str(foreign)) from None
+    except OutdatedDatabase as outdated:
+        raise DatabaseProblem("outdated", str(outdated)) from None
     except duckdb.Error as err:
         if (problem := _in_words(path, err)) is None:
             raise
         raise problem from None
+
+
+def execute(con: ReadOnlyConnection, path: str, sql: str) -> pd.DataFrame:
+    """One query on an open connection to `path`, no more rows than a results database holds
+    (reader.bounded_table), its errors in words."""
+    with read_in_words(path):
+        return bounded_table(con, path, sql)
 
 
 def run_query(path: str, sql: str) -> pd.DataFrame:
@@ -306,7 +408,7 @@ def one_database_per_render() -> Iterator[None]:
 
 
 @contextmanager
-def database(path: str) -> Iterator[tuple[Version, duckdb.DuckDBPyConnection]]:
+def database(path: str) -> Iterator[tuple[Version, ReadOnlyConnection]]:
     """The connection to read `path` on, and the version it reads: the render's, opened at its
     first query; outside a render (a test, a script), one for this read alone."""
     databases = getattr(_render, "databases", None)
@@ -321,7 +423,7 @@ def database(path: str) -> Iterator[tuple[Version, duckdb.DuckDBPyConnection]]:
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def _cached_query(path: str, version: Version, sql: str, _con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+def _cached_query(path: str, version: Version, sql: str, _con: ReadOnlyConnection) -> pd.DataFrame:
     # keyed by path, version and sql: `_con` reads that version (Streamlit leaves _names out of the key)
     return execute(_con, path, sql)
 
@@ -333,17 +435,9 @@ def query(path: str, sql: str) -> pd.DataFrame:
 
 
 @st.cache_data(show_spinner=False, max_entries=4)
-def _cached_results(path: str, version: Version, _con: duckdb.DuckDBPyConnection) -> Results:
-    try:
+def _cached_results(path: str, version: Version, _con: ReadOnlyConnection) -> Results:
+    with read_in_words(path):
         return read(_con, path)
-    except ReadLimitExceeded as err:
-        raise DatabaseProblem("invalid", markdown_literal(str(err))) from None
-    except OutdatedDatabase as outdated:
-        raise DatabaseProblem("outdated", str(outdated)) from None
-    except duckdb.Error as err:
-        if (problem := _in_words(path, err)) is None:
-            raise
-        raise problem from None
 
 
 def load_results(path: str) -> Results:
@@ -355,13 +449,8 @@ def load_results(path: str) -> Results:
 
 def grad_norms_of(path: str, run_id: str) -> pd.DataFrame:
     """One run's gradient norms, every block and logged step."""
-    with database(path) as (_version, con):
-        try:
-            return reader.grad_norms_of(con, run_id)
-        except duckdb.Error as err:
-            if (problem := _in_words(path, err)) is None:
-                raise
-            raise problem from None
+    with database(path) as (_version, con), read_in_words(path):
+        return reader.grad_norms_of(con, run_id)
 
 
 def corpora(results: Results, experiments: list[str]) -> list[dict]:

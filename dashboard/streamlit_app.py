@@ -66,6 +66,8 @@ with st.sidebar:
 
 with loaders.one_database_per_render():  # a collect landing mid-page cannot mix two databases
     if loaders.is_reference(st.session_state.get("db_path") or ""):
+        if loaders.own_database_missing():  # not without a word: the learner expects their own runs
+            st.warning(loaders.own_database_missing_note(), icon=":material/database:")
         st.info(loaders.reference_note(), icon=":material/verified:")
     else:
         findings.show_protocol(st.session_state.get("db_path") or loaders.default_db_path())

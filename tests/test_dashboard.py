@@ -484,6 +484,7 @@ def test_one_render_reads_one_database_while_collect_replaces_it(tmp_path, monke
 
 
 def test_sidebar_path_and_a_rebuilt_database_are_picked_up(fixture_grid_db, tmp_path, monkeypatch):
+    monkeypatch.setenv(loaders.ALLOWED_ENV_VAR, str(tmp_path))  # the sidebar may open any database here
     app = open_page(tmp_path / "missing.duckdb", "overview", monkeypatch)
     assert app.info and not app.dataframe
     # a second database, grown by a rerun of collect while the app is open
@@ -758,8 +759,7 @@ def test_listen_without_weights_says_why_and_offers_the_stored_sample(fixture_gr
 
 
 def test_the_dashboard_listens_on_this_machine_only_by_default():
-    """The sidebar opens any path the server can read: only this machine may reach it, unless
-    docs/dashboard.md's `--server.address` is given on purpose."""
+    """Only this machine may reach it, unless docs/dashboard.md's `--server.address` is given on purpose."""
     import tomllib
 
     settings = tomllib.loads((REPO_ROOT / ".streamlit" / "config.toml").read_text(encoding="utf-8"))
@@ -768,7 +768,8 @@ def test_the_dashboard_listens_on_this_machine_only_by_default():
     assert "streamlit run dashboard --server.address 0.0.0.0" in page
 
 
-def test_a_view_that_reads_outside_the_database_is_refused_in_words(tmp_path):
+def test_a_view_that_reads_outside_the_database_is_refused_in_words(tmp_path, monkeypatch):
+    monkeypatch.setenv(loaders.ALLOWED_ENV_VAR, str(tmp_path))
     db = tmp_path / "hostile.duckdb"
     secret = tmp_path / "secret.txt"
     secret.write_text("not for the dashboard")

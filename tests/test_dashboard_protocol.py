@@ -65,6 +65,7 @@ def test_the_reference_is_one_click_away(dashboard_db, monkeypatch, chapters_pro
 
 def test_the_database_in_use_is_part_of_the_link(dashboard_db, fixture_grid_db, monkeypatch):
     monkeypatch.setenv("ANATOMY_DB", str(dashboard_db))
+    monkeypatch.setenv(loaders.ALLOWED_ENV_VAR, str(fixture_grid_db))  # a link may open it (the server's owner says)
     app = AppTest.from_file(str(APP), default_timeout=60)
     app.query_params["db"] = str(fixture_grid_db)
     app.run()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import threading
+import time
 from pathlib import Path
 
 import duckdb
@@ -53,7 +54,7 @@ def test_a_query_that_runs_too_long_is_stopped_in_one_line(fixture_grid_db, tmp_
     db = crafted(fixture_grid_db, tmp_path, "SELECT sum(i) FROM range(10000000000000) t(i)")  # hours
     err = load_in_a_thread(db)
     assert isinstance(err, database.ReadLimitExceeded)
-    assert str(err).startswith(f"{db}: a query ran for more than 1 s and was stopped; ")
+    assert str(err).startswith(f"{db}: its queries ran for more than 1 s and were stopped; ")
     assert "\n" not in str(err)
     reader.load(fixture_grid_db)  # the connection's timer is gone with its query: the next read is whole
 
@@ -68,15 +69,55 @@ def test_a_query_that_needs_too_much_memory_is_stopped_in_one_line(fixture_grid_
     assert not (tmp_path / ".tmp").exists()
 
 
+def test_the_time_limit_bounds_a_connection_in_all_not_each_query(fixture_grid_db, tmp_path, monkeypatch):
+    """A render reads on one connection, and read the same slow view three times: 62 s. Once the
+    connection's time is spent, its next read is refused before it starts."""
+    monkeypatch.setattr(database, "QUERY_SECONDS", 2)
+    db = crafted(fixture_grid_db, tmp_path, "SELECT sum(i) FROM range(10000000000000) t(i)")
+    with database.open_read_only(db) as con:
+        with pytest.raises(database.ReadLimitExceeded):
+            reader.read(con, db)
+        started = time.monotonic()
+        with pytest.raises(database.ReadLimitExceeded, match="ran for more than 2 s"):
+            reader.read(con, db)
+        assert time.monotonic() - started < 1  # refused at once, not after another 2 s
+
+
 def test_a_table_with_more_rows_than_the_pages_draw_is_refused_unread(fixture_grid_db, monkeypatch):
     rows = reader.load(fixture_grid_db).metrics.shape[0]
     monkeypatch.setitem(database.ROW_LIMITS, "metrics", rows - 1)
     with pytest.raises(database.ReadLimitExceeded) as refused:
         reader.load(fixture_grid_db)
     assert str(refused.value) == (
-        f"{fixture_grid_db}: table metrics holds {rows:,} rows, more than a results database of this project "
-        f"holds ({rows - 1:,} at most), so it is not read: {database.REBUILD_ADVICE}"
+        f"{fixture_grid_db}: metrics has more than {rows - 1:,} rows, more than a results database of this project "
+        f"holds, so it is not read: {database.REBUILD_ADVICE}"
     )
+
+
+def test_a_view_that_explodes_is_refused_before_it_is_read(fixture_grid_db, tmp_path, monkeypatch):
+    """A 3.4 MB database took the dashboard to 9.2 GB: a cross join in a view makes millions of rows
+    of a few, and the limits counted tables only. Every relation read is counted, views too."""
+    db = tmp_path / "exploding.duckdb"
+    shutil.copy(fixture_grid_db, db)
+    with duckdb.connect(str(db)) as con:
+        con.execute("ALTER VIEW experiment_summary RENAME TO experiment_summary_as_built")
+        con.execute("CREATE VIEW experiment_summary AS SELECT e.* FROM experiment_summary_as_built e, range(1000)")
+    monkeypatch.setattr(database, "OTHER_TABLE_ROW_LIMIT", 500)
+    with pytest.raises(database.ReadLimitExceeded) as refused:
+        reader.load(db)
+    assert str(refused.value).startswith(f"{db}: experiment_summary has more than 500 rows, ")
+
+
+def test_a_join_past_the_limit_is_refused_not_read_whole(fixture_grid_db):
+    """What a query of the reader or a page gives is read with a LIMIT one past its bound: a join
+    of a crafted database's rows never reaches pandas whole."""
+    limit = database.row_limit("experiment_summary")
+    with database.open_read_only(fixture_grid_db) as con:
+        with pytest.raises(
+            database.ReadLimitExceeded, match=f"a query on experiment_summary gives more than {limit:,} rows"
+        ):
+            reader.bounded_table(con, fixture_grid_db, "SELECT * FROM experiment_summary, range(1000000)")
+        assert len(reader.bounded_table(con, fixture_grid_db, "SELECT * FROM experiment_summary")) > 0
 
 
 def test_the_shipped_reference_database_reads_within_every_bound(tmp_path, monkeypatch):

@@ -8,9 +8,10 @@ and collecting again rebuilds it. While a collect writes a database it holds a l
 (`collect_lock_path`), so a reader tells a rebuild in progress from a leftover (`being_collected`).
 
 A database the dashboard is pointed at may be one this project did not build: its views are SQL
-anyone can write. So reading one is bounded: each query stops after QUERY_SECONDS, DuckDB works
-within MEMORY_LIMIT (never spilling to disk), and a table with more rows than the pages can draw
-is refused before it is read (`check_row_counts`), each in one line naming the file.
+anyone can write. So reading one is bounded: the queries of one connection stop after QUERY_SECONDS
+in all, DuckDB works within MEMORY_LIMIT on READ_THREADS (never spilling to disk), and a table or
+view with more rows than the pages can draw is refused before it is read (`check_row_counts`),
+each in one line naming the file.
 """
 
 from __future__ import annotations
@@ -19,14 +20,19 @@ import functools
 import os
 import stat
 import threading
+import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 import duckdb
 
 from anatomy.errors import AnatomyError
 from anatomy.files.atomic import NOT_REPLACED, file_behind, file_kind, opened_regular_file
 from anatomy.files.locks import is_locked
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SCHEMA_PATH = Path(__file__).with_name("schema.sql")
 
@@ -39,20 +45,29 @@ SCHEMA_PATH = Path(__file__).with_name("schema.sql")
 # (it fails at the one, passes at the other); 512 MB leaves room for a grid many times its size,
 # and with no temporary folder a query that needs more fails rather than filling the disk.
 MEMORY_LIMIT = "512MB"
+# Threads: a crafted view is a served page's worst case: it may take these cores, never the server's all.
+READ_THREADS = 2
 READ_ONLY_SETTINGS = {
     "autoinstall_known_extensions": False,
     "autoload_known_extensions": False,
     "temp_directory": "",
 }
-# Time: every query of the report and the dashboard on the reference database takes well under a
-# second; one that runs this long reads no database collect built (a crafted view held a page
-# for over 50 s), and is interrupted.
+# Time: reading the whole reference database (the report's read, a page's render) takes well under
+# a second; a connection whose queries run this long in all reads no database collect built, and
+# is interrupted. In all, not per query: a render read one slow crafted view three times, 62 s.
 QUERY_SECONDS = 20
 # Rows: what the pages and the report read whole into memory (pandas) and draw. The shipped
 # reference database holds 3,560 rows of metrics and 99,432 of gradient norms; a metrics table of
 # 5,000,000 rows took the dashboard to 12.8 GB. These limits are some 50 to 150 times the shipped
-# ones (a grid of 500 runs of 1,000 evaluations each); any other table: 100,000 rows.
-ROW_LIMITS = {"metrics": 500_000, "grad_norms": 5_000_000}
+# ones (a grid of 500 runs of 1,000 evaluations each); the views of a run's evaluations as many as
+# metrics; any other table or view: 100,000 rows.
+ROW_LIMITS = {
+    "metrics": 500_000,
+    "seed_band": 500_000,
+    "val_above_best": 500_000,
+    "grad_norm_spread": 500_000,
+    "grad_norms": 5_000_000,
+}
 OTHER_TABLE_ROW_LIMIT = 100_000
 REBUILD_ADVICE = "rebuild it from run folders with `python -m anatomy collect`, or choose the database collect wrote"
 
@@ -64,24 +79,27 @@ class ReadLimitExceeded(AnatomyError):
 
 
 class ReadOnlyConnection:
-    """A DuckDB connection to a results database whose every query has a time limit: `execute`
-    starts a timer that interrupts the query (DuckDB's `interrupt`) if it runs past QUERY_SECONDS.
-    Everything else is the DuckDB connection's own (`df`, `fetchall`, `description`, `close`)."""
+    """A DuckDB connection to a results database with a time budget: its queries, and the fetching
+    of their rows (where DuckDB may do the work), run under a timer that interrupts them (DuckDB's
+    `interrupt`) once QUERY_SECONDS are spent in all. Everything else is the DuckDB connection's own
+    (`description`, `close`)."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, path: str | Path):
         self._con, self.path = con, path
+        self._seconds_left = float(QUERY_SECONDS)
 
-    def execute(self, query: str, parameters: Any = None) -> "ReadOnlyConnection":
-        timer = threading.Timer(QUERY_SECONDS, self._con.interrupt)
+    @contextmanager
+    def _bounded(self) -> Iterator[None]:
+        if self._seconds_left <= 0:  # spent by earlier queries: refused before it starts
+            raise self._too_long()
+        timer = threading.Timer(self._seconds_left, self._con.interrupt)
         timer.daemon = True  # a timer left waiting never keeps the program alive
+        started = time.monotonic()
         timer.start()
         try:
-            self._con.execute(query, parameters)
+            yield
         except duckdb.InterruptException:
-            raise ReadLimitExceeded(
-                f"{self.path}: a query ran for more than {QUERY_SECONDS} s and was stopped; every query on a "
-                f"database collect built takes well under a second: {REBUILD_ADVICE}"
-            ) from None
+            raise self._too_long() from None
         except duckdb.OutOfMemoryException:
             raise ReadLimitExceeded(
                 f"{self.path}: a query needed more than {MEMORY_LIMIT} of memory and was stopped; reading a "
@@ -89,7 +107,30 @@ class ReadOnlyConnection:
             ) from None
         finally:
             timer.cancel()
+            self._seconds_left -= time.monotonic() - started
+
+    def _too_long(self) -> ReadLimitExceeded:
+        return ReadLimitExceeded(
+            f"{self.path}: its queries ran for more than {QUERY_SECONDS} s and were stopped; reading a database "
+            f"collect built takes well under a second: {REBUILD_ADVICE}"
+        )
+
+    def execute(self, query: str, parameters: Any = None) -> "ReadOnlyConnection":
+        with self._bounded():
+            self._con.execute(query, parameters)
         return self
+
+    def df(self) -> "pd.DataFrame":
+        with self._bounded():
+            return self._con.df()
+
+    def fetchall(self) -> list[tuple]:
+        with self._bounded():
+            return self._con.fetchall()
+
+    def fetchone(self) -> tuple | None:
+        with self._bounded():
+            return self._con.fetchone()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._con, name)
@@ -109,7 +150,9 @@ def open_read_only(db_path: str | Path) -> ReadOnlyConnection:
     to by path: DuckDB hands a second connection to a path the database that a first connection
     still holds open, which may be a file that collect has since replaced. Attached, a connection
     reads the file that was at the path when it opened, whoever else has one open."""
-    con = duckdb.connect(":memory:", config={**READ_ONLY_SETTINGS, "memory_limit": MEMORY_LIMIT})
+    con = duckdb.connect(
+        ":memory:", config={**READ_ONLY_SETTINGS, "memory_limit": MEMORY_LIMIT, "threads": READ_THREADS}
+    )
     try:
         con.execute("ATTACH ? AS results (READ_ONLY)", [str(db_path)])
         con.execute("USE results")
@@ -120,18 +163,22 @@ def open_read_only(db_path: str | Path) -> ReadOnlyConnection:
     return ReadOnlyConnection(con, db_path)
 
 
-def check_row_counts(con: duckdb.DuckDBPyConnection | ReadOnlyConnection, path: str | Path) -> None:
-    """Refuse a database with a table of more rows than the readers take whole (ROW_LIMITS),
-    before any is read. The count of a table is kept by DuckDB: this reads no rows."""
-    tables = con.execute(
-        "SELECT table_name, estimated_size FROM duckdb_tables() WHERE database_name = current_database()"
-    ).fetchall()
-    for table, rows in tables:
-        limit = ROW_LIMITS.get(table, OTHER_TABLE_ROW_LIMIT)
-        if rows is not None and rows > limit:
+def row_limit(relation: str) -> int:
+    return ROW_LIMITS.get(relation, OTHER_TABLE_ROW_LIMIT)
+
+
+def check_row_counts(con: ReadOnlyConnection, path: str | Path, relations: Iterable[str]) -> None:
+    """Refuse a database where one of `relations` (tables or views: a view is anyone's SQL, and one
+    cross join makes millions of rows of a few) has more rows than the readers take whole
+    (ROW_LIMITS), before any is read. Each is counted no further than its limit, so a view that
+    explodes is stopped at once, not computed."""
+    for relation in relations:
+        limit = row_limit(relation)
+        (rows,) = con.execute(f"SELECT count(*) FROM (SELECT 1 FROM {relation} LIMIT {limit + 1})").fetchone()
+        if rows > limit:
             raise ReadLimitExceeded(
-                f"{path}: table {table} holds {rows:,} rows, more than a results database of this project "
-                f"holds ({limit:,} at most), so it is not read: {REBUILD_ADVICE}"
+                f"{path}: {relation} has more than {limit:,} rows, more than a results database of this project "
+                f"holds, so it is not read: {REBUILD_ADVICE}"
             )
 
 

@@ -15,6 +15,7 @@ model settings from the columns collect stored, never from config.json again.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,16 @@ import pandas as pd
 from anatomy.config import ModelConfig
 from anatomy.errors import AnatomyError
 from anatomy.language import N_, _
-from anatomy.results.database import check_database_path, check_row_counts, missing_columns, open_read_only
+from anatomy.results.database import (
+    REBUILD_ADVICE,
+    ReadLimitExceeded,
+    ReadOnlyConnection,
+    check_database_path,
+    check_row_counts,
+    missing_columns,
+    open_read_only,
+    row_limit,
+)
 
 MODEL_FIELDS = {field.name for field in dataclasses.fields(ModelConfig)}
 # What `Results.runs` holds of each run's settings, after run_summary's columns: every model
@@ -47,6 +57,15 @@ DEPTH_CELL_PREFIX = "depth/"  # grad_norms.run_id of a depth-map cell: "depth/" 
 
 class OutdatedDatabase(AnatomyError):
     """A database made by an older version of collect: it lacks tables or columns the views need."""
+
+
+class ForeignDatabase(AnatomyError):
+    """A DuckDB database this project did not make: collecting again must not be suggested (collect
+    refuses to replace it)."""
+
+
+# The tables of the first schema: every results database this project ever made has them all
+FIRST_TABLES = ("runs", "metrics", "samples", "benchmarks")
 
 
 @dataclass
@@ -113,6 +132,47 @@ def settings_sql(name: str) -> str:
     return f"CAST({sql} AS BIGINT) AS {name}" if name in WHOLE_NUMBERS else f"{sql} AS {name}"
 
 
+# Every table and view `read` reads: each is counted before any is read (database.check_row_counts)
+READ_RELATIONS = (
+    *("runs", "run_summary", "metrics", "experiment_summary", "ablation_summary", "baseline_pairs"),
+    *("baseline_summary", "seed_band", "setup_noise", "val_above_best", "samples", "sample_memorisation"),
+    *("exam_depth", "grad_norms", "exam_length", "length_reach", "exam_kv_cache", "kv_cache_per_token"),
+    *("exam_kv_timing", "kv_cache_speedup", "kv_cache_at_scale", "depth_stability", "grad_norm_spread"),
+    *("exam_wall_clock", "wall_clock_ratios"),
+)
+FIRST_RELATION = re.compile(r"\bFROM\s+(\w+)", re.IGNORECASE)
+
+
+def bounded_table(con: ReadOnlyConnection, path: str | Path, sql: str) -> pd.DataFrame:
+    """`sql` read into a DataFrame, no more rows than its first relation may hold (ROW_LIMITS):
+    read with a LIMIT one past it, and refused past it, so that no join of a crafted database's
+    rows reaches pandas (whose copy DuckDB's memory limit does not cover)."""
+    relation = FIRST_RELATION.search(sql).group(1)
+    limit = row_limit(relation)
+    rows = con.execute(f"{sql}\nLIMIT {limit + 1}").df()
+    if len(rows) > limit:
+        raise ReadLimitExceeded(
+            f"{path}: a query on {relation} gives more than {limit:,} rows, more than a results database of this "
+            f"project holds, so it is not read: {REBUILD_ADVICE}"
+        )
+    return rows
+
+
+def foreign_message(con: ReadOnlyConnection, path: str | Path) -> str | None:
+    """Where the database open on `con` was not made by this project (it lacks a table every
+    version of collect made): what it is, and what to choose instead; None for one of ours."""
+    tables = con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'main'"
+    ).fetchall()
+    found = {table for (table,) in tables}
+    if set(FIRST_TABLES) <= found:
+        return None
+    return _(
+        "`{path}` is a DuckDB database this project did not make (it has no {missing} table). "
+        "Choose the database `python -m anatomy collect` wrote, such as `results/anatomy.duckdb`."
+    ).format(path=path, missing=", ".join(table for table in FIRST_TABLES if table not in found))
+
+
 def outdated_message(con: duckdb.DuckDBPyConnection, path: str | Path) -> str | None:
     """What a database made by an older version lacks, and the command that rebuilds it; None
     for a current one. The one check of the report and the dashboard."""
@@ -126,15 +186,17 @@ def outdated_message(con: duckdb.DuckDBPyConnection, path: str | Path) -> str | 
     ).format(path=path, missing=", ".join(missing[:3]) + (", ..." if len(missing) > 3 else ""))
 
 
-def read(con: duckdb.DuckDBPyConnection, path: str | Path, provenance: dict[str, Any] | None = None) -> Results:
-    """Everything a results database holds, read on `con`. Raises OutdatedDatabase, and lets
-    DuckDB's errors through for the caller to word."""
+def read(con: ReadOnlyConnection, path: str | Path, provenance: dict[str, Any] | None = None) -> Results:
+    """Everything a results database holds, read on `con`. Raises ForeignDatabase, OutdatedDatabase
+    or ReadLimitExceeded, and lets DuckDB's errors through for the caller to word."""
+    if (message := foreign_message(con, path)) is not None:
+        raise ForeignDatabase(message)
     if (message := outdated_message(con, path)) is not None:
         raise OutdatedDatabase(message)
-    check_row_counts(con, path)  # a table too big to read whole is refused before it is read
+    check_row_counts(con, path, READ_RELATIONS)  # one too big to read whole is refused before any is read
 
     def table(sql: str) -> pd.DataFrame:
-        return con.execute(sql).df()
+        return bounded_table(con, path, sql)
 
     # run_summary's columns, then every setting (run_summary has those the pages group by: moved
     # after the others, so that every setting stands together)
@@ -226,11 +288,13 @@ def sql_text(value: str) -> str:
     return "'" + str(value).replace("'", "''") + "'"
 
 
-def grad_norms_of(con: duckdb.DuckDBPyConnection, run_id: str) -> pd.DataFrame:
+def grad_norms_of(con: ReadOnlyConnection, run_id: str) -> pd.DataFrame:
     """One run's gradient norms, every block and logged step (too many rows to read for all runs)."""
-    return con.execute(
-        f"SELECT step, layer, norm FROM grad_norms WHERE run_id = {sql_text(run_id)} ORDER BY step, layer"
-    ).df()
+    return bounded_table(
+        con,
+        con.path,
+        f"SELECT step, layer, norm FROM grad_norms WHERE run_id = {sql_text(run_id)} ORDER BY step, layer",
+    )
 
 
 def load(db_path: str | Path, provenance: dict[str, Any] | None = None) -> Results:

@@ -143,7 +143,7 @@ st.caption(
     )
 )
 
-db_path = st.session_state.get("db_path") or loaders.default_db_path()
+db_path = loaders.chosen_db_path()  # its folder is read: only a database this dashboard may open
 runs_root = loaders.runs_root(db_path)
 if loaders.is_reference(db_path):
     st.info(
