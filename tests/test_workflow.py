@@ -660,6 +660,78 @@ def test_corpus_edits_rerun_extraction(workdir):
     assert "data/posts/new.md" in plan.stdout
 
 
+# Stands in for `python -m anatomy`: the real package, but for what `{step}` makes of it. Put the
+# folder it is written to first on PYTHONPATH (delegating_anatomy).
+DELEGATING_ANATOMY = """
+import runpy
+import sys
+from pathlib import Path
+
+here = Path(__file__).resolve().parents[1]  # this stand-in's folder: off the path, so the real one is found
+sys.path = [entry for entry in sys.path if Path(entry or ".").resolve() != here]
+for name in [name for name in sys.modules if name.split(".")[0] == "anatomy"]:
+    del sys.modules[name]
+{step}
+runpy.run_module("anatomy", run_name="__main__", alter_sys=True)
+"""
+# a training that finishes at once: the rest of the grid is the real package's
+INSTANT_TRAINING = """
+if sys.argv[1] == "train":
+    out = Path(sys.argv[sys.argv.index("--out") + 1])
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text('{"status": "done", "diverged": false}')
+    sys.exit(0)
+"""
+
+
+def delegating_anatomy(workdir: Path, step: str) -> Path:
+    """A stand-in `anatomy` (stand_in_anatomy) that runs the real one, with `step` run first."""
+    return stand_in_anatomy(workdir, DELEGATING_ANATOMY.format(step=step))
+
+
+@pytest.mark.slow  # Snakemake runs jobs here, not a dry run: CI runs it, the inner loop leaves it out
+def test_a_corpus_change_trains_once_and_then_nothing_is_left_to_do(tmp_path):
+    """Edited posts, a corpus the Listen page built: the next Snakemake extracts, tokenizes and
+    trains again, and the one after it has nothing to do. The extraction's inputs were another set
+    after it ran than before (the note that the source changed went away), so Snakemake trained
+    every run a second time. A dry run for another source changes nothing either."""
+    from anatomy.data.default_corpus import build_default_corpus
+
+    shutil.copytree(REPO / "data" / "posts", tmp_path / "data" / "posts")
+    (tmp_path / "mine").mkdir()
+    shutil.copy(REPO / "data" / "posts" / "2-daxue.md", tmp_path / "mine")
+    fake = delegating_anatomy(tmp_path, INSTANT_TRAINING)
+    target = ("--cores", "1", "results/runs/vanilla/seed42/summary.json")
+    anew = {"extract_corpus": 1, "tokenize_corpus": 1, "train_model": 1}
+
+    def run(*args: str) -> str:
+        result = snakemake(tmp_path, *target, *args, pythonpath_first=fake)
+        assert result.returncode == 0, result.stderr[-3000:]
+        return result.stdout + result.stderr
+
+    def nothing_to_do() -> bool:
+        return "Nothing to be done" in run("-n")
+
+    assert job_counts(run()) == anew
+    post = tmp_path / "data" / "posts" / "2-daxue.md"
+    post.write_text(post.read_text(encoding="utf-8") + "\n大学之道。\n", encoding="utf-8")
+    assert job_counts(run()) == anew
+    assert nothing_to_do()
+
+    assert job_counts(run("-n", "--config", "corpus=mine")) == anew  # planned, not run
+    assert nothing_to_do()
+
+    shutil.rmtree(tmp_path / "results" / "corpus")
+    cwd = Path.cwd()
+    os.chdir(tmp_path)  # the Listen page builds it where the workflow runs
+    try:
+        build_default_corpus()
+    finally:
+        os.chdir(cwd)
+    assert job_counts(run()) == anew  # new token files
+    assert nothing_to_do()
+
+
 @pytest.mark.slow  # a dry run of one more target: CI runs it, the inner loop leaves it out
 def test_the_plan_takes_every_markdown_name_the_corpus_step_reads(workdir):
     """An MDX-only blog is a blog: the plan knows the corpus step's suffixes, not a list of its own."""
