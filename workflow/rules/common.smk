@@ -188,7 +188,12 @@ GRID = [name for name, experiment in EXPERIMENTS.items() if not is_study(experim
 # Targets that ask for every run of the grid and every exam (the default target is `all`), and so
 # do the database alone (no report) and the report, asked for by their rule's name or their file.
 WHOLE_GRID_TARGETS = ("all", "exams")
-DATABASE_TARGETS = ("collect_results", "results/anatomy.duckdb", "results/results.json")
+# What collecting writes, and the stamp that says it finished, the rule's one declared output
+# (rules/collect.smk says why the database is not one)
+DATABASE = "results/anatomy.duckdb"
+RESULTS_JSON = "results/results.json"
+COLLECTED_STAMP = "results/collected.done"
+DATABASE_TARGETS = ("collect_results", COLLECTED_STAMP)
 REPORT_TARGETS = ("write_report", "results/report")
 
 
@@ -282,7 +287,7 @@ def collected_outputs(wildcards):
 def final_jobs(targets):
     """What a run ends with, after the planned jobs: collecting, then the report (unless only the
     database was asked for)."""
-    jobs = [plan_entry("collect_results", "results/anatomy.duckdb")]
+    jobs = [plan_entry("collect_results", DATABASE)]
     if not all(target in DATABASE_TARGETS for target in targets):
         jobs.append(plan_entry("write_report", "results/report/report.md"))
     return jobs
