@@ -878,6 +878,35 @@ def test_a_db_that_is_not_a_duckdb_database_is_left_as_it_is(fixture_runs, tmp_p
         assert notes.read_text() == content
 
 
+def test_a_duckdb_database_this_project_did_not_make_is_left_as_it_is(fixture_runs, tmp_path, capsys):
+    runs_root, _ = fixture_runs
+    theirs = tmp_path / "their.duckdb"
+    with duckdb.connect(str(theirs)) as con:
+        con.execute("CREATE TABLE orders (id INTEGER, total DOUBLE)")
+        con.execute("INSERT INTO orders VALUES (1, 9.5)")
+    before = theirs.read_bytes()
+    assert main(["collect", "--runs", str(runs_root), "--db", str(theirs)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: --db {theirs}: holds a DuckDB database this project did not make (collect writes the tables "
+        "runs, metrics, samples, benchmarks); it is left as it is: give another path, or move that file away\n"
+    )
+    assert theirs.read_bytes() == before
+
+
+def test_a_database_of_an_older_version_of_collect_is_replaced(fixture_runs, tmp_path):
+    """The first schema.sql's tables, without the columns added since: collect's own, rebuilt."""
+    runs_root, _ = fixture_runs
+    older = tmp_path / "anatomy.duckdb"
+    with duckdb.connect(str(older)) as con:
+        con.execute("CREATE TABLE runs (run_id VARCHAR PRIMARY KEY, experiment VARCHAR, seed INTEGER, config JSON)")
+        con.execute("CREATE TABLE metrics (run_id VARCHAR, step INTEGER, train_loss DOUBLE, val_loss DOUBLE)")
+        con.execute("CREATE TABLE samples (run_id VARCHAR, sample_idx INTEGER, text VARCHAR)")
+        con.execute("CREATE TABLE benchmarks (rule VARCHAR, job VARCHAR, s DOUBLE)")
+    assert main(["collect", "--runs", str(runs_root), "--db", str(older)]) == 0
+    with duckdb.connect(str(older), read_only=True) as con:
+        assert database.missing_columns(con) == []
+
+
 @pytest.mark.parametrize(
     "content", ["my thesis\n", "", '{"counts": {"runs": 1}}', '["counts", "run_summary", "experiment_summary"]']
 )

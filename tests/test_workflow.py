@@ -250,9 +250,12 @@ def test_the_targets_are_the_groups_table_and_each_ends_with_the_report(workdir)
     with pytest.raises(KeyError, match="no snakemake target trains the group 'extra'"):
         target_of("extra")
     plan = snakemake(workdir, "-n", "headline").stdout
-    assert re.search(r"^rule headline:\n    input: results/report$", plan, flags=re.MULTILINE), plan[-2000:]
+    # the report, and the stamp that collecting finished (rules/collect.smk: not the database)
+    assert re.search(r"^rule headline:\n    input: results/report, results/collected.done$", plan, flags=re.MULTILINE), (
+        plan[-2000:]
+    )
     assert re.search(
-        r"^rule write_report:\n    input: results/anatomy.duckdb\n    output: results/report$", plan, flags=re.MULTILINE
+        r"^rule write_report:\n    input: results/collected.done\n    output: results/report$", plan, flags=re.MULTILINE
     )
 
 
@@ -391,7 +394,7 @@ def test_stages_of_an_experiment_are_checked(workdir, stages, expected):
     assert "experiments.my_test" in message and expected in message, message
 
 
-@pytest.mark.parametrize("other", [pytest.param("exams", marks=pytest.mark.slow), "./results/anatomy.duckdb"])
+@pytest.mark.parametrize("other", [pytest.param("exams", marks=pytest.mark.slow), "./results/collected.done"])
 def test_a_named_target_beside_one_that_needs_everything_plans_everything(workdir, other):
     result = snakemake(workdir, "-n", "-p", "headline", other)
     assert result.returncode == 0, result.stderr + result.stdout
@@ -666,6 +669,76 @@ def test_corpus_edits_rerun_extraction(workdir):
     plan = snakemake(workdir, "-n", "results/corpus/corpus.txt")
     assert job_counts(plan.stdout) == {"extract_corpus": 1}
     assert "data/posts/new.md" in plan.stdout
+
+
+# Stands in for `python -m anatomy`: the real command, but for what `{step}` makes of it.
+DELEGATING_ANATOMY = """
+import sys
+from pathlib import Path
+{step}
+from anatomy.cli import main
+
+raise SystemExit(main())
+"""
+# a training that finishes at once: the rest of the grid is the real package's
+INSTANT_TRAINING = """
+if sys.argv[1] == "train":
+    out = Path(sys.argv[sys.argv.index("--out") + 1])
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text('{"status": "done", "diverged": false}')
+    sys.exit(0)
+"""
+
+
+def delegating_anatomy(workdir: Path, step: str) -> Path:
+    """A stand-in `anatomy` (stand_in_anatomy) that runs the real one, with `step` run first: every
+    module but its `__main__` is the real package's."""
+    fake = stand_in_anatomy(workdir, DELEGATING_ANATOMY.format(step=step))
+    (fake / "anatomy" / "__init__.py").write_text(f"__path__.append({str(REPO / 'anatomy')!r})\n")
+    return fake
+
+
+@pytest.mark.slow  # Snakemake runs jobs here, not a dry run: CI runs it, the inner loop leaves it out
+def test_a_corpus_change_trains_once_and_then_nothing_is_left_to_do(tmp_path):
+    """Edited posts, a corpus the Listen page built: the next Snakemake extracts, tokenizes and
+    trains again, and the one after it has nothing to do. The extraction's inputs were another set
+    after it ran than before (the note that the source changed went away), so Snakemake trained
+    every run a second time. A dry run for another source changes nothing either."""
+    from anatomy.data.default_corpus import build_default_corpus
+
+    shutil.copytree(REPO / "data" / "posts", tmp_path / "data" / "posts")
+    (tmp_path / "mine").mkdir()
+    shutil.copy(REPO / "data" / "posts" / "2-daxue.md", tmp_path / "mine")
+    fake = delegating_anatomy(tmp_path, INSTANT_TRAINING)
+    target = ("--cores", "1", "results/runs/vanilla/seed42/summary.json")
+    anew = {"extract_corpus": 1, "tokenize_corpus": 1, "train_model": 1}
+
+    def run(*args: str) -> str:
+        result = snakemake(tmp_path, *target, *args, pythonpath_first=fake)
+        assert result.returncode == 0, result.stderr[-3000:]
+        return result.stdout + result.stderr
+
+    def nothing_to_do() -> bool:
+        return "Nothing to be done" in run("-n")
+
+    assert job_counts(run()) == anew
+    post = tmp_path / "data" / "posts" / "2-daxue.md"
+    post.write_text(post.read_text(encoding="utf-8") + "\n大学之道。\n", encoding="utf-8")
+    assert job_counts(run()) == anew
+    assert nothing_to_do()
+
+    assert job_counts(run("-n", "--config", "corpus=mine")) == anew  # planned, not run
+    assert nothing_to_do()
+
+    shutil.rmtree(tmp_path / "results" / "corpus")
+    cwd = Path.cwd()
+    os.chdir(tmp_path)  # the Listen page builds it where the workflow runs
+    try:
+        build_default_corpus()
+    finally:
+        os.chdir(cwd)
+    assert job_counts(run()) == anew  # new token files
+    assert nothing_to_do()
 
 
 @pytest.mark.slow  # a dry run of one more target: CI runs it, the inner loop leaves it out
@@ -1185,6 +1258,80 @@ def test_an_interrupted_grid_restarts_with_the_plain_command(tmp_path):
     assert runs_in_database(grid / "results" / "anatomy.duckdb") == runs_in_database(
         reference / "results" / "anatomy.duckdb"
     )
+
+
+# collect, held once the new database is whole but not yet in place (its temporary files beside
+# the old one), until it is killed; it says so in collect-is-writing
+COLLECT_HELD_WHILE_WRITING = """
+if sys.argv[1] == "collect":
+    import time
+    from contextlib import contextmanager
+    from anatomy.results import collect
+
+    written = collect.database_written
+
+    @contextmanager
+    def held_while_writing(collected, db_path):
+        with written(collected, db_path) as new_db:
+            Path("collect-is-writing").write_text("")
+            time.sleep({hang})
+            yield new_db
+
+    collect.database_written = held_while_writing
+"""
+
+
+@pytest.mark.slow  # Snakemake runs jobs here, not a dry run: CI runs it, the inner loop leaves it out
+def test_an_interrupted_collect_keeps_the_last_database_and_the_plain_command_collects_again(workdir):
+    """SIGTERM to Snakemake and collect while collect writes: Snakemake removed the database and
+    results.json as the outputs of a failed job (and before the job, to begin with), and the same
+    command then said "Nothing to be done", the report being there: no database came back."""
+    from run_folders import write_run_folder
+
+    pretend_tokenized(workdir)
+    runs = workdir / "results" / "runs"
+    runs.mkdir(parents=True)
+    for name in ("vanilla", "llama"):
+        write_run_folder(runs, name, 42)
+    args = ("headline", "--cores", "1", "--config", "seeds=[42]")
+    first = snakemake(workdir, *args)
+    assert first.returncode == 0, first.stderr[-3000:]
+    database, summary = workdir / "results" / "anatomy.duckdb", workdir / "results" / "results.json"
+    collected = database.read_bytes(), summary.read_bytes()
+
+    # a run trained since: one more experiment of the headline group
+    extra = workdir / "extra.yaml"
+    extra.write_text(
+        "experiments:\n  vanilla_again:\n    preset: vanilla\n    group: headline\n    description: again\n",
+        encoding="utf-8",
+    )
+    write_run_folder(runs, "vanilla_again", 42)
+    held = delegating_anatomy(workdir, COLLECT_HELD_WHILE_WRITING.format(hang=HANG_S))
+    process = subprocess.Popen(
+        snakemake_command(workdir, *args, "--configfile", str(extra)),
+        env=snakemake_env(pythonpath_first=held),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        assert wait_for(lambda: (workdir / "collect-is-writing").exists(), process), "collect never ran"
+        os.killpg(process.pid, signal.SIGTERM)  # Snakemake and collect, as a stopped session would
+        process.wait(timeout=HANG_S)
+    finally:
+        if not process_group_gone(process.pid):
+            os.killpg(process.pid, signal.SIGKILL)
+    assert (database.read_bytes(), summary.read_bytes()) == collected  # the last good pair, byte for byte
+
+    again = snakemake(workdir, *args, "--configfile", str(extra))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert job_counts(again.stdout + again.stderr)["collect_results"] == 1
+    assert {run_id for run_id, *_ in runs_in_database(database)["runs"]} == {
+        "vanilla/seed42",
+        "llama/seed42",
+        "vanilla_again/seed42",
+    }
+    assert not list((workdir / "results").glob(".*.tmp*"))  # the killed collect's temporary files
 
 
 def test_a_named_pipe_where_the_workflow_takes_its_lock_is_refused_like_a_bad_config(workdir):

@@ -38,7 +38,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from anatomy.data.corpus_source import SOURCE_CHANGED_NOTE, made_from
+from anatomy.data.corpus_source import made_from
 from anatomy.data.corpus_stats import report, size_warning, statistics, vocabulary_warning
 from anatomy.data.posts import TEXT_SUFFIX, Options, extract_file, extract_folder, shown
 from anatomy.data.tokenizer import SPLIT_FILE, TRAIN_FILE, VAL_FILE, VOCAB_FILE, read_json, text_digest
@@ -169,7 +169,6 @@ def run(args: argparse.Namespace) -> int:
         if not tokens_of(args.out, text):
             remove_stale_tokens(args.out)
         write_corpus(args.out, text, stats)
-        (args.out / SOURCE_CHANGED_NOTE).unlink(missing_ok=True)  # the workflow's: now untrue
     print(report(stats, args.out))
     for warning in (
         size_warning(stats["characters"], drafts=stats["skipped"].get("draft", 0)),

@@ -5,7 +5,8 @@ of the posts it read (`source_digest`: each post's path and bytes, in the order 
 the choices it was made with (`options`). However the folder was made (by hand, by the Listen page
 through default_corpus.py, or by the workflow), the workflow compares that record with its config
 `corpus` before it plans (workflow/rules/corpus.smk), and extracts again when they differ: the files'
-times cannot tell, since posts older than the folder are the usual case, not the exception.
+times cannot tell, since posts older than the folder are the usual case, not the exception. It makes
+the extraction run by a note beside the corpus (`note_source_change`).
 
 A stats.json without a record (written before records were, or not by this project) is taken at
 its word, as the file times always were.
@@ -17,18 +18,22 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
+import time
 from pathlib import Path
 
 from anatomy.data.posts import Options, find_posts, shown
 from anatomy.data.text_files import TEXT_LIMIT
 from anatomy.errors import AnatomyError
-from anatomy.files.atomic import opened_regular_file, read_regular_file
+from anatomy.files.atomic import opened_regular_file, read_regular_file, write_text
 
 STATS_FILE = "stats.json"
 STATS_WHAT = "the corpus step's statistics"  # what stats.json should be, for the line refusing it
-# The workflow's note, beside the corpus, that it was made from another source (corpus.smk writes
-# it to make the extraction run; the extraction removes it, the corpus being the source's again)
+# The workflow's note, beside the corpus, that it was made from another source (note_source_change)
 SOURCE_CHANGED_NOTE = "source-changed.txt"
+# What the note says once the corpus is its source's again, and the line saying when it was first written
+NO_SOURCE_CHANGE = "nothing to extract again: the corpus is what its source makes\n"
+NOTE_FIRST_WRITTEN = "first written at "
 CHUNK = 1 << 20  # a post is read in pieces this size, so that a large one is never whole in memory
 
 
@@ -104,6 +109,53 @@ def source_change(corpus_dir: str | os.PathLike, src: str | os.PathLike, options
         if digest_now != digest:
             return f"the posts in {as_given(src)} have changed since {shown(corpus_dir)} was made from them"
     return None
+
+
+def note_source_change(corpus_dir: str | os.PathLike, src: str | os.PathLike) -> str | None:
+    """Why the corpus in `corpus_dir` is not what `src` makes (source_change; None: it is), said in
+    the workflow's note beside it, SOURCE_CHANGED_NOTE, which the extraction takes as an input
+    whenever it is there.
+
+    When the source changed, the note is written now, newer than the corpus and with the time in
+    it (Snakemake skips an input newer than its outputs whose content it has seen): the extraction
+    runs. Otherwise the note keeps the place it had at the last extraction, since Snakemake reruns
+    a job whose set of inputs is not the one it last ran with (its rerun trigger `input`): a note
+    that went away once the extraction ran made the next Snakemake extract, and train every run,
+    a second time. One written since (a dry run for another source) goes; one that was there
+    stays, dated the epoch, never newer than the corpus. The workflow's extraction writes
+    stats.json anew (Snakemake removes a job's outputs before it runs), so its time is the last
+    extraction's, and the note records when it was first written."""
+    corpus_dir = Path(corpus_dir)
+    note = corpus_dir / SOURCE_CHANGED_NOTE
+    why = source_change(corpus_dir, src)
+    first_written = _first_written(note)
+    if why is not None:
+        now = time.time_ns()
+        write_text(note, f"{why} ({now})\n{NOTE_FIRST_WRITTEN}{first_written or now}\n")
+    elif first_written is None or first_written >= _mtime_ns(corpus_dir / STATS_FILE):
+        note.unlink(missing_ok=True)  # not there at the last extraction: not one of its inputs
+    elif note.stat().st_mtime_ns != 0:
+        write_text(note, f"{NO_SOURCE_CHANGE}{NOTE_FIRST_WRITTEN}{first_written}\n")
+        os.utime(note, ns=(0, 0))
+    return why
+
+
+def _first_written(note: Path) -> int | None:
+    """When the note was first written (time.time_ns()), as it says; None when it says nothing
+    (not there, or not written by note_source_change)."""
+    try:
+        text = read_regular_file(note, TEXT_LIMIT, "the workflow's note").decode("utf-8", "replace")
+    except (AnatomyError, OSError):
+        return None
+    found = re.search(f"^{re.escape(NOTE_FIRST_WRITTEN)}(\\d+)$", text, re.MULTILINE)
+    return int(found.group(1)) if found else None
+
+
+def _mtime_ns(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return -1  # no corpus: no extraction took the note
 
 
 def as_argument(path: str | os.PathLike) -> str:

@@ -14,9 +14,9 @@ and the field, before a database holds it. A model that ModelConfig does not acc
 (`model_columns`), and an experiment whose seeds read different corpora
 (`check_one_corpus_per_experiment`), are refused.
 
-Collect replaces only files it made: a file already at --db must be a DuckDB database, one at
---json a results.json (`database_path_problem`, `not_a_results_json`), so that a mistyped path
-costs no one's notes. A --db or --json that is a symbolic link is written through: the link stays,
+Collect replaces only files it made: a file already at --db must be a DuckDB database with the
+tables every version of collect wrote (`database_path_problem`, `not_made_here`), one at --json a
+results.json (`not_a_results_json`), so that a mistyped path costs no one's notes or database. A --db or --json that is a symbolic link is written through: the link stays,
 and the database it leads to is the one rebuilt (anatomy/files/atomic.py, `file_behind`). Every
 file of a run folder is read only if it is a regular file of a sane size (`read_small_file`): a
 named pipe or a link to /dev/zero is one line, not a collect that waits or fills the memory.

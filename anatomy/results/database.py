@@ -4,7 +4,8 @@ collect (anatomy/results/collect.py) is the only writer; the reader, the report 
 open what it wrote through `open_read_only`, and say what is wrong with a path through
 `database_path_problem` before anything opens it. The schema (schema.sql) is this version's
 contract: a database that lacks a column of it was made by an older version (`missing_columns`),
-and collecting again rebuilds it. While a collect writes a database it holds a lock beside it
+and collecting again rebuilds it; one without the tables every version wrote was not made by this
+project, and collect leaves it as it is (`not_made_here`). While a collect writes a database it holds a lock beside it
 (`collect_lock_path`), so a reader tells a rebuild in progress from a leftover (`being_collected`).
 
 A database the dashboard is pointed at may be one this project did not build: its views are SQL
@@ -72,6 +73,15 @@ OTHER_TABLE_ROW_LIMIT = 100_000
 REBUILD_ADVICE = "rebuild it from run folders with `python -m anatomy collect`, or choose the database collect wrote"
 
 DUCKDB_MAGIC = b"DUCK"  # bytes 8-11 of every DuckDB database file
+# What makes a DuckDB database one of this project's: the tables every version of collect wrote,
+# with columns each had from the first schema.sql on. Collect replaces a database that holds them
+# (one of an older version too) and no other.
+OWN_COLUMNS = {
+    "runs": ("run_id", "experiment", "seed", "config"),
+    "metrics": ("run_id", "step", "train_loss", "val_loss"),
+    "samples": ("run_id", "sample_idx"),
+    "benchmarks": ("rule", "job"),
+}
 
 
 class ReadLimitExceeded(AnatomyError):
@@ -200,7 +210,8 @@ def database_path_problem(db_path: str | Path, replacing: bool = False) -> str |
     be one (or is not there yet: each reader says that in its own words). A named pipe must be
     caught here: opening one waits for a writer, and so would the command or the page, for good.
     `replacing` (collect, about to put a new database there): a file there must be a DuckDB
-    database, since it is replaced: `--db notes.md` must not cost the notes."""
+    database this project made, since it is replaced: `--db notes.md` must not cost the notes,
+    nor `--db` another program's database its tables."""
     try:
         mode = os.stat(db_path).st_mode
     except OSError:
@@ -211,7 +222,24 @@ def database_path_problem(db_path: str | Path, replacing: bool = False) -> str |
         return f"is not a regular file ({file_kind(mode)}): expected a DuckDB file"
     if replacing and not starts_like_duckdb(db_path):
         return f"holds a file that is not a DuckDB database (it does not start like one); {NOT_REPLACED}"
+    if replacing:
+        return not_made_here(db_path)
     return None
+
+
+def not_made_here(db_path: str | Path) -> str | None:
+    """Why the DuckDB database at `db_path` is not one this project made (OWN_COLUMNS), so that
+    collect must not replace it; None when it is (of this version or an older one)."""
+    try:
+        with open_read_only(db_path) as con:
+            found = set(con.execute("SELECT table_name, column_name FROM information_schema.columns").fetchall())
+    except duckdb.Error as err:
+        first_line = str(err).splitlines()[0] if str(err) else type(err).__name__
+        return f"holds a DuckDB database that cannot be opened to tell who made it ({first_line}); {NOT_REPLACED}"
+    if all((table, column) in found for table, columns in OWN_COLUMNS.items() for column in columns):
+        return None
+    tables = ", ".join(OWN_COLUMNS)
+    return f"holds a DuckDB database this project did not make (collect writes the tables {tables}); {NOT_REPLACED}"
 
 
 def check_database_path(db_path: str | Path, replacing: bool = False) -> None:

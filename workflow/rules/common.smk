@@ -188,7 +188,12 @@ GRID = [name for name, experiment in EXPERIMENTS.items() if not is_study(experim
 # Targets that ask for every run of the grid and every exam (the default target is `all`), and so
 # do the database alone (no report) and the report, asked for by their rule's name or their file.
 WHOLE_GRID_TARGETS = ("all", "exams")
-DATABASE_TARGETS = ("collect_results", "results/anatomy.duckdb", "results/results.json")
+# What collecting writes, and the stamp that says it finished, the rule's one declared output
+# (rules/collect.smk says why the database is not one)
+DATABASE = "results/anatomy.duckdb"
+RESULTS_JSON = "results/results.json"
+COLLECTED_STAMP = "results/collected.done"
+DATABASE_TARGETS = ("collect_results", COLLECTED_STAMP)
 REPORT_TARGETS = ("write_report", "results/report")
 
 
@@ -282,7 +287,7 @@ def collected_outputs(wildcards):
 def final_jobs(targets):
     """What a run ends with, after the planned jobs: collecting, then the report (unless only the
     database was asked for)."""
-    jobs = [plan_entry("collect_results", "results/anatomy.duckdb")]
+    jobs = [plan_entry("collect_results", DATABASE)]
     if not all(target in DATABASE_TARGETS for target in targets):
         jobs.append(plan_entry("write_report", "results/report/report.md"))
     return jobs
@@ -553,36 +558,38 @@ localrules:
 
 # --- the corpus's source (used by rules/corpus.smk) ---
 import sys
-import time
-from functools import cache
 
-from anatomy.data.corpus_source import SOURCE_CHANGED_NOTE, as_argument, source_change
+from anatomy.data.corpus_source import SOURCE_CHANGED_NOTE, as_argument, note_source_change
 from anatomy.errors import AnatomyError
-from anatomy.files.atomic import write_text
 
 SOURCE_CHANGED = f"results/corpus/{SOURCE_CHANGED_NOTE}"
 
 
-@cache
 def corpus_source_note():
-    """When results/corpus was made from another source than config `corpus` (its stats.json
-    records what it was made from: anatomy/data/corpus_source.py), a note saying so, written now
-    and given to the extraction as an input newer than its outputs, so that it runs; else nothing.
-    File times cannot tell: a folder built by hand or by the Listen page is newer than the posts of
-    any other source. Written while planning, dry runs too (Snakemake reruns an intermediate job
-    for an input newer than its outputs, never for one that is missing), with the time in it (it
-    skips an input whose content it has seen); `anatomy corpus` removes it."""
-    why = source_change("results/corpus", config["corpus"])
-    if why is None:
-        return []
-    print(f"{why} (config `corpus`): extracting it again", file=sys.stderr)
-    try:
-        write_text(SOURCE_CHANGED, f"{why} ({time.time_ns()})\n")
-    except (OSError, AnatomyError) as err:
-        raise WorkflowError(f"{why}, and {SOURCE_CHANGED} cannot be written to say so ({err})") from None
-    return [SOURCE_CHANGED]
+    """results/corpus/source-changed.txt, as an input of the extraction whenever it is there.
+
+    When results/corpus was made from another source than config `corpus` (its stats.json records
+    what it was made from), it is written now, newer than the corpus, so that the extraction runs;
+    file times cannot tell, since a folder built by hand or by the Listen page is newer than the
+    posts of any other source. Otherwise it is dated the epoch. Once an extraction took it, it
+    stays, so that the extraction's set of inputs is the same after it ran as before
+    (anatomy/data/corpus_source.py, note_source_change). Written when the workflow is read, dry
+    runs too (Snakemake reruns an intermediate job for an input newer than its outputs, never for
+    one that is missing), and not later: Snakemake would not see a file made while it plans. Only
+    the main process writes it."""
+    if workflow.is_main_process:
+        try:
+            why = note_source_change("results/corpus", config["corpus"])
+        except (OSError, AnatomyError) as err:
+            raise WorkflowError(f"{SOURCE_CHANGED} cannot be written ({err})") from None
+        if why is not None:
+            print(f"{why} (config `corpus`): extracting it again", file=sys.stderr)
+    return [SOURCE_CHANGED] if os.path.lexists(SOURCE_CHANGED) else []
+
+
+CORPUS_SOURCE_NOTE = corpus_source_note()
 
 
 def extract_corpus_input(wildcards):
-    """The source's files, and the note that results/corpus was made from another source."""
-    return corpus_files(wildcards) + corpus_source_note()
+    """The source's files, and the note whether results/corpus was made from another source."""
+    return corpus_files(wildcards) + CORPUS_SOURCE_NOTE
