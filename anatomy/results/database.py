@@ -227,16 +227,24 @@ def database_path_problem(db_path: str | Path, replacing: bool = False) -> str |
     return None
 
 
+def missing_own_tables(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The tables of OWN_COLUMNS that the database open on `con` lacks, or holds without one of
+    their first columns: none for a database this project made (of any version). The one test of
+    who made a database: collect (before replacing it) and the dashboard (before advising that)."""
+    found = set(con.execute("SELECT table_name, column_name FROM information_schema.columns").fetchall())
+    return [table for table, columns in OWN_COLUMNS.items() if any((table, c) not in found for c in columns)]
+
+
 def not_made_here(db_path: str | Path) -> str | None:
     """Why the DuckDB database at `db_path` is not one this project made (OWN_COLUMNS), so that
     collect must not replace it; None when it is (of this version or an older one)."""
     try:
         with open_read_only(db_path) as con:
-            found = set(con.execute("SELECT table_name, column_name FROM information_schema.columns").fetchall())
+            missing = missing_own_tables(con)
     except duckdb.Error as err:
         first_line = str(err).splitlines()[0] if str(err) else type(err).__name__
         return f"holds a DuckDB database that cannot be opened to tell who made it ({first_line}); {NOT_REPLACED}"
-    if all((table, column) in found for table, columns in OWN_COLUMNS.items() for column in columns):
+    if not missing:
         return None
     tables = ", ".join(OWN_COLUMNS)
     return f"holds a DuckDB database this project did not make (collect writes the tables {tables}); {NOT_REPLACED}"

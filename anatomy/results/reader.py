@@ -33,6 +33,7 @@ from anatomy.results.database import (
     check_database_path,
     check_row_counts,
     missing_columns,
+    missing_own_tables,
     open_read_only,
     row_limit,
 )
@@ -62,10 +63,6 @@ class OutdatedDatabase(AnatomyError):
 class ForeignDatabase(AnatomyError):
     """A DuckDB database this project did not make: collecting again must not be suggested (collect
     refuses to replace it)."""
-
-
-# The tables of the first schema: every results database this project ever made has them all
-FIRST_TABLES = ("runs", "metrics", "samples", "benchmarks")
 
 
 @dataclass
@@ -161,16 +158,13 @@ def bounded_table(con: ReadOnlyConnection, path: str | Path, sql: str) -> pd.Dat
 def foreign_message(con: ReadOnlyConnection, path: str | Path) -> str | None:
     """Where the database open on `con` was not made by this project (it lacks a table every
     version of collect made): what it is, and what to choose instead; None for one of ours."""
-    tables = con.execute(
-        "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'main'"
-    ).fetchall()
-    found = {table for (table,) in tables}
-    if set(FIRST_TABLES) <= found:
+    missing = missing_own_tables(con)
+    if not missing:
         return None
     return _(
         "`{path}` is a DuckDB database this project did not make (it has no {missing} table). "
         "Choose the database `python -m anatomy collect` wrote, such as `results/anatomy.duckdb`."
-    ).format(path=path, missing=", ".join(table for table in FIRST_TABLES if table not in found))
+    ).format(path=path, missing=", ".join(missing))
 
 
 def outdated_message(con: duckdb.DuckDBPyConnection, path: str | Path) -> str | None:
