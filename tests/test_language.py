@@ -89,6 +89,24 @@ def test_every_sentence_is_one_whole_msgid():
     assert not fragments, "make each a whole sentence with its placeholders:\n" + "\n".join(fragments)
 
 
+def test_bold_in_either_language_renders_as_bold():
+    """`**` must close where Markdown (CommonMark, as Streamlit reads it) can close it: after a
+    full-width full stop, `**` followed by a Chinese character stays two literal asterisks on the
+    page ("**在这个规模下无法检验。**这些运行"). Each sentence is rendered with its placeholders
+    filled, and no `**` may be left in the HTML."""
+    from markdown_it import MarkdownIt  # Streamlit's own dependency (through rich)
+
+    markdown = MarkdownIt("commonmark")
+    literal = []
+    for (_context, text), translated in chinese().items():
+        for sentence in (text, *(translated if isinstance(translated, tuple) else (translated,))):
+            if "**" in sentence and "**" in markdown.renderInline(PLACEHOLDER.sub("X", sentence)):
+                literal.append(repr(sentence))
+    assert not literal, "a `**` that Markdown shows as it is (close bold before the punctuation):\n" + "\n".join(
+        literal
+    )
+
+
 # One-word msgids that read two ways: each is marked with its context (pgettext)
 AMBIGUOUS = {"no", "yes", "**no**", "**yes**", "none", "lower", "higher", "part", "state", "result"}
 
