@@ -956,6 +956,20 @@ def test_the_break_run_table_shows_its_numbers_before_the_description(fixture_gr
     app = open_page(fixture_grid_db, "breaks", monkeypatch)
     columns = list(app.dataframe[-1].value.columns)
     assert columns.index("best_val_loss") < 3 and columns[-1] == "description"
+    # a run that did not diverge has no "diverged at": a blank cell, not the word "None"
+    table = app.dataframe[-1].value.set_index("label")
+    assert not table.isna().any().any()
+    assert table.loc["deep_post_nowarmup · seed 42", "diverged_step"] == "30"
+    assert table.loc["deep_pre_nowarmup · seed 42", "diverged_step"] == ""
+
+
+def test_a_chart_not_drawn_has_no_caption(fixture_grid_db, monkeypatch):
+    """The hand-written grid logged no gradient norms: the Curves page says so, and describes no
+    gradient-norm chart under the learning rate's."""
+    said = texts(open_page(fixture_grid_db, "curves", monkeypatch))
+    assert "These runs logged no gradient norms" in said
+    assert "gradient norm of all blocks together" not in said
+    assert "The learning rate of each step" in said
 
 
 def test_the_overfitting_charts_share_one_loss_axis(fixture_grid_db, monkeypatch):
