@@ -658,6 +658,23 @@ def test_your_own_curves_are_drawn_over_the_reference_band(reference_on_the_same
     assert not chart["experiment"].astype(str).str.startswith("reference: ").any()
 
 
+def test_a_toy_grid_is_not_drawn_on_the_references_step_axis(shipped_reference, tmp_path, monkeypatch):
+    """The shipped grid trained 100 steps; a toy grid on the same corpus, 20. Behind it the band
+    would stretch the axis five times past its curves: the toggle starts off. On the reference
+    itself there is no toggle: it is not drawn behind itself."""
+    for seed in (42, 7):
+        write_run_folder(tmp_path / "runs", "vanilla", seed, steps=20, floor=2.3, turn_step=10)
+        write_run_folder(tmp_path / "runs", "llama", seed, steps=20, floor=2.1, turn_step=10, model=LLAMA_PARTS)
+    collect(tmp_path / "runs", tmp_path / "toy.duckdb")
+    app = open_page(tmp_path / "toy.duckdb", "overview", monkeypatch)
+    assert not app.toggle(key="overview_reference").value
+    (chart,) = chart_tables(app)
+    assert chart["step"].max() == 20 and not chart["experiment"].astype(str).str.startswith("reference: ").any()
+
+    app = open_page(loaders.reference_db(), "overview", monkeypatch)
+    assert "overview_reference" not in {toggle.key for toggle in app.toggle}
+
+
 def test_no_reference_band_behind_runs_on_another_corpus(shipped_reference, dashboard_db, monkeypatch):
     # the shipped fixture grid says vocabulary 50; the tiny grid was trained on a corpus of its own
     vocab = db_rows(dashboard_db, "SELECT DISTINCT json_extract(config, '$.data.vocab_size') FROM runs")
