@@ -86,7 +86,9 @@ def blank_where_missing(table: pd.DataFrame, config: dict, formats: dict[str, st
         if name not in table or not table[name].isna().any():
             continue
         table[name] = [number_text(value, number_format) for value in table[name]]
-        config[name] = st.column_config.TextColumn(config[name]["label"], help=config[name].get("help"), alignment="right")
+        config[name] = st.column_config.TextColumn(
+            config[name]["label"], help=config[name].get("help"), alignment="right"
+        )
     return table, config
 
 
