@@ -617,6 +617,19 @@ def test_with_no_database_of_your_own_the_reference_opens_labelled(shipped_refer
     assert loaders.REFERENCE_DB.stat().st_mtime_ns > built
 
 
+def test_the_dashboards_notes_give_the_readmes_commands():
+    """The reference banner said `snakemake --cores 1` where the README says `--cores 2`: the
+    commands have one owner (anatomy.results.groups), which the READMEs and the notes quote."""
+    from anatomy.results.groups import HEADLINE_COMMAND, QUICK_GRID_COMMAND
+
+    for readme in ("README.md", "README.zh-CN.md"):
+        text = (REPO_ROOT / readme).read_text(encoding="utf-8")
+        assert f"`{QUICK_GRID_COMMAND}`" in text and f"`{HEADLINE_COMMAND}`" in text, readme
+    assert f"`{HEADLINE_COMMAND}`" in loaders.reference_note()
+    make_one = loaders._(loaders.MAKE_DATABASE_HELP)
+    assert "--cores 1" not in make_one and "{quick}" in make_one and "{headline}" in make_one
+
+
 def test_a_reference_database_from_an_older_version_is_rebuilt(shipped_reference, tmp_path, monkeypatch):
     """Shipped files unchanged, but the database was built by the version before an upgrade."""
     (tmp_path / "old").mkdir()
