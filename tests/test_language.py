@@ -114,6 +114,21 @@ def test_bold_in_either_language_renders_as_bold():
     )
 
 
+# a half-width parenthesis beside Chinese, once code spans and link targets are taken out
+HALF_WIDTH_PARENTHESES = re.compile(r"[\u4e00-\u9fff，。：；、]\s*\([^)]*\)|\([^)]*\)\s*[\u4e00-\u9fff，。：；、]")
+
+
+def test_chinese_puts_its_parentheses_full_width():
+    """ "验证损失 (val loss) 随之回升" read as English punctuation dropped into Chinese: （）."""
+    half = []
+    for translated in chinese().values():
+        for sentence in translated if isinstance(translated, tuple) else (translated,):
+            prose = re.sub(r"\]\([^)]*\)", "]", re.sub(r"`[^`]*`", "", sentence))
+            if HALF_WIDTH_PARENTHESES.search(prose):
+                half.append(repr(sentence))
+    assert not half, "use （） in these:\n" + "\n".join(half)
+
+
 # One-word msgids that read two ways: each is marked with its context (pgettext)
 AMBIGUOUS = {"no", "yes", "**no**", "**yes**", "none", "lower", "higher", "part", "state", "result"}
 
