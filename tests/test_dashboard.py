@@ -330,7 +330,7 @@ def test_headline_runs_without_a_finite_val_loss(tmp_path, page, monkeypatch):
 def test_no_database_says_how_to_make_one(tmp_path, page, monkeypatch):
     app = open_page(tmp_path / "results" / "anatomy.duckdb", page, monkeypatch)
     (info,) = app.info
-    assert "no results database" in info.value and "snakemake --cores 1" in info.value
+    assert "no results database" in info.value and "snakemake --cores 2 --configfile workflow/quick.yaml" in info.value
     assert not app.get("vega_lite_chart")
 
 

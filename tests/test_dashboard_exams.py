@@ -377,7 +377,7 @@ def test_a_database_from_before_the_exams_says_to_collect_again(tmp_path, monkey
 def test_no_database_says_how_to_make_one(tmp_path, monkeypatch):
     app = open_page(tmp_path / "results" / "anatomy.duckdb", "exams", monkeypatch)
     (info,) = app.info
-    assert "no results database" in info.value and "snakemake --cores 1" in info.value
+    assert "no results database" in info.value and "snakemake --cores 2 --configfile workflow/quick.yaml" in info.value
 
 
 # ---------------------------------------------------------------------------------------------
