@@ -234,3 +234,16 @@ def test_every_page_speaks_chinese_when_the_link_asks(fixture_grid_db, page, mon
     spaced = [line for line in texts(app).splitlines() if re.search(r"[。！？；：，] ", line)]
     spaced = [line for line in spaced if not any(line.strip() in text for text in samples)]
     assert not spaced, f"/{page} in Chinese has a space after a full stop: " + " | ".join(spaced[:5])
+
+
+def test_the_pages_name_runs_states_devices_and_checkpoints_in_chinese(fixture_grid_db, monkeypatch):
+    """"llama · seed 42", "done", "cpu", "best" and "last" were left in English on Chinese pages:
+    short words, which no four-word check finds."""
+    app = open_page(fixture_grid_db, "overview", monkeypatch, language="zh_CN")
+    table = app.dataframe[-1].value
+    assert table["label"].str.contains(" · 种子 ").all(), list(table["label"])
+    assert not set(table["status"]) & {"done", "running", "diverged"}, set(table["status"])
+    assert not set(table["device"]) & {"cpu", "cuda", "mps"}, set(table["device"])
+    app = open_page(fixture_grid_db, "samples", monkeypatch, language="zh_CN")
+    options = app.selectbox(key="samples_checkpoint").options
+    assert "best" not in options and "last" not in options and "最终（last）" in options, options

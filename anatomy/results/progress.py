@@ -102,7 +102,8 @@ class RunProgress:
 
     @property
     def label(self) -> str:
-        return run_label(self.experiment, self.seed)
+        """The run's name as the page shows it, in the reader's language."""
+        return run_label(self.experiment, self.seed, translated=True)
 
     @property
     def eta_s(self) -> float | None:
