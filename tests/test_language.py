@@ -237,7 +237,7 @@ def test_every_page_speaks_chinese_when_the_link_asks(fixture_grid_db, page, mon
 
 
 def test_the_pages_name_runs_states_devices_and_checkpoints_in_chinese(fixture_grid_db, monkeypatch):
-    """"llama · seed 42", "done", "cpu", "best" and "last" were left in English on Chinese pages:
+    """ "llama · seed 42", "done", "cpu", "best" and "last" were left in English on Chinese pages:
     short words, which no four-word check finds."""
     app = open_page(fixture_grid_db, "overview", monkeypatch, language="zh_CN")
     table = app.dataframe[-1].value
