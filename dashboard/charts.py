@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from anatomy.language import N_, _
+from anatomy.language import N_, _, pgettext
 from anatomy.report import colours as palette
 from anatomy.report.exam_findings import ATTENTION_ORDER
 from anatomy.report.charts import (
@@ -492,6 +492,18 @@ def grad_norm_spread_chart(
     return zoomable(alt.layer(equal, lines)).properties(height=height)
 
 
+def block_part_name(part: str) -> str:
+    """A part of a block as the wall-clock exam times it alone (its `part`), in the reader's language."""
+    names = {
+        # TRANSLATORS: a part of a Transformer block, timed alone by the wall-clock exam
+        "attention": pgettext("part of a block", "attention"),
+        "norm": pgettext("part of a block", "norm"),
+        "ffn": pgettext("part of a block", "ffn"),
+        "rope": pgettext("part of a block", "rope"),
+    }
+    return names.get(part, str(part))
+
+
 def wall_clock_chart(rows: pd.DataFrame, height_per_row: int = 30) -> alt.LayerChart:
     """Forward + backward milliseconds of each part alone, hand-written beside fused, on a log axis
     (a part 12x slower by hand is 12x further right, whatever its size), each with its spread
@@ -499,7 +511,9 @@ def wall_clock_chart(rows: pd.DataFrame, height_per_row: int = 30) -> alt.LayerC
 
     `rows`: part, variant, impl, shape, median_ms, min_ms, max_ms, rounds.
     """
-    rows = rows.assign(row=rows["part"] + " · " + rows["variant"])
+    rows = rows.assign(
+        row=[f"{block_part_name(part)} · {variant}" for part, variant in zip(rows["part"], rows["variant"])]
+    )
     order = list(dict.fromkeys(rows.sort_values(["part", "variant"])["row"]))
     y = alt.Y("row:N", title=None, sort=order, axis=alt.Axis(labelLimit=200))
     x = alt.X(

@@ -33,6 +33,7 @@ import streamlit as st
 
 from anatomy.language import N_, _
 from anatomy.errors import AnatomyError
+from anatomy.results.groups import HEADLINE_COMMAND, QUICK_GRID_COMMAND
 from anatomy.results.reference import CORPUS_FACTS, PROVENANCE_FILE, read_provenance
 from anatomy.results.reference_db import cached_path, reference_database
 from anatomy.results import reader
@@ -60,8 +61,8 @@ REFERENCE_DB = REPO_ROOT / "results" / "reference.duckdb"
 
 # shown with _(MAKE_DATABASE_HELP), in the reader's language
 MAKE_DATABASE_HELP = N_(
-    "Make one from the repository root with `snakemake --cores 1 headline` "
-    "(vanilla vs mini-LLaMA over both seeds) or `snakemake --cores 1` (the whole grid). "
+    "Make one from the repository root with `{quick}` (the whole grid, tiny: minutes) or `{headline}` "
+    "(vanilla vs mini-LLaMA over both seeds, full size). "
     "Runs trained by hand are collected with "
     "`python -m anatomy collect --runs results/runs --db results/anatomy.duckdb --json results/results.json`."
 )
@@ -219,9 +220,9 @@ def reference_note() -> str:
         )
     said.append(
         _(
-            "Once you run the grid yourself (`snakemake --cores 1`), the dashboard opens your "
+            "Once you run the grid yourself (`{command}`), the dashboard opens your "
             "`results/anatomy.duckdb` instead and draws these as a grey band behind your curves."
-        )
+        ).format(command=HEADLINE_COMMAND)
     )
     return sentences(said)
 
@@ -475,7 +476,8 @@ def run_exams_help(exam: str) -> str:
 def show_problem(problem: DatabaseProblem) -> None:
     """A database that cannot be read, in words for the learner."""
     if problem.kind == "missing":
-        st.info(sentences([str(problem), _(MAKE_DATABASE_HELP)]), icon=":material/database:")
+        make_one = _(MAKE_DATABASE_HELP).format(quick=QUICK_GRID_COMMAND, headline=HEADLINE_COMMAND)
+        st.info(sentences([str(problem), make_one]), icon=":material/database:")
     elif problem.kind in ("rebuilding", "outdated"):
         wait = [_("Wait a few seconds, then reload.")] if problem.kind == "rebuilding" else []
         st.warning(sentences([str(problem), *wait]), icon=":material/hourglass_top:")

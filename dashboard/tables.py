@@ -8,7 +8,9 @@ import re
 import pandas as pd
 import streamlit as st
 
-from anatomy.language import N_, _
+from anatomy.language import N_, _, pgettext
+from anatomy.results.progress import status_name
+from anatomy.results.reader import run_label
 
 # column -> (its kind, its header, its number format); "any" only names the column, its values
 # shown as they are. A header is marked N_ here, at import, and translated with _ when a table is
@@ -69,9 +71,60 @@ def shown_after_edits(shown: list[str], listed: list[str], edited_rows: dict) ->
 
 
 def run_table(runs: pd.DataFrame, columns: list[str]) -> None:
-    """These columns of the runs, one row per run, formatted alike on every page."""
-    table = runs.assign(step_time_ms=runs["step_time_s"] * 1000)[columns]
-    st.dataframe(table, hide_index=True, width="stretch", column_config=run_columns())
+    """These columns of the runs, one row per run, formatted alike on every page; the run's name,
+    its state and its device in the reader's language (the data keeps them in English)."""
+    table = runs.assign(step_time_ms=runs["step_time_s"] * 1000)
+    table = table.assign(
+        label=[
+            run_label(experiment, seed, translated=True) for experiment, seed in zip(runs["experiment"], runs["seed"])
+        ],
+        status=runs["status"].map(lambda status: status_name(status) if isinstance(status, str) else status),
+        device=runs["device"].map(device_name) if "device" in runs else None,
+    )[columns]
+    formats = {name: number_format for name, (kind, _header, number_format) in RUN_COLUMNS.items() if kind == "number"}
+    table, config = blank_where_missing(table, run_columns(), formats)
+    st.dataframe(table, hide_index=True, width="stretch", column_config=config)
+
+
+def device_name(device) -> str:
+    """A device as a page names it: CPU, CUDA, MPS (the words both languages write)."""
+    return str(device).upper() if isinstance(device, str) else ""
+
+
+def checkpoint_name(checkpoint: str) -> str:
+    """A checkpoint (its file: best.pt, last.pt) as a page names it, in the reader's language."""
+    names = {
+        # TRANSLATORS: the checkpoint of a run's lowest val loss (its file best.pt)
+        "best": pgettext("checkpoint", "best"),
+        # TRANSLATORS: the checkpoint of a run's last step (its file last.pt)
+        "last": pgettext("checkpoint", "last"),
+    }
+    return names.get(checkpoint, str(checkpoint))
+
+
+def blank_where_missing(table: pd.DataFrame, config: dict, formats: dict[str, str]) -> tuple[pd.DataFrame, dict]:
+    """The table and its column configuration with every number column that misses a value (a
+    run that did not diverge has no "diverged at", a run not started no step) written as text,
+    in its format, the missing cells blank: Streamlit draws a missing number as the word "None".
+    `formats`: column -> its printf format ("localized": thousands separated)."""
+    table, config = table.copy(), dict(config)
+    for name, number_format in formats.items():
+        if name not in table or not table[name].isna().any():
+            continue
+        table[name] = [number_text(value, number_format) for value in table[name]]
+        config[name] = st.column_config.TextColumn(
+            config[name]["label"], help=config[name].get("help"), alignment="right"
+        )
+    return table, config
+
+
+def number_text(value, number_format: str | None) -> str:
+    """One cell of a number column as text: blank when missing."""
+    if value is None or pd.isna(value):
+        return ""
+    if number_format == "localized":
+        return f"{value:,.0f}"
+    return number_format % value if number_format else str(value)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -108,7 +110,26 @@ TINY_TEXT = (
 
 @pytest.fixture(scope="session")
 def dashboard_db(tmp_path_factory) -> Path:
-    """A database that the real collecting code built from real tiny runs (train, generate)."""
+    """A database that the real collecting code built from real tiny runs (train, generate).
+
+    Built once per test session, not once per xdist worker (13-22 s each on a 2-core machine):
+    the first worker to ask builds it in the session's shared folder while the others wait on
+    the lock, then all read it (no test writes into it)."""
+    from filelock import FileLock
+
+    if not os.environ.get("PYTEST_XDIST_WORKER"):  # no xdist: this process alone
+        return build_tiny_grid(tmp_path_factory.mktemp("tiny_grid"))
+    root = tmp_path_factory.getbasetemp().parent / "tiny_grid"  # the folder every worker shares
+    with FileLock(f"{root}.lock"):
+        db = root / "anatomy.duckdb"
+        if db.is_file():
+            return db
+        shutil.rmtree(root, ignore_errors=True)  # what a worker that failed building it left
+        return build_tiny_grid(root)
+
+
+def build_tiny_grid(root: Path) -> Path:
+    """TINY_GRID trained, sampled, examined and collected into `root`; the database's path."""
     from anatomy.files.atomic import write_json
     from anatomy.generation.generate import generate_samples
     from anatomy.results.collect import collect
@@ -116,7 +137,7 @@ def dashboard_db(tmp_path_factory) -> Path:
     from anatomy.training.trainer import train
     from tiny_runs import examine  # a plugin of this conftest: imported once pytest has loaded it
 
-    root = tmp_path_factory.mktemp("tiny_grid")
+    root.mkdir(parents=True, exist_ok=True)
     (root / "corpus.txt").write_text(TINY_TEXT, encoding="utf-8")
     tokenize_corpus(root / "corpus.txt", root / "data", ctx_len=16)
     for name, (seeds, tags, model, train_overrides) in TINY_GRID.items():

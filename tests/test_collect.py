@@ -801,14 +801,22 @@ def put_in_place_of(path: Path, kind: str) -> None:
 SPECIAL = {"pipe": "a named pipe", "zero": "a character device"}
 
 
-@pytest.mark.parametrize("kind", list(SPECIAL))
+RUN_FILES = {
+    "metrics.jsonl": "the metrics anatomy train logs",
+    "summary.json": "a finished run's summary",
+    "config.json": "a run's settings, written by anatomy train",
+    "samples.json": "the samples anatomy generate writes",
+}
+# the inner loop tries two of the eight (a collect each, some 8 s for all); CI tries them all
+INNER_LOOP_RUN_FILES = {("metrics.jsonl", "pipe"), ("summary.json", "zero")}
+
+
 @pytest.mark.parametrize(
-    "name, what",
+    "name, what, kind",
     [
-        ("metrics.jsonl", "the metrics anatomy train logs"),
-        ("summary.json", "a finished run's summary"),
-        ("config.json", "a run's settings, written by anatomy train"),
-        ("samples.json", "the samples anatomy generate writes"),
+        pytest.param(name, what, kind, marks=() if (name, kind) in INNER_LOOP_RUN_FILES else pytest.mark.slow)
+        for name, what in RUN_FILES.items()
+        for kind in SPECIAL
     ],
 )
 def test_a_run_file_that_is_no_regular_file_is_one_line_not_a_hang(fixture_runs, tmp_path, name, what, kind):

@@ -330,7 +330,7 @@ def test_headline_runs_without_a_finite_val_loss(tmp_path, page, monkeypatch):
 def test_no_database_says_how_to_make_one(tmp_path, page, monkeypatch):
     app = open_page(tmp_path / "results" / "anatomy.duckdb", page, monkeypatch)
     (info,) = app.info
-    assert "no results database" in info.value and "snakemake --cores 1" in info.value
+    assert "no results database" in info.value and "snakemake --cores 2 --configfile workflow/quick.yaml" in info.value
     assert not app.get("vega_lite_chart")
 
 
@@ -618,6 +618,19 @@ def test_with_no_database_of_your_own_the_reference_opens_labelled(shipped_refer
     assert loaders.REFERENCE_DB.stat().st_mtime_ns > built
 
 
+def test_the_dashboards_notes_give_the_readmes_commands():
+    """The reference banner said `snakemake --cores 1` where the README says `--cores 2`: the
+    commands have one owner (anatomy.results.groups), which the READMEs and the notes quote."""
+    from anatomy.results.groups import HEADLINE_COMMAND, QUICK_GRID_COMMAND
+
+    for readme in ("README.md", "README.zh-CN.md"):
+        text = (REPO_ROOT / readme).read_text(encoding="utf-8")
+        assert f"`{QUICK_GRID_COMMAND}`" in text and f"`{HEADLINE_COMMAND}`" in text, readme
+    assert f"`{HEADLINE_COMMAND}`" in loaders.reference_note()
+    make_one = loaders._(loaders.MAKE_DATABASE_HELP)
+    assert "--cores 1" not in make_one and "{quick}" in make_one and "{headline}" in make_one
+
+
 def test_a_reference_database_from_an_older_version_is_rebuilt(shipped_reference, tmp_path, monkeypatch):
     """Shipped files unchanged, but the database was built by the version before an upgrade."""
     (tmp_path / "old").mkdir()
@@ -657,6 +670,23 @@ def test_your_own_curves_are_drawn_over_the_reference_band(reference_on_the_same
     app.toggle(key="overview_reference").set_value(False).run()
     (chart,) = chart_tables(app)
     assert not chart["experiment"].astype(str).str.startswith("reference: ").any()
+
+
+def test_a_toy_grid_is_not_drawn_on_the_references_step_axis(shipped_reference, tmp_path, monkeypatch):
+    """The shipped grid trained 100 steps; a toy grid on the same corpus, 20. Behind it the band
+    would stretch the axis five times past its curves: the toggle starts off. On the reference
+    itself there is no toggle: it is not drawn behind itself."""
+    for seed in (42, 7):
+        write_run_folder(tmp_path / "runs", "vanilla", seed, steps=20, floor=2.3, turn_step=10)
+        write_run_folder(tmp_path / "runs", "llama", seed, steps=20, floor=2.1, turn_step=10, model=LLAMA_PARTS)
+    collect(tmp_path / "runs", tmp_path / "toy.duckdb")
+    app = open_page(tmp_path / "toy.duckdb", "overview", monkeypatch)
+    assert not app.toggle(key="overview_reference").value
+    (chart,) = chart_tables(app)
+    assert chart["step"].max() == 20 and not chart["experiment"].astype(str).str.startswith("reference: ").any()
+
+    app = open_page(loaders.reference_db(), "overview", monkeypatch)
+    assert "overview_reference" not in {toggle.key for toggle in app.toggle}
 
 
 def test_no_reference_band_behind_runs_on_another_corpus(shipped_reference, dashboard_db, monkeypatch):
@@ -962,6 +992,20 @@ def test_the_break_run_table_shows_its_numbers_before_the_description(fixture_gr
     app = open_page(fixture_grid_db, "breaks", monkeypatch)
     columns = list(app.dataframe[-1].value.columns)
     assert columns.index("best_val_loss") < 3 and columns[-1] == "description"
+    # a run that did not diverge has no "diverged at": a blank cell, not the word "None"
+    table = app.dataframe[-1].value.set_index("label")
+    assert not table.isna().any().any()
+    assert table.loc["deep_post_nowarmup · seed 42", "diverged_step"] == "30"
+    assert table.loc["deep_pre_nowarmup · seed 42", "diverged_step"] == ""
+
+
+def test_a_chart_not_drawn_has_no_caption(fixture_grid_db, monkeypatch):
+    """The hand-written grid logged no gradient norms: the Curves page says so, and describes no
+    gradient-norm chart under the learning rate's."""
+    said = texts(open_page(fixture_grid_db, "curves", monkeypatch))
+    assert "These runs logged no gradient norms" in said
+    assert "gradient norm of all blocks together" not in said
+    assert "The learning rate of each step" in said
 
 
 def test_the_overfitting_charts_share_one_loss_axis(fixture_grid_db, monkeypatch):

@@ -377,7 +377,7 @@ def test_a_database_from_before_the_exams_says_to_collect_again(tmp_path, monkey
 def test_no_database_says_how_to_make_one(tmp_path, monkeypatch):
     app = open_page(tmp_path / "results" / "anatomy.duckdb", "exams", monkeypatch)
     (info,) = app.info
-    assert "no results database" in info.value and "snakemake --cores 1" in info.value
+    assert "no results database" in info.value and "snakemake --cores 2 --configfile workflow/quick.yaml" in info.value
 
 
 # ---------------------------------------------------------------------------------------------
@@ -480,3 +480,6 @@ def test_the_exams_page_speaks_chinese_when_the_link_asks(exam_db, monkeypatch):
     assert not english, "the Exams page in Chinese still shows: " + " | ".join(english[:5])
     positions = next(frame for frame in app.dataframe if "positions" in frame.value)
     assert "learned positions" not in set(positions.value["positions"])  # shown in Chinese
+    # the wall clock's rows name each part of a block in Chinese too ("attention · gqa" was left)
+    rows = {row for table in chart_tables(app) if "row" in table for row in table["row"]}
+    assert rows and not {row.split(" · ")[0] for row in rows} & {"attention", "norm", "ffn"}, rows

@@ -251,9 +251,9 @@ def test_the_targets_are_the_groups_table_and_each_ends_with_the_report(workdir)
         target_of("extra")
     plan = snakemake(workdir, "-n", "headline").stdout
     # the report, and the stamp that collecting finished (rules/collect.smk: not the database)
-    assert re.search(r"^rule headline:\n    input: results/report, results/collected.done$", plan, flags=re.MULTILINE), (
-        plan[-2000:]
-    )
+    assert re.search(
+        r"^rule headline:\n    input: results/report, results/collected.done$", plan, flags=re.MULTILINE
+    ), plan[-2000:]
     assert re.search(
         r"^rule write_report:\n    input: results/collected.done\n    output: results/report$", plan, flags=re.MULTILINE
     )
@@ -1332,6 +1332,38 @@ def test_an_interrupted_collect_keeps_the_last_database_and_the_plain_command_co
         "vanilla_again/seed42",
     }
     assert not list((workdir / "results").glob(".*.tmp*"))  # the killed collect's temporary files
+
+
+@pytest.mark.slow  # Snakemake runs jobs here, not a dry run: CI runs it, the inner loop leaves it out
+def test_ctrl_c_ends_in_one_line_saying_the_same_command_resumes(tmp_path):
+    """Ctrl-C ended in Snakemake's 'WorkflowError: At least one job did not complete successfully',
+    which reads as a failure: the last line now says it stopped and that the same command resumes."""
+    shutil.copytree(REPO / "data" / "posts", tmp_path / "data" / "posts")
+    args = ("headline", "--cores", "2", "--configfile", str(WORKFLOW / "quick.yaml"))
+    console = tmp_path / "console.txt"  # a file, not a pipe: nothing waits on this test to read it
+    with console.open("w") as output:
+        process = subprocess.Popen(
+            snakemake_command(tmp_path, *args),
+            env=snakemake_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=output,
+            start_new_session=True,
+            preexec_fn=restore_ctrl_c,
+        )
+    try:
+        training = lambda: any(tmp_path.glob("results/runs/*/seed*/config.json"))  # noqa: E731
+        assert wait_for(training, process), "the grid ended before a training started"
+        os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C sends: Snakemake and every job
+        process.wait(timeout=300)
+    finally:
+        if not process_group_gone(process.pid):
+            os.killpg(process.pid, signal.SIGKILL)
+    stderr = console.read_text()
+    assert process.returncode != 0
+    assert stderr.strip().splitlines()[-1] == (
+        "Stopped by Ctrl-C, nothing is broken: run the same command again to resume (finished jobs are kept, "
+        "an interrupted training continues from its last checkpoint)."
+    ), stderr[-3000:]
 
 
 def test_a_named_pipe_where_the_workflow_takes_its_lock_is_refused_like_a_bad_config(workdir):

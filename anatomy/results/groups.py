@@ -32,6 +32,13 @@ class Target(NamedTuple):
     stage: int | None  # None: every stage of the group
 
 
+# The commands the READMEs give a learner for a grid of their own, as they give them: the
+# dashboard's notes quote these, never a command of their own (tests/test_doc_references.py
+# holds both READMEs to them). Two runs side by side, one thread each, on a small CPU.
+QUICK_GRID_COMMAND = "snakemake --cores 2 --configfile workflow/quick.yaml"
+HEADLINE_COMMAND = "snakemake headline --cores 2 --config train_threads=1"
+
+
 # The workflow's named targets (workflow/Snakefile makes a rule of each): the group each trains,
 # and at which stage; each trains its experiments' baselines too. The grid's group `extra` has
 # none: only `all` runs it. `all` and `exams` (the whole grid and every exam) are the workflow's.

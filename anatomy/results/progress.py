@@ -77,6 +77,8 @@ JOB_KINDS = {
     "write_report": "report",
 }
 KIND_ORDER = ("training", "sampling", "exams", "collect", "report")
+# the rules that train a model (their benchmarks time a training, not a job after one)
+TRAINING_RULES = ("train_model", "exam_depth_cell")
 # jobs that follow their run's training (sampling and the exams of one run read its weights)
 AFTER_TRAINING = ("generate_samples", "exam_length", "exam_kv_cache")
 # made again at the end of every run of the workflow: done only once newer than its plan
@@ -100,7 +102,8 @@ class RunProgress:
 
     @property
     def label(self) -> str:
-        return run_label(self.experiment, self.seed)
+        """The run's name as the page shows it, in the reader's language."""
+        return run_label(self.experiment, self.seed, translated=True)
 
     @property
     def eta_s(self) -> float | None:
@@ -166,6 +169,11 @@ class GridProgress:
         return len(self.with_status("running"))
 
     @property
+    def start_up_s(self) -> float:
+        """What a training job costs here beside its steps (training_start_up_s)."""
+        return training_start_up_s(self.runs, self.timed.get("train_model"))
+
+    @property
     def eta(self) -> GridEta | None:
         """Every job left of the plan and when they will be done (None: no Snakemake runs, or its
         plan cannot be read: the jobs still to come are unknown)."""
@@ -211,19 +219,20 @@ def mean(values: list[float]) -> float | None:
 
 
 def estimated_duration(
-    run: RunProgress, runs: list[RunProgress], timed: dict[str, float] | None = None
+    run: RunProgress, runs: list[RunProgress], timed: dict[str, float] | None = None, start_up_s: float = 0.0
 ) -> float | None:
-    """Seconds a waiting run will still train. One that started earlier: its own steps left at
-    its own pace. One not started: as long as the finished training jobs of its experiment took
-    (`timed`: run id -> the wall seconds of its job, Snakemake's benchmark, start-up included),
-    else its experiment's measured runs at their pace; else the same over every run (a guess,
-    which the page says)."""
+    """Seconds a waiting run's training job will still take. One that started earlier: its own
+    steps left at its own pace. One not started: as long as the finished training jobs of its
+    experiment took (`timed`: run id -> the wall seconds of its job, Snakemake's benchmark, start-up
+    included), else its experiment's measured runs at their pace; else the same over every run (a
+    guess, which the page says). A measured pace counts the steps alone: `start_up_s`, what a
+    training job costs beside its steps here (training_start_up_s), is added to it."""
     own = time_left(run.step or 0, run.steps, run.seconds_per_step)
     if own is not None:
-        return own
+        return own + start_up_s
     timed = timed or {}
     paced = [(other.experiment, whole_run_s(other)) for other in runs if other is not run]
-    paced = [(experiment, seconds) for experiment, seconds in paced if seconds is not None]
+    paced = [(experiment, seconds + start_up_s) for experiment, seconds in paced if seconds is not None]
     pools = (
         [seconds for run_id, seconds in timed.items() if names_of(run_id)[0] == run.experiment],
         [seconds for experiment, seconds in paced if experiment == run.experiment],
@@ -231,6 +240,20 @@ def estimated_duration(
         [seconds for _experiment, seconds in paced],
     )
     return next((mean(pool) for pool in pools if pool), None)
+
+
+def training_start_up_s(runs: list[RunProgress], timed: dict[str, float] | None) -> float:
+    """What a training job costs here beside its steps (starting Python and torch, reading the
+    tokens, measuring its memory, saving its weights): its benchmark's wall seconds less the
+    training time its run logged, over the finished runs timed both ways; 0 before one is. On the
+    quick grid this is most of a job (some 10-25 s of 17-35 s, against 7 s of steps)."""
+    timed = timed or {}
+    costs = [
+        timed[run.run_id] - run.elapsed_s
+        for run in runs
+        if run.status == "done" and run.run_id in timed and run.elapsed_s is not None
+    ]
+    return max(mean(costs) or 0.0, 0.0)
 
 
 def whole_run_s(run: RunProgress) -> float | None:
@@ -464,19 +487,23 @@ def grid_eta(grid: GridProgress) -> GridEta:
 
     A training running now takes its steps left at its pace; one waiting, as long as its
     experiment's trainings took (estimated_duration). Every other job takes as long as the jobs
-    of its rule took here (their benchmarks). A kind of job none of which has been timed yet
-    counts as 0 s, and `untimed` says so. Sampling and a run's exams wait for its training;
-    collecting waits for everything, the report for collecting."""
+    of its rule took here (their benchmarks); one of a rule not timed yet, as long as the quickest
+    other job after training took (a_job_after_training_s). Counting those as 0 s made the
+    quick grid's ETA half its real time. Only when nothing is timed yet does a kind count as
+    0 s, and `untimed` says so. Sampling and a run's exams wait for its training; collecting
+    waits for everything, the report for collecting."""
     workdir = grid.plan.folder
     left = [job for job in grid.plan.jobs if job_left(job, workdir, grid.plan.written_s)]
-    timed = grid.timed
     runs = {run.run_id: run for run in grid.runs}
     trainings = {job.run: job.output for job in left if job.rule == "train_model"}
+    stand_in = a_job_after_training_s(grid.timed, grid.start_up_s)
     running: dict[str, float] = {}
     queued: list[Job] = []
     untimed: set[str] = set()
     for job in left:
-        seconds, is_running = job_seconds(job, workdir, runs, grid.runs, timed)
+        seconds, is_running = job_seconds(job, workdir, runs, grid)
+        if seconds is None:
+            seconds = stand_in
         if seconds is None:
             untimed.add(JOB_KINDS.get(job.rule, job.rule))
             seconds = 0.0
@@ -501,26 +528,32 @@ def grid_eta(grid: GridProgress) -> GridEta:
     return GridEta(seconds, counts, training_now, tuple(sorted(untimed, key=kind_rank)), lanes)
 
 
+def a_job_after_training_s(timed: dict[str, dict[str, float]], start_up_s: float) -> float | None:
+    """How long a job of a kind not timed yet is taken to last: as long as the quickest job here
+    that was not a training (sampling, an exam, collecting: each starts Python and loads what
+    training made, most of such a job on a small grid), else a training job's start-up; None
+    before either is known. The quickest, not the mean: collecting takes a fraction of a sampling."""
+    others = [seconds for rule, jobs in timed.items() if rule not in TRAINING_RULES for seconds in jobs.values()]
+    return min(others, default=None) or (start_up_s or None)
+
+
 def kind_rank(kind: str) -> int:
     return KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER)
 
 
 def job_seconds(
-    job: PlannedJob,
-    workdir: Path,
-    runs: dict[str, RunProgress],
-    all_runs: list[RunProgress],
-    timed: dict[str, dict[str, float]],
+    job: PlannedJob, workdir: Path, runs: dict[str, RunProgress], grid: GridProgress
 ) -> tuple[float | None, bool]:
     """(seconds the job has left or will take, None if nothing to time it by; whether it runs now).
     Only a training is seen running (its trainer holds its folder); any other job left counts whole."""
+    timed = grid.timed
     if job.rule == "train_model" and job.run in runs:
         run = runs[job.run]
         trained = timed.get("train_model", {})
         if run.status == "running":
             left = run.eta_s
-            return (left if left is not None else estimated_duration(run, all_runs, trained)), True
-        return estimated_duration(run, all_runs, trained), False
+            return (left if left is not None else estimated_duration(run, grid.runs, trained, grid.start_up_s)), True
+        return estimated_duration(run, grid.runs, trained, grid.start_up_s), False
     if job.rule == "exam_depth_cell":
         folder = (workdir / job.output).parent
         if is_locked(folder):
@@ -603,9 +636,10 @@ def progress_rows(grid: GridProgress) -> list[dict[str, Any]]:
                 "status": run.status,
                 "step": run.step,
                 "steps": run.steps,
-                "done": (run.step or 0) / run.steps if run.steps else None,
+                # a run not started has done nothing yet, whatever its steps
+                "done": (run.step or 0) / run.steps if run.steps else (0.0 if run.status == "waiting" else None),
                 "s_per_step": run.seconds_per_step,
-                "eta": eta_words(run, grid.runs, grid.timed.get("train_model")),
+                "eta": eta_words(run, grid.runs, grid.timed.get("train_model"), grid.start_up_s),
                 "planned": run.run_id in grid.plan.run_ids,
                 "problem": run.problem or "",
             }
@@ -613,13 +647,15 @@ def progress_rows(grid: GridProgress) -> list[dict[str, Any]]:
     return rows
 
 
-def eta_words(run: RunProgress, runs: list[RunProgress], trained: dict[str, float] | None = None) -> str:
+def eta_words(
+    run: RunProgress, runs: list[RunProgress], trained: dict[str, float] | None = None, start_up_s: float = 0.0
+) -> str:
     """A run's ETA in words; for a waiting run not started, the estimate, marked as one (≈)
-    (trained: run id -> the seconds its training job took)."""
+    (trained: run id -> the seconds its training job took; start_up_s: training_start_up_s)."""
     if run.status not in UNFINISHED:
         return ""
     if run.status == "waiting" and run.eta_s is None:
-        estimate = estimated_duration(run, runs, trained)
+        estimate = estimated_duration(run, runs, trained, start_up_s)
         return "—" if estimate is None else f"≈ {duration_words(estimate)}"
     return duration_words(run.eta_s)
 

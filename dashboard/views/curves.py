@@ -341,24 +341,27 @@ st.caption(
 lr = analysis.per_experiment(metrics[["run_id", "step", "lr"]], chosen_runs, "lr")
 norms = grad_norms()
 norms = analysis.per_experiment(norms[norms["run_id"].isin(chosen_runs["run_id"])], chosen_runs, "grad_norm")
+# each chart's caption under it: a caption of a chart not drawn would describe nothing
 cols = st.columns(2)
 with cols[0]:
     if lr.empty:
         st.caption(_("These runs logged no learning rate."))
     else:
         charts.draw(charts.metric_curves(lr, "lr", _("learning rate"), colours=colours))
+        st.caption(
+            _("The learning rate of each step (warmup, then the schedule), the mean over each experiment's seeds.")
+        )
 with cols[1]:
     if norms.empty:
         st.caption(_("These runs logged no gradient norms (runs of an older version do not)."))
     else:
         charts.draw(charts.metric_curves(norms, "grad_norm", _("gradient norm, all blocks"), log=True, colours=colours))
-st.caption(
-    _(
-        "Left: the learning rate of each step (warmup, then the schedule). Right: the gradient norm of all "
-        "blocks together, log scale; a spike is a step the optimiser was thrown off. Both the mean over each "
-        "experiment's seeds."
-    )
-)
+        st.caption(
+            _(
+                "The gradient norm of all blocks together, log scale; a spike is a step the optimiser was thrown "
+                "off. The mean over each experiment's seeds."
+            )
+        )
 
 not_done = chosen_runs[chosen_runs["status"] != "done"]
 for _index, run in not_done.iterrows():  # not `_`: that name translates
@@ -372,9 +375,9 @@ for _index, run in not_done.iterrows():  # not `_`: that name translates
             )
         )
         st.info(still_running, icon=":material/hourglass_top:")
-    else:
+    elif pd.notna(run["diverged_step"]):  # a whole step, never "None" or "30.0"
         st.warning(
-            _("{run} diverged at step {step}; its line stops there.").format(run=name, step=run["diverged_step"]),
+            _("{run} diverged at step {step}; its line stops there.").format(run=name, step=int(run["diverged_step"])),
             icon=":material/error:",
         )
 

@@ -29,6 +29,7 @@ from anatomy.files.run_folder import RunFolder, read_run_config
 from anatomy.files.run_folder import run_precision
 from anatomy.data.tokenizer import SPLIT_FILE, read_json
 from dashboard import loaders
+from dashboard.tables import checkpoint_name
 from dashboard.sample_text import highlighted
 from dashboard.tables import markdown_literal, markdown_name
 
@@ -267,8 +268,10 @@ chosen = st.multiselect(
     _("Runs (one or two)"), labels, default=(headline or labels)[:2], max_selections=2, key="listen_runs"
 )
 cols = st.columns(5)
-# the checkpoints keep their names (best, last): they are the files best.pt and last.pt
-checkpoint = cols[0].segmented_control(_("Checkpoint"), ["best", "last"], default="last", key="listen_checkpoint")
+# the checkpoints are the files best.pt and last.pt: shown in the reader's language
+checkpoint = cols[0].segmented_control(
+    _("Checkpoint"), ["best", "last"], default="last", key="listen_checkpoint", format_func=checkpoint_name
+)
 prefix = cols[1].text_input(_("Prefix"), value="## ", key="listen_prefix")
 temperature = cols[2].number_input(
     _("Temperature"), 0.0, 2.0, 0.8, 0.1, key="listen_temperature", help=_("0: always the most likely character")

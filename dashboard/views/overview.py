@@ -46,6 +46,15 @@ def reference_band(path: str, experiments: list[str]) -> tuple[pd.DataFrame | No
     return band[band["experiment"].isin(experiments)], ""
 
 
+def fits_the_step_axis(band: pd.DataFrame | None, metrics: pd.DataFrame) -> bool:
+    """Whether the reference band is drawn by default behind these runs: only when they reach at
+    least half its steps. A toy grid of a few dozen steps drawn on the reference's 0-2,000 step
+    axis is a flat line at its left edge."""
+    if band is None or band.empty or metrics.empty:
+        return False
+    return metrics["step"].max() >= band["step"].max() / 2
+
+
 results = loaders.require_results()
 runs = only_runs_of(results, None).runs  # the grid's: each study has its own page
 n_study_runs = len(results.runs) - len(runs)
@@ -142,16 +151,16 @@ else:
     metrics = results.metrics[results.metrics["experiment"].isin(experiments)]
     cols = st.columns(2)
     log = cols[0].toggle(_("log scale"), value=False, key="overview_log")
-    reference, no_band = (
-        reference_band(results.path, experiments)
+    reference, no_band = None, ""
+    if not loaders.is_reference(results.path):  # the reference shown is not drawn behind itself
+        band_found, why_not = reference_band(results.path, experiments)
         if cols[1].toggle(
             _("reference results behind"),
-            value=True,
+            value=fits_the_step_axis(band_found, metrics) or bool(why_not),  # on: to say why there is none
             key="overview_reference",
             help=_("The shipped full-size reference grid's min-max band over seeds, in grey"),
-        )
-        else (None, "")
-    )
+        ):
+            reference, no_band = band_found, why_not
     band = results.band[results.band["experiment"].isin(experiments)]
     seeds = analysis.long_curves(metrics, splits=("val_loss",))
     best = analysis.best_points(headline)

@@ -16,9 +16,11 @@ import streamlit as st
 from anatomy.language import _
 from anatomy.results import progress
 from dashboard import analysis, charts, language_choice, loaders
-from dashboard.tables import markdown_literal, markdown_name
+from dashboard.tables import blank_where_missing, markdown_literal, markdown_name
 
 STATUS_ORDER = ["running", "waiting", "stopped", "done", "diverged", "unreadable"]
+# the number columns of the run table and their formats (a run not started has none of them)
+NUMBER_FORMATS = {"step": "%d", "steps": "%d", "s_per_step": "%.3f"}
 
 
 def table_columns() -> dict:
@@ -79,7 +81,8 @@ def run_table(grid: progress.GridProgress) -> None:
         table = table.drop(columns="problem")
     if not grid.plan.run_ids:
         table = table.drop(columns="planned")
-    st.dataframe(table, hide_index=True, width="stretch", column_config=table_columns())
+    table, columns = blank_where_missing(table, table_columns(), NUMBER_FORMATS)
+    st.dataframe(table, hide_index=True, width="stretch", column_config=columns)
     for run in grid.with_status("diverged"):
         st.error(
             _("{run} diverged (its loss became NaN/inf) at step {step}.").format(
@@ -143,9 +146,10 @@ st.caption(
     )
 )
 
-db_path = loaders.chosen_db_path()  # its folder is read: only a database this dashboard may open
-runs_root = loaders.runs_root(db_path)
-if loaders.is_reference(db_path):
+
+def reference_note() -> None:
+    """Said while the reference is chosen and no grid of one's own has written a run: the page
+    keeps looking, and follows one as soon as it starts."""
     st.info(
         _(
             "These are the shipped reference results: finished long ago, nothing of them is running. "
@@ -153,25 +157,48 @@ if loaders.is_reference(db_path):
         ).format(folder=markdown_literal(loaders.runs_root(loaders.DEFAULT_DB))),
         icon=":material/verified:",
     )
+
+
+def runs_root_to_follow(db_path: str) -> Path | None:
+    """The runs folder this page follows: the chosen database's; with the reference chosen, one's
+    own grid's once it has started (None before: the reference note says so). Asked again at every
+    refresh, so a page opened before the grid starts notices it starting."""
+    if not loaders.is_reference(db_path):
+        return loaders.runs_root(db_path)
     runs_root = own_runs_root()
     if runs_root is None:
-        st.stop()
+        reference_note()
+        return None
     st.caption(
         _("Showing your own runs folder, {folder}: it needs no database.").format(folder=markdown_literal(runs_root))
     )
+    return runs_root
 
+
+st.title(_("Progress"))
+st.caption(
+    _(
+        "Every run of the grid, read from its run folder as it trains: no collect needed. "
+        "The other pages show the database, which changes when a target ends."
+    )
+)
+
+db_path = loaders.chosen_db_path()  # its folder is read: only a database this dashboard may open
 left, right = st.columns(2)
 auto = left.toggle(_("Refresh by itself"), value=True, key="progress_auto")
 every = right.select_slider(
     _("every (seconds)"), options=[2, 5, 10, 30, 60], value=10, key="progress_every", disabled=not auto
 )
-st.caption(_("Runs folder: {folder}").format(folder=markdown_literal(runs_root)))
 
 
 @st.fragment(run_every=every if auto else None)
 def live() -> None:
     # a rerun of this fragment alone skips the top of the script, and runs in a thread of its own
     language_choice.reapply()
+    runs_root = runs_root_to_follow(db_path)
+    if runs_root is None:
+        return
+    st.caption(_("Runs folder: {folder}").format(folder=markdown_literal(runs_root)))
     show_grid(runs_root)
 
 

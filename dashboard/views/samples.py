@@ -12,7 +12,7 @@ from anatomy.language import _
 from dashboard import charts, loaders, url_state
 from dashboard.findings import show_findings
 from dashboard.sample_text import highlighted, memorisation_caption
-from dashboard.tables import markdown_literal, markdown_name
+from dashboard.tables import checkpoint_name, markdown_literal, markdown_name
 
 results = loaders.require_results()
 samples = results.samples
@@ -37,8 +37,9 @@ chosen = url_state.widget(
 
 
 def option_text(option) -> str:
-    """A choice as the selectbox shows it: "any" in the reader's language, a value as it is."""
-    return _("any") if option == "any" else str(option)
+    """A choice as the selectbox shows it: "any" and a checkpoint in the reader's language, a
+    value as it is."""
+    return _("any") if option == "any" else checkpoint_name(option)
 
 
 cols = st.columns(2)
@@ -70,7 +71,7 @@ for i, (label, group) in enumerate(shown.groupby("label", sort=False)):
         for _index, sample in group.iterrows():
             st.caption(
                 _("checkpoint {checkpoint} · temperature {temperature} · seed {seed} · prefix {prefix}").format(
-                    checkpoint=markdown_literal(sample["checkpoint"]),
+                    checkpoint=markdown_name(checkpoint_name(sample["checkpoint"])),
                     temperature=sample["temperature"],
                     seed=sample["seed"],
                     prefix=markdown_literal(repr(sample["prefix"])),

@@ -4,6 +4,7 @@ The rules only name files; everything that needs logic (which corpus files to wa
 arguments of one training run, which runs a target needs) is a named function here.
 """
 
+import atexit
 import json
 import os
 import shlex
@@ -325,6 +326,36 @@ def lanes():
 
 onstart:
     write_plan()
+
+
+# Snakemake's own words when it stops on a Ctrl-C (in its log, and the only sign of it there)
+USER_STOPPED = "Terminating processes on user request"
+
+
+def say_if_stopped(logs):
+    """After a Ctrl-C, Snakemake ends in 'WorkflowError: At least one job did not complete
+    successfully', each job's KeyboardInterrupt above it: it reads as a failure. It is none, and
+    the same command picks up where it stopped (claim_working_directory, the trainers' resume):
+    say so in one line, the last one, after Snakemake's own (at exit). `logs`: Snakemake's log
+    file, or a list of them (Snakemake 9)."""
+    said = ""
+    for path in [logs] if isinstance(logs, (str, Path)) else list(logs or []):
+        try:
+            said += Path(path).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+    if USER_STOPPED in said:
+        atexit.register(print, STOPPED_LINE, file=sys.stderr)
+
+
+STOPPED_LINE = (
+    "Stopped by Ctrl-C, nothing is broken: run the same command again to resume (finished jobs are kept, "
+    "an interrupted training continues from its last checkpoint)."
+)
+
+
+onerror:
+    say_if_stopped(log)
 
 
 def corpus_folder_files(source):
