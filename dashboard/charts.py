@@ -10,6 +10,8 @@ what to show.
 
 from __future__ import annotations
 
+import re
+
 import altair as alt
 import numpy as np
 import pandas as pd
@@ -31,7 +33,7 @@ from anatomy.report.charts import (
     y_loss,
     with_verdict_words,
 )
-from anatomy.results.reader import Results
+from anatomy.results.reader import Results, run_label
 
 # the report's charts, for the views (`name as name`: a name the views take from here)
 from anatomy.report.charts import (
@@ -71,6 +73,20 @@ def zoomable(chart: alt.Chart | alt.LayerChart) -> alt.Chart | alt.LayerChart:
     return chart.add_params(alt.selection_interval(bind="scales"))
 
 
+RUN_LABEL_PATTERN = re.compile(r"^(?P<experiment>.*) · seed (?P<seed>\d+)$")  # reader.RUN_LABEL, as data holds it
+
+
+def run_names(labels: pd.Series) -> pd.Series:
+    """Runs' labels ("llama · seed 42", as the data keys them) in the reader's words, for a legend or
+    a tooltip. A run's colour comes from its experiment, so the words may change with the language."""
+
+    def named(label):
+        match = RUN_LABEL_PATTERN.match(str(label)) if pd.notna(label) else None
+        return run_label(match["experiment"], int(match["seed"]), translated=True) if match else label
+
+    return labels.map(named)
+
+
 # words a chart's data carries and shows (its legends, its tooltips): each translated where drawn
 WORDS = {
     "training text": N_("training text"),
@@ -91,7 +107,7 @@ def in_words(values: pd.Series) -> pd.Series:
 
 def divergence_marks(points: pd.DataFrame, x_max: float, log: bool = False) -> alt.LayerChart:
     """Where each diverged run broke: a red dashed rule at that step, a cross at its last finite val."""
-    points = points.copy()
+    points = points.assign(label=run_names(points["label"]))
     points["text"] = [
         _("✕ {run} diverged (NaN/inf) at step {step}").format(run=label, step=s)
         for label, s in zip(points["label"], points["diverged_step"])
@@ -128,7 +144,7 @@ def memorisation_chart(measured: pd.DataFrame, height: int = 320, colours: Colou
     run in its experiment's colour, solid for the training text, dashed for the validation text
     (the control). The points are a layer of their own: a line's point overlay blanks the dash
     legend's symbols."""
-    long = measured.melt(
+    long = measured.assign(label=run_names(measured["label"])).melt(
         id_vars=["label", "experiment", "step", "checkpoint"],
         value_vars=["copied_fraction", "val_copied_fraction"],
         var_name="against",
@@ -335,7 +351,7 @@ def kv_timing_chart(timing: pd.DataFrame, height: int = 300) -> alt.LayerChart:
     `timing`: label, attention, context, chars_per_s, seconds, chars, cache ("with cache" | "recomputed").
     The points are a layer of their own: a line's point overlay blanks the dash legend's symbols.
     """
-    timing = timing.assign(cache=in_words(timing["cache"]))
+    timing = timing.assign(cache=in_words(timing["cache"]), label=run_names(timing["label"]))
     kinds = [kind for kind in ATTENTION_ORDER if kind in set(timing["attention"])] + sorted(
         set(timing["attention"]) - set(ATTENTION_ORDER)
     )
@@ -454,6 +470,7 @@ def grad_norm_spread_chart(
     """
     ratio = spread["first_to_last"].astype(float)
     drawn = spread[np.isfinite(ratio) & (ratio > 0)].assign(chosen=lambda d: d["label"] == chosen)
+    drawn = drawn.assign(label=run_names(drawn["label"]))  # named in the reader's words, after the choice
     # a run's colour is its experiment's (seeds alike); the legend names each run
     firsts = drawn.drop_duplicates("label")
     of_experiment = palette.named_colours(firsts["experiment"].dropna(), colours)

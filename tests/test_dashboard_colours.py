@@ -209,3 +209,35 @@ def test_two_texts_are_never_drawn_on_one_loss_axis(tmp_path, monkeypatch):
         [{"llama_on_poems"}, {"llama"}],
     )
     assert "Trained on poems" in texts(app)
+
+
+def test_a_runs_name_in_a_chart_is_in_the_readers_language_and_keeps_its_colour():
+    """A chart's legend and tooltips name runs in the reader's words ("llama · 种子 42", not
+    "llama · seed 42"); the colour comes from the experiment, so it is the same in both languages."""
+    import pandas as pd
+
+    from anatomy.language import speaking
+    from dashboard import charts
+
+    spread = pd.DataFrame(
+        {
+            "label": ["llama · seed 42", "deep_post_nowarmup · seed 7", "depth/post_lr0.01"],
+            "experiment": ["llama", "deep_post_nowarmup", None],
+            "step": [100, 100, 100],
+            "first_to_last": [1.5, 0.2, 1e-6],
+            "first_layer_norm": [1.0, 0.1, 1e-6],
+            "last_layer_norm": [0.7, 0.5, 1.0],
+        }
+    )
+    drawn = {}
+    for language in ("en", "zh_CN"):
+        with speaking(language):
+            chart = charts.grad_norm_spread_chart(spread, chosen="llama · seed 42").to_dict()
+        layer = chart["layer"][1] if "layer" in chart else chart
+        scale = layer["encoding"]["color"]["scale"]
+        drawn[language] = dict(zip(scale["domain"], scale["range"]))
+    assert set(drawn["en"]) == {"llama · seed 42", "deep_post_nowarmup · seed 7", "depth/post_lr0.01"}
+    assert set(drawn["zh_CN"]) == {"llama · 种子 42", "deep_post_nowarmup · 种子 7", "depth/post_lr0.01"}
+    assert list(drawn["en"].values()) == list(drawn["zh_CN"].values())
+    with speaking("zh_CN"):
+        assert list(charts.run_names(pd.Series(["mqa · seed 7", "mqa"]))) == ["mqa · 种子 7", "mqa"]
