@@ -5,6 +5,7 @@ import itertools
 
 import pytest
 import torch
+from short_training import TEXT, short_training_losses
 
 from anatomy.check import rope_shift_error
 from anatomy.config import PRESETS, preset
@@ -282,23 +283,8 @@ def test_model_without_vocab_size_is_a_clear_error():
 @pytest.mark.parametrize("name", ["vanilla", "llama"])
 @pytest.mark.parametrize("impl", ["manual", "fused"])
 def test_short_training_drives_loss_down(name, impl):
-    text = "the quick brown fox jumps over the lazy dog. " * 20
-    chars = sorted(set(text))
-    data = torch.tensor([chars.index(c) for c in text])
-    cfg = preset(name, vocab_size=len(chars), d_model=32, n_layer=2, ctx_len=16, impl=impl)
+    cfg = preset(name, vocab_size=len(set(TEXT)), d_model=32, n_layer=2, ctx_len=16, impl=impl)
     torch.manual_seed(0)
-    model = MiniLM(cfg)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    gen = torch.Generator().manual_seed(0)
-    losses = []
-    for _ in range(60):
-        starts = torch.randint(0, len(data) - 17, (8,), generator=gen)
-        x = torch.stack([data[s : s + 16] for s in starts])
-        y = torch.stack([data[s + 1 : s + 17] for s in starts])
-        _, loss = model(x, y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
+    losses = short_training_losses(MiniLM(cfg))
     assert losses[0] > 3.0  # about ln(len(chars)) at the start
     assert sum(losses[-5:]) / 5 < 0.5 * losses[0]

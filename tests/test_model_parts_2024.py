@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+from short_training import TEXT, short_training_losses
 
 from anatomy.check import rope_shift_error
 from anatomy.config import ModelConfig, preset
@@ -257,23 +258,9 @@ def test_the_share_of_tokens_per_expert_is_exposed_for_the_trainer():
 
 @pytest.mark.parametrize("switch", ["mla", "moe"])
 def test_short_training_drives_loss_down(switch):
-    text = "the quick brown fox jumps over the lazy dog. " * 20
-    chars = sorted(set(text))
-    data = torch.tensor([chars.index(c) for c in text])
     torch.manual_seed(0)
-    model = MiniLM(preset("debug", vocab_size=len(chars), **SWITCHES[switch]))
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    gen = torch.Generator().manual_seed(0)
-    losses = []
-    for _ in range(60):
-        starts = torch.randint(0, len(data) - 17, (8,), generator=gen)
-        x = torch.stack([data[s : s + 16] for s in starts])
-        y = torch.stack([data[s + 1 : s + 17] for s in starts])
-        _, loss = model(x, y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
+    model = MiniLM(preset("debug", vocab_size=len(set(TEXT)), **SWITCHES[switch]))
+    losses = short_training_losses(model)
     assert sum(losses[-5:]) / 5 < 0.5 * losses[0]
 
 
