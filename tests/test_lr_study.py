@@ -80,7 +80,7 @@ def test_the_verdict_at_each_models_best_lr_in_words(lr_db):
     everything = load(lr_db[1])
     (setup,) = setups(everything)
     answer = verdict_text(setup)
-    assert setup.label == "25,600 characters of poems_l, bf16"
+    assert setup.label == "25,600 characters of poems_l (bf16)"
     assert answer.startswith("**Lower.** At each model's own best lr (vanilla 0.002, mini-LLaMA 0.001)")
     assert "llama minus vanilla -0.050 [" in answer
     section = lr_section(everything)
@@ -229,9 +229,9 @@ def test_each_setup_has_its_own_figure_after_its_own_paragraphs(lr_db):
     names = [name for name in figure_charts(everything) if name.startswith("lr")]
     assert names == ["lr", "lr_data_posts"]
     report = markdown.render(everything, names)
-    first, second = report.index("characters of poems_l"), report.index("characters of data/posts, bf16 (")
+    first, second = report.index("characters of poems_l"), report.index("characters of data/posts (bf16) (")
     assert first < report.index("(lr.png)") < second < report.index("(lr_data_posts.png)")
-    assert "![Best val against learning rate on 400 characters of data/posts, bf16 (band" in report
+    assert "![Best val against learning rate on 400 characters of data/posts (bf16) (band" in report
 
 
 def scale_and_lr_db(tmp_path, llama_floors: dict[float, float], stage3=(2.28, 2.04)):
@@ -281,8 +281,8 @@ def test_a_finding_the_lr_study_overturns_is_superseded_and_left_out_of_the_numb
     listed = findings.numbered(list(records.values()))
     assert shared.sentence not in listed
     assert (
-        "1. Give each model its own learning rate (vanilla 0.002, mini-LLaMA 0.001) and the mini-LLaMA's lead on "
-        "25,600 characters of poems_l, bf16 disappears: -0.002 [-0.017, +0.013], against -0.100 at one shared lr"
+        "1. Give each model its own learning rate (vanilla 0.002, mini-LLaMA 0.001) and the mini-LLaMA's lead disappears on "
+        "25,600 characters of poems_l (bf16): -0.002 [-0.017, +0.013], against -0.100 at one shared lr"
     ) in listed
     assert (
         " 0.0003. ([evidence](#does-the-mini-llama-still-win-when-each-model-has-its-own-best-learning-rate))" in listed

@@ -172,12 +172,12 @@ def own_lr_gap(setup: lr_section.Setup, shared: Difference | None, shared_key: s
     if shared is not None and shared.sign == -1 and d.sign != -1:
         template = N_(
             "Give each model its own learning rate (vanilla {vanilla_lr}, mini-LLaMA {llama_lr}) and the "
-            "mini-LLaMA's lead on {setup} disappears: {difference}, against {shared} at one shared lr {lr}."
+            "mini-LLaMA's lead disappears on {setup}: {difference}, against {shared} at one shared lr {lr}."
         )
     elif shared is not None and shared.sign != -1 and d.sign == -1:
         template = N_(
-            "Give each model its own learning rate (vanilla {vanilla_lr}, mini-LLaMA {llama_lr}) and on {setup} "
-            "the mini-LLaMA is lower: {difference}, against {shared}, level, at one shared lr {lr}."
+            "Give each model its own learning rate (vanilla {vanilla_lr}, mini-LLaMA {llama_lr}) and the "
+            "mini-LLaMA is lower on {setup}: {difference}, against {shared}, level, at one shared lr {lr}."
         )
     else:
         template = N_(

@@ -89,7 +89,7 @@ class Setup:
 
     @property
     def label(self) -> str:
-        return _("{tokens} characters of {corpus}, {precision}").format(
+        return _("{tokens} characters of {corpus} ({precision})").format(
             tokens=f"{int(self.key['train_tokens']):,}", corpus=self.key["corpus"], precision=self.key["precision"]
         )
 
