@@ -8,6 +8,7 @@ precision study's runs.
 from __future__ import annotations
 
 import datetime as dt
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -118,10 +119,7 @@ def costs_section(data: Results) -> str:
 def trained_on(entries: list[dict[str, Any]]) -> str:
     """The chips these runs trained on, each with its count where there are several: a bf16 rerun
     is exact only on the same CPU (docs/reference.md)."""
-    counts: dict[str, int] = {}
-    for entry in entries:
-        machine = entry.get("machine") or "unrecorded"
-        counts[machine] = counts.get(machine, 0) + 1
+    counts = Counter(entry.get("machine") or "unrecorded" for entry in entries)
     if len(counts) <= 1:
         return next(iter(counts), "–")
     return "; ".join(f"{machine} ({n})" for machine, n in sorted(counts.items(), key=lambda item: (-item[1], item[0])))

@@ -203,8 +203,9 @@ def shared_lr_gap_at(everything: Results, setup: lr_section.Setup) -> tuple[Diff
     (its own text) or the scale study (the poems); with that finding's key."""
     grid = only_runs_of(everything, None)
     llama = headline_of(grid, "llama")
-    same = lambda column: llama[column].eq(setup.key[column]).all() if not llama.empty else False  # noqa: E731
-    if same("corpus") and same("train_tokens") and same("precision"):
+    if not llama.empty and all(
+        llama[column].eq(setup.key[column]).all() for column in ("corpus", "train_tokens", "precision")
+    ):
         return headline_gap(grid), "gap_shared_lr_grid"
     for size in sizes(scale_data(everything)):
         if size.train_tokens == int(setup.key["train_tokens"]) and size.llama["corpus"].eq(setup.key["corpus"]).all():
@@ -353,20 +354,3 @@ INTERVALS = N_(
     "A difference is written as mean [low, high]: its 95% interval, from the seed-to-seed noise of its setup; "
     "where several are judged together, corrected for their number (Holm). Negative: the mini-LLaMA is lower."
 )
-
-
-def findings_table(records: list[Finding]) -> pd.DataFrame:
-    """Every record as a row, superseded ones included (the dashboard's Studies page, the tests)."""
-    return pd.DataFrame(
-        [
-            {
-                "key": f.key,
-                "question": f.question,
-                "setup": f.setup,
-                "difference": interval_text(f.difference) if f.difference is not None else "",
-                "sentence": f.sentence,
-                "superseded_by": f.superseded_by,
-            }
-            for f in records
-        ]
-    )

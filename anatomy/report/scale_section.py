@@ -405,13 +405,13 @@ def which_part_earns(study: Results) -> str | None:
     return joined_sentences(said)
 
 
-def own_lr_scope(everything: Results, size: Size | None) -> str | None:
+def own_lr_scope(everything: Results) -> str | None:
     """Where the lr study has an answer on this study's largest text (each model at its own best
     lr, both optima bracketed, two seeds), it answers this study's lr question better: one sentence
     that says so and where, so that no shared-lr sentence here reads as the last word. None where
     the lr study has no answer there yet."""
     found = sizes(scale_data(everything))
-    tokens = (size or found[-1]).train_tokens if found else None
+    tokens = found[-1].train_tokens if found else None
     for setup in lr_section.setups(everything):
         answered = setup.verdict is not None and all(curve.bracketed for curve in setup.curves.values())
         if answered and int(setup.key["train_tokens"]) == tokens:
@@ -456,7 +456,7 @@ def other_lr_text(everything: Results) -> str | None:
                     default_lr=f"{TrainConfig.lr:g}",
                 )
             )
-    if superseded := own_lr_scope(everything, None):
+    if superseded := own_lr_scope(everything):
         sentences.append(superseded)
     elif verdicts := better_lr_answer(study):
         sentences.append(verdicts)
@@ -578,7 +578,7 @@ def scale_answer(everything: Results) -> str | None:
         "{where_it_wins} At that lr, learning fast is pure gain when the data is read less than once "
         "(the chapter's hypothesis): {verdict}."
     ).format(where_it_wins=where_it_wins(found), verdict=verdict(study, found))
-    paragraphs = [answer, own_lr_scope(everything, found[-1]), grid_contrast(everything, found)]
+    paragraphs = [answer, own_lr_scope(everything), grid_contrast(everything, found)]
     return "\n\n".join(filter(None, paragraphs))
 
 
