@@ -40,6 +40,8 @@ from anatomy.report.charts import (
     DEPTH_STATES as DEPTH_STATES,
     POSITION_COLORS as POSITION_COLORS,
     ablation_chart as ablation_chart,
+    best_lr_by_params_chart as best_lr_by_params_chart,
+    best_val_by_params_chart as best_val_by_params_chart,
     best_val_by_size_chart as best_val_by_size_chart,
     delta_chart as delta_chart,
     length_chart as length_chart,

@@ -91,7 +91,9 @@ def write_run_folder(
         # a run that diverged before its first finite evaluation has no best point
         best = min(finite, key=lambda row: row["val_loss"]) if finite else {"val_loss": None, "step": None}
         summary = {
-            "params": 12_345 + (1_000 if experiment.startswith("vanilla") else 0),
+            # grows with the model's size, as a real count does (the size study's axis)
+            "params": 12_345 * config["model"]["n_layer"] * (config["model"]["d_model"] // 16) ** 2
+            + (1_000 if experiment.startswith("vanilla") else 0),
             "best_val_loss": best["val_loss"],
             "best_step": best["step"],
             "final_train_loss": rows[-1]["train_loss"],

@@ -16,6 +16,7 @@ from anatomy.config import preset
 from anatomy.model import MiniLM
 
 
+@pytest.mark.slow  # seconds: CI runs it, the inner loop leaves it out
 def test_bench_writes_every_variant(tmp_path, capsys):
     out = tmp_path / "bench.json"
     args = [*bench_args(out), "--gen-ctx-lens", "16", "32", "--no-compile"]
@@ -159,6 +160,7 @@ def test_bench_times_steps_with_and_without_the_gradient_norm_logging(tmp_path, 
     assert "the 3% target" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # seconds: CI runs it, the inner loop leaves it out
 def test_bench_times_the_fused_variants_in_each_precision(tmp_path, monkeypatch):
     """fp32 and bf16 rows of each fused variant (manual: fp32 only), and the precision ratios
     computed from the rows of this same run."""

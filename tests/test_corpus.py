@@ -854,6 +854,7 @@ def test_a_corpus_too_small_to_train_is_warned_of_with_the_minimum(tmp_path, cap
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # seconds: CI runs it, the inner loop leaves it out
 def test_the_workflow_stops_its_plan_at_a_file_name_that_is_not_utf8(tmp_path):
     """Snakemake cannot write such a name into its lock files (the run died there, after a plan
     that passed): the plan stops, naming the file, even an image that extraction would skip."""

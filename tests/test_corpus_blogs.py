@@ -193,6 +193,7 @@ def workflow_dir(tmp_path: Path, monkeypatch) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow  # seconds: CI runs it, the inner loop leaves it out
 def test_a_corpus_built_by_hand_from_another_source_is_extracted_again_by_the_workflow(tmp_path, monkeypatch):
     # Before: nothing to be done, and training read data/posts' tokens as "your writing".
     workdir = workflow_dir(tmp_path, monkeypatch)
@@ -206,6 +207,7 @@ def test_a_corpus_built_by_hand_from_another_source_is_extracted_again_by_the_wo
     assert f"results/corpus/{SOURCE_CHANGED_NOTE}" in plan.stdout
 
 
+@pytest.mark.slow  # seconds: CI runs it, the inner loop leaves it out
 def test_a_source_folder_whose_name_starts_with_a_dash_is_given_as_a_path(tmp_path, monkeypatch):
     assert as_argument("-posts") == "./-posts" and as_argument("data/posts") == "data/posts"
     blog(tmp_path / "-posts")

@@ -287,7 +287,7 @@ def test_views_survive_non_finite_losses_and_a_running_grid(fixture_grid_db, pag
     if page == "exams":
         assert len(app.info) >= 4 and all("snakemake --cores 1 exams" in info.value for info in app.info)
     elif page == "studies":  # the fixture grid has no study: the page says how to run each
-        assert len(app.info) == 3 and all("snakemake" in info.value for info in app.info)
+        assert len(app.info) == 4 and all("snakemake" in info.value for info in app.info)
     elif page == "progress":  # read from the run folders: nothing trains now, two diverged
         assert {m.label: m.value for m in app.metric}["diverged"] == "2" and "No run is training" in texts(app)
     else:
@@ -879,7 +879,10 @@ def test_the_studies_page_says_the_reports_findings(studies_db, monkeypatch):
     # the precision study: the report's answer and its two tables
     findings = precision_findings(everything)
     assert {findings.answer, findings.comparison, findings.verdicts} <= set(said)
-    assert [info.value.split(".")[0] for info in app.info] == ["No lr-study runs in this database yet"]
+    assert [info.value.split(".")[0] for info in app.info] == [
+        "No lr-study runs in this database yet",
+        "No size-study runs in this database yet",
+    ]
     # the figure: every run of the pair at every size, one point each
     size_points, curves = chart_tables(app)
     assert len(size_points.dropna(subset=["seed"])) == 12
@@ -919,8 +922,9 @@ def test_the_break_tests_page_shows_no_study_run(studies_db, monkeypatch):
 
 def test_the_studies_page_on_a_grid_without_studies_says_how_to_run_them(fixture_grid_db, monkeypatch):
     app = open_page(fixture_grid_db, "studies", monkeypatch)
-    lr, scale, precision = (info.value for info in app.info)
+    lr, size, scale, precision = (info.value for info in app.info)
     assert "`snakemake lr_stage1 --cores 2 --config train_threads=1`" in lr
+    assert "`snakemake size_stage1 --cores 2 --config train_threads=1`" in size
     assert "`snakemake scale_stage1 --cores 2 --config train_threads=1`" in scale
     assert "`snakemake precision_check --cores 2 --config train_threads=1`" in precision
     assert not app.get("vega_lite_chart")

@@ -120,6 +120,7 @@ def test_samples_from_the_last_and_the_best_checkpoint(tiny_runs, tmp_path, caps
     assert printed.index("--- last checkpoint") < printed.index(last["text"]) < printed.index("--- best checkpoint")
 
 
+@pytest.mark.slow  # seconds: CI runs it, the inner loop leaves it out
 def test_a_reader_that_stops_early_is_not_an_error(tiny_runs, tmp_path):
     """`python -m anatomy generate RUN | head -3`: head closes the pipe before the text is printed.
     No traceback, exit 0, and the samples file is whole."""

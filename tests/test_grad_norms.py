@@ -149,6 +149,7 @@ def test_a_diverged_run_logs_its_last_step_with_null_norms(tiny_data, tmp_path, 
     assert len(rows) == 2 and all(math.isnan(row["norm"]) for row in rows)
 
 
+@pytest.mark.slow  # seconds: CI runs it, the inner loop leaves it out
 @pytest.mark.skipif(not compiling.backend_available(torch.device("cpu")), reason="no C++ compiler for torch.compile")
 def test_a_compiled_step_logs_the_same_norms_as_an_eager_one(tiny_data, tmp_path):
     """torch.compile's wrapper shares the model's parameters, so the model's own blocks hold the

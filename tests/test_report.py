@@ -844,11 +844,12 @@ def test_costs_sum_each_targets_training_jobs_and_the_whole_grid(tmp_path):
         "fp32",
         "AMD EPYC, 2 cores (1); Intel Xeon, 2 cores (1)",
     ]
+    # wall-clock: the hours some job ran, 10:00-10:40 and 11:00-12:00; the 20 idle minutes between not counted
     assert rows["the whole grid (`all`)"] == [
         "4",
         "40.0",
         "2.67",
-        "2.00",
+        "1.67",
         "fp32",
         "AMD EPYC, 2 cores (3); Intel Xeon, 2 cores (1)",
     ]

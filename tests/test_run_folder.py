@@ -308,6 +308,7 @@ def test_the_cap_is_well_above_every_small_file_a_shipped_run_has():
 # --- finding the runs under a folder ----------------------------------------------------------------
 
 
+@pytest.mark.slow  # seconds: CI runs it, the inner loop leaves it out
 def test_runs_nested_deeper_than_a_recursive_walk_goes_are_found_and_links_that_loop_are_passed(tmp_path):
     """os.walk (Python 3.11) recurses once per level: 1,100 nested folders under a runs folder
     ended collect, reference and the Progress page in a RecursionError. A link back up, or to

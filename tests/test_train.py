@@ -643,6 +643,7 @@ time.sleep(600)
 """
 
 
+@pytest.mark.slow  # seconds: CI runs it, the inner loop leaves it out
 def test_a_trainer_stops_when_the_workflow_that_started_it_is_killed(tiny_data, tmp_path):
     """What a SIGKILL of Snakemake did to a run: its trainer ran on as an orphan, writing into the
     folder that the restarted grid's trainer writes too. Now it stops when its lifeline (a lock
@@ -681,6 +682,7 @@ def test_a_trainer_stops_when_the_workflow_that_started_it_is_killed(tiny_data, 
                 process.wait()
 
 
+@pytest.mark.slow  # seconds: CI runs it, the inner loop leaves it out
 def test_a_second_trainer_on_the_same_folder_waits_for_the_first(tiny_data, tmp_path):
     """Two trainers never write one folder: the second waits, writing nothing, until the folder's
     lock is free (here held by the test, as a first trainer would hold it), then trains."""
@@ -929,6 +931,7 @@ MID_MODEL = {"preset": "vanilla", "vocab_size": 20_000, "d_model": 128, "n_layer
         ),
     ],
 )
+@pytest.mark.slow  # seconds: CI runs it, the inner loop leaves it out
 def test_the_memory_estimate_is_near_the_measured_peak(settings):
     """The estimate against the peak resident memory of two training steps, or of an evaluation,
     each in a process of its own (tests/memory_peak.py). It came out at 0.97 to 1.11 times it."""

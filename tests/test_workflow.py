@@ -237,6 +237,7 @@ def test_several_named_targets_plan_their_runs_and_one_collection(workdir):
     assert set(train_commands(output)) == expected_runs(names)
 
 
+@pytest.mark.slow  # seconds: CI runs it, the inner loop leaves it out
 def test_the_targets_are_the_groups_table_and_each_ends_with_the_report(workdir):
     """One table (anatomy/results/groups.py) names the targets and what each trains; the
     workflow makes a rule of each, and every target asks for the report."""

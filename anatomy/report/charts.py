@@ -726,3 +726,82 @@ def lr_chart(points: pd.DataFrame, setup: str | None = None, height: int = 320) 
             .encode(x=x, y="top:Q", color=color, tooltip=[alt.Tooltip("diverged:Q", title=_("runs diverged"))])
         )
     return layers.properties(height=height)
+
+
+RULE_DASH = {"own": [], "shared": [5, 4]}  # each model at its own best lr: solid; at the shared lr: dashed
+RULE_WORDS = {"own": N_("each model at its own best lr"), "shared": N_("both at one shared lr")}  # shown with _()
+
+
+def best_val_by_params_chart(points: pd.DataFrame, height: int = 320) -> alt.LayerChart:
+    """Best val against parameter count (log axis), one line per model at its own best lr, with
+    the seed band (min to max), and dashed beside it the same models at one shared lr
+    (anatomy.report.size_section.size_points)."""
+    color = alt.Color("model:N", title=_("model"), scale=model_scale(), legend=model_legend())
+    drawn = points.assign(rule_words=points["rule"].map(lambda rule: _(RULE_WORDS[rule])))
+    dash = alt.StrokeDash(
+        "rule_words:N",
+        title=_("learning rate"),
+        scale=alt.Scale(domain=[_(RULE_WORDS[r]) for r in RULE_DASH], range=list(RULE_DASH.values())),
+    )
+    x = alt.X(
+        "params:Q",
+        title=_("parameters (log scale)"),
+        scale=alt.Scale(type="log"),
+        axis=alt.Axis(format="~s", values=sorted(drawn["params"].dropna().unique())),
+    )
+    y = alt.Y("mean:Q", title=_("best val loss (nats / char)"), scale=alt.Scale(zero=False))
+    own = drawn[drawn["rule"] == "own"]
+    band = alt.Chart(own).mark_area(opacity=0.2).encode(x=x, y="min:Q", y2="max:Q", color=color)
+    line = (
+        alt.Chart(drawn)
+        .mark_line(point=True)
+        .encode(
+            x=x,
+            y=y,
+            color=color,
+            strokeDash=dash,
+            detail="rule:N",
+            tooltip=[
+                alt.Tooltip("size:N", title=_("size")),
+                alt.Tooltip("model:N", title=_("model")),
+                alt.Tooltip("lr:Q", title=_("learning rate"), format="g"),
+                alt.Tooltip("mean:Q", title=_("best val (mean over seeds)"), format=".4f"),
+                alt.Tooltip("seeds:Q", title=_("seeds")),
+            ],
+        )
+    )
+    return (band + line).properties(height=height)
+
+
+def best_lr_by_params_chart(points: pd.DataFrame, height: int = 260) -> alt.Chart:
+    """Each model's best lr against parameter count (both axes log): a hollow point where the best
+    lr is the edge of the lrs tried, so a better one may lie beyond it."""
+    own = points[points["rule"] == "own"].assign(
+        where=lambda frame: frame["bracketed"].map(
+            {True: _("a worse lr on each side"), False: _("the edge of the lrs tried")}
+        )
+    )
+    color = alt.Color("model:N", title=_("model"), scale=model_scale(), legend=model_legend())
+    return (
+        alt.Chart(own)
+        .mark_line(point=alt.OverlayMarkDef(size=90, filled=True))
+        .encode(
+            x=alt.X(
+                "params:Q", title=_("parameters (log scale)"), scale=alt.Scale(type="log"), axis=alt.Axis(format="~s")
+            ),
+            y=alt.Y(
+                "lr:Q",
+                title=_("best learning rate (log scale)"),
+                scale=alt.Scale(type="log"),
+                axis=alt.Axis(format="g"),
+            ),
+            color=color,
+            tooltip=[
+                alt.Tooltip("size:N", title=_("size")),
+                alt.Tooltip("model:N", title=_("model")),
+                alt.Tooltip("lr:Q", title=_("best learning rate"), format="g"),
+                alt.Tooltip("where:N", title=_("best lr")),
+            ],
+        )
+        .properties(height=height)
+    )

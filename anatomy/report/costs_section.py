@@ -39,10 +39,19 @@ def read_provenance(path: Path | None) -> dict[str, Any] | None:
 
 
 def wall_clock_hours(entries: list[dict[str, Any]]) -> float:
-    """From the first job's start to the last job's end (each start is its end minus its length)."""
+    """The hours in which at least one of the jobs ran (each start is its end minus its length).
+    Not first start to last end: a study trained over several sessions would count the days
+    between them."""
     ends = [dt.datetime.fromisoformat(entry["finished_utc"].replace("Z", "+00:00")) for entry in entries]
-    starts = [end - dt.timedelta(seconds=job_seconds(entry)) for end, entry in zip(ends, entries)]
-    return (max(ends) - min(starts)).total_seconds() / 3600
+    spans = sorted((end - dt.timedelta(seconds=job_seconds(entry)), end) for end, entry in zip(ends, entries))
+    busy, (start, end) = dt.timedelta(0), spans[0]
+    for next_start, next_end in spans[1:]:
+        if next_start > end:  # a gap: nothing of these jobs ran
+            busy += end - start
+            start, end = next_start, next_end
+        else:
+            end = max(end, next_end)
+    return (busy + (end - start)).total_seconds() / 3600
 
 
 def cost_row(name: str, entries: list[dict[str, Any]]) -> list[str]:
@@ -96,8 +105,8 @@ def costs_section(data: Results) -> str:
         f"Torch {', '.join(grid.get('torch_versions', []))}; " + finished_words(grid),
         "Minutes per run: Snakemake's benchmark of each training job (compile, training, evaluations, "
         "checkpoints; a run resumed after an interruption counts its training time over every part).",
-        "Run-hours: their sum, the time one run at a time would take. Wall-clock: from the first of the target's "
-        "jobs to start to the last to end (two ran side by side; any pause between jobs included).",
+        "Run-hours: their sum, the time one run at a time would take. Wall-clock: the hours in which at least one "
+        "of the target's jobs ran (two ran side by side; the time between sessions not counted).",
         f"Two lanes that never idle would need half the run-hours: {two_lanes:.1f} h for the whole grid's "
         "training. A target's row counts its own experiments' runs (`ablations` and `break_tests` also train the "
         "baselines they are compared with, if those are not there yet); the exams are not in these times.",

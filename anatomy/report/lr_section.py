@@ -116,18 +116,21 @@ def points_of(runs: pd.DataFrame, first_steps: pd.Series) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["lr", "mean", "min", "max", "seeds", "diverged", "stalled"])
 
 
-def setups(everything: Results) -> list[Setup]:
-    """Every setup the lr study trained on, with both models' curves over all its runs there."""
+def setups(everything: Results, group: str = STUDY, points: tuple[str, ...] = ()) -> list[Setup]:
+    """Every setup the lr study trained on, with both models' curves over all its runs there.
+    Another study asks the same question at several points of its own axis: `points` names the
+    columns that tell its points apart (the size study's depth and width), and each point is a
+    setup of its own here (anatomy/report/size_section.py)."""
     runs = everything.runs
-    study = runs[runs["group"] == STUDY]
+    study = runs[runs["group"] == group]
     first_steps = everything.metrics.groupby("run_id")["step"].min()
     found = []
     # a curve is the plain models at a constant lr with the default recipe: the part ablations
     # (stage 3), another schedule (stage 4) and LLaMA's optimizer recipe (stage 7) are questions of
     # their own
     study = study[study["part"].isna() & (study["schedule"] == "constant") & (study["optimizer"] == DEFAULT_RECIPE)]
-    for key, mine in study.groupby(list(SETUP), dropna=False):
-        key = dict(zip(SETUP, key))
+    for key, mine in study.groupby([*SETUP, *points], dropna=False):
+        key = dict(zip([*SETUP, *points], key))
         same = runs
         for column, value in key.items():
             same = same[same[column].isna()] if pd.isna(value) else same[same[column] == value]

@@ -33,6 +33,7 @@ from anatomy.report.grid_sections import (
     overfitting_section,
 )
 from anatomy.report.lr_section import lr_section
+from anatomy.report.size_section import size_section
 from anatomy.report.precision_section import precision_section
 from anatomy.report.protocol import protocol_of, protocol_text
 from anatomy.report.readme import readme_blocks, readme_language, splice_readme
@@ -106,6 +107,8 @@ def render(everything: Results, figure_names: list[str], image_prefix: str = "",
             lines += [which_part_earns(study), "", ablation_section(largest)]
     if lr := lr_section(everything, figure):
         lines += ["", f"### {STUDY_GROUPS['lr']}", "", lr]
+    if size := size_section(everything):
+        lines += ["", f"### {STUDY_GROUPS['size']}", "", size + figure("size") + figure("size_lr")]
     if precision := precision_section(everything):
         lines += ["", f"### {STUDY_GROUPS['precision']}", "", precision]
     if costs and costs_section(everything):

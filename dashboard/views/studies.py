@@ -13,7 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from anatomy.language import N_, _
-from anatomy.report import lr_section, precision_section, scale_section
+from anatomy.report import lr_section, precision_section, scale_section, size_section
 from anatomy.errors import AnatomyError
 from anatomy.results.groups import STUDY_GROUPS
 from anatomy.results.reference import PROVENANCE_FILE, read_provenance
@@ -31,6 +31,10 @@ TRAIN_SCALE = N_(
     "Train them with `snakemake scale_stage1 --cores 2 --config train_threads=1` "
     "(then `scale_stage2`: the part ablations at the largest size, and `scale_stage3`: both models at lr 1e-3), "
     "then collect again."
+)
+TRAIN_SIZE = N_(
+    "Train them with `snakemake size_stage1 --cores 2 --config train_threads=1` (both models at three lrs at each "
+    "of three sizes, on 8M characters of poems), then collect again."
 )
 RUN_PRECISION = N_(
     "No bf16 run with an fp32 twin in this database yet. Train them with "
@@ -92,6 +96,16 @@ else:
         st.caption(lr_section.figure_caption(setup))
         st.markdown(lr_section.setup_text(everything, setup))
     st.caption(_(lr_section.HOW_TO_READ))
+
+# ---- size: does the answer change with model size? (the lr study's analysis at each size)
+st.header(question("size"), divider="gray")
+if not size_section.points(everything):
+    st.info(_("No size-study runs in this database yet. {how}").format(how=_(TRAIN_SIZE)), icon=":material/science:")
+else:
+    by_size = size_section.size_points(everything)
+    charts.draw(charts.best_val_by_params_chart(by_size))
+    charts.draw(charts.best_lr_by_params_chart(by_size))
+    st.markdown(size_section.size_section(everything))
 
 # ---- scale: when does the mini-LLaMA win?
 st.header(question("scale"), divider="gray")
