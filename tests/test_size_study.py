@@ -82,7 +82,12 @@ def test_a_size_whose_best_lr_is_at_the_edge_is_not_an_answer_yet(everything):
     # vanilla's best at 6×96 is 5e-4: without its lower neighbour it lies at the edge
     text = size_section(without(everything, lambda runs: (runs["d_model"] == 96) & (runs["lr"] == 2.5e-4)))
     assert "**Not answered yet.**" in text
-    assert "6×96: the best lr of vanilla is the edge of the lrs tried" in text
+    assert "still missing: 6×96: the best lr of vanilla is the edge of the lrs tried." in text
+
+
+def test_fewer_than_three_sizes_is_not_an_answer_yet(everything):
+    text = size_section(without(everything, lambda runs: runs["d_model"] == 96))
+    assert "still missing: sizes still to train: 1." in text
 
 
 def test_one_seed_gives_no_interval_and_says_what_is_missing(everything):

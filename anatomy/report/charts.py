@@ -747,7 +747,7 @@ def best_val_by_params_chart(points: pd.DataFrame, height: int = 320) -> alt.Lay
         "params:Q",
         title=_("parameters (log scale)"),
         scale=alt.Scale(type="log"),
-        axis=alt.Axis(format="~s", values=sorted(drawn["params"].dropna().unique())),
+        axis=alt.Axis(format="~s"),
     )
     y = alt.Y("mean:Q", title=_("best val loss (nats / char)"), scale=alt.Scale(zero=False))
     own = drawn[drawn["rule"] == "own"]

@@ -114,10 +114,12 @@ def answer(found: list[lr_section.Setup], judged: dict[tuple[str, int], Differen
             )
         elif not own.testable:
             waiting.append(_("{size}: no noise estimate (no second seed yet)").format(size=size_label(point.key)))
-    if waiting or len(found) < 3:
+    if len(found) < 3:
+        waiting.append(_("sizes still to train: {n}").format(n=3 - len(found)))
+    if waiting:
         return _(
             "**Not answered yet.** The answer needs three sizes, each with an interior best lr for both models and a second seed; still missing: {missing}."
-        ).format(missing=listed(waiting) if waiting else _("a third size"))
+        ).format(missing="; ".join(waiting))
     gaps = listed(interval_text(judged[("own", index)]) for index in range(len(found)))
     by_sign = {
         sign: [size_label(point.key) for index, point in enumerate(found) if judged[("own", index)].sign == sign]
