@@ -881,7 +881,7 @@ def test_the_costs_estimate_the_grids_night_in_bf16_from_measured_runs(tmp_path)
     section = costs_section.costs_section(load(db, {"runs": fp32 | shallow, "grid": grid}))
     rows = {row[0]: row[1:] for row in table_rows("### Costs\n" + section, "Costs")}
     assert rows["the whole grid (`all`)"][0] == "6"  # the bf16 runs are not the grid's
-    assert rows["`precision_check` (a study, not in `all`)"] == ["2", "20.0", "0.67", "0.33", "bf16", "unrecorded"]
+    assert rows["`precision` (a study, not in `all`)"] == ["2", "20.0", "0.67", "0.33", "bf16", "unrecorded"]
     assert "the 12-layer runs are not measured in bf16 yet, so the grid's night in bf16 is not estimated" in section
 
     # 4 one-layer grid runs at 20 minutes and 2 twelve-layer ones at 40: 2.7 run-hours
