@@ -881,7 +881,7 @@ def test_the_studies_page_says_the_reports_findings(studies_db, monkeypatch):
     assert {findings.answer, findings.comparison, findings.verdicts} <= set(said)
     assert [info.value.split(".")[0] for info in app.info] == [
         "No lr-study runs in this database yet",
-        "No size-study runs in this database yet",
+        "No runs of this study in this database yet",
     ]
     # the figure: every run of the pair at every size, one point each
     size_points, curves = chart_tables(app)

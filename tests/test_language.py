@@ -35,13 +35,16 @@ PLACEHOLDER = re.compile(r"\{[^{}]*\}")
 
 
 def marked_in_code() -> dict[tuple[str | None, str], str]:
-    """Each sentence marked with `_`, `ngettext` or `pgettext` in anatomy/ and dashboard/, as
-    (its context or None, itself) -> where (file:line)."""
+    """Each sentence marked with `_`, `ngettext` or `pgettext` in anatomy/ and dashboard/, and each
+    study's question and scope in workflow/studies.yaml (babel.cfg's extractor for it), as (its
+    context or None, itself) -> where (file:line)."""
     found: dict[tuple[str | None, str], str] = {}
-    for top in ("anatomy", "dashboard"):
-        for filename, line, message, _comments, context in extract_from_dir(
-            REPO / top, method_map=[("**.py", "python")]
-        ):
+    for top, method_map in (
+        ("anatomy", [("**.py", "python")]),
+        ("dashboard", [("**.py", "python")]),
+        ("workflow", [("studies.yaml", "anatomy.results.studies:extract_messages")]),
+    ):
+        for filename, line, message, _comments, context in extract_from_dir(REPO / top, method_map=method_map):
             for text in message if isinstance(message, tuple) else (message,):
                 if text:
                     found.setdefault((context, text), f"{top}/{filename}:{line}")

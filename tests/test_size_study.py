@@ -1,5 +1,6 @@
-"""The size study's section (anatomy/report/size_section.py): the lr study's analysis at each
-model size, the sizes' differences judged together, on hand-made runs with known answers."""
+"""The size study, as workflow/studies.yaml declares it, rendered by the one analysis of a declared
+study (anatomy/report/study_section.py): the lr study's analysis at each model size, the sizes'
+differences judged together, on hand-made runs with known answers."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import dataclasses
 import pytest
 
 from anatomy.report import markdown
-from anatomy.report.size_section import points, size_points, size_section
+from anatomy.report import study_section
+from anatomy.results.studies import declared
 from anatomy.results import collect
 from anatomy.results.reader import load
 from run_folders import LLAMA_PARTS, write_run_folder
@@ -55,6 +57,21 @@ def everything(tmp_path_factory):
     return load(tmp_path / "anatomy.duckdb")
 
 
+SIZE = declared()["size"]
+
+
+def points(everything):
+    return study_section.points(everything, SIZE)
+
+
+def size_section(everything):
+    return study_section.study_section(everything, SIZE)
+
+
+def size_points(everything):
+    return study_section.study_points(everything, SIZE)
+
+
 def without(everything, drop):
     """The same results with some runs left out (the noise table stays: it is the database's)."""
     return dataclasses.replace(everything, runs=everything.runs[~drop(everything.runs)])
@@ -72,7 +89,7 @@ def test_the_section_judges_the_sizes_together_and_says_which_way_each_goes(ever
     text = size_section(everything)
     # own lrs: S llama 2.45 vs vanilla 2.50 (lower), M 2.30 vs 2.30 (level), L 2.10 vs 2.20 (lower);
     # seeds add 0.02 and 0.03 alike, so the pooled sd is tiny and -0.05 is far beyond it
-    assert "-0.050 [" in text and "+0.000 [" in text and "-0.100 [" in text
+    assert "2×32: -0.050 [" in text and "4×64: +0.000 [" in text and "6×96: -0.100 [" in text
     assert "the mini-LLaMA is lower beyond noise at 2×32, 6×96; the two are level within noise at 4×64" in text
     assert "judged together (Holm)" in text
     assert "tokens per parameter" in text
@@ -87,7 +104,7 @@ def test_a_size_whose_best_lr_is_at_the_edge_is_not_an_answer_yet(everything):
 
 def test_fewer_than_three_sizes_is_not_an_answer_yet(everything):
     text = size_section(without(everything, lambda runs: runs["d_model"] == 96))
-    assert "still missing: sizes still to train: 1." in text
+    assert "still missing: points still to train: 1." in text
 
 
 def test_one_seed_gives_no_interval_and_says_what_is_missing(everything):
@@ -100,7 +117,7 @@ def test_one_seed_gives_no_interval_and_says_what_is_missing(everything):
 
 def test_the_figures_data_have_own_and_shared_lr_per_size_and_model(everything):
     drawn = size_points(everything)
-    own = drawn[drawn["rule"] == "own"].set_index(["size", "model"])
+    own = drawn[drawn["rule"] == "own"].set_index(["point", "model"])
     assert own.loc[("6×96", "vanilla"), "lr"] == 5e-4
     assert own.loc[("6×96", "mini-LLaMA"), "mean"] == pytest.approx(2.125)
     shared = drawn[drawn["rule"] == "shared"]

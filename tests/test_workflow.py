@@ -238,6 +238,22 @@ def test_several_named_targets_plan_their_runs_and_one_collection(workdir):
 
 
 @pytest.mark.slow  # seconds: CI runs it, the inner loop leaves it out
+def test_a_group_that_is_no_study_and_not_the_grids_is_one_line(workdir):
+    """A study is declared in workflow/studies.yaml before its runs name it as their group."""
+    extra = workdir / "extra.yaml"
+    extra.write_text(
+        "experiments:\n  deep_llama:\n    preset: llama\n    group: depth\n    description: d\n", encoding="utf-8"
+    )
+    result = snakemake(workdir, "-n", "--configfile", str(extra))
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert (
+        "invalid config at experiments.deep_llama.group: 'depth' is neither a group of the grid (headline, "
+        "ablation, break, extra) nor a study of workflow/studies.yaml (scale, lr, size, precision)" in output
+    )
+    assert "Traceback" not in output
+
+
 def test_the_targets_are_the_groups_table_and_each_ends_with_the_report(workdir):
     """One table (anatomy/results/groups.py) names the targets and what each trains; the
     workflow makes a rule of each, and every target asks for the report."""

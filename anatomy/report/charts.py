@@ -735,7 +735,7 @@ RULE_WORDS = {"own": N_("each model at its own best lr"), "shared": N_("both at 
 def best_val_by_params_chart(points: pd.DataFrame, height: int = 320) -> alt.LayerChart:
     """Best val against parameter count (log axis), one line per model at its own best lr, with
     the seed band (min to max), and dashed beside it the same models at one shared lr
-    (anatomy.report.size_section.size_points)."""
+    (anatomy.report.study_section.study_points)."""
     color = alt.Color("model:N", title=_("model"), scale=model_scale(), legend=model_legend())
     drawn = points.assign(rule_words=points["rule"].map(lambda rule: _(RULE_WORDS[rule])))
     dash = alt.StrokeDash(
@@ -762,7 +762,7 @@ def best_val_by_params_chart(points: pd.DataFrame, height: int = 320) -> alt.Lay
             strokeDash=dash,
             detail="rule:N",
             tooltip=[
-                alt.Tooltip("size:N", title=_("size")),
+                alt.Tooltip("point:N", title=_("point of the study")),
                 alt.Tooltip("model:N", title=_("model")),
                 alt.Tooltip("lr:Q", title=_("learning rate"), format="g"),
                 alt.Tooltip("mean:Q", title=_("best val (mean over seeds)"), format=".4f"),
@@ -797,7 +797,7 @@ def best_lr_by_params_chart(points: pd.DataFrame, height: int = 260) -> alt.Char
             ),
             color=color,
             tooltip=[
-                alt.Tooltip("size:N", title=_("size")),
+                alt.Tooltip("point:N", title=_("point of the study")),
                 alt.Tooltip("model:N", title=_("model")),
                 alt.Tooltip("lr:Q", title=_("best learning rate"), format="g"),
                 alt.Tooltip("where:N", title=_("best lr")),

@@ -16,7 +16,8 @@ from anatomy.report.claims import MEMORISING_RISE, ablation_intervals
 from anatomy.report.lr_section import figure_names, lr_points, setups
 from anatomy.report.roles import deep_runs, headline_of, only_runs_of
 from anatomy.report.scale_section import best_val_by_size, scale_data
-from anatomy.report.size_section import size_points
+from anatomy.report.study_section import OWN_SECTIONS, study_points
+from anatomy.results.studies import declared
 from anatomy.results.reader import Results
 
 
@@ -31,10 +32,11 @@ def figure_charts(everything: Results) -> dict[str, Any]:
     found = setups(everything)
     for setup, name in zip(found, figure_names(found)):  # one figure per setup: two texts share no axis
         drawn[name] = charts.lr_chart(lr_drawn, setup=setup.label).properties(width=680)
-    by_size = size_points(everything)
-    if not by_size.empty:
-        drawn["size"] = charts.best_val_by_params_chart(by_size).properties(width=680)
-        drawn["size_lr"] = charts.best_lr_by_params_chart(by_size).properties(width=680)
+    for study in declared().values():  # a study rendered from its declaration: NAME and NAME_lr
+        by_point = study_points(everything, study) if study.name not in OWN_SECTIONS else pd.DataFrame()
+        if not by_point.empty:
+            drawn[study.name] = charts.best_val_by_params_chart(by_point).properties(width=680)
+            drawn[f"{study.name}_lr"] = charts.best_lr_by_params_chart(by_point).properties(width=680)
     scale_points = best_val_by_size(scale_data(everything))
     if not scale_points.empty:
         drawn["scale"] = charts.best_val_by_size_chart(scale_points).properties(width=680)
@@ -104,12 +106,8 @@ FIGURE_TITLES = {
     "length": N_("RoPE's exam: loss by position, past the training length (dashed line)"),
     "stability": N_("Pre-norm's exam: which deep models train without warmup, by learning rate"),
     "scale": N_("Best val against training-set size, poems (band: min to max over seeds; each seed a point)"),
-    "size": N_(
-        "Best val against parameters, 8,192,000 characters of poems (solid: each model at its own best lr, band: "
-        "min to max over seeds; dashed: both at one shared lr)"
-    ),
-    "size_lr": N_("Each model's best learning rate against its parameters"),
-}  # the lr study's figures are captioned by anatomy.report.lr_section.figure_caption
+}  # the lr study's figures are captioned by anatomy.report.lr_section.figure_caption, and a
+# declared study's by anatomy.report.study_section.figure_caption
 
 
 def figure_link(name: str, figure_names: list[str], image_prefix: str, caption: str | None = None) -> str:

@@ -86,6 +86,9 @@ class Setup:
     curves: dict[int, Curve]  # n_parts -> curve
     verdict: Difference | None  # llama at its best lr minus vanilla at its best; None: not both
     runs: pd.DataFrame | None = None  # every run on the setup, of any study (the swaps and schedules)
+    # the same difference before it is judged: a study of several points judges them together
+    # (anatomy/report/study_section.py)
+    difference: Difference | None = None
 
     @property
     def label(self) -> str:
@@ -120,7 +123,7 @@ def setups(everything: Results, group: str = STUDY, points: tuple[str, ...] = ()
     """Every setup the lr study trained on, with both models' curves over all its runs there.
     Another study asks the same question at several points of its own axis: `points` names the
     columns that tell its points apart (the size study's depth and width), and each point is a
-    setup of its own here (anatomy/report/size_section.py)."""
+    setup of its own here (anatomy/report/study_section.py)."""
     runs = everything.runs
     study = runs[runs["group"] == group]
     first_steps = everything.metrics.groupby("run_id")["step"].min()
@@ -142,11 +145,12 @@ def setups(everything: Results, group: str = STUDY, points: tuple[str, ...] = ()
             plain = same[(same["n_parts"] == n_parts) & same["part"].isna() & (same["optimizer"] == DEFAULT_RECIPE)]
             model = plain.merge(shape, on=list(SHAPE))
             curves[n_parts] = Curve(n_parts, model, points_of(model, first_steps))
-        verdict = None
+        verdict = difference = None
         if set(curves) == set(MODELS) and all(curve.best_lr is not None for curve in curves.values()):
             vanilla, llama = curves[0], curves[5]
-            verdict = judge_one(compare(everything.noise, llama.at(llama.best_lr), vanilla.at(vanilla.best_lr)))
-        found.append(Setup(key, curves, verdict, same))
+            difference = compare(everything.noise, llama.at(llama.best_lr), vanilla.at(vanilla.best_lr))
+            verdict = judge_one(difference)
+        found.append(Setup(key, curves, verdict, same, difference))
     return sorted(found, key=lambda setup: -int(setup.key["train_tokens"]))
 
 

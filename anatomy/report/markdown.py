@@ -33,13 +33,13 @@ from anatomy.report.grid_sections import (
     overfitting_section,
 )
 from anatomy.report.lr_section import lr_section
-from anatomy.report.size_section import size_section
 from anatomy.report.precision_section import precision_section
 from anatomy.report.protocol import protocol_of, protocol_text
 from anatomy.report.readme import readme_blocks, readme_language, splice_readme
 from anatomy.report.roles import only_runs_of
 from anatomy.report.scale_section import largest_as_headline, scale_data, scale_section, which_part_earns
-from anatomy.results.groups import STUDY_GROUPS
+from anatomy.report.study_section import LR_BY_PARAMS, figure_caption, study_section
+from anatomy.results.studies import declared
 from anatomy.results.collect import load_runs
 from anatomy.results.reader import Results, load
 
@@ -99,21 +99,34 @@ def render(everything: Results, figure_names: list[str], image_prefix: str = "",
         "",
         memorisation_section(data),
     ]
-    if scale := scale_section(everything):
-        lines += ["", f"### {STUDY_GROUPS['scale']}", "", scale + figure("scale")]
-        study = scale_data(everything)
-        if (largest := largest_as_headline(study)) is not None:
-            lines += ["", "Which part earned the gap at the largest size (stage 2):", ""]
-            lines += [which_part_earns(study), "", ablation_section(largest)]
-    if lr := lr_section(everything, figure):
-        lines += ["", f"### {STUDY_GROUPS['lr']}", "", lr]
-    if size := size_section(everything):
-        lines += ["", f"### {STUDY_GROUPS['size']}", "", size + figure("size") + figure("size_lr")]
-    if precision := precision_section(everything):
-        lines += ["", f"### {STUDY_GROUPS['precision']}", "", precision]
+    for study in declared().values():  # in workflow/studies.yaml's order
+        lines += study_lines(everything, study.name, figure)
     if costs and costs_section(everything):
         lines += ["", "### What the runs cost", "", costs_section(everything)]
     return "\n".join(lines) + "\n"
+
+
+def study_lines(everything: Results, name: str, figure) -> list[str]:
+    """A study's section under its question, if it has runs: the scale, lr and precision studies
+    have sections of their own; every other study is rendered from its declaration."""
+    study = declared()[name]
+    heading = ["", f"### {study.question}", ""]
+    if name == "scale":
+        if not (scale := scale_section(everything)):
+            return []
+        lines = heading + [scale + figure("scale")]
+        study_runs = scale_data(everything)
+        if (largest := largest_as_headline(study_runs)) is not None:
+            lines += ["", "Which part earned the gap at the largest size (stage 2):", ""]
+            lines += [which_part_earns(study_runs), "", ablation_section(largest)]
+        return lines
+    if name == "lr":
+        return heading + [lr] if (lr := lr_section(everything, figure)) else []
+    if name == "precision":
+        return heading + [precision] if (precision := precision_section(everything)) else []
+    if not (text := study_section(everything, study)):
+        return []
+    return heading + [text + figure(name, figure_caption(everything, study)) + figure(f"{name}_lr", _(LR_BY_PARAMS))]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -2,25 +2,23 @@
 
 Every experiment in workflow/experiments.yaml has a group. The grid's groups (headline,
 ablation, break, extra) are what `snakemake` runs by default and what the report's tables are
-made of. A study asks a question of its own with runs of its own: only its own target runs it,
-and its runs never enter the grid's tables, even where its settings look like a grid role (the
-bf16 pair has the headline models' parts). The workflow and the report both ask here, and both
-name a group's runs by the `snakemake` target that trains them (TARGETS).
+made of. A study asks a question of its own with runs of its own (workflow/studies.yaml declares
+each: anatomy/results/studies.py): only its own target runs it, and its runs never enter the
+grid's tables, even where its settings look like a grid role (the bf16 pair has the headline
+models' parts). The workflow and the report both ask here, and both name a group's runs by the
+`snakemake` target that trains them (TARGETS).
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from anatomy.language import N_
+from anatomy.results.studies import Study, declared
 
-# study group -> the question it asks (the report's section on it; the dashboard shows it with `_`)
-STUDY_GROUPS = {
-    "precision": N_("Does training in bf16 change any finding?"),
-    "scale": N_("When does the mini-LLaMA win?"),
-    "lr": N_("Does the mini-LLaMA still win when each model has its own best learning rate?"),
-    "size": N_("Does the answer change with model size?"),
-}
+# study group -> the question it asks, as declared (the report's section on it; shown with `_`:
+# babel.cfg extracts it from workflow/studies.yaml for the catalogue)
+STUDY_GROUPS = {name: study.question for name, study in declared().items()}
+GRID_GROUPS = ("headline", "ablation", "break", "extra")
 
 
 def is_study(group: str | None) -> bool:
@@ -42,30 +40,24 @@ HEADLINE_COMMAND = "snakemake headline --cores 2 --config train_threads=1"
 # The workflow's named targets (workflow/Snakefile makes a rule of each): the group each trains,
 # and at which stage; each trains its experiments' baselines too. The grid's group `extra` has
 # none: only `all` runs it. `all` and `exams` (the whole grid and every exam) are the workflow's.
-TARGETS = {
+GRID_TARGETS = {
     "headline": Target("headline", None),
     "ablations": Target("ablation", None),
     "break_tests": Target("break", None),
-    "precision_check": Target("precision", 1),
-    "precision_stage2": Target("precision", 2),
-    "precision": Target("precision", None),
-    "scale": Target("scale", None),
-    "scale_stage1": Target("scale", 1),
-    "scale_stage2": Target("scale", 2),
-    "scale_stage3": Target("scale", 3),
-    "lr": Target("lr", None),
-    "lr_stage1": Target("lr", 1),
-    "lr_stage2": Target("lr", 2),
-    "lr_stage3": Target("lr", 3),
-    "lr_stage4": Target("lr", 4),
-    "lr_stage5": Target("lr", 5),
-    "lr_stage6": Target("lr", 6),
-    "lr_stage7": Target("lr", 7),
-    "size": Target("size", None),
-    "size_stage1": Target("size", 1),
-    "size_stage2": Target("size", 2),
-    "size_stage3": Target("size", 3),
 }
+
+
+def study_targets(studies: dict[str, Study] | None = None) -> dict[str, Target]:
+    """Each declared study's targets: its name (every stage), then one per stage."""
+    targets = {}
+    for name, study in (declared() if studies is None else studies).items():
+        targets[name] = Target(name, None)
+        for stage in range(1, study.stages + 1):
+            targets[study.stage_target(stage)] = Target(name, stage)
+    return targets
+
+
+TARGETS = {**GRID_TARGETS, **study_targets()}
 
 
 def target_of(group: str) -> str:

@@ -1,7 +1,8 @@
 """Studies: questions asked beside the chapter's grid, each with runs of its own (anatomy/results/groups.py).
 
 Every finding on this page is the report's own text, made by the same package code
-(anatomy/report/scale_section.py, anatomy/report/precision_section.py), so the page and report.md never say it
+(anatomy/report/scale_section.py, lr_section.py, precision_section.py, and study_section.py for every study
+workflow/studies.yaml declares beside those), so the page and report.md never say it
 two ways. The page adds what a report cannot: the curves of one training-set size at a time.
 """
 
@@ -13,9 +14,10 @@ import pandas as pd
 import streamlit as st
 
 from anatomy.language import N_, _
-from anatomy.report import lr_section, precision_section, scale_section, size_section
+from anatomy.report import lr_section, precision_section, scale_section, study_section
 from anatomy.errors import AnatomyError
 from anatomy.results.groups import STUDY_GROUPS
+from anatomy.results.studies import declared
 from anatomy.results.reference import PROVENANCE_FILE, read_provenance
 from anatomy.report.findings import FOUND, findings_block
 from anatomy.report.grid_sections import ablation_section
@@ -32,9 +34,9 @@ TRAIN_SCALE = N_(
     "(then `scale_stage2`: the part ablations at the largest size, and `scale_stage3`: both models at lr 1e-3), "
     "then collect again."
 )
-TRAIN_SIZE = N_(
-    "Train them with `snakemake size_stage1 --cores 2 --config train_threads=1` (both models at three lrs at each "
-    "of three sizes, on 8M characters of poems), then collect again."
+TRAIN_STUDY = N_(
+    "Train them with `snakemake {target} --cores 2 --config train_threads=1` (workflow/studies.yaml declares the "
+    "study, workflow/experiments.yaml its runs), then collect again."
 )
 RUN_PRECISION = N_(
     "No bf16 run with an fp32 twin in this database yet. Train them with "
@@ -97,15 +99,19 @@ else:
         st.markdown(lr_section.setup_text(everything, setup))
     st.caption(_(lr_section.HOW_TO_READ))
 
-# ---- size: does the answer change with model size? (the lr study's analysis at each size)
-st.header(question("size"), divider="gray")
-if not size_section.points(everything):
-    st.info(_("No size-study runs in this database yet. {how}").format(how=_(TRAIN_SIZE)), icon=":material/science:")
-else:
-    by_size = size_section.size_points(everything)
-    charts.draw(charts.best_val_by_params_chart(by_size))
-    charts.draw(charts.best_lr_by_params_chart(by_size))
-    st.markdown(size_section.size_section(everything))
+# ---- each study rendered from its declaration (workflow/studies.yaml): the size study, and any of your own
+for study in declared().values():
+    if study.name in study_section.OWN_SECTIONS:
+        continue
+    st.header(_(study.question), divider="gray")
+    if not study_section.points(everything, study):
+        hint = _(TRAIN_STUDY).format(target=study.stage_target(1))
+        st.info(_("No runs of this study in this database yet. {how}").format(how=hint), icon=":material/science:")
+        continue
+    by_point = study_section.study_points(everything, study)
+    charts.draw(charts.best_val_by_params_chart(by_point))
+    charts.draw(charts.best_lr_by_params_chart(by_point))
+    st.markdown(study_section.study_section(everything, study))
 
 # ---- scale: when does the mini-LLaMA win?
 st.header(question("scale"), divider="gray")

@@ -100,6 +100,12 @@ def check_experiment_settings():
     from anatomy.config import TrainConfig, preset
     from anatomy.errors import AnatomyError
 
+    try:
+        from anatomy.results.groups import GRID_GROUPS, STUDY_GROUPS
+    except AnatomyError as err:  # workflow/studies.yaml, wrong: one line naming the field
+        raise WorkflowError(str(err)) from None
+    GROUPS = {*GRID_GROUPS, *STUDY_GROUPS}
+
     for name, experiment in EXPERIMENTS.items():
         if "stages" in experiment:
             clash = [key for key in ("stage", "seeds") if key in experiment]
@@ -110,6 +116,11 @@ def check_experiment_settings():
                     f"its seeds ({{1: [42], 2: [7]}}), and no `stage` or `seeds` beside it; found "
                     + (f"{', '.join(clash)} beside it" if clash else f"stage {bad[0]!r}")
                 )
+        if experiment["group"] not in GROUPS:
+            raise WorkflowError(
+                f"invalid config at experiments.{name}.group: {experiment['group']!r} is neither a group of the "
+                f"grid ({', '.join(GRID_GROUPS)}) nor a study of workflow/studies.yaml ({', '.join(STUDY_GROUPS)})"
+            )
         baseline = experiment.get("baseline")
         if baseline is not None and (baseline not in EXPERIMENTS or baseline == name):
             raise WorkflowError(

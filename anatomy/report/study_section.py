@@ -1,0 +1,225 @@
+"""A study's section of the report, from its declaration (workflow/studies.yaml): the one analysis
+of a study that compares the two models at several points of an axis.
+
+A point is one value of the study's axis (the size study's depth and width). Each point is
+analysed exactly as the lr study analyses its setups (anatomy/report/lr_section.py: each model's
+curve over lr, its best lr, whether a worse lr was tried on each side). At each point the
+difference is the mini-LLaMA minus vanilla, each at its own best lr (rule own_lr), and at the
+declared shared lr where both trained at it. Every point's differences are one table, so they are
+judged together (Holm). The scale, lr and precision studies keep sections of their own, which say
+more than this one can (the part ablations, the swaps and schedules, the twins' verdicts).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from anatomy.language import N_, _
+from anatomy.report import lr_section
+from anatomy.report.uncertainty import SETUP, Difference, compare, interval_text, judge, noise_of, noise_text
+from anatomy.report.wording import fmt, listed, md_table
+from anatomy.results.reader import Results
+from anatomy.results.studies import Study
+
+TREND_POINTS = 3  # the fewest points that show a trend (grows, shrinks or stays level)
+OWN_SECTIONS = ("scale", "lr", "precision")  # studies whose sections are modules of their own
+
+
+def point_columns(study: Study) -> tuple[str, ...]:
+    """The axis columns the lr study's setups do not already tell apart."""
+    return tuple(column for column in study.axis if column not in SETUP)
+
+
+def point_label(study: Study, point: lr_section.Setup) -> str:
+    """'4×128' (the axis values, in the declared order), or the setup's label if the axis is the
+    setup itself (text, size of text, precision)."""
+    columns = point_columns(study)
+    if not columns:
+        return point.label
+    return "×".join(f"{point.key[c]:g}" if isinstance(point.key[c], float) else str(point.key[c]) for c in columns)
+
+
+def points(everything: Results, study: Study) -> list[lr_section.Setup]:
+    """Each point the study trained, in the order of its axis values, with both models' curves over
+    lr there."""
+    columns = point_columns(study)
+    found = lr_section.setups(everything, group=study.name, points=columns)
+    return sorted(found, key=lambda point: tuple(point.key[column] for column in study.axis))
+
+
+def params_of(point: lr_section.Setup, n_parts: int) -> int | None:
+    curve = point.curves.get(n_parts)
+    if curve is None or curve.runs["params"].isna().all():
+        return None
+    return int(curve.runs["params"].max())
+
+
+def shared_lr_runs(study: Study, point: lr_section.Setup, n_parts: int) -> pd.DataFrame | None:
+    curve = point.curves.get(n_parts)
+    if study.shared_lr is None or curve is None or curve.at(study.shared_lr).empty:
+        return None
+    return curve.at(study.shared_lr)
+
+
+def differences(everything: Results, study: Study, found: list[lr_section.Setup]) -> dict[tuple[str, int], Difference]:
+    """Llama minus vanilla at each point: at each model's own best lr ("own", as lr_section.setups
+    measured it) and at the shared lr ("shared"), every point's in one table, judged together."""
+    raw = {}
+    for index, point in enumerate(found):
+        if study.rule == "own_lr" and point.difference is not None:
+            raw[("own", index)] = point.difference
+        if (llama := shared_lr_runs(study, point, 5)) is not None and (
+            vanilla := shared_lr_runs(study, point, 0)
+        ) is not None:
+            raw[("shared", index)] = compare(everything.noise, llama, vanilla)
+    return judge(raw)
+
+
+def best_cell(curve: lr_section.Curve | None) -> str:
+    """'4.312 at lr 0.004' ('edge' where no worse lr was tried on one side), or '-'."""
+    if curve is None or curve.best_lr is None:
+        return "-"
+    cell = _("{best} at lr {lr}").format(best=fmt(curve.points["mean"].min()), lr=f"{curve.best_lr:g}")
+    return cell if curve.bracketed else _("{cell} (edge)").format(cell=cell)
+
+
+def study_table(study: Study, found: list[lr_section.Setup], judged: dict[tuple[str, int], Difference]) -> str:
+    rows = []
+    for index, point in enumerate(found):
+        params = [params_of(point, n_parts) for n_parts in lr_section.MODELS]
+        row = [point_label(study, point), " / ".join(f"{p:,}" if p is not None else "-" for p in params)]
+        if study.rule == "own_lr":
+            row += [best_cell(point.curves.get(0)), best_cell(point.curves.get(5))]
+            row.append(interval_text(judged[("own", index)]) if ("own", index) in judged else "-")
+        if study.shared_lr is not None:
+            row.append(interval_text(judged[("shared", index)]) if ("shared", index) in judged else "-")
+        rows.append(row)
+    header = [" × ".join(point_columns(study) or study.axis), _("parameters (vanilla / mini-LLaMA)")]
+    if study.rule == "own_lr":
+        header += [
+            _("vanilla: best val"),
+            _("mini-LLaMA: best val"),
+            _("llama minus vanilla, each at its best lr"),
+        ]
+    if study.shared_lr is not None:
+        header.append(_("llama minus vanilla at lr {lr}").format(lr=f"{study.shared_lr:g}"))
+    return md_table(header, rows)
+
+
+def missing(study: Study, found: list[lr_section.Setup], judged: dict[tuple[str, int], Difference]) -> list[str]:
+    """What the answer still waits for, point by point: a model with no finished run, a best lr at
+    the edge of the lrs tried (own_lr), a difference with no noise estimate (no second seed)."""
+    rule = "own" if study.rule == "own_lr" else "shared"
+    waiting = []
+    for index, point in enumerate(found):
+        label = point_label(study, point)
+        edge = [curve.name for curve in point.curves.values() if curve.best_lr is not None and not curve.bracketed]
+        said = judged.get((rule, index))
+        if len(point.curves) < 2 or said is None:
+            waiting.append(_("{point}: a model has no finished run").format(point=label))
+        elif rule == "own" and edge:
+            waiting.append(
+                _("{point}: the best lr of {models} is the edge of the lrs tried").format(point=label, models=listed(edge))
+            )
+        elif not said.testable:
+            waiting.append(_("{point}: no noise estimate (no second seed yet)").format(point=label))
+    if len(found) < TREND_POINTS:
+        waiting.append(_("points still to train: {n}").format(n=TREND_POINTS - len(found)))
+    return waiting
+
+
+def answer(study: Study, found: list[lr_section.Setup], judged: dict[tuple[str, int], Difference]) -> str:
+    """The answer across the points, or what it still waits for."""
+    if waiting := missing(study, found, judged):
+        return _(
+            "**Not answered yet.** The answer needs {n} points, each with both models finished, an interior best lr "
+            "for each where each is at its own, and a second seed; still missing: {missing}."
+        ).format(n=TREND_POINTS, missing="; ".join(waiting))
+    rule = "own" if study.rule == "own_lr" else "shared"
+    labels = [point_label(study, point) for point in found]
+    by_sign = {
+        sign: [label for index, label in enumerate(labels) if judged[(rule, index)].sign == sign] for sign in (-1, 0, 1)
+    }
+    verdicts = [
+        _(words).format(points=listed(by_sign[sign]))
+        for sign, words in (
+            (-1, N_("the mini-LLaMA is lower beyond noise at {points}")),
+            (0, N_("the two are level within noise at {points}")),
+            (1, N_("vanilla is lower beyond noise at {points}")),
+        )
+        if by_sign[sign]
+    ]
+    gaps = listed(f"{label}: {interval_text(judged[(rule, index)])}" for index, label in enumerate(labels))
+    said = (
+        _("At each model's own best lr, llama minus vanilla: {gaps}. So {verdicts}.")
+        if rule == "own"
+        else _("At lr {lr}, llama minus vanilla: {gaps}. So {verdicts}.")
+    )
+    return said.format(gaps=gaps, verdicts="; ".join(verdicts), lr=f"{study.shared_lr:g}")
+
+
+HOW_TO_READ = N_(
+    "Each best val is a model's mean over the seeds finished at that lr. Each interval is 95%, from the per-run sd "
+    "pooled over the setup's two-seed experiments, and the table's differences are judged together (Holm)."
+)
+
+
+def study_section(everything: Results, study: Study) -> str | None:
+    """The section's text, or None before the study has any run."""
+    found = points(everything, study)
+    if not found:
+        return None
+    judged = differences(everything, study, found)
+    first = found[0]
+    noise = noise_of(everything.noise, pd.DataFrame([first.key]))
+    curves = [
+        f"{point_label(study, point)}: " + " ".join(lr_section.curve_text(curve) for curve in point.curves.values())
+        for point in found
+    ]
+    parts = [
+        _("On {setup} ({noise}):").format(setup=first.label, noise=noise_text(noise)),
+        study_table(study, found, judged),
+        "\n".join(f"- {line}" for line in curves),
+        answer(study, found, judged),
+        _(study.cannot_answer) if study.cannot_answer else None,
+        _(HOW_TO_READ),
+    ]
+    return "\n\n".join(part for part in parts if part)
+
+
+def figure_caption(everything: Results, study: Study) -> str:
+    found = points(everything, study)
+    return _(
+        "Best val against parameters, {setup} (solid: each model at its own best lr, band: min to max over seeds; "
+        "dashed: both at one shared lr)"
+    ).format(setup=found[0].label if found else "-")
+
+
+LR_BY_PARAMS = N_("Each model's best learning rate against its parameters")  # the figure NAME_lr
+
+
+def study_points(everything: Results, study: Study) -> pd.DataFrame:
+    """The figures' data: per point and model, the parameters, the best lr, and best val at it and at
+    the shared lr (mean, min and max over seeds)."""
+    rows = []
+    for point in points(everything, study):
+        for n_parts, curve in point.curves.items():
+            for rule, lr in (("own", curve.best_lr), ("shared", study.shared_lr)):
+                values = curve.points[curve.points["lr"] == lr] if lr is not None else curve.points.iloc[0:0]
+                if values.empty or values["mean"].isna().all():
+                    continue
+                row = values.iloc[0]
+                rows.append(
+                    {
+                        "point": point_label(study, point),
+                        "model": lr_section.MODELS[n_parts],
+                        "params": params_of(point, n_parts),
+                        "rule": rule,
+                        "lr": float(lr),
+                        "bracketed": curve.bracketed,
+                        **{column: float(row[column]) for column in ("mean", "min", "max")},
+                        "seeds": int(row["seeds"]),
+                    }
+                )
+    columns = ["point", "model", "params", "rule", "lr", "bracketed", "mean", "min", "max", "seeds"]
+    return pd.DataFrame(rows, columns=columns)

@@ -1,0 +1,152 @@
+"""Studies as declarations (workflow/studies.yaml, read by anatomy/results/studies.py): the file is
+checked field by field, each study gets its targets, and a study a user declares is rendered by
+the one analysis (anatomy/report/study_section.py) with no code of its own."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from anatomy.errors import AnatomyError
+from anatomy.report import study_section
+from anatomy.results import collect
+from anatomy.results.groups import STUDY_GROUPS, TARGETS, Target, study_targets
+from anatomy.results.reader import load
+from anatomy.results.studies import STUDIES_FILE, Study, extract_messages, parse_study, read_studies
+from run_folders import LLAMA_PARTS, write_run_folder
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_the_shipped_studies_are_the_workflows_groups_and_targets():
+    studies = read_studies()
+    assert list(studies) == ["scale", "lr", "size", "precision"]  # the report's order
+    assert STUDY_GROUPS == {name: study.question for name, study in studies.items()}
+    assert studies["size"].axis == ("n_layer", "d_model") and studies["size"].rule == "own_lr"
+    assert studies["scale"].rule == "shared_lr" and studies["scale"].shared_lr == 3e-4
+    assert studies["precision"].compare == "twins" and studies["precision"].rule is None
+    # the precision study's stages keep the names the READMEs give; the others are NAME_stageN
+    assert TARGETS["precision_check"] == ("precision", 1) and TARGETS["precision"] == ("precision", None)
+    assert TARGETS["size_stage3"] == ("size", 3) and TARGETS["lr_stage7"] == ("lr", 7)
+    assert STUDIES_FILE == REPO / "workflow" / "studies.yaml"
+
+
+def test_a_study_a_user_declares_gets_its_targets():
+    depth = parse_study("depth", {"question": "Q?", "compare": "models", "axis": ["n_layer"], "rule": "own_lr", "stages": 2}, "f")
+    assert study_targets({"depth": depth}) == {
+        "depth": Target("depth", None),
+        "depth_stage1": Target("depth", 1),
+        "depth_stage2": Target("depth", 2),
+    }
+
+
+GOOD = {"question": "Does depth pay?", "compare": "models", "axis": ["n_layer"], "rule": "own_lr"}
+
+
+@pytest.mark.parametrize(
+    ("name", "change", "said"),
+    [
+        ("Depth", {}, "studies.Depth: a study's name is lower_snake_case"),
+        ("depth", {"rules": "own_lr"}, "studies.depth.rules: not a study field; known fields: question, compare,"),
+        ("depth", {"question": None}, "studies.depth: 'question' is missing"),
+        ("depth", {"compare": "llama"}, "studies.depth.compare: expected one of models, twins, got 'llama'"),
+        ("depth", {"axis": ["layers"]}, "studies.depth.axis: expected a list of run settings (such as n_layer, lr), got 'layers'"),
+        ("depth", {"axis": "n_layer"}, "studies.depth.axis: expected a list of run settings (such as n_layer, lr), got 'n_layer'"),
+        ("depth", {"rule": "best"}, "studies.depth.rule: expected one of own_lr, shared_lr, got 'best'"),
+        ("depth", {"rule": "shared_lr"}, "studies.depth.shared_lr: rule shared_lr needs the lr both models train at"),
+        ("depth", {"shared_lr": "1e-3"}, "studies.depth.shared_lr: expected a positive number, got '1e-3'"),
+        ("depth", {"stages": 0}, "studies.depth.stages: expected a whole number from 1, got 0"),
+        ("depth", {"stage_targets": {3: "deep"}}, "studies.depth.stage_targets: expected stage (1 to 1) -> target name"),
+        ("depth", {"compare": "twins"}, "studies.depth.rule: a study of twins compares each run with its twin: no lr rule"),
+    ],
+)
+def test_a_wrong_declaration_is_one_line_naming_its_field(name, change, said):
+    entry = {key: value for key, value in {**GOOD, **change}.items() if value is not None}
+    with pytest.raises(AnatomyError) as raised:
+        parse_study(name, entry, "workflow/studies.yaml")
+    message = str(raised.value)
+    assert message.startswith("workflow/studies.yaml: ") and said in message and "\n" not in message
+
+
+def test_a_studies_file_without_its_mapping_or_with_a_duplicate_is_named(tmp_path):
+    path = tmp_path / "studies.yaml"
+    path.write_text("size:\n  question: Q\n", encoding="utf-8")
+    with pytest.raises(AnatomyError, match="expected a 'studies' mapping of name -> study"):
+        read_studies(path)
+    path.write_text("studies:\n  size: {}\n  size: {}\n", encoding="utf-8")
+    with pytest.raises(AnatomyError, match="size"):
+        read_studies(path)
+    with pytest.raises(AnatomyError, match="no such file"):
+        read_studies(tmp_path / "none.yaml")
+
+
+def test_the_catalogue_gets_each_question_and_what_a_study_cannot_answer():
+    """babel.cfg's extractor reads them from the declarations, with the line each is on."""
+    text = STUDIES_FILE.read_bytes()
+    found = list(extract_messages(io.BytesIO(text), {}, [], {}))
+    lines = text.decode("utf-8").splitlines()
+    questions = [message for _line, _f, message, _c in found if "?" in message]
+    assert questions == list(STUDY_GROUPS.values())
+    assert any(message.startswith("What this design cannot answer") for _l, _f, message, _c in found)
+    for line, _f, _message, comments in found:  # the line of the field, for a translator to find
+        assert lines[line - 1].strip().startswith(comments[0].split(": ")[1] + ":")
+
+
+# a study of the user's own: depth at one width, both models at three lrs, two seeds; vanilla's
+# best lr falls with depth, and the mini-LLaMA pulls ahead only at 6 layers
+DEPTH = Study("depth", "Does depth change the answer?", "models", ("n_layer",), "own_lr", shared_lr=1e-3)
+FLOORS = {
+    (2, "vanilla"): {5e-4: 2.60, 1e-3: 2.50, 2e-3: 2.55},
+    (2, "llama"): {5e-4: 2.62, 1e-3: 2.50, 2e-3: 2.58},
+    (6, "vanilla"): {2.5e-4: 2.40, 5e-4: 2.30, 1e-3: 2.36},
+    (6, "llama"): {5e-4: 2.28, 1e-3: 2.20, 2e-3: 2.27},
+}
+
+
+@pytest.fixture(scope="module")
+def depth_results(tmp_path_factory):
+    root = tmp_path_factory.mktemp("depth")
+    data = {"vocab_size": 50, "train_tokens": 64_000, "val_tokens": 500, "corpus": "mine"}
+    for (n_layer, preset), by_lr in FLOORS.items():
+        for lr, floor in by_lr.items():
+            for seed in (42, 7):
+                write_run_folder(
+                    root / "runs",
+                    f"depth_{n_layer}_{preset}_{lr:g}".replace(".", "_").replace("-", "m"),
+                    seed,
+                    group="depth",
+                    preset=preset,
+                    n_layer=n_layer,
+                    model=dict(LLAMA_PARTS) if preset == "llama" else {},
+                    data=data,
+                    train={"precision": "fp32", "lr": lr},
+                    floor=floor,
+                )
+    collect.collect(root / "runs", root / "anatomy.duckdb")
+    return load(root / "anatomy.duckdb")
+
+
+def test_a_users_study_is_rendered_from_its_declaration(depth_results):
+    found = study_section.points(depth_results, DEPTH)
+    assert [study_section.point_label(DEPTH, point) for point in found] == ["2", "6"]
+    assert [(p.curves[0].best_lr, p.curves[5].best_lr) for p in found] == [(1e-3, 1e-3), (5e-4, 1e-3)]
+    text = study_section.study_section(depth_results, DEPTH)
+    assert "| n_layer | parameters (vanilla / mini-LLaMA) |" in text
+    assert "2.325 at lr 0.0005" in text and "2.225 at lr 0.001" in text  # seeds add 0.02 and 0.03 alike
+    # two points: each answered, but a trend needs three
+    assert "still missing: points still to train: 1." in text
+    assert "What this design cannot answer" not in text  # the user declared none
+    drawn = study_section.study_points(depth_results, DEPTH)
+    assert set(drawn["point"]) == {"2", "6"} and set(drawn.loc[drawn["rule"] == "shared", "lr"]) == {1e-3}
+
+
+def test_a_shared_lr_study_is_judged_at_that_lr_alone(depth_results, monkeypatch):
+    shared = Study("depth", "Q?", "models", ("n_layer",), "shared_lr", shared_lr=1e-3)
+    monkeypatch.setattr(study_section, "TREND_POINTS", 2)  # two points answer this question
+    text = study_section.study_section(depth_results, shared)
+    # at lr 1e-3: 2 layers 2.50 vs 2.50 (level), 6 layers 2.20 vs 2.36 (lower)
+    assert "At lr 0.001, llama minus vanilla: 2: +0.000 [" in text and "6: -0.160 [" in text
+    assert "the mini-LLaMA is lower beyond noise at 6; the two are level within noise at 2" in text
+    assert "each at its best lr" not in text  # no own-lr column under a shared-lr rule
