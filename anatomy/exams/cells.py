@@ -54,7 +54,8 @@ def train_cells(
     the tags every cell carries (the corpus's unigram loss among them)."""
     from anatomy.data.tokenizer import load_tokenized
     from anatomy.files.atomic import check_folder_target
-    from anatomy.training.trainer import split_overrides, train  # torch: reading a cell needs none
+    from anatomy.config import TrainConfig
+    from anatomy.training.trainer import resolve_model_config, split_overrides, train  # torch: reading needs none
 
     check_folder_target(args.out, "--out")
     at_least_one("--steps", [args.steps])
@@ -64,11 +65,16 @@ def train_cells(
             print(f"note: {name}={value} set aside: the exam sets it", flush=True)
     tokenizer, train_ids, val_ids = load_tokenized(args.data)
     tags = {"exam": exam, UNIGRAM_TAG: round(unigram_loss(train_ids, val_ids, tokenizer.vocab_size), 6)}
+    resolved = {}
     for name, (model, train_settings) in cells.items():
-        model = {**model_overrides, **model}
         settings = {**train_overrides, "steps": args.steps, "seed": args.seed, **train_settings}
         if args.threads:
             settings["threads"] = args.threads
+        resolved[name] = ({**model_overrides, **model}, settings)
+        # every cell's settings checked before the first trains: a bad one is refused in a second
+        resolve_model_config("llama", resolved[name][0], tokenizer.vocab_size)
+        TrainConfig.from_dict(settings, source=f"cell {name}")
+    for name, (model, settings) in resolved.items():
         train(args.data, Path(args.out) / name, "llama", model, settings, {**tags, "cell": name})
     return tags
 
