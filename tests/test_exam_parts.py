@@ -8,6 +8,7 @@ import json
 import math
 from pathlib import Path
 
+import duckdb
 import pytest
 import torch
 
@@ -31,8 +32,14 @@ def exam(name: str, out: Path, data: Path, *extra: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def qk_map(tiny_data, tmp_path_factory):  # noqa: F811
-    out = tmp_path_factory.mktemp("qk_norm")
+def exams_root(tmp_path_factory):
+    """results/exams of these tests: each exam in its own folder, as the workflow has them."""
+    return tmp_path_factory.mktemp("exams")
+
+
+@pytest.fixture(scope="module")
+def qk_map(tiny_data, exams_root):  # noqa: F811
+    out = exams_root / qk_norm.FOLDER
     assert exam("qk_norm", out, tiny_data, "--lr", "0.01", "1e30") == 0
     return out
 
@@ -84,8 +91,8 @@ def test_mla_cache_bytes_are_the_formula_and_the_tensors_bytes():
 
 
 @pytest.fixture(scope="module")
-def mla_cells(tiny_data, tmp_path_factory):  # noqa: F811
-    out = tmp_path_factory.mktemp("mla")
+def mla_cells(tiny_data, exams_root):  # noqa: F811
+    out = exams_root / mla.FOLDER
     extra = ["rope_dim=4", "--tokens", "16", "--context", "8", "--chars", "4", "--rounds", "1", "--latents", "8", "16"]
     assert exam("mla", out, tiny_data, *extra) == 0
     return out
@@ -130,8 +137,8 @@ def test_the_moe_cells_have_the_parameters_they_claim():
 
 
 @pytest.fixture(scope="module")
-def moe_cells(tiny_data, tmp_path_factory):  # noqa: F811
-    out = tmp_path_factory.mktemp("moe")
+def moe_cells(tiny_data, exams_root):  # noqa: F811
+    out = exams_root / moe.FOLDER
     assert exam("moe", out, tiny_data, "--rounds", "1", "--batch-size", "2") == 0
     return out
 
@@ -149,6 +156,36 @@ def test_moe_writes_best_val_load_and_step_time_of_every_cell(moe_cells):
     for name, row in rows.items():
         summary = json.loads((moe_cells / name / "summary.json").read_text())
         assert row["params"] == summary["params"] and row["run_step_s"] == summary["step_time_s"]
+
+
+# --- collected ----------------------------------------------------------------------------------
+
+
+def test_collect_reads_the_three_exams_and_their_cells_logs(qk_map, mla_cells, moe_cells, exams_root, tmp_path):
+    db = tmp_path / "anatomy.duckdb"
+    (tmp_path / "runs").mkdir()
+    assert (
+        main(
+            ["collect", "--runs", str(tmp_path / "runs"), "--db", str(db), "--exams", str(exams_root), "--allow-empty"]
+        )
+        == 0
+    )
+    with duckdb.connect(str(db), read_only=True) as con:
+
+        def rows(sql):
+            return con.execute(sql).fetchall()
+
+        expected_qk = qk_norm.read_cells(qk_map)
+        assert rows(f"SELECT {', '.join(qk_norm.COLUMNS)} FROM exam_qk_norm ORDER BY cell") == [
+            tuple(row[c] for c in qk_norm.COLUMNS) for row in expected_qk
+        ]
+        assert rows("SELECT count(*) FROM exam_mla WHERE measured_bytes = formula_bytes")[0][0] == 5
+        assert sorted(rows("SELECT cell FROM exam_moe")) == sorted((cell,) for cell in moe.CELLS)
+        # every QK-norm cell's logits, one row per logged step (1 layer here)
+        logged = sum(len((qk_map / r["cell"] / "max_logits.jsonl").read_text().splitlines()) for r in expected_qk)
+        assert rows("SELECT count(*) FROM max_logits WHERE run_id LIKE 'qk_norm/%'")[0][0] == logged
+        shares = rows("SELECT DISTINCT run_id FROM expert_shares ORDER BY run_id")
+        assert shares == [("moe/moe_all",), ("moe/moe_top1",), ("moe/moe_top2",)]
 
 
 # --- bad input: one line, naming what is wrong --------------------------------------------------

@@ -868,7 +868,8 @@ def test_slurm_profile_sends_the_exams_to_the_cpu_partition_with_time_for_a_dept
     assert {rule for rule, _ in exams} == set(EXAM_JOBS) and len(exams) == sum(EXAM_JOBS.values())
     for rule, resources in exams:  # every job, not one per rule
         assert "slurm_partition=cpu" in resources and "gpu=1" not in resources, (rule, resources)
-        assert f"runtime={60 if rule == 'exam_depth_cell' else 15}" in resources, (rule, resources)
+        runtime = {"exam_depth_cell": 60, "exam_qk_norm_cell": 60, "exam_mla_cell": 120, "exam_moe": 600}.get(rule, 15)
+        assert f"runtime={runtime}" in resources, (rule, resources)
 
 
 def test_schema_knows_every_experiment_field_of_the_package():
