@@ -12,8 +12,11 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from anatomy.config import TrainConfig
+from anatomy.data.tokenizer import load_tokenized
 from anatomy.errors import AnatomyError
 from anatomy.exams.depth import UNIGRAM_TAG, positive_float, trained, unigram_loss
+from anatomy.files.atomic import check_folder_target
 from anatomy.files.run_folder import read_metrics, read_run_config, read_summary
 
 __all__ = ["positive_float"]  # the exams' --lr lists read numbers as the depth map does
@@ -52,9 +55,6 @@ def train_cells(
     """Train each cell (name -> (model, train) settings the exam sets) with the key=value overrides
     beneath them; an override of a setting the exam sets (`own`) is set aside, in a note. Returns
     the tags every cell carries (the corpus's unigram loss among them)."""
-    from anatomy.data.tokenizer import load_tokenized
-    from anatomy.files.atomic import check_folder_target
-    from anatomy.config import TrainConfig
     from anatomy.training.trainer import resolve_model_config, split_overrides, train  # torch: reading needs none
 
     check_folder_target(args.out, "--out")

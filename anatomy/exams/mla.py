@@ -73,8 +73,8 @@ def measure(run_dir: Path, tokens: int, context: int, chars: int, rounds: int) -
     generation with the cache, characters per second, from the cell's best weights."""
     import torch
 
-    from anatomy.exams.kv_cache import context_ids, element_bytes, generate_ids, measured_bytes
-    from anatomy.generation.generate import load_model
+    # kv_cache's own helpers, and the loader it uses: the same cache and generation it measures
+    from anatomy.exams.kv_cache import context_ids, element_bytes, generate_ids, load_model, measured_bytes
 
     model, _ = load_model(run_dir, "best")
     measured = measured_bytes(model, tokens)

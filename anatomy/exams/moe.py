@@ -32,9 +32,12 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from anatomy.config import ModelConfig
+from anatomy.errors import AnatomyError
 from anatomy.exams.cells import add_cell_arguments, at_least_one, number, read_cell, train_cells
 from anatomy.files.atomic import write_json
 from anatomy.files.run_folder import read_json_object
+from anatomy.machine import cpu_description
 from anatomy.training.layer_logs import read_expert_shares
 
 FOLDER = "moe"  # under results/exams/
@@ -73,7 +76,6 @@ def cell_settings(cell: str, n_experts: int) -> dict[str, Any]:
 
 def parameter_counts(model_cfg: dict[str, Any]) -> tuple[int, int]:
     """(total, active) parameters of a model config, counted from the model itself."""
-    from anatomy.config import ModelConfig
     from anatomy.model import MiniLM
 
     model = MiniLM(ModelConfig.from_dict(model_cfg))
@@ -94,7 +96,6 @@ def step_timings(model_cfgs: dict[str, dict], batch_size: int, rounds: int) -> d
     dense}, all cells timed in this process, interleaved (wall_clock.interleaved_ms)."""
     import torch
 
-    from anatomy.config import ModelConfig
     from anatomy.exams.wall_clock import interleaved_ms, paired_ratio, step_workload
 
     device = torch.device("cpu")
@@ -145,8 +146,6 @@ def read_result(path: Path) -> list[dict[str, Any]]:
         return []
     rows = read_json_object(path, "the MoE exam's results, written by `anatomy exam moe`").get("cells")
     if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
-        from anatomy.errors import AnatomyError
-
         raise AnatomyError(f"{path}: field 'cells' must be a list of rows")
     return [{name: row.get(name) for name in COLUMNS} for row in rows]
 
@@ -179,8 +178,6 @@ def run(args: argparse.Namespace) -> int:
     at_least_one("--experts", [args.experts])
     at_least_one("--batch-size", [args.batch_size])
     if args.rounds < 0:
-        from anatomy.errors import AnatomyError
-
         raise AnatomyError(f"--rounds {args.rounds} is not valid: expected 0 or more")
     names = list(dict.fromkeys(args.cells))
     cells = {name: (cell_settings(name, args.experts), {}) for name in names}
@@ -189,14 +186,12 @@ def run(args: argparse.Namespace) -> int:
     model_cfgs = {name: read_cell(out / name)["model"] for name in names}
     import torch
 
-    from anatomy.training.devices import machine_description
-
     if args.threads:
         torch.set_num_threads(args.threads)
     timings = step_timings(model_cfgs, args.batch_size, args.rounds) if args.rounds else {}
     rows = rows_of(out, names, timings)
     result = {
-        "machine": machine_description(torch.device("cpu")),
+        "machine": cpu_description(),
         "load_average": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,  # what ran beside
         "threads": torch.get_num_threads(),
         "batch_size": args.batch_size,

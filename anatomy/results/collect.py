@@ -65,7 +65,7 @@ from anatomy.files.atomic import (
 )
 from anatomy.config import ModelConfig, TrainConfig, optimizer_recipe
 from anatomy.errors import AnatomyError
-from anatomy.exams import depth, exam_module
+from anatomy.exams import depth, exam_module, mla, moe, qk_norm
 from anatomy.files.locks import held_lock
 from anatomy.files.run_folder import check_summary, json_loss, json_number, read_json_file, read_metrics
 from anatomy.files.run_folder import find_run_folders, read_small_file
@@ -605,8 +605,6 @@ def read_exams_folder(exams_root: Path, collected: CollectedRuns) -> None:
 def read_parts_exams(exams_root: Path, collected: CollectedRuns) -> None:
     """The exams of the parts of 2024-26: QK-norm's map, MLA's cells, the MoE exam's result, and
     their cells' logs (run_id "qk_norm/CELL", as the depth map's)."""
-    from anatomy.exams import mla, moe, qk_norm
-
     collected.add_exam_rows("exam_qk_norm", qk_norm.read_cells(exams_root / qk_norm.FOLDER))
     collected.add_exam_rows("exam_mla", mla.read_cells(exams_root / mla.FOLDER))
     collected.add_exam_rows("exam_moe", moe.read_result(exams_root / moe.FOLDER / moe.RESULT_FILE))

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from anatomy.errors import AnatomyError
 from anatomy.files.run_folder import read_small_file
+from anatomy.precision import autocast
 
 if TYPE_CHECKING:
     import torch
@@ -56,8 +57,6 @@ def max_attention_logits(model: MiniLM, idx: torch.Tensor, precision: str = "fp3
     input is caught on the way in and scored by the attention's own qk_scores (the manual maths,
     so that the fused kernel's hidden scores are seen too)."""
     import torch  # here: reading the logs needs no torch
-
-    from anatomy.precision import autocast
 
     found: list[torch.Tensor] = []
 
