@@ -20,6 +20,7 @@ STUDY_GROUPS = {
     "scale": N_("When does the mini-LLaMA win?"),
     "lr": N_("Does the mini-LLaMA still win when each model has its own best learning rate?"),
     "size": N_("Does the answer change with model size?"),
+    "parts": N_("What do QK-norm, MLA and a mixture of experts do to the mini-LLaMA's loss?"),
 }
 
 
@@ -65,6 +66,9 @@ TARGETS = {
     "size_stage1": Target("size", 1),
     "size_stage2": Target("size", 2),
     "size_stage3": Target("size", 3),
+    "parts": Target("parts", None),
+    "parts_stage1": Target("parts", 1),  # the default corpus
+    "parts_stage2": Target("parts", 2),  # poems_8m
 }
 
 
