@@ -19,6 +19,7 @@ from anatomy.files.run_folder import EXPERT_SHARES_FILE, GRAD_NORMS_FILE, MAX_LO
 from anatomy.model import MiniLM, apply_rope
 from anatomy.training import grad_norms
 from anatomy.training.layer_logs import max_attention_logits, read_expert_shares, read_max_logits
+from anatomy.training import trainer as trainer_module
 from anatomy.training.trainer import train
 from run_folders import LLAMA_PARTS
 from tiny_runs import FAST, tiny_data  # noqa: F401 (a fixture)
@@ -146,6 +147,27 @@ def test_logging_the_logits_changes_no_number_and_an_older_config_still_finishes
     (plain / "config.json").write_text(json.dumps(config))
     summary = json.loads((plain / "summary.json").read_text())
     assert train(tiny_data, plain, "debug", MOE, SHORT) == summary
+
+
+def test_a_stopped_and_resumed_run_writes_the_same_logs_as_an_uninterrupted_one(
+    tiny_data,  # noqa: F811
+    moe_run,
+    tmp_path,
+    monkeypatch,
+):
+    """Stopped at step 7 (checkpoint at step 5, so the logs already hold 6 and 7): the resumed run
+    drops those rows and logs them again, once, as the gradient norms are."""
+    monkeypatch.setattr(grad_norms, "EVERY_STEP_UNTIL", 8)
+    calls = []
+    monkeypatch.setattr(trainer_module, "lifeline_lost", lambda: calls.append(None) or len(calls) == 7)
+    stopped = tmp_path / "stopped"
+    with pytest.raises(AnatomyError, match="stops too, at step 7"):
+        train(tiny_data, stopped, "debug", MOE, {**SHORT, "log_max_logits": True})
+    assert [row["step"] for row in lines(stopped / MAX_LOGITS_FILE)] == list(range(1, 8))
+    monkeypatch.setattr(trainer_module, "lifeline_lost", lambda: False)
+    train(tiny_data, stopped, "debug", MOE, {**SHORT, "log_max_logits": True})
+    for name in (EXPERT_SHARES_FILE, MAX_LOGITS_FILE):
+        assert (stopped / name).read_text() == (moe_run / name).read_text()
 
 
 def test_a_run_without_experts_logs_no_shares(tiny_data, tmp_path):  # noqa: F811
