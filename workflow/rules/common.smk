@@ -539,7 +539,9 @@ def exam_jobs(experiment_names):
     ]
     jobs += [plan_entry("exam_depth_cell", f"results/exams/depth/{cell}/summary.json") for cell in sorted(DEPTH_CELLS)]
     jobs.append(plan_entry("exam_wall_clock", "results/exams/wall_clock.json"))
-    jobs += [plan_entry("exam_qk_norm_cell", f"results/exams/qk_norm/{cell}/summary.json") for cell in sorted(QK_NORM_CELLS)]
+    jobs += [
+        plan_entry("exam_qk_norm_cell", f"results/exams/qk_norm/{cell}/summary.json") for cell in sorted(QK_NORM_CELLS)
+    ]
     jobs += [plan_entry("exam_mla_cell", f"results/exams/mla/{cell}/exams/mla.json") for cell in MLA_CELLS]
     jobs.append(plan_entry("exam_moe", "results/exams/moe/moe.json"))
     return jobs
@@ -574,7 +576,9 @@ def qk_norm_cells():
     from anatomy.exams.qk_norm import cell_name
 
     return {
-        cell_name(variant, lr): (variant, lr) for variant in EXAMS["qk_norm"]["variant"] for lr in EXAMS["qk_norm"]["lr"]
+        cell_name(variant, lr): (variant, lr)
+        for variant in EXAMS["qk_norm"]["variant"]
+        for lr in EXAMS["qk_norm"]["lr"]
     }
 
 
