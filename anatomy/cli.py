@@ -46,7 +46,10 @@ COMMANDS = {
         "anatomy.generation.export",
         "export a mini-LLaMA run as a Hugging Face LlamaForCausalLM with its tokenizer",
     ),
-    "exam": ("anatomy.exams", "run one exam (length, kv_cache, depth, wall_clock): each part where it pays"),
+    "exam": (
+        "anatomy.exams",
+        "run one exam (length, kv_cache, depth, wall_clock, qk_norm, mla, moe): each part where it pays",
+    ),
 }
 
 

@@ -226,6 +226,9 @@ class TrainConfig:
     # The number format of the forward pass (anatomy/precision.py): fp32, bf16 autocast, or auto =
     # bf16 where the hardware multiplies it natively. fp32 reproduces the shipped runs bit for bit.
     precision: Precision = "fp32"
+    # Log the largest attention logit of each layer at the gradient norms' steps (max_logits.jsonl,
+    # anatomy/training/layer_logs.py): an extra forward at those steps, so off unless asked for
+    log_max_logits: bool = False
 
     def __post_init__(self) -> None:
         check_field_types(self)

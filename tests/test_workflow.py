@@ -164,12 +164,16 @@ def test_default_grid_plans_every_run_once(workdir):
     assert {(name, int(seed)) for name, seed in benchmarks} == expected_runs(DEFAULT_GRID)
 
 
-# every run's length exam; the cache of MHA, GQA and MQA for each seed; 2 wirings x 4 lr; one wall clock
+# every run's length exam; the cache of MHA, GQA and MQA for each seed; 2 wirings x 4 lr; one wall
+# clock; QK-norm's 2 variants x 4 lr; MLA's 3 head layouts and 3 latent widths; the MoE exam
 EXAM_JOBS = {
     "exam_length": len(DEFAULT_GRID) * len(SEEDS),
     "exam_kv_cache": 3 * len(SEEDS),
     "exam_depth_cell": 8,
     "exam_wall_clock": 1,
+    "exam_qk_norm_cell": 8,
+    "exam_mla_cell": 6,
+    "exam_moe": 1,
 }
 
 
@@ -189,6 +193,11 @@ def test_the_exams_target_plans_every_exam_with_the_configs_settings(workdir):
     kv = set(re.findall(r"exam kv_cache results/runs/(\w+)/seed(\d+) --contexts 128 512 2048", output))
     assert kv == {(name, seed) for name in ("llama_minus_gqa", "llama", "mqa") for seed in ("42", "7")}
     assert "--exams results/exams" in output  # collect reads the exams of no one run
+    qk = re.findall(r"exam qk_norm .*--steps 300 --seed 42 .*--variant (\w+) --lr (\S+) ", output)
+    assert sorted(qk) == sorted((v, lr) for v in ("plain", "qk_norm") for lr in ("0.001", "0.003", "0.01", "0.03"))
+    mla = re.findall(r"exam mla .*rope_dim=16 .*--heads ?(\w*) --latents ?(\d*) ", output)
+    assert sorted(mla) == sorted([("mha", ""), ("gqa", ""), ("mqa", ""), ("", "16"), ("", "32"), ("", "64")])
+    assert "--experts 4 --rounds 5 --batch-size 32 --cells dense moe_top1 moe_top2 moe_all" in output
 
 
 # what each named target's experiments are compared with (workflow/experiments.yaml's baselines)
@@ -875,7 +884,8 @@ def test_slurm_profile_sends_the_exams_to_the_cpu_partition_with_time_for_a_dept
     assert {rule for rule, _ in exams} == set(EXAM_JOBS) and len(exams) == sum(EXAM_JOBS.values())
     for rule, resources in exams:  # every job, not one per rule
         assert "slurm_partition=cpu" in resources and "gpu=1" not in resources, (rule, resources)
-        assert f"runtime={60 if rule == 'exam_depth_cell' else 15}" in resources, (rule, resources)
+        runtime = {"exam_depth_cell": 60, "exam_qk_norm_cell": 60, "exam_mla_cell": 120, "exam_moe": 600}.get(rule, 15)
+        assert f"runtime={runtime}" in resources, (rule, resources)
 
 
 def test_schema_knows_every_experiment_field_of_the_package():

@@ -7,6 +7,9 @@ depth, RoPE: relative position, GQA: the KV cache). Each gets the exam it was ma
     kv_cache    GQA: the KV cache's bytes per token, and generation time with and without it
     depth       pre-norm: a stability map of 12-layer models without warmup, lr by wiring
     wall_clock  pitfall 4: the wall clock of each part alone, hand-written against fused
+    qk_norm     QK-norm: an lr stability map with and without it, the largest logit logged
+    mla         MLA: KV-cache bytes per character against best val, MHA, GQA, MQA and MLA
+    moe         experts: best val at equal active and equal total parameters, load, step time
 
 `python -m anatomy exam NAME ...` runs one by hand; workflow/rules/exams.smk runs them all
 (`snakemake exams`). A run's exam results are small files in its folder (exams/NAME.json), so
@@ -29,6 +32,9 @@ EXAMS = {
     "kv_cache": "GQA: KV-cache bytes (measured and by formula) and generation time with and without it",
     "depth": "pre-norm: stability map of 12-layer models without warmup, post- vs pre-norm over lr",
     "wall_clock": "the wall clock of each part alone, forward + backward, manual against fused",
+    "qk_norm": "QK-norm: lr stability map with and without it, with the largest attention logit",
+    "mla": "MLA: KV-cache bytes per character against best val for MHA, GQA, MQA and MLA, and generation speed",
+    "moe": "experts: best val at equal active and equal total parameters, the experts' load, time per step",
 }
 
 

@@ -6,6 +6,9 @@ read it back. All of them find its files through `RunFolder`, so each name is sp
     config.json        the settings (preset, model, train, data, tags), written before training
     metrics.jsonl      one line per evaluation: losses, learning rate, tokens seen, time
     grad_norms.jsonl   each block's gradient norm at the logged steps (name: anatomy/training/grad_norms.py)
+    expert_shares.jsonl, max_logits.jsonl
+                       at the same steps: each expert's share of the tokens (runs with experts),
+                       the largest attention logit (opt-in); anatomy/training/layer_logs.py
     last.pt, best.pt   checkpoints: the latest evaluation, and the best validation loss so far
     last.safetensors, best.safetensors
                        their weights alone, float16: what a shipped reference run has instead
@@ -60,6 +63,8 @@ CHECKPOINTS = ("last", "best")  # each saved as NAME.pt
 CHECKPOINT_SUFFIX = ".pt"
 WEIGHTS_SUFFIX = ".safetensors"  # a checkpoint's weights alone, shipped as NAME.safetensors
 GRAD_NORMS_FILE = "grad_norms.jsonl"  # written and read by anatomy/training/grad_norms.py
+EXPERT_SHARES_FILE = "expert_shares.jsonl"  # these two: anatomy/training/layer_logs.py
+MAX_LOGITS_FILE = "max_logits.jsonl"
 
 
 def exam_result_path(run_dir: str | Path, name: str) -> Path:
@@ -286,6 +291,8 @@ class RunFolder:
         self.config = self.root / CONFIG_FILE
         self.metrics = self.root / METRICS_FILE
         self.grad_norms = self.root / GRAD_NORMS_FILE
+        self.expert_shares = self.root / EXPERT_SHARES_FILE
+        self.max_logits = self.root / MAX_LOGITS_FILE
         self.summary = self.root / SUMMARY_FILE
         self.samples = self.root / SAMPLES_FILE
         self.last = self.checkpoint_file("last")
@@ -342,11 +349,11 @@ class RunFolder:
     def remove_leftovers(self) -> None:
         """Temporary files of writes that were killed half way (a SIGKILL during torch.save).
         Only while holding the lock: then no other trainer can be writing them."""
-        for path in (self.config, self.metrics, self.grad_norms, self.summary, self.last, self.best):
+        for path in (self.config, self.metrics, *self.layer_logs, self.summary, self.last, self.best):
             remove_stale_temporaries(path)
 
     def clear(self) -> None:
-        for path in (self.summary, self.last, self.best, self.metrics, self.grad_norms, self.config, self.samples):
+        for path in (self.summary, self.last, self.best, self.metrics, *self.layer_logs, self.config, self.samples):
             path.unlink(missing_ok=True)
 
     def write_config(self, resolved: dict) -> None:
@@ -368,6 +375,11 @@ class RunFolder:
 
     def append_grad_norms(self, row: dict) -> None:
         append_line(self.grad_norms, row)
+
+    @property
+    def layer_logs(self) -> tuple[Path, Path, Path]:
+        """The logs of one row per logged step: gradient norms, experts' shares, largest logits."""
+        return (self.grad_norms, self.expert_shares, self.max_logits)
 
 
 def write_lines(path: Path, rows: list[dict]) -> None:
@@ -438,6 +450,9 @@ RUNTIME_KEYS = ("device", "threads", "compile")
 # run's config.json without one is judged with this value, and resumes as it always did.
 LATER_TRAIN_SETTINGS = {
     "precision": "fp32",  # it changes the numbers, so it is a setting
+    # it changes no number, but whether the folder holds max_logits.jsonl: a run asked to log them
+    # is not the finished one that did not
+    "log_max_logits": False,
     "beta2": TrainConfig.beta2,  # the optimizer recipe
     "decay_matrices_only": TrainConfig.decay_matrices_only,
 }

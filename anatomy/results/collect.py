@@ -54,7 +54,7 @@ import pyarrow as pa
 
 import yaml
 
-from anatomy.training import grad_norms
+from anatomy.training import grad_norms, layer_logs
 from anatomy.files.atomic import (
     atomic_path,
     check_file_target,
@@ -65,7 +65,7 @@ from anatomy.files.atomic import (
 )
 from anatomy.config import ModelConfig, TrainConfig, optimizer_recipe
 from anatomy.errors import AnatomyError
-from anatomy.exams import depth, exam_module
+from anatomy.exams import depth, exam_module, mla, moe, qk_norm
 from anatomy.files.locks import held_lock
 from anatomy.files.run_folder import check_summary, json_loss, json_number, read_json_file, read_metrics
 from anatomy.files.run_folder import find_run_folders, read_small_file
@@ -576,6 +576,13 @@ def read_run_exams(folder: Path, run_id: str, collected: CollectedRuns) -> None:
         collected.add_exam_rows("exam_kv_timing", timings)
     if (path := files.grad_norms).is_file():
         collected.add_exam_rows("grad_norms", grad_norms.read_grad_norms(path, run_id))
+    read_layer_logs(files, run_id, collected)
+
+
+def read_layer_logs(files: RunFolder, run_id: str, collected: CollectedRuns) -> None:
+    """The logs beside the gradient norms, where a run has them (anatomy/training/layer_logs.py)."""
+    collected.add_exam_rows("max_logits", layer_logs.read_max_logits(files.max_logits, run_id))
+    collected.add_exam_rows("expert_shares", layer_logs.read_expert_shares(files.expert_shares, run_id))
 
 
 def read_exams_folder(exams_root: Path, collected: CollectedRuns) -> None:
@@ -592,6 +599,22 @@ def read_exams_folder(exams_root: Path, collected: CollectedRuns) -> None:
             )
     if (path := exams_root / wall_clock.RESULT_FILE).is_file():
         collected.add_exam_rows("exam_wall_clock", wall_clock.read_rows(path))
+    read_parts_exams(exams_root, collected)
+
+
+def read_parts_exams(exams_root: Path, collected: CollectedRuns) -> None:
+    """The exams of the parts of 2024-26: QK-norm's map, MLA's cells, the MoE exam's result, and
+    their cells' logs (run_id "qk_norm/CELL", as the depth map's)."""
+    collected.add_exam_rows("exam_qk_norm", qk_norm.read_cells(exams_root / qk_norm.FOLDER))
+    collected.add_exam_rows("exam_mla", mla.read_cells(exams_root / mla.FOLDER))
+    collected.add_exam_rows("exam_moe", moe.read_result(exams_root / moe.FOLDER / moe.RESULT_FILE))
+    for module in (qk_norm, mla, moe):
+        root = exams_root / module.FOLDER
+        for folder in sorted(root.iterdir()) if root.is_dir() else []:
+            if (folder / "config.json").is_file():
+                files, run_id = RunFolder(folder), f"{module.FOLDER}/{folder.name}"
+                collected.add_exam_rows("grad_norms", grad_norms.read_grad_norms(files.grad_norms, run_id))
+                read_layer_logs(files, run_id, collected)
 
 
 def collect_runs(

@@ -73,6 +73,9 @@ JOB_KINDS = {
     "exam_kv_cache": "exams",
     "exam_depth_cell": "exams",  # a 12-layer training run, in results/exams/depth/{cell}/
     "exam_wall_clock": "exams",
+    "exam_qk_norm_cell": "exams",  # training runs too, in results/exams/qk_norm/{cell}/
+    "exam_mla_cell": "exams",
+    "exam_moe": "exams",
     "collect_results": "collect",
     "write_report": "report",
 }

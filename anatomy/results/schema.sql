@@ -423,6 +423,69 @@ CREATE TABLE exam_wall_clock (
     PRIMARY KEY (part, variant, impl)
 );
 
+-- QK-norm: the stability map, the mini-LLaMA without warmup, with and without QK-norm over lr.
+CREATE TABLE exam_qk_norm (
+    cell             VARCHAR PRIMARY KEY,  -- folder under results/exams/qk_norm/, e.g. "qk_norm_lr0.01"
+    variant          VARCHAR NOT NULL,     -- plain | qk_norm
+    lr               DOUBLE NOT NULL,
+    steps            INTEGER NOT NULL,
+    status           VARCHAR NOT NULL,     -- done | diverged | running
+    diverged_step    INTEGER,
+    trained          BOOLEAN NOT NULL,     -- as exam_depth defines it (anatomy/exams/depth.py)
+    best_val_loss    DOUBLE,
+    final_train_loss DOUBLE,
+    peak_max_logit   DOUBLE,               -- the largest attention logit of any layer at any logged step
+    last_max_logit   DOUBLE                -- the largest at the last logged step
+);
+
+-- MLA: the KV cache's bytes per character against the best val, MHA, GQA, MQA and MLA.
+CREATE TABLE exam_mla (
+    cell           VARCHAR PRIMARY KEY,    -- folder under results/exams/mla/: mha, gqa, mqa, mla_latentN
+    attn_type      VARCHAR NOT NULL,       -- mha | mla
+    n_kv_head      INTEGER NOT NULL,
+    kv_latent      INTEGER,                -- MLA's latent width; NULL for mha
+    tokens         INTEGER,                -- cached positions measured (NULL until measured)
+    measured_bytes BIGINT,                 -- KVCache.nbytes() after that many
+    formula_bytes  BIGINT,                 -- ModelConfig.kv_cache_bytes (equal, or the exam stops)
+    bytes_per_char DOUBLE,
+    best_val_loss  DOUBLE,
+    chars_per_s    DOUBLE                  -- generation with the cache, median of the rounds
+);
+
+-- Experts: best val at equal active and at equal total parameters, the load, the step time.
+CREATE TABLE exam_moe (
+    cell          VARCHAR PRIMARY KEY,     -- dense | moe_top1 | moe_top2 | moe_all
+    n_experts     INTEGER,                 -- NULL for dense
+    top_k         INTEGER,
+    params        BIGINT NOT NULL,
+    active_params BIGINT NOT NULL,         -- what one token passes through
+    best_val_loss DOUBLE,
+    min_share     DOUBLE,                  -- the smallest and largest share of the tokens any expert
+    max_share     DOUBLE,                  --   took at the last logged step (even: 1 / n_experts)
+    run_step_s    DOUBLE,                  -- the cell's own training's median step time
+    step_ms       DOUBLE,                  -- a step timed in the exam's one process, interleaved
+    step_ratio    DOUBLE                   -- its median per-round ratio to dense's
+);
+
+-- The largest attention logit of each layer (opt-in, train.log_max_logits), and each expert's
+-- share of the tokens (runs with experts), at the gradient norms' steps. run_id as in grad_norms.
+CREATE TABLE max_logits (
+    run_id    VARCHAR NOT NULL,
+    step      INTEGER NOT NULL,
+    layer     INTEGER NOT NULL,
+    max_logit DOUBLE,                      -- NaN once the step's logits are
+    PRIMARY KEY (run_id, step, layer)
+);
+
+CREATE TABLE expert_shares (
+    run_id VARCHAR NOT NULL,
+    step   INTEGER NOT NULL,
+    layer  INTEGER NOT NULL,
+    expert INTEGER NOT NULL,
+    share  DOUBLE,
+    PRIMARY KEY (run_id, step, layer, expert)
+);
+
 -- Pre-norm: the largest learning rate at which each wiring still trains, from the map.
 CREATE VIEW depth_stability AS
 SELECT

@@ -21,7 +21,9 @@ from anatomy.errors import AnatomyError
 from anatomy.files.yaml_files import read_config_file
 
 STUDIES_FILE = Path(__file__).resolve().parents[2] / "workflow" / "studies.yaml"
-COMPARES = ("models", "twins")  # the mini-LLaMA minus vanilla; each run minus its twin of another precision
+# the mini-LLaMA minus vanilla; each part added to the mini-LLaMA minus the plain one; each run
+# minus its twin of another precision
+COMPARES = ("models", "parts", "twins")
 RULES = ("own_lr", "shared_lr")  # each model at its own best lr; both at one lr
 # what may tell a study's points apart: a run's settings, and its text's name and size
 AXES = (
@@ -74,7 +76,7 @@ def parse_study(name: str, entry: object, where: str) -> Study:
         wrong = next((column for column in axis if column not in AXES), axis) if isinstance(axis, list) else axis
         raise problem(where, f"{name}.axis", f"expected a list of run settings (such as n_layer, lr), got {wrong!r}")
     rule = entry.get("rule")
-    if entry["compare"] == "models" and rule not in RULES:
+    if entry["compare"] != "twins" and rule not in RULES:
         raise problem(where, f"{name}.rule", f"expected one of {', '.join(RULES)}, got {rule!r}")
     if entry["compare"] == "twins" and rule is not None:
         raise problem(where, f"{name}.rule", "a study of twins compares each run with its twin: no lr rule")

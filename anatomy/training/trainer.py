@@ -11,7 +11,9 @@ the evaluation reads fixed windows over the whole validation split.
 What makes a run safe: every eval writes `last.pt` atomically with model, optimizer, RNG and
 the metrics so far; a run started again resumes from there and ends with the same numbers
 (the folder and its rules: anatomy/files/run_folder.py). Every run also logs each block's gradient norm
-(anatomy/training/grad_norms.py) into grad_norms.jsonl, kept the same way as metrics.jsonl.
+(anatomy/training/grad_norms.py) into grad_norms.jsonl, kept the same way as metrics.jsonl, and at
+the same steps each expert's share of the tokens (runs with experts) and, if asked for, the largest
+attention logit of each layer (anatomy/training/layer_logs.py).
 A loss that turns NaN/inf ends the run as a result (`diverged: true`), not as a crash.
 A step too big for the machine's memory is refused before anything is written (`check_resources`).
 """
@@ -40,12 +42,14 @@ from anatomy.config_fields import parse_value
 from anatomy.training.devices import machine_description, pick_device
 from anatomy.errors import AnatomyError
 from anatomy.training.grad_norms import block_grad_norms, norms_row, should_log
+from anatomy.training.layer_logs import max_attention_logits, max_logits_row, shares_row
 from anatomy.files.locks import lifeline_lost
 from anatomy.model import MiniLM
 from anatomy.precision import allow_tf32, autocast, resolve_precision
 from anatomy.files.run_folder import (
     RESUME_KEYS,
     RunFolder,
+    append_line,
     check_checkpoint_belongs,
     load_checkpoint,
     naming_a_full_disk,
@@ -53,6 +57,7 @@ from anatomy.files.run_folder import (
     run_settings,
     save_checkpoint,
     settle_folder,
+    write_lines,
 )
 from anatomy.data.tokenizer import check_windows, corpus_digest, corpus_name, load_tokenized, read_split
 
@@ -363,6 +368,8 @@ def fresh_state() -> dict:
         "step": 0,
         "metrics": [],
         "grad_norms": [],
+        "expert_shares": [],
+        "max_logits": [],
         "best_val_loss": None,
         "best_step": None,
         "elapsed_s": 0.0,
@@ -424,6 +431,20 @@ class Training:
         row = norms_row(step, block_grad_norms(self.model.blocks))
         self.state["grad_norms"].append(row)
         self.run.append_grad_norms(row)
+        self.log_expert_shares(step)
+
+    def log_expert_shares(self, step: int) -> None:
+        """The shares of the step's own forward: the model keeps them until the next one."""
+        shares = self.model.expert_token_shares()  # empty without experts
+        if shares:
+            row = shares_row(step, shares)
+            self.state["expert_shares"].append(row)
+            append_line(self.run.expert_shares, row)
+
+    def log_max_logits(self, step: int, x: torch.Tensor) -> None:
+        row = max_logits_row(step, max_attention_logits(self.model, x, self.train_cfg.precision))
+        self.state["max_logits"].append(row)
+        append_line(self.run.max_logits, row)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -522,6 +543,10 @@ def open_or_resume(
     run.write_metrics(training.state["metrics"])  # drops rows written after the checkpoint
     # (a checkpoint from before gradient norms were logged has none: the log starts at the resume)
     run.write_grad_norms(training.state.setdefault("grad_norms", []))
+    for log, path in (("expert_shares", run.expert_shares), ("max_logits", run.max_logits)):
+        rows = training.state.setdefault(log, [])
+        if rows or path.exists():  # a run that logs none has no such file
+            write_lines(path, rows)
     return training
 
 
@@ -596,6 +621,9 @@ def train_step(t: Training, step: int, lr: float) -> tuple[float, bool]:
     # A running fingerprint of every batch seen: equal digests = identical batch sequences.
     t.state["batch_digest"] = hashlib.sha256(t.state["batch_digest"].encode() + starts.tobytes()).hexdigest()
     x, y = windows_at(t.train_data, starts, t.model_cfg.ctx_len)
+    logged = should_log(step + 1, cfg.eval_every, cfg.steps)
+    if logged and cfg.log_max_logits:  # the weights this step's forward reads, before its clock starts
+        t.log_max_logits(step + 1, x)
     tick = time.perf_counter()
     loss, t.forward = run_with_fallback(
         lambda module: forward_backward(module, t.optimizer, x, y, cfg.precision),
@@ -603,7 +631,6 @@ def train_step(t: Training, step: int, lr: float) -> tuple[float, bool]:
         t.model,
         label=f"{t.run.root}: ",
     )
-    logged = should_log(step + 1, cfg.eval_every, cfg.steps)
     if logged:  # before clipping: the gradients as backward made them
         t.log_grad_norms(step + 1)
     if cfg.grad_clip:

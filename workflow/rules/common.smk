@@ -550,6 +550,11 @@ def exam_jobs(experiment_names):
     ]
     jobs += [plan_entry("exam_depth_cell", f"results/exams/depth/{cell}/summary.json") for cell in sorted(DEPTH_CELLS)]
     jobs.append(plan_entry("exam_wall_clock", "results/exams/wall_clock.json"))
+    jobs += [
+        plan_entry("exam_qk_norm_cell", f"results/exams/qk_norm/{cell}/summary.json") for cell in sorted(QK_NORM_CELLS)
+    ]
+    jobs += [plan_entry("exam_mla_cell", f"results/exams/mla/{cell}/exams/mla.json") for cell in MLA_CELLS]
+    jobs.append(plan_entry("exam_moe", "results/exams/moe/moe.json"))
     return jobs
 
 
@@ -575,6 +580,38 @@ def depth_norm_pos(wildcards):
 def depth_lr(wildcards):
     """The learning rate of a depth-map cell, as `anatomy exam depth --lr` reads it."""
     return command_value(DEPTH_CELLS[wildcards.cell][1])
+
+
+def qk_norm_cells():
+    """The QK-norm map's cells: folder name -> (variant, lr), named by the exam module."""
+    from anatomy.exams.qk_norm import cell_name
+
+    return {
+        cell_name(variant, lr): (variant, lr)
+        for variant in EXAMS["qk_norm"]["variant"]
+        for lr in EXAMS["qk_norm"]["lr"]
+    }
+
+
+QK_NORM_CELLS = qk_norm_cells()
+# The MLA exam's cells, one job each: the head layouts, then MLA at each latent width
+MLA_CELLS = [*EXAMS["mla"]["heads"], *(f"mla_latent{width}" for width in EXAMS["mla"]["latents"])]
+
+
+def qk_norm_variant(wildcards):
+    return QK_NORM_CELLS[wildcards.cell][0]
+
+
+def qk_norm_lr(wildcards):
+    return command_value(QK_NORM_CELLS[wildcards.cell][1])
+
+
+def mla_cell_arguments(wildcards):
+    """`--heads X --latents` or `--heads --latents N`: the one cell of this job."""
+    cell = wildcards.cell
+    if cell.startswith("mla_latent"):
+        return f"--heads --latents {cell[len('mla_latent'):]}"
+    return f"--heads {cell} --latents"
 
 
 def exam_run_folder(wildcards, input):

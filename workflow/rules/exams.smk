@@ -8,8 +8,11 @@ command that makes it. Snakemake then runs it for every file a target asks for.
     kv_cache    cache bytes and generation time of MHA, GQA and MQA runs              (GQA)
     depth       a map of 12-layer runs without warmup: wiring x learning rate         (pre-norm)
     wall_clock  each part alone, forward + backward, hand-written against fused      (pitfall 4)
+    qk_norm     a map of runs without warmup: with and without QK-norm x lr          (QK-norm)
+    mla         cache bytes per character against best val, MHA/GQA/MQA/MLA          (MLA)
+    moe         best val at equal active and equal total parameters, load, step time (experts)
 
-What each exam is given (the outputs a target asks for, the cells of the depth map) is worked out
+What each exam is given (the outputs a target asks for, the cells of the maps) is worked out
 in rules/common.smk, from the `exams:` settings of config.yaml.
 """
 
@@ -98,3 +101,95 @@ rule exam_wall_clock:
     shell:
         "python -m anatomy exam wall_clock --out {output:q} --rounds {params.rounds}"
         " --batch-size {params.batch_size} --threads {threads} --device {params.device} {params.sizes} > {log} 2>&1"
+
+
+rule exam_qk_norm_cell:
+    """One cell of the QK-norm map: an ordinary training run, in results/exams/qk_norm/{cell}/."""
+    input:
+        rules.tokenize_corpus.output,
+    output:
+        "results/exams/qk_norm/{cell}/summary.json",
+    log:
+        "results/logs/exam_qk_norm/{cell}.log",
+    benchmark:
+        "results/benchmarks/exam_qk_norm_cell/{cell}.tsv"
+    threads: config["train_threads"]
+    resources:
+        gpu=config["gpus_per_run"],
+    params:
+        variant=qk_norm_variant,
+        lr=qk_norm_lr,
+        steps=EXAMS["qk_norm"]["steps"],
+        seed=EXAMS["qk_norm"]["seed"],
+        sizes=model_size_arguments(),
+        device=config["device"],
+        compile=config["compile"],
+    shell:
+        "python -m anatomy exam qk_norm --out results/exams/qk_norm --data results/corpus"
+        " --steps {params.steps} --seed {params.seed} --threads {threads} {params.sizes}"
+        " train.device={params.device} train.compile={params.compile}"
+        " --variant {params.variant} --lr {params.lr} > {log} 2>&1"
+
+
+rule exam_mla_cell:
+    """One cell of the MLA exam: a training run in results/exams/mla/{cell}/, then its cache
+    and generation speed measured into its exams/mla.json."""
+    input:
+        rules.tokenize_corpus.output,
+    output:
+        "results/exams/mla/{cell}/exams/mla.json",
+    log:
+        "results/logs/exam_mla/{cell}.log",
+    benchmark:
+        "results/benchmarks/exam_mla_cell/{cell}.tsv"
+    threads: config["train_threads"]
+    resources:
+        gpu=config["gpus_per_run"],
+    params:
+        cell=mla_cell_arguments,
+        rope_dim=EXAMS["mla"]["rope_dim"],
+        steps=EXAMS["mla"]["steps"],
+        seed=EXAMS["mla"]["seed"],
+        tokens=EXAMS["mla"]["tokens"],
+        context=EXAMS["mla"]["context"],
+        chars=EXAMS["mla"]["chars"],
+        rounds=EXAMS["mla"]["rounds"],
+        sizes=model_size_arguments(),
+        device=config["device"],
+        compile=config["compile"],
+    shell:
+        "python -m anatomy exam mla --out results/exams/mla --data results/corpus"
+        " --steps {params.steps} --seed {params.seed} --threads {threads} {params.sizes} rope_dim={params.rope_dim}"
+        " train.device={params.device} train.compile={params.compile} --tokens {params.tokens}"
+        " --context {params.context} --chars {params.chars} --rounds {params.rounds} {params.cell} > {log} 2>&1"
+
+
+rule exam_moe:
+    """The MoE exam, its cells one after another in one job: their steps are then timed side by
+    side in one process (results/exams/moe/moe.json)."""
+    input:
+        rules.tokenize_corpus.output,
+    output:
+        "results/exams/moe/moe.json",
+    log:
+        "results/logs/exam_moe.log",
+    benchmark:
+        "results/benchmarks/exam_moe/moe.tsv"
+    threads: config["train_threads"]
+    resources:
+        gpu=config["gpus_per_run"],
+    params:
+        cells=words(EXAMS["moe"]["cells"]),
+        experts=EXAMS["moe"]["experts"],
+        steps=EXAMS["moe"]["steps"],
+        seed=EXAMS["moe"]["seed"],
+        rounds=EXAMS["moe"]["rounds"],
+        batch_size=EXAMS["moe"]["batch_size"],
+        sizes=model_size_arguments(),
+        device=config["device"],
+        compile=config["compile"],
+    shell:
+        "python -m anatomy exam moe --out results/exams/moe --data results/corpus"
+        " --steps {params.steps} --seed {params.seed} --threads {threads} {params.sizes}"
+        " train.device={params.device} train.compile={params.compile} --experts {params.experts}"
+        " --rounds {params.rounds} --batch-size {params.batch_size} --cells {params.cells} > {log} 2>&1"
