@@ -4,6 +4,7 @@ the one analysis (anatomy/report/study_section.py) with no code of its own."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from pathlib import Path
 
@@ -22,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def test_the_shipped_studies_are_the_workflows_groups_and_targets():
     studies = read_studies()
-    assert list(studies) == ["scale", "lr", "size", "precision"]  # the report's order
+    assert list(studies) == ["scale", "lr", "size", "precision", "parts"]  # the report's order
     assert STUDY_GROUPS == {name: study.question for name, study in studies.items()}
     assert studies["size"].axis == ("n_layer", "d_model") and studies["size"].rule == "own_lr"
     assert studies["scale"].rule == "shared_lr" and studies["scale"].shared_lr == 3e-4
@@ -51,7 +52,7 @@ GOOD = {"question": "Does depth pay?", "compare": "models", "axis": ["n_layer"],
         ("Depth", {}, "studies.Depth: a study's name is lower_snake_case"),
         ("depth", {"rules": "own_lr"}, "studies.depth.rules: not a study field; known fields: question, compare,"),
         ("depth", {"question": None}, "studies.depth: 'question' is missing"),
-        ("depth", {"compare": "llama"}, "studies.depth.compare: expected one of models, twins, got 'llama'"),
+        ("depth", {"compare": "llama"}, "studies.depth.compare: expected one of models, parts, twins, got 'llama'"),
         ("depth", {"axis": ["layers"]}, "studies.depth.axis: expected a list of run settings (such as n_layer, lr), got 'layers'"),
         ("depth", {"axis": "n_layer"}, "studies.depth.axis: expected a list of run settings (such as n_layer, lr), got 'n_layer'"),
         ("depth", {"rule": "best"}, "studies.depth.rule: expected one of own_lr, shared_lr, got 'best'"),
@@ -150,3 +151,55 @@ def test_a_shared_lr_study_is_judged_at_that_lr_alone(depth_results, monkeypatch
     assert "At lr 0.001, llama minus vanilla: 2: +0.000 [" in text and "6: -0.160 [" in text
     assert "the mini-LLaMA is lower beyond noise at 6; the two are level within noise at 2" in text
     assert "each at its best lr" not in text  # no own-lr column under a shared-lr rule
+
+
+# the parts study's comparison: each part added to the mini-LLaMA against the plain one, each at its
+# own best lr; QK-norm is level, the experts lower the loss
+PARTS = Study("parts", "Q?", "parts", ("corpus", "train_tokens", "precision"), "own_lr")
+PART_FLOORS = {
+    None: {5e-4: 2.40, 1e-3: 2.30, 2e-3: 2.35},
+    "qk_norm": {5e-4: 2.41, 1e-3: 2.36, 2e-3: 2.30, 4e-3: 2.33},
+    "moe": {5e-4: 2.30, 1e-3: 2.20, 2e-3: 2.26},
+}
+
+
+@pytest.fixture(scope="module")
+def parts_results(tmp_path_factory):
+    root = tmp_path_factory.mktemp("parts")
+    data = {"vocab_size": 50, "train_tokens": 64_000, "val_tokens": 500, "corpus": "mine"}
+    for part, by_lr in PART_FLOORS.items():
+        for lr, floor in by_lr.items():
+            for seed in (42, 7):
+                write_run_folder(
+                    root / "runs",
+                    f"parts_{part or 'llama'}_{lr:g}".replace(".", "_").replace("-", "m"),
+                    seed,
+                    group="parts",
+                    preset="llama",
+                    part=part,
+                    direction=None if part is None else "add",
+                    model=dict(LLAMA_PARTS),
+                    data=data,
+                    train={"precision": "fp32", "lr": lr},
+                    floor=floor,
+                )
+    collect.collect(root / "runs", root / "anatomy.duckdb")
+    return load(root / "anatomy.duckdb")
+
+
+def test_each_part_is_judged_against_the_plain_model_each_at_its_own_best_lr(parts_results):
+    text = study_section.study_section(parts_results, PARTS)
+    # QK-norm's best lr is 2e-3 (2.325 with the seeds' 0.025), the plain model's 1e-3 (2.325): level;
+    # the experts' best 1e-3 (2.225): 0.100 lower
+    assert "| 64,000 characters of mine (fp32) | qk_norm | 2.325 at lr 0.001 | 2.325 at lr 0.002 | +0.000 [" in text
+    assert "| 64,000 characters of mine (fp32) | moe | 2.325 at lr 0.001 | 2.225 at lr 0.001 | -0.100 [" in text
+    assert "moe lowers the loss beyond noise on 64,000 characters of mine (fp32) (-0.100 [" in text
+    assert "qk_norm leaves the loss level within noise on 64,000 characters of mine (fp32) (+0.000 [" in text
+    assert study_section.study_points(parts_results, PARTS).empty  # no figure of two models here
+
+
+def test_a_part_whose_best_lr_is_the_edge_leaves_the_parts_study_unanswered(parts_results):
+    runs = parts_results.runs
+    fewer = dataclasses.replace(parts_results, runs=runs[~((runs["part"] == "qk_norm") & (runs["lr"] == 4e-3))])
+    text = study_section.study_section(fewer, PARTS)
+    assert "**Not answered yet.** Still missing: 64,000 characters of mine (fp32): the best lr of qk_norm is the edge of the lrs tried." in text

@@ -126,6 +126,8 @@ def study_lines(everything: Results, name: str, figure) -> list[str]:
         return heading + [precision] if (precision := precision_section(everything)) else []
     if not (text := study_section(everything, study)):
         return []
+    if study.compare != "models":  # the figures draw the two models against their parameters
+        return heading + [text]
     return heading + [text + figure(name, figure_caption(everything, study)) + figure(f"{name}_lr", _(LR_BY_PARAMS))]
 
 

@@ -12,12 +12,15 @@ more than this one can (the part ablations, the swaps and schedules, the twins' 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pandas as pd
 
 from anatomy.language import N_, _
 from anatomy.report import lr_section
+from anatomy.report.exam_findings import PART_NAMES
 from anatomy.report.uncertainty import SETUP, Difference, compare, interval_text, judge, noise_of, noise_text
-from anatomy.report.wording import fmt, listed, md_table
+from anatomy.report.wording import fmt, listed, md_table, sentences
 from anatomy.results.reader import Results
 from anatomy.results.studies import Study
 
@@ -40,8 +43,8 @@ def point_label(study: Study, point: lr_section.Setup) -> str:
 
 
 def points(everything: Results, study: Study) -> list[lr_section.Setup]:
-    """Each point the study trained, in the order of its axis values, with both models' curves over
-    lr there."""
+    """Each point the study trained (compare: models), in the order of its axis values, with both
+    models' curves over lr there."""
     columns = point_columns(study)
     found = lr_section.setups(everything, group=study.name, points=columns)
     return sorted(found, key=lambda point: tuple(point.key[column] for column in study.axis))
@@ -164,8 +167,120 @@ HOW_TO_READ = N_(
 )
 
 
+# ---------------------------------------------------------------------------------------------
+# compare: parts. At each point, the plain mini-LLaMA and each part added to it (a run tagged
+# `part`) are curves over lr of their own; each is judged at its own best lr (rule own_lr) or at
+# the shared lr, every part at every point minus the plain model, all in one table (Holm).
+
+
+@dataclass
+class PartsPoint:
+    key: dict  # the axis values
+    label: str
+    curves: dict[str | None, lr_section.Curve]  # part (None: the plain model) -> its curve over lr
+
+
+def part_name(part: str | None) -> str:
+    return _("the plain mini-LLaMA") if part is None else _(PART_NAMES.get(part, part))
+
+
+def parts_points(everything: Results, study: Study) -> list[PartsPoint]:
+    runs = everything.runs
+    mine = runs[runs["group"] == study.name]
+    first_steps = everything.metrics.groupby("run_id")["step"].min()
+    found = []
+    for values, at_point in mine.groupby(list(study.axis), dropna=False):
+        key = dict(zip(study.axis, values))
+        curves = {}
+        for part in [None, *sorted(at_point["part"].dropna().unique())]:
+            variant = at_point[at_point["part"].isna()] if part is None else at_point[at_point["part"] == part]
+            curves[part] = lr_section.Curve(5, variant, lr_section.points_of(variant, first_steps))
+        label = (
+            lr_section.Setup(key, {}, None).label  # "64,000 characters of poems (fp32)"
+            if {"corpus", "train_tokens", "precision"} <= set(key)
+            else " ".join(f"{value:,}" if isinstance(value, int) else str(value) for value in key.values())
+        )
+        found.append(PartsPoint(key, label, curves))
+    return found
+
+
+def parts_lr(study: Study, curve: lr_section.Curve) -> float | None:
+    return curve.best_lr if study.rule == "own_lr" else study.shared_lr
+
+
+def parts_differences(everything: Results, study: Study, found: list[PartsPoint]) -> dict[tuple[int, str], Difference]:
+    """Each part minus the plain model at each point, each at its lr under the study's rule."""
+    raw = {}
+    for index, point in enumerate(found):
+        plain = point.curves[None]
+        if (plain_lr := parts_lr(study, plain)) is None or plain.at(plain_lr).empty:
+            continue
+        for part, curve in point.curves.items():
+            if part is not None and (lr := parts_lr(study, curve)) is not None and not curve.at(lr).empty:
+                raw[(index, part)] = compare(everything.noise, curve.at(lr), plain.at(plain_lr))
+    return judge(raw)
+
+
+def parts_section(everything: Results, study: Study) -> str | None:
+    found = parts_points(everything, study)
+    if not found:
+        return None
+    judged = parts_differences(everything, study, found)
+    rows, waiting = [], []
+    for index, point in enumerate(found):
+        plain = point.curves[None]
+        for part, curve in point.curves.items():
+            if part is None:
+                continue
+            said = judged.get((index, part))
+            rows.append(
+                [point.label, part_name(part), best_cell(plain), best_cell(curve), interval_text(said) if said else "-"]
+            )
+            edge = [part_name(p) for p, c in ((None, plain), (part, curve)) if c.best_lr is not None and not c.bracketed]
+            if said is None:
+                waiting.append(_("{point}, {part}: a run is not finished").format(point=point.label, part=part_name(part)))
+            elif study.rule == "own_lr" and edge:
+                waiting.append(
+                    _("{point}: the best lr of {models} is the edge of the lrs tried").format(
+                        point=point.label, models=listed(edge)
+                    )
+                )
+            elif not said.testable:
+                waiting.append(_("{point}: no noise estimate (no second seed yet)").format(point=point.label))
+    header = [
+        " × ".join(study.axis),
+        _("part"),
+        _("plain mini-LLaMA: best val"),
+        _("with the part: best val"),
+        _("with the part minus without (95% interval)"),
+    ]
+    parts = [md_table(header, rows)]
+    if waiting:
+        parts.append(
+            _("**Not answered yet.** Still missing: {missing}.").format(missing="; ".join(dict.fromkeys(waiting)))
+        )
+    else:
+        verdicts = []
+        for (index, part), said in judged.items():
+            words = {
+                -1: N_("{part} lowers the loss beyond noise on {point} ({difference})."),
+                0: N_("{part} leaves the loss level within noise on {point} ({difference})."),
+                1: N_("{part} raises the loss beyond noise on {point} ({difference})."),
+            }[said.sign]
+            verdicts.append(
+                _(words).format(part=part_name(part), point=found[index].label, difference=interval_text(said))
+            )
+        parts.append(sentences(verdicts))
+    if study.cannot_answer:
+        parts.append(_(study.cannot_answer))
+    parts.append(_(HOW_TO_READ))
+    return "\n\n".join(parts)
+
+
 def study_section(everything: Results, study: Study) -> str | None:
     """The section's text, or None before the study has any run."""
+    if study.compare == "parts":
+        return parts_section(everything, study)
     found = points(everything, study)
     if not found:
         return None
@@ -199,10 +314,10 @@ LR_BY_PARAMS = N_("Each model's best learning rate against its parameters")  # t
 
 
 def study_points(everything: Results, study: Study) -> pd.DataFrame:
-    """The figures' data: per point and model, the parameters, the best lr, and best val at it and at
-    the shared lr (mean, min and max over seeds)."""
+    """The figures' data (compare: models): per point and model, the parameters, the best lr, and
+    best val at it and at the shared lr (mean, min and max over seeds)."""
     rows = []
-    for point in points(everything, study):
+    for point in points(everything, study) if study.compare == "models" else []:
         for n_parts, curve in point.curves.items():
             for rule, lr in (("own", curve.best_lr), ("shared", study.shared_lr)):
                 values = curve.points[curve.points["lr"] == lr] if lr is not None else curve.points.iloc[0:0]

@@ -104,13 +104,13 @@ for study in declared().values():
     if study.name in study_section.OWN_SECTIONS:
         continue
     st.header(_(study.question), divider="gray")
-    if not study_section.points(everything, study):
+    if not (everything.runs["group"] == study.name).any():
         hint = _(TRAIN_STUDY).format(target=study.stage_target(1))
         st.info(_("No runs of this study in this database yet. {how}").format(how=hint), icon=":material/science:")
         continue
-    by_point = study_section.study_points(everything, study)
-    charts.draw(charts.best_val_by_params_chart(by_point))
-    charts.draw(charts.best_lr_by_params_chart(by_point))
+    if not (by_point := study_section.study_points(everything, study)).empty:  # compare: models
+        charts.draw(charts.best_val_by_params_chart(by_point))
+        charts.draw(charts.best_lr_by_params_chart(by_point))
     st.markdown(study_section.study_section(everything, study))
 
 # ---- scale: when does the mini-LLaMA win?
