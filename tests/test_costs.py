@@ -205,3 +205,26 @@ def test_bad_input_is_one_line(tmp_path, case, said, capsys):
     assert err.count("\n") == 1 and err.startswith("error: ")
     assert re.search(said, err), err
     assert not (tmp_path / "costs.json").exists()
+
+
+def test_a_study_of_model_sizes_says_minutes_per_run_and_a_night_at_each_size_and_machine():
+    """The size study's points are model settings: each size's median job time, per machine, and
+    how many such runs two lanes finish in a night (2 x floor(480 / minutes))."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from anatomy.report.costs_section import point_costs
+
+    sizes = [("s1", 2, 64, 600, "cpu A"), ("s2", 2, 64, 900, "cpu A"), ("s3", 2, 64, 1500, "cpu A")]
+    sizes += [("m1", 4, 128, 1800, "cpu A"), ("m2", 4, 128, 1200, "cpu B"), ("x", 4, 128, 60, "cpu B")]
+    runs = pd.DataFrame(
+        [{"run_id": r, "group": "size" if r != "x" else "lr", "n_layer": n, "d_model": d} for r, n, d, _s, _m in sizes]
+    )
+    provenance = {"runs": {r: {"job_s": seconds, "machine": machine} for r, _n, _d, seconds, machine in sizes}}
+    text = point_costs(SimpleNamespace(runs=runs, provenance=provenance), "size")
+    assert "| 2×64 | cpu A | 3 | 15.0 | 64 |" in text  # median of 10, 15 and 25 minutes; 2 x 32
+    assert "| 4×128 | cpu A | 1 | 30.0 | 32 |" in text
+    assert "| 4×128 | cpu B | 1 | 20.0 | 48 |" in text  # the lr study's run of that shape is not the size study's
+    assert text.index("2×64") < text.index("4×128")
+    assert point_costs(SimpleNamespace(runs=runs, provenance=provenance), "lr") == ""  # its points are setups

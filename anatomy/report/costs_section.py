@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
+from statistics import median
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from anatomy.results import reference
 from anatomy.results.costs import COSTS_FILE, NIGHT_HOURS, job_seconds, night_sentence, read_costs
 from anatomy.results.groups import STUDY_GROUPS, TARGETS, is_study, target_of
 from anatomy.results.reader import Results
+from anatomy.results.studies import declared
 
 
 # the grid's groups, in the order of their targets (headline, ablation, break): the workflow's table
@@ -122,6 +124,41 @@ def costs_section(data: Results) -> str:
     return "\n\n".join(
         [md_table(header + ["trained on"], rows), "\n".join(f"- {note}" for note in notes if note)]
         + ([night] if night else [])
+        + [table for table in (point_costs(data, study.name) for study in declared().values()) if table]
+    )
+
+
+def point_label(run: dict[str, Any], columns: list[str]) -> str:
+    """'4×128': the run's values of the study's point columns."""
+    return "×".join(f"{run[column]:g}" if isinstance(run[column], float) else str(run[column]) for column in columns)
+
+
+def point_costs(data: Results, name: str) -> str:
+    """A study whose points are model settings (the size study's sizes): minutes per run at each
+    point, on each machine that trained there, and what one night buys there. Job times are the
+    runs' own, as they trained (two side by side, sometimes with tests beside them), so a plan made
+    by them errs long, not short."""
+    study = declared()[name]
+    columns = [column for column in study.axis if column not in ("corpus", "train_tokens", "precision")]
+    shipped = (data.provenance or {}).get("runs", {})
+    runs = data.runs[(data.runs["group"] == name) & data.runs["run_id"].isin(list(shipped))]
+    if study.compare != "models" or not columns or runs.empty:
+        return ""
+    minutes: dict[tuple[str, str], list[float]] = {}
+    for run in runs.sort_values(columns).to_dict("records"):  # smallest point first
+        entry = shipped[run["run_id"]]
+        minutes.setdefault((point_label(run, columns), entry.get("machine") or "unrecorded"), []).append(
+            job_seconds(entry) / 60
+        )
+    rows = [
+        [label, machine, str(len(times)), f"{median(times):.1f}", str(2 * int(NIGHT_HOURS * 60 // median(times)))]
+        for (label, machine), times in minutes.items()
+    ]
+    header = [" × ".join(columns), "trained on", "runs", "minutes per run (median)", "runs a night, two lanes"]
+    return (
+        f"The `{name}` study at each of its points: each run's training job as it ran (two side by side, "
+        "sometimes with tests beside them, so these err long), and how many such runs two lanes that never "
+        f"idle finish in one {NIGHT_HOURS}-hour night.\n\n" + md_table(header, rows)
     )
 
 
