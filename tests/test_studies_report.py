@@ -235,6 +235,43 @@ def test_the_precision_section_holds_each_bf16_run_against_its_fp32_twin(tmp_pat
     assert section.count("| yes |") == 3
 
 
+def test_a_bf16_run_whose_twin_is_another_studys_is_paired_by_its_lr_too(tmp_path):
+    """The size study's fp32 runs are the twins of the precision study's bf16 runs of size S: the
+    same model, seed and text, and the same lr (not the grid's). A run at another lr is no twin."""
+    runs_root = tmp_path / "runs"
+    write_fixture_grid(runs_root)
+    data = {"vocab_size": 50, "train_tokens": 64_000, "val_tokens": 500, "corpus": "poems"}
+    small = dict(preset="vanilla", n_layer=2, model={"d_model": 64}, data=data)
+    for lr, floor in ((2e-3, 2.40), (4e-3, 2.30)):
+        write_run_folder(
+            runs_root,
+            f"size_s_vanilla_{lr:g}",
+            42,
+            group="size",
+            train={"precision": "fp32", "lr": lr},
+            floor=floor,
+            **small,
+        )
+    write_run_folder(
+        runs_root,
+        "size_s_vanilla_bf16",
+        42,
+        group="precision",
+        train={"precision": "bf16", "lr": 2e-3},
+        floor=2.41,
+        **small,
+    )
+    collect.collect(runs_root, tmp_path / "db.duckdb")
+    section = markdown.render(load(tmp_path / "db.duckdb"), []).split("### Does training in bf16 change any finding?")[
+        1
+    ]
+    row = next(line for line in section.splitlines() if "2×64" in line)
+    assert row.startswith(
+        "| vanilla (2017), 2×64 at lr 0.002 (the size study's twin) | 42 | 2.4200 → 2.4300 (+0.0100) |"
+    )
+    assert "0 of 1 bf16 runs have a best val beyond noise" in section
+
+
 def test_a_verdict_that_flips_in_bf16_is_said(tmp_path):
     runs_root = tmp_path / "runs"
     write_fixture_grid(runs_root)

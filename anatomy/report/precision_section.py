@@ -1,7 +1,8 @@
 """The precision study's section of the report: does training in bf16 change any finding?
 
 Each bf16 run (group `precision`, workflow/experiments.yaml) is held against its fp32 twin: the
-grid run with the same model, the same seed and the same corpus, so the same batches. Each
+run with the same model, seed, corpus and lr, so the same batches: the grid's where there is one,
+else another study's (the size study's at size S). Each
 difference of best val gets its 95% interval from the pooled noise of both setups (bf16 and fp32
 are two: anatomy/report/uncertainty.py), and the table's differences are judged together (Holm).
 Then the headline claims are judged again on the bf16 runs alone, by the code that judges them on
@@ -18,6 +19,7 @@ from anatomy.language import N_, _, pgettext
 from anatomy.report.claims import beyond_cell, headline_claims, untestable_reason
 from anatomy.results.reader import MODEL_FIELDS, Results
 from anatomy.report.roles import only_runs_of
+from anatomy.results.groups import is_study
 from anatomy.report.wording import fmt, md_table
 from anatomy.report.uncertainty import Difference, compare, interval_text, judge
 
@@ -28,30 +30,54 @@ COMPARED = {  # column -> how the table names it (shown with _())
     "final_val_loss": N_("final val"),
     "final_train_loss": N_("final train"),
 }
-# what makes two runs twins, besides the precision: the model, the seed and the text
+# what makes two runs twins, besides the precision: the model, the seed, the text and the lr
 # (n_parts follows from the model: a key, so that it is one column of the merge)
-TWIN_KEYS = sorted(MODEL_FIELDS - {"vocab_size"}) + ["n_parts", "seed", "vocab_size", "train_tokens", "val_tokens"]
+TWIN_KEYS = sorted(MODEL_FIELDS - {"vocab_size"}) + [
+    "n_parts",
+    "seed",
+    "vocab_size",
+    "train_tokens",
+    "val_tokens",
+    "lr",
+]
 
 
-def fp32_twins(study: Results, grid: Results) -> pd.DataFrame:
-    """One row per bf16 run that has an fp32 twin in the grid: both runs' numbers side by side
-    (columns NAME_bf16 and NAME_fp32)."""
+def fp32_twins(study: Results, everything: Results) -> pd.DataFrame:
+    """One row per bf16 run that has an fp32 twin: both runs' numbers side by side (columns
+    NAME_bf16 and NAME_fp32). The twin is the grid's run where there is one (the headline pair's),
+    else another study's (the size study's fp32 runs at the same size and lr)."""
     mine = study.runs[study.runs["precision"] == "bf16"]
-    twins = grid.runs[grid.runs["precision"] == "fp32"]
+    runs = everything.runs
+    twins = runs[(runs["precision"] == "fp32") & (runs["group"] != STUDY)]
+    twins = twins.assign(from_a_study=twins["group"].map(is_study)).sort_values("from_a_study", kind="stable")
     pairs = mine.merge(twins, on=TWIN_KEYS, suffixes=("_bf16", "_fp32"))
     same_text = (
         pairs["corpus_digest_bf16"].isna()
         | pairs["corpus_digest_fp32"].isna()
         | (pairs["corpus_digest_bf16"] == pairs["corpus_digest_fp32"])
     )
-    return pairs[same_text].sort_values(["n_parts", "n_layer", "seed"], ascending=[True, True, False])
+    pairs = pairs[same_text].drop_duplicates(subset="run_id_bf16", keep="first")  # the grid's twin first
+    return pairs.sort_values(["n_parts", "n_layer", "seed"], ascending=[True, True, False])
 
 
-def model_name(n_parts: int, n_layer: int, usual_layers: int) -> str:
-    name = {0: _("vanilla (2017)"), 5: "mini-LLaMA"}.get(
-        int(n_parts), _("{n} of the five parts").format(n=int(n_parts))
+def model_name(pair: pd.Series, usual_layers: int) -> str:
+    """The bf16 run's model: named by its parts, with its layers where it is deeper than the
+    headline's, or with its size and lr where its twin is another study's (the size study's)."""
+    n_parts = int(pair["n_parts"])
+    name = {0: _("vanilla (2017)"), 5: "mini-LLaMA"}.get(n_parts, _("{n} of the five parts").format(n=n_parts))
+    if pair["from_a_study"]:
+        return _("{name}, {layers}×{width} at lr {lr} (the {study} study's twin)").format(
+            name=name,
+            layers=int(pair["n_layer"]),
+            width=int(pair["d_model"]),
+            lr=f"{pair['lr']:g}",
+            study=pair["group_fp32"],
+        )
+    return (
+        name
+        if pair["n_layer"] == usual_layers
+        else _("{name}, {layers} layers").format(name=name, layers=int(pair["n_layer"]))
     )
-    return name if n_layer == usual_layers else _("{name}, {layers} layers").format(name=name, layers=int(n_layer))
 
 
 def twin_differences(data: Results, pairs: pd.DataFrame) -> dict[str, Difference]:
@@ -73,9 +99,10 @@ def twin_runs(data: Results, pair: pd.Series) -> tuple[pd.DataFrame, pd.DataFram
 
 def comparison_table(data: Results, pairs: pd.DataFrame, differences: dict[str, Difference]) -> str:
     rows = []
-    usual_layers = pairs["n_layer"].min()  # the headline's depth; a deeper twin is named by its layers
+    # the headline's depth; a deeper twin is named by its layers
+    usual_layers = pairs.loc[~pairs["from_a_study"].astype(bool), "n_layer"].min()
     for _index, pair in pairs.iterrows():
-        cells = [model_name(pair["n_parts"], pair["n_layer"], usual_layers), str(int(pair["seed"]))]
+        cells = [model_name(pair, usual_layers), str(int(pair["seed"]))]
         for column in COMPARED:
             fp32, bf16 = pair[f"{column}_fp32"], pair[f"{column}_bf16"]
             if column == "best_step":
@@ -131,7 +158,7 @@ def precision_findings(data: Results) -> PrecisionFindings | None:
     """The study's findings (the report's section and the dashboard's page say them alike), or
     None while no bf16 run has an fp32 twin."""
     study, grid = only_runs_of(data, STUDY), only_runs_of(data, None)
-    pairs = fp32_twins(study, grid)
+    pairs = fp32_twins(study, data)
     if pairs.empty:
         return None
     differences = twin_differences(data, pairs)
