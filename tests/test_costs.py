@@ -223,8 +223,9 @@ def test_a_study_of_model_sizes_says_minutes_per_run_and_a_night_at_each_size_an
     )
     provenance = {"runs": {r: {"job_s": seconds, "machine": machine} for r, _n, _d, seconds, machine in sizes}}
     text = point_costs(SimpleNamespace(runs=runs, provenance=provenance), "size")
-    assert "| 2×64 | cpu A | 3 | 15.0 | 64 |" in text  # median of 10, 15 and 25 minutes; 2 x 32
-    assert "| 4×128 | cpu A | 1 | 30.0 | 32 |" in text
-    assert "| 4×128 | cpu B | 1 | 20.0 | 48 |" in text  # the lr study's run of that shape is not the size study's
+    # chips by letter, in the order they first finished a run (none recorded here: cpu A, then B)
+    assert "| 2×64 | A | 3 | 15.0 | 64 |" in text  # median of 10, 15 and 25 minutes; 2 x 32
+    assert "| 4×128 | A | 1 | 30.0 | 32 |" in text
+    assert "| 4×128 | B | 1 | 20.0 | 48 |" in text  # the lr study's run of that shape is not the size study's
     assert text.index("2×64") < text.index("4×128")
     assert point_costs(SimpleNamespace(runs=runs, provenance=provenance), "lr") == ""  # its points are setups

@@ -833,8 +833,10 @@ def test_costs_sum_each_targets_training_jobs_and_the_whole_grid(tmp_path):
     provenance = {"runs": runs, "grid": grid}
     section = costs_section.costs_section(load(db, provenance))
     rows = {row[0]: row[1:] for row in table_rows("### Costs\n" + section, "Costs")}
-    # each row names the chip its runs trained on, once, and how many where there are several
-    assert rows["`headline`"] == ["2", "35.0", "1.17", "0.67", "fp32", "AMD EPYC, 2 cores"]
+    # each row names the chip its runs trained on by letter (A: the first to finish a run), and how
+    # many where there are several; the notes name each chip once
+    assert "- Trained on: A: AMD EPYC, 2 cores; B: Intel Xeon, 2 cores." in section
+    assert rows["`headline`"] == ["2", "35.0", "1.17", "0.67", "fp32", "A"]
     assert rows["`ablations`"] == ["0", "–", "–", "–", "–", "–"]
     assert rows["`break_tests`"] == [
         "2",
@@ -842,7 +844,7 @@ def test_costs_sum_each_targets_training_jobs_and_the_whole_grid(tmp_path):
         "1.50",
         "1.00",
         "fp32",
-        "AMD EPYC, 2 cores (1); Intel Xeon, 2 cores (1)",
+        "A (1), B (1)",
     ]
     # wall-clock: the hours some job ran, 10:00-10:40 and 11:00-12:00; the 20 idle minutes between not counted
     assert rows["the whole grid (`all`)"] == [
@@ -851,7 +853,7 @@ def test_costs_sum_each_targets_training_jobs_and_the_whole_grid(tmp_path):
         "2.67",
         "1.67",
         "fp32",
-        "AMD EPYC, 2 cores (3); Intel Xeon, 2 cores (1)",
+        "A (3), B (1)",
     ]
     assert "Two lanes that never idle would need half the run-hours: 1.3 h for the whole grid's training." in section
     assert "- Torch 2.13.0; runs finished on 2026-11-30." in section
@@ -881,7 +883,8 @@ def test_the_costs_estimate_the_grids_night_in_bf16_from_measured_runs(tmp_path)
     section = costs_section.costs_section(load(db, {"runs": fp32 | shallow, "grid": grid}))
     rows = {row[0]: row[1:] for row in table_rows("### Costs\n" + section, "Costs")}
     assert rows["the whole grid (`all`)"][0] == "6"  # the bf16 runs are not the grid's
-    assert rows["`precision` (a study, not in `all`)"] == ["2", "20.0", "0.67", "0.33", "bf16", "unrecorded"]
+    assert rows["`precision` (a study, not in `all`)"] == ["2", "20.0", "0.67", "0.33", "bf16", "A"]
+    assert "- Trained on: A: unrecorded." in section
     assert "the 12-layer runs are not measured in bf16 yet, so the grid's night in bf16 is not estimated" in section
 
     # 4 one-layer grid runs at 20 minutes and 2 twelve-layer ones at 40: 2.7 run-hours

@@ -35,7 +35,9 @@ def test_the_shipped_studies_are_the_workflows_groups_and_targets():
 
 
 def test_a_study_a_user_declares_gets_its_targets():
-    depth = parse_study("depth", {"question": "Q?", "compare": "models", "axis": ["n_layer"], "rule": "own_lr", "stages": 2}, "f")
+    depth = parse_study(
+        "depth", {"question": "Q?", "compare": "models", "axis": ["n_layer"], "rule": "own_lr", "stages": 2}, "f"
+    )
     assert study_targets({"depth": depth}) == {
         "depth": Target("depth", None),
         "depth_stage1": Target("depth", 1),
@@ -53,14 +55,30 @@ GOOD = {"question": "Does depth pay?", "compare": "models", "axis": ["n_layer"],
         ("depth", {"rules": "own_lr"}, "studies.depth.rules: not a study field; known fields: question, compare,"),
         ("depth", {"question": None}, "studies.depth: 'question' is missing"),
         ("depth", {"compare": "llama"}, "studies.depth.compare: expected one of models, parts, twins, got 'llama'"),
-        ("depth", {"axis": ["layers"]}, "studies.depth.axis: expected a list of run settings (such as n_layer, lr), got 'layers'"),
-        ("depth", {"axis": "n_layer"}, "studies.depth.axis: expected a list of run settings (such as n_layer, lr), got 'n_layer'"),
+        (
+            "depth",
+            {"axis": ["layers"]},
+            "studies.depth.axis: expected a list of run settings (such as n_layer, lr), got 'layers'",
+        ),
+        (
+            "depth",
+            {"axis": "n_layer"},
+            "studies.depth.axis: expected a list of run settings (such as n_layer, lr), got 'n_layer'",
+        ),
         ("depth", {"rule": "best"}, "studies.depth.rule: expected one of own_lr, shared_lr, got 'best'"),
         ("depth", {"rule": "shared_lr"}, "studies.depth.shared_lr: rule shared_lr needs the lr both models train at"),
         ("depth", {"shared_lr": "1e-3"}, "studies.depth.shared_lr: expected a positive number, got '1e-3'"),
         ("depth", {"stages": 0}, "studies.depth.stages: expected a whole number from 1, got 0"),
-        ("depth", {"stage_targets": {3: "deep"}}, "studies.depth.stage_targets: expected stage (1 to 1) -> target name"),
-        ("depth", {"compare": "twins"}, "studies.depth.rule: a study of twins compares each run with its twin: no lr rule"),
+        (
+            "depth",
+            {"stage_targets": {3: "deep"}},
+            "studies.depth.stage_targets: expected stage (1 to 1) -> target name",
+        ),
+        (
+            "depth",
+            {"compare": "twins"},
+            "studies.depth.rule: a study of twins compares each run with its twin: no lr rule",
+        ),
     ],
 )
 def test_a_wrong_declaration_is_one_line_naming_its_field(name, change, said):
@@ -202,4 +220,7 @@ def test_a_part_whose_best_lr_is_the_edge_leaves_the_parts_study_unanswered(part
     runs = parts_results.runs
     fewer = dataclasses.replace(parts_results, runs=runs[~((runs["part"] == "qk_norm") & (runs["lr"] == 4e-3))])
     text = study_section.study_section(fewer, PARTS)
-    assert "**Not answered yet.** Still missing: 64,000 characters of mine (fp32): the best lr of qk_norm is the edge of the lrs tried." in text
+    assert (
+        "**Not answered yet.** Still missing: 64,000 characters of mine (fp32): the best lr of qk_norm is the edge of the lrs tried."
+        in text
+    )

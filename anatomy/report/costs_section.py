@@ -89,11 +89,13 @@ def costs_section(data: Results) -> str:
     shipped = data.provenance.get("runs", {})
     records = {run_id: entry for run_id, entry in shipped.items() if not is_study(groups.get(run_id))}
 
+    chips = machine_letters(shipped)
+
     def row(name: str, run_ids: list[str]) -> list[str]:
         used = sorted({precisions.get(run_id) or "fp32" for run_id in run_ids})
         return cost_row(name, [shipped[run_id] for run_id in run_ids]) + [
             ", ".join(used) or "–",
-            trained_on([shipped[run_id] for run_id in run_ids]),
+            trained_on([shipped[run_id] for run_id in run_ids], chips),
         ]
 
     rows = [row(f"`{target_of(group)}`", [r for r in records if groups.get(r) == group]) for group in GRID_GROUPS]
@@ -105,6 +107,7 @@ def costs_section(data: Results) -> str:
     two_lanes = sum(job_seconds(entry) for entry in records.values()) / 2 / 3600
     notes = [
         f"Torch {', '.join(grid.get('torch_versions', []))}; " + finished_words(grid),
+        "Trained on: " + "; ".join(f"{letter}: {machine}" for machine, letter in chips.items()) + ".",
         "Minutes per run: Snakemake's benchmark of each training job (compile, training, evaluations, "
         "checkpoints; a run resumed after an interruption counts its training time over every part).",
         "Run-hours: their sum, the time one run at a time would take. Wall-clock: the hours in which at least one "
@@ -144,10 +147,11 @@ def point_costs(data: Results, name: str) -> str:
     runs = data.runs[(data.runs["group"] == name) & data.runs["run_id"].isin(list(shipped))]
     if study.compare != "models" or not columns or runs.empty:
         return ""
+    chips = machine_letters(shipped)
     minutes: dict[tuple[str, str], list[float]] = {}
     for run in runs.sort_values(columns).to_dict("records"):  # smallest point first
         entry = shipped[run["run_id"]]
-        minutes.setdefault((point_label(run, columns), entry.get("machine") or "unrecorded"), []).append(
+        minutes.setdefault((point_label(run, columns), chips[entry.get("machine") or "unrecorded"]), []).append(
             job_seconds(entry) / 60
         )
     rows = [
@@ -158,17 +162,25 @@ def point_costs(data: Results, name: str) -> str:
     return (
         f"The `{name}` study at each of its points: each run's training job as it ran (two side by side, "
         "sometimes with tests beside them, so these err long), and how many such runs two lanes that never "
-        f"idle finish in one {NIGHT_HOURS}-hour night.\n\n" + md_table(header, rows)
+        f"idle finish in one {NIGHT_HOURS}-hour night; the chips by the letters above.\n\n" + md_table(header, rows)
     )
 
 
-def trained_on(entries: list[dict[str, Any]]) -> str:
-    """The chips these runs trained on, each with its count where there are several: a bf16 rerun
-    is exact only on the same CPU (docs/reference.md)."""
-    counts = Counter(entry.get("machine") or "unrecorded" for entry in entries)
+def machine_letters(shipped: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Each chip the runs trained on -> a letter (A first, in the order they first finished a run),
+    so that a cell names several chips in a few characters and the notes name each once."""
+    entries = sorted(shipped.values(), key=lambda entry: entry.get("finished_utc") or "")
+    machines = dict.fromkeys(entry.get("machine") or "unrecorded" for entry in entries)
+    return {machine: chr(ord("A") + index) for index, machine in enumerate(machines)}
+
+
+def trained_on(entries: list[dict[str, Any]], letters: dict[str, str]) -> str:
+    """The chips these runs trained on, by letter, each with its count where there are several: a
+    bf16 rerun is exact only on the same CPU (docs/reference.md)."""
+    counts = Counter(letters[entry.get("machine") or "unrecorded"] for entry in entries)
     if len(counts) <= 1:
         return next(iter(counts), "–")
-    return "; ".join(f"{machine} ({n})" for machine, n in sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+    return ", ".join(f"{letter} ({n})" for letter, n in sorted(counts.items()))
 
 
 def measured_night(measured: dict[str, Any]) -> str:

@@ -122,7 +122,9 @@ def missing(study: Study, found: list[lr_section.Setup], judged: dict[tuple[str,
             waiting.append(_("{point}: a model has no finished run").format(point=label))
         elif rule == "own" and edge:
             waiting.append(
-                _("{point}: the best lr of {models} is the edge of the lrs tried").format(point=label, models=listed(edge))
+                _("{point}: the best lr of {models} is the edge of the lrs tried").format(
+                    point=label, models=listed(edge)
+                )
             )
         elif not said.testable:
             waiting.append(_("{point}: no noise estimate (no second seed yet)").format(point=label))
@@ -236,9 +238,13 @@ def parts_section(everything: Results, study: Study) -> str | None:
             rows.append(
                 [point.label, part_name(part), best_cell(plain), best_cell(curve), interval_text(said) if said else "-"]
             )
-            edge = [part_name(p) for p, c in ((None, plain), (part, curve)) if c.best_lr is not None and not c.bracketed]
+            edge = [
+                part_name(p) for p, c in ((None, plain), (part, curve)) if c.best_lr is not None and not c.bracketed
+            ]
             if said is None:
-                waiting.append(_("{point}, {part}: a run is not finished").format(point=point.label, part=part_name(part)))
+                waiting.append(
+                    _("{point}, {part}: a run is not finished").format(point=point.label, part=part_name(part))
+                )
             elif study.rule == "own_lr" and edge:
                 waiting.append(
                     _("{point}: the best lr of {models} is the edge of the lrs tried").format(

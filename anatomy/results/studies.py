@@ -81,7 +81,9 @@ def parse_study(name: str, entry: object, where: str) -> Study:
     if entry["compare"] == "twins" and rule is not None:
         raise problem(where, f"{name}.rule", "a study of twins compares each run with its twin: no lr rule")
     shared_lr = entry.get("shared_lr")
-    if shared_lr is not None and (isinstance(shared_lr, bool) or not isinstance(shared_lr, (int, float)) or shared_lr <= 0):
+    if shared_lr is not None and (
+        isinstance(shared_lr, bool) or not isinstance(shared_lr, (int, float)) or shared_lr <= 0
+    ):
         raise problem(where, f"{name}.shared_lr", f"expected a positive number, got {shared_lr!r}")
     if rule == "shared_lr" and shared_lr is None:
         raise problem(where, f"{name}.shared_lr", "rule shared_lr needs the lr both models train at")
