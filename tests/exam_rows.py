@@ -156,3 +156,94 @@ def grad_norm_rows(run_id: str, by_step: dict[int, list[float]]) -> list[dict]:
         for step, norms in by_step.items()
         for layer, norm in enumerate(norms)
     ]
+
+
+# ---------------------------------------------------------------------------------------------
+# The parts of 2024-26: exam_qk_norm, exam_mla, exam_moe, max_logits
+
+
+def qk_norm_row(
+    variant: str,
+    lr: float,
+    *,
+    trained: bool,
+    best: float | None = None,
+    peak: float | None = None,
+    diverged_step: int | None = None,
+) -> dict:
+    """One cell of the QK-norm map (300 steps), named as anatomy/exams/qk_norm.py names it."""
+    return {
+        "cell": f"{variant}_lr{lr!r}",
+        "variant": variant,
+        "lr": lr,
+        "steps": 300,
+        "status": "diverged" if diverged_step is not None else "done",
+        "diverged_step": diverged_step,
+        "trained": trained,
+        "best_val_loss": best,
+        "final_train_loss": best,
+        "peak_max_logit": peak,
+        "last_max_logit": peak,
+    }
+
+
+def mla_row(
+    cell: str,
+    n_kv_head: int,
+    per_char: int | None,
+    best: float,
+    chars_per_s: float | None = None,
+    kv_latent: int | None = None,
+    tokens: int = 512,
+) -> dict:
+    """One cell of the MLA exam: its cache measured after `tokens` positions, equal to the formula."""
+    measured = None if per_char is None else per_char * tokens
+    return {
+        "cell": cell,
+        "attn_type": "mla" if kv_latent is not None else "mha",
+        "n_kv_head": n_kv_head,
+        "kv_latent": kv_latent,
+        "tokens": tokens if per_char is not None else None,
+        "measured_bytes": measured,
+        "formula_bytes": measured,
+        "bytes_per_char": per_char,
+        "best_val_loss": best,
+        "chars_per_s": chars_per_s,
+    }
+
+
+def moe_row(
+    cell: str,
+    params: int,
+    active: int,
+    best: float,
+    *,
+    top_k: int | None = None,
+    n_experts: int = 4,
+    shares: tuple[float, float] | None = None,
+    step_ms: float | None = None,
+    step_ratio: float | None = None,
+) -> dict:
+    """One cell of the experts' exam (top_k None: dense)."""
+    return {
+        "cell": cell,
+        "n_experts": n_experts if top_k is not None else None,
+        "top_k": top_k,
+        "params": params,
+        "active_params": active,
+        "best_val_loss": best,
+        "min_share": shares[0] if shares else None,
+        "max_share": shares[1] if shares else None,
+        "run_step_s": None if step_ms is None else step_ms / 1000,
+        "step_ms": step_ms,
+        "step_ratio": step_ratio,
+    }
+
+
+def max_logit_rows(run_id: str, by_step: dict[int, list[float]]) -> list[dict]:
+    """step -> each layer's largest attention logit, layer 0 first."""
+    return [
+        {"run_id": run_id, "step": step, "layer": layer, "max_logit": value}
+        for step, values in by_step.items()
+        for layer, value in enumerate(values)
+    ]
