@@ -37,10 +37,10 @@ from exam_rows import (
     grad_norm_rows,
     insert,
     length_rows,
+    MLA,
+    MOE,
+    QK_NORM,
     max_logit_rows,
-    mla_row,
-    moe_row,
-    qk_norm_row,
     timing_rows,
     wall_clock_row,
 )
@@ -525,30 +525,6 @@ def test_report_on_real_exam_files(examined_runs, tmp_path):
 
 # ---------------------------------------------------------------------------------------------
 # The parts of 2024-26: QK-norm, MLA, experts, each by its own exam
-
-# plain trains up to 3e-3 and diverges at 1e-2; QK-norm trains at 1e-2 too: 3.33x the lr
-QK_NORM = [
-    qk_norm_row("plain", 1e-3, trained=True, best=2.30, peak=12.0),
-    qk_norm_row("plain", 3e-3, trained=True, best=2.25, peak=40.0),
-    qk_norm_row("plain", 1e-2, trained=False, peak=250.0, diverged_step=80),
-    qk_norm_row("qk_norm", 1e-3, trained=True, best=2.32, peak=6.0),
-    qk_norm_row("qk_norm", 3e-3, trained=True, best=2.22, peak=7.5),
-    qk_norm_row("qk_norm", 1e-2, trained=True, best=2.20, peak=8.0),
-]
-# bytes per character: 2 x 1 layer x KV heads x head_dim 32 x 4 bytes (MHA 1,024); MLA (latent + rope 16) x 4
-MLA = [
-    mla_row("mha", 4, 1024, 2.10, 500.0),
-    mla_row("gqa", 2, 512, 2.12, 520.0),
-    mla_row("mqa", 1, 256, 2.16, 540.0),
-    mla_row("mla_latent16", 4, 128, 2.20, 300.0, kv_latent=16),
-    mla_row("mla_latent32", 4, 192, 2.14, 290.0, kv_latent=32),  # the better of the two latents
-]
-MOE = [
-    moe_row("dense", 800_000, 800_000, 2.12, step_ms=100.0, step_ratio=1.0),
-    moe_row("moe_top1", 1_400_000, 801_024, 2.08, top_k=1, shares=(0.18, 0.34), step_ms=230.0, step_ratio=2.3),
-    moe_row("moe_top2", 1_400_000, 1_001_024, 2.05, top_k=2, shares=(0.2, 0.3), step_ms=300.0, step_ratio=3.0),
-    moe_row("moe_all", 1_400_000, 1_400_000, 2.03, top_k=4, shares=(0.25, 0.25), step_ms=400.0, step_ratio=4.0),
-]
 
 
 def new_part_entries(text: str) -> dict[str, list[str]]:
