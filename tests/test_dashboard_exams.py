@@ -573,3 +573,19 @@ def test_a_part_of_2024_26_with_only_some_cells_does_not_fail(tmp_path, monkeypa
     assert "No attention logits logged for these cells yet." in prose
     assert "4 experts (top-1): 1,400,000 parameters" in prose
     assert "buys" not in prose and "At the dense model's work" not in prose
+
+
+def test_the_parts_of_2024_26_speak_chinese_when_the_link_asks(parts_db, monkeypatch):
+    """The three sections in Chinese: the finding records' sentences, the details, the tables."""
+    from anatomy.language import speaking
+    from anatomy.report.findings import exam_part_findings
+
+    app = open_page(parts_db, "exams", monkeypatch, language="zh_CN")
+    english = english_left(app, [])
+    assert not english, "the Exams page in Chinese still shows: " + " | ".join(english[:5])
+    with speaking("zh_CN"):
+        records = exam_part_findings(load(parts_db))
+    prose = texts(app)
+    for record in records.values():
+        assert f"**{record.sentence}**" in prose
+    assert "不预热时，QK-norm 让 mini-LLaMA 能在不加它时所能承受的最大学习率的 3.33 倍下训练（0.01 对 0.003）" in prose
