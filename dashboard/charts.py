@@ -635,3 +635,62 @@ def break_delta_chart(deltas: pd.DataFrame, height_per_row: int = 40, colours: C
         )
     )
     return alt.layer(zero, intervals, seeds, dots).properties(height=alt.Step(height_per_row))
+
+
+# ---------------------------------------------------------------------------------------------
+# The parts of 2024-26: QK-norm's logits, MLA's cache against its loss
+
+
+def max_logit_chart(logits: pd.DataFrame, height: int = 300) -> alt.LayerChart:
+    """The largest attention logit of any layer over the steps, one line per cell of the QK-norm
+    map, coloured by variant (without QK-norm: the 2017 model's blue; with it: the mini-LLaMA's
+    orange), on a log scale; a diverged step's NaN is not drawn.
+
+    `logits`: cell, variant (words), lr, step, max_logit.
+    """
+    drawn = logits[np.isfinite(logits["max_logit"].astype(float)) & (logits["max_logit"] > 0)]
+    variants = list(dict.fromkeys(drawn["variant"]))
+    tooltip = [
+        alt.Tooltip("variant:N", title=_("variant")),
+        alt.Tooltip("lr:Q", title=_("lr"), format="g"),
+        alt.Tooltip("step:Q", title=_("training step")),
+        alt.Tooltip("max_logit:Q", title=_("largest attention logit"), format=".1f"),
+    ]
+    colours = list(palette.MODELS.values())
+    lines = (
+        alt.Chart(drawn)
+        .mark_line(point=alt.OverlayMarkDef(size=20, filled=True))
+        .encode(
+            x=alt.X("step:Q", title=_("training step")),
+            y=alt.Y("max_logit:Q", title=_("largest attention logit, any layer"), scale=alt.Scale(type="log")),
+            color=alt.Color(
+                "variant:N", title=None, sort=variants, scale=alt.Scale(domain=variants, range=colours[: len(variants)])
+            ),
+            detail="cell:N",
+            tooltip=tooltip,
+        )
+    )
+    return zoomable(lines).properties(height=height)
+
+
+def mla_chart(cells: pd.DataFrame, height: int = 300) -> alt.LayerChart:
+    """Best val against the cache's bytes per character, one point per cell of the MLA exam, named,
+    each attention kind in its colour as on the KV-cache charts (MLA: a spare one); the cache on a
+    log scale.
+
+    `cells`: name, kind ("MLA" or the attention's), bytes_per_char, best_val_loss, chars_per_s.
+    """
+    drawn = cells.dropna(subset=["bytes_per_char", "best_val_loss"])
+    x = alt.X("bytes_per_char:Q", title=_("KV cache, bytes per character"), scale=alt.Scale(type="log"))
+    y = alt.Y("best_val_loss:Q", title=_("best val loss (nats / char)"), scale=alt.Scale(zero=False))
+    kinds = list(dict.fromkeys(drawn["kind"]))
+    colour = alt.Color("kind:N", title=_("attention"), sort=kinds, scale=fixed_scale(kinds, palette.ATTENTION))
+    tooltip = [
+        alt.Tooltip("name:N", title=_("cache")),
+        alt.Tooltip("bytes_per_char:Q", title=_("bytes per character"), format=",.0f"),
+        alt.Tooltip("best_val_loss:Q", title=_("best val"), format=".3f"),
+        alt.Tooltip("chars_per_s:Q", title=_("characters / s"), format=",.0f"),
+    ]
+    points = alt.Chart(drawn).mark_point(filled=True, size=80).encode(x=x, y=y, color=colour, tooltip=tooltip)
+    labels = alt.Chart(drawn).mark_text(align="left", dx=7, dy=-7).encode(x=x, y=y, text="name:N")
+    return (points + labels).properties(height=height)

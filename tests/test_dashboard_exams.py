@@ -18,11 +18,15 @@ import pytest
 
 from exam_rows import (
     KV_SCALE,
+    MLA,
+    MOE,
+    QK_NORM,
     cache_rows,
     depth_row,
     grad_norm_rows,
     insert,
     length_rows,
+    max_logit_rows,
     new_database,
     timing_rows,
     wall_clock_row,
@@ -81,6 +85,12 @@ GRID = [
     run_row("deep_post_nowarmup", part="prenorm", model={**LLAMA, "n_layer": 12, "norm_pos": "post"}),
 ]
 
+
+PARTS_HEADERS = [
+    "QK-norm: a high learning rate without warmup",
+    "MLA: a smaller KV cache",
+    "Experts: more parameters for the same work",
+]
 
 TOO_SHORT = "the val split holds 700 tokens, too few for one window of 1024 + the character after it"
 
@@ -191,6 +201,7 @@ def test_each_exam_says_what_its_rows_show(exam_db, monkeypatch):
         "GQA: the KV cache",
         "Pre-norm: depth without warmup",
         "The wall clock of each part",
+        *PARTS_HEADERS,
     ]
 
     # every finding is the report's own clause as a sentence (anatomy/report/exam_findings.py, whose
@@ -300,9 +311,9 @@ def test_a_freshly_collected_database_says_which_command_fills_each_exam(tmp_pat
     insert(db, "runs", GRID[:2])
     app = open_page(db, "exams", monkeypatch)
     infos = [info.value for info in app.info]
-    assert len(infos) == 5  # length; the KV cache; the map, the gradient norms; the wall clock
+    assert len(infos) == 8  # length; the KV cache; the map, the gradient norms; the wall clock; qk_norm, mla, moe
     assert all("snakemake --cores 1 exams" in info for info in infos)
-    for exam in ("length", "kv_cache", "depth", "wall_clock"):
+    for exam in ("length", "kv_cache", "depth", "wall_clock", "qk_norm", "mla", "moe"):
         assert any(f"python -m anatomy exam {exam}" in info for info in infos), exam
     assert not app.get("vega_lite_chart")
 
@@ -313,7 +324,7 @@ def test_the_reference_results_say_that_they_ship_no_exams(tmp_path, monkeypatch
     monkeypatch.setattr(loaders, "REFERENCE_DB", db)
     app = open_page(db, "exams", monkeypatch)
     exam_lines = [info.value for info in app.info if "snakemake --cores 1 exams" in info.value]
-    assert len(exam_lines) == 5
+    assert len(exam_lines) == 8
     assert all("The shipped reference results hold none of this exam yet" in line for line in exam_lines)
 
 
@@ -483,3 +494,98 @@ def test_the_exams_page_speaks_chinese_when_the_link_asks(exam_db, monkeypatch):
     # the wall clock's rows name each part of a block in Chinese too ("attention · gqa" was left)
     rows = {row for table in chart_tables(app) if "row" in table for row in table["row"]}
     assert rows and not {row.split(" · ")[0] for row in rows} & {"attention", "norm", "ffn"}, rows
+
+
+# ---------------------------------------------------------------------------------------------
+# The parts of 2024-26
+
+
+@pytest.fixture
+def parts_db(tmp_path) -> Path:
+    """The three exams of the parts of 2024-26 filled (the report's test rows), two grid runs."""
+    db = new_database(tmp_path / "anatomy.duckdb")
+    insert(db, "runs", GRID[:3])
+    insert(db, "exam_qk_norm", QK_NORM)
+    insert(db, "exam_mla", MLA)
+    insert(db, "exam_moe", MOE)
+    insert(
+        db,
+        "max_logits",
+        max_logit_rows("qk_norm/plain_lr0.01", {1: [5.0, 6.0], 50: [90.0, 250.0], 80: [float("nan")] * 2})
+        + max_logit_rows("qk_norm/qk_norm_lr0.01", {1: [3.0, 2.0], 50: [8.0, 7.0]})
+        + max_logit_rows("llama/seed42", {1: [1.0, 1.0]}),  # a grid run's: not the map's
+    )
+    return db
+
+
+def test_each_part_of_2024_26_shows_the_reports_sentence_and_its_exam(parts_db, monkeypatch):
+    from anatomy.report.findings import exam_part_findings
+
+    app = open_page(parts_db, "exams", monkeypatch)
+    prose = texts(app)
+    assert [h.value for h in app.header][-3:] == PARTS_HEADERS
+    data = load(parts_db)
+    records = exam_part_findings(data)
+    assert list(records) == ["qk_norm", "mla", "moe"]
+    for part, detail in (
+        ("qk_norm", findings.qk_norm_text(data, bold=True)),
+        ("mla", findings.mla_text(data)),
+        ("moe", findings.moe_text(data)),
+    ):
+        assert f"**{records[part].sentence}**" in prose, part  # the report's sentence, word for word
+        assert findings.sentence(detail) in prose, part
+    assert "without QK-norm trains up to lr **0.003** (fails from 0.01), with QK-norm trains up to lr **0.01**" in prose
+    assert "MLA (latent 32) buys a KV cache of 192 bytes per character, 0.38x GQA's 512" in prose
+    assert "At the dense model's work per token, 4 experts (top-1) reach best val 2.080" in prose
+
+    tables = chart_tables(app)
+    qk_map, logits, mla_points = tables[-3:]
+    cell = qk_map[(qk_map["norm_pos"] == "without QK-norm") & (qk_map["lr"] == 1e-2)].iloc[0]
+    assert (cell["state"], cell["text"]) == ("diverged", "diverged @ 80")
+    assert set(qk_map["norm_pos"]) == {"without QK-norm", "with QK-norm"}
+    # the largest logit of any layer per step, the map's cells only; the diverged step's NaN not drawn
+    peaks = logits.set_index(["cell", "step"])["max_logit"].to_dict()
+    assert peaks == {
+        ("plain_lr0.01", 1): 6.0,
+        ("plain_lr0.01", 50): 250.0,
+        ("qk_norm_lr0.01", 1): 3.0,
+        ("qk_norm_lr0.01", 50): 8.0,
+    }
+    points = mla_points.dropna(subset=["name"]).drop_duplicates("name").set_index("name")
+    assert points.loc["MLA (latent 32)", "bytes_per_char"] == 192 and points.loc["GQA (2 KV heads)", "kind"] == "GQA"
+    moe = next(frame.value for frame in app.dataframe if "active_params" in frame.value).set_index("name")
+    assert moe.loc["4 experts (top-1)", "load"] == "18%-34%" and moe.loc["dense (one SwiGLU)", "load"] == "–"
+    assert moe.loc["4 experts (all on every token)", "step_ratio"] == 4.0
+
+
+def test_a_part_of_2024_26_with_only_some_cells_does_not_fail(tmp_path, monkeypatch):
+    """One QK-norm variant, MLA's cache not measured yet, MoE without its dense cell: the page
+    shows what there is and no finding it cannot make."""
+    db = new_database(tmp_path / "anatomy.duckdb")
+    insert(db, "runs", GRID[:2])
+    insert(db, "exam_qk_norm", QK_NORM[:2])
+    insert(db, "exam_mla", [{**MLA[3], "bytes_per_char": None, "measured_bytes": None, "formula_bytes": None}])
+    insert(db, "exam_moe", MOE[1:2])
+    app = open_page(db, "exams", monkeypatch)
+    prose = texts(app)
+    assert "with QK-norm: no cell yet" in prose
+    assert "MLA (latent 16): cache not measured yet, best val 2.200" in prose
+    assert "No attention logits logged for these cells yet." in prose
+    assert "4 experts (top-1): 1,400,000 parameters" in prose
+    assert "buys" not in prose and "At the dense model's work" not in prose
+
+
+def test_the_parts_of_2024_26_speak_chinese_when_the_link_asks(parts_db, monkeypatch):
+    """The three sections in Chinese: the finding records' sentences, the details, the tables."""
+    from anatomy.language import speaking
+    from anatomy.report.findings import exam_part_findings
+
+    app = open_page(parts_db, "exams", monkeypatch, language="zh_CN")
+    english = english_left(app, [])
+    assert not english, "the Exams page in Chinese still shows: " + " | ".join(english[:5])
+    with speaking("zh_CN"):
+        records = exam_part_findings(load(parts_db))
+    prose = texts(app)
+    for record in records.values():
+        assert f"**{record.sentence}**" in prose
+    assert "不预热时，QK-norm 让 mini-LLaMA 能在不加它时所能承受的最大学习率的 3.33 倍下训练（0.01 对 0.003）" in prose

@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 
 import duckdb
+import pandas as pd
 import pytest
 import torch
 
@@ -186,6 +187,43 @@ def test_collect_reads_the_three_exams_and_their_cells_logs(qk_map, mla_cells, m
         assert rows("SELECT count(*) FROM max_logits WHERE run_id LIKE 'qk_norm/%'")[0][0] == logged
         shares = rows("SELECT DISTINCT run_id FROM expert_shares ORDER BY run_id")
         assert shares == [("moe/moe_all",), ("moe/moe_top1",), ("moe/moe_top2",)]
+
+
+def test_the_report_states_what_the_real_exams_measured(qk_map, mla_cells, moe_cells, exams_root, tmp_path):
+    """The tiny exams above, collected: the report's rows for the parts of 2024-26 carry their figures."""
+    from anatomy.report import exam_findings, exams_section
+    from anatomy.results.reader import load
+
+    db = tmp_path / "anatomy.duckdb"
+    (tmp_path / "runs").mkdir()
+    args = ["collect", "--runs", str(tmp_path / "runs"), "--db", str(db), "--exams", str(exams_root)]
+    assert main([*args, "--allow-empty"]) == 0
+    data = load(db)
+    section = exams_section.exams_section(data)
+    # QK-norm: lr 1e30 diverges either way; the largest lr each variant trained at, as the exam prints it
+    largest = qk_norm.largest_trained_lr(qk_norm.read_cells(qk_map))
+    shown = exam_findings.qk_norm_text(data)
+    for variant, words in exam_findings.QK_VARIANTS.items():
+        lr = largest[variant]
+        said = f"{words} trains up to lr {lr:g} (fails from 1e+30)" if lr else f"{words} trains at none of the 2"
+        assert said in shown, shown
+    assert f"shows: {shown}" in section
+    # MLA: every cell's bytes per character and best val, as mla.json and the run say
+    for row in mla.read_cells(mla_cells):
+        name = exam_findings.mla_cell_name(pd.Series(row))
+        assert (
+            f"{name}: {row['bytes_per_char']:,.0f} bytes per character, best val {row['best_val_loss']:.3f}" in section
+        )
+    # MoE: parameters, best val and the step ratio of each cell, and the finding record's sentence
+    for row in moe.read_result(moe_cells / moe.RESULT_FILE):
+        name = exam_findings.moe_cell_name(pd.Series(row, dtype=object).replace({None: float("nan")}))
+        assert (
+            f"{name}: {row['params']:,} parameters, {row['active_params']:,} active, best val {row['best_val_loss']:.3f}"
+            in section
+        )
+    top1 = {row["cell"]: row for row in moe.read_result(moe_cells / moe.RESULT_FILE)}["moe_top1"]
+    assert f"a training step {top1['step_ratio']:.2f}x the dense model's here" in section
+    assert "nan" not in section.lower()
 
 
 # --- bad input: one line, naming what is wrong --------------------------------------------------

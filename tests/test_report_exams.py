@@ -30,10 +30,25 @@ from anatomy.results.collect import load_runs
 from anatomy.results.reader import load
 from anatomy.results.collect import SCHEMA_PATH, collect
 from run_folders import LLAMA_PARTS, declare_grid_baselines, write_run_folder
-from exam_rows import KV_SCALE, cache_rows, depth_row, grad_norm_rows, insert, length_rows, timing_rows, wall_clock_row
+from exam_rows import (
+    KV_SCALE,
+    cache_rows,
+    depth_row,
+    grad_norm_rows,
+    insert,
+    length_rows,
+    MLA,
+    MOE,
+    QK_NORM,
+    max_logit_rows,
+    timing_rows,
+    wall_clock_row,
+)
 from tiny_runs import examine
 
 HEADING = "Which part wins where"
+FIVE = ["RMSNorm", "pre-norm", "RoPE", "GQA", "SwiGLU"]
+NEW_PARTS = ["QK-norm", "MLA", "experts (MoE)"]  # the parts of 2024-26, after the five
 
 
 def section(text: str) -> str:
@@ -198,7 +213,7 @@ def examined_db(tmp_path_factory) -> Path:
 def test_every_exam_cell_holds_the_numbers_of_its_rows(examined_db):
     text = markdown.render(load(examined_db), [])
     table, shown = exam_table(text), exam_shown(text)
-    assert list(table) == ["RMSNorm", "pre-norm", "RoPE", "GQA", "SwiGLU"] and list(shown) == list(table)
+    assert list(table) == [*FIVE, *NEW_PARTS] and list(shown) == list(table)
     assert shown["RMSNorm"] == (
         "RMSNorm hand-written 0.400 ms vs fused 0.080 ms (5.0x); LayerNorm hand-written "
         "0.300 ms vs fused 0.100 ms (3.0x) (forward + backward on 32x128x128)"
@@ -506,3 +521,120 @@ def test_report_on_real_exam_files(examined_runs, tmp_path):
     assert main(["report", "--runs", str(examined_runs), "--out", str(out)]) == 0
     assert "(length.png)" in (out / "report.md").read_text() and "(stability.png)" in (out / "report.md").read_text()
     assert (out / "length.png").read_bytes().startswith(b"\x89PNG") and (out / "stability.png").is_file()
+
+
+# ---------------------------------------------------------------------------------------------
+# The parts of 2024-26: QK-norm, MLA, experts, each by its own exam
+
+
+def new_part_entries(text: str) -> dict[str, list[str]]:
+    """Each part of 2024-26's entry: its sentence, then the lines under it."""
+    entries, part = {}, None
+    for line in section(text).splitlines():
+        if match := re.match(r"- \*\*(.+?)\*\*: (.*)", line):
+            part = match.group(1)
+            entries[part] = [match.group(2)]
+        elif line.startswith("  - ") and part is not None:
+            entries[part].append(line[4:])
+    return {part: lines for part, lines in entries.items() if part in NEW_PARTS}
+
+
+@pytest.fixture(scope="module")
+def parts_db(tmp_path_factory) -> Path:
+    """The grid with QK-norm's break test (both seeds), and the three exams' cells by hand."""
+    root = tmp_path_factory.mktemp("parts_db")
+    write_grid(root / "runs")
+    for seed in (42, 7):
+        model = {**LLAMA_PARTS, "qk_norm": True}
+        write_run_folder(root / "runs", "llama_qk_norm", seed, group="break", part="qk_norm", floor=2.08, model=model)
+    db = root / "anatomy.duckdb"
+    collect(root / "runs", db)
+    insert(db, "exam_qk_norm", QK_NORM)
+    insert(db, "exam_mla", MLA)
+    insert(db, "exam_moe", MOE)
+    insert(db, "max_logits", max_logit_rows("qk_norm/plain_lr0.01", {1: [5.0], 50: [250.0]}))
+    return db
+
+
+def test_each_part_of_2024_26_states_what_its_exam_measured(parts_db):
+    data = load(parts_db)
+    text = markdown.render(data, [])
+    table, shown, entries = exam_table(text), exam_shown(text), new_part_entries(text)
+    assert [table[part] for part in NEW_PARTS] == [
+        ["–", "–", "`exam qk_norm`"],
+        ["–", "–", "`exam mla`"],
+        ["–", "–", "`exam moe`"],
+    ]
+    # the largest lr each variant trains at, where the plain one fails, the logits at the largest shared lr
+    assert shown["QK-norm"] == (
+        "no warmup, 300 steps: without QK-norm trains up to lr 0.003 (fails from 0.01), with QK-norm trains up "
+        "to lr 0.01; at lr 0.01 the largest attention logit reached 250.0 without QK-norm and 8.0 with it"
+    )
+    # the sentence: what it buys (1e-2 / 3e-3) and at what price (both trained at 3e-3)
+    assert entries["QK-norm"][0] == (
+        "Without warmup QK-norm lets the mini-LLaMA train at 3.33x the largest lr it survives without it (0.01 "
+        "against 0.003); the price, at lr 0.003 where both train: best val 2.220 with it against 2.250 without."
+    )
+    # the grid's break test: 2.08 against llama's 2.10, both seeds, with the break table's interval
+    assert entries["QK-norm"][2].startswith(
+        "in the training loss: the grid's break test `llama_qk_norm` against `llama`, Δ best val -0.020 ["
+    )
+    assert shown["MLA"].startswith(
+        "the cache against best val: MHA (4 KV heads): 1,024 bytes per character, best val 2.100, GQA (2 KV heads): "
+        "512 bytes per character, best val 2.120, MQA (1 KV head): 256 bytes per character, best val 2.160, "
+        "MLA (latent 32): 192 bytes per character, best val 2.140, MLA (latent 16): 128 bytes per character"
+    )
+    assert shown["MLA"].endswith(
+        "generation with the cache, characters/s: MHA (4 KV heads) 500, GQA (2 KV heads) 520, MQA (1 KV head) 540, MLA (latent 32) 290, MLA (latent 16) 300"
+    )
+    # the latent with the lower best val, against the mini-LLaMA's own GQA: 192 / 512 = 0.375
+    assert entries["MLA"][0] == (
+        "MLA (latent 32) buys a KV cache of 192 bytes per character, 0.38x GQA's 512; the price: best val 2.140 "
+        "against GQA's 2.120, and generation at 290 characters/s against 520."
+    )
+    assert "not a run of the grid" in entries["MLA"][2] and "`snakemake --cores 2 parts`" in entries["MLA"][2]
+    assert (
+        "4 experts (top-1): 1,400,000 parameters, 801,024 active, best val 2.080, load 18%-34% of the tokens per expert, a training step 230.0 ms, 2.30x dense's"
+        in shown["experts (MoE)"]
+    )
+    assert "load 25% of the tokens per expert" in shown["experts (MoE)"]  # all on every token: even
+    assert entries["experts (MoE)"][0] == (
+        "At the dense model's work per token, 4 experts (top-1) reach best val 2.080 against the dense model's "
+        "2.120; at equal total parameters, with all 4 experts on every token (a dense model of that size), best "
+        "val 2.030 against 2.080; the price: a training step 2.30x the dense model's here and the experts took "
+        "18%-34% of the tokens each (even: 25%)."
+    )
+    assert_no_nan(section(text))
+
+
+def test_the_parts_sentences_are_the_labs_finding_records(parts_db):
+    """One record per part, in the numbered list that opens the report; the section shows its sentence."""
+    from anatomy.report import findings
+
+    data = load(parts_db)
+    records = findings.exam_part_findings(data)
+    assert list(records) == ["qk_norm", "mla", "moe"]
+    assert {f.key for f in findings.findings(data)} >= {"exam_qk_norm", "exam_mla", "exam_moe"}
+    text = markdown.render(data, [])
+    opening = text.split("### Which part wins where")[0]
+    entries = new_part_entries(text)
+    for part, name in zip(records, NEW_PARTS):
+        assert entries[name][0] == records[part].sentence
+        assert records[part].evidence == "exams" and records[part].difference is None
+        assert f"{records[part].sentence} ([evidence](#which-part-wins-where))" in opening
+
+
+def test_an_exam_of_2024_26_not_run_yet_says_the_command_that_runs_it(examined_db):
+    from anatomy.report import findings
+
+    data = load(examined_db)
+    text = markdown.render(data, [])
+    shown, entries = exam_shown(text), new_part_entries(text)
+    for name, exam in zip(NEW_PARTS, ("qk_norm", "mla", "moe")):
+        assert shown[name] == f"not measured yet: run `snakemake --cores 1 exams` (or `python -m anatomy exam {exam}`)"
+        assert entries[name][0] == (
+            f"its exam has not run yet: `snakemake --cores 1 exams` runs it (or `python -m anatomy exam {exam}`), "
+            "then collect again."
+        )
+    assert findings.exam_part_findings(data) == {}
+    assert not {f.key for f in findings.findings(data)} & {"exam_qk_norm", "exam_mla", "exam_moe"}

@@ -584,23 +584,28 @@ def length_chart(
     return alt.layer(*layers).properties(height=height)
 
 
-def stability_map(cells: pd.DataFrame, height_per_row: int = 70) -> alt.LayerChart:
+def stability_map(
+    cells: pd.DataFrame, height_per_row: int = 70, rows: dict[str, str] | None = None, row_title: str | None = None
+) -> alt.LayerChart:
     """The depth map: a cell per wiring and learning rate, coloured by what became of the run.
 
     `cells`: norm_pos, lr, lr_label, state (trained | did not learn | diverged | running), text.
+    `rows`: each norm_pos value by its words, top row first (default: post- and pre-norm); the
+    QK-norm map draws its variants (plain, qk_norm) so, under `row_title`.
     """
+    rows = rows or {"post": wiring("post"), "pre": wiring("pre")}
     words, colors = shown(cells["state"], DEPTH_STATES)
-    cells = cells.assign(state=words, norm_pos=cells["norm_pos"].map(wiring))  # post-norm, in the reader's words
+    cells = cells.assign(state=words, norm_pos=cells["norm_pos"].map(rows))  # post-norm, in the reader's words
     order = list(dict.fromkeys(cells.sort_values("lr")["lr_label"]))
     x = alt.X("lr_label:O", title=_("peak learning rate (no warmup)"), sort=order, axis=alt.Axis(labelAngle=0))
     y = alt.Y(
         "norm_pos:N",
         title=None,
-        sort=[wiring("post"), wiring("pre")],
+        sort=list(rows.values()),
         axis=alt.Axis(labelFontWeight="bold"),
     )
     tooltip = [
-        alt.Tooltip("norm_pos:N", title=pgettext("post- or pre-norm", "wiring")),
+        alt.Tooltip("norm_pos:N", title=row_title or pgettext("post- or pre-norm", "wiring")),
         alt.Tooltip("lr:Q", title=_("lr"), format="g"),
         alt.Tooltip("state:N", title=pgettext("a depth map cell", "state")),
         alt.Tooltip("text:N", title=pgettext("a depth map cell", "result")),

@@ -2,12 +2,17 @@
 
 Each part of the mini-LLaMA has the exam it was made for (anatomy/exams/). The numbers come from
 the exam views of anatomy/results/schema.sql (length_reach, kv_cache_per_token, kv_cache_speedup,
-kv_cache_at_scale, wall_clock_ratios, depth_stability, grad_norm_spread); this module only picks
-and words them. The report's "which part wins where" table and the dashboard's Exams page both
-call it, so a finding reads the same wherever it is shown.
+kv_cache_at_scale, wall_clock_ratios, depth_stability, grad_norm_spread) and, for the parts of
+2024-26, the exams' own tables (exam_qk_norm, exam_mla, exam_moe: one row per cell, every number
+measured by the exam); this module only picks and words them. The report's "which part wins
+where" table and the dashboard's Exams page both call it, so a finding reads the same wherever
+it is shown.
 
 Per part there are two texts (`exam_rows`): what the exam shows, in full (a table cell), and its
 finding, one clause (None while the exam has not been run). `sentence` makes a clause a sentence.
+For the parts of 2024-26 (QK-norm, MLA, experts) the finding says what the part buys here and at
+what cost; anatomy/report/findings.py makes it a record of the lab's findings (`exam_part_findings`),
+whose sentence the report and the Exams page both show.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import pandas as pd
 from anatomy.language import N_, _, ngettext
 from anatomy.report.roles import headline_of, paired_deltas
 from anatomy.report.wording import (
+    and_list,
     by_seed,
     clauses,
     fmt,
@@ -50,7 +56,13 @@ PART_EXAMS = {
     "rope": ("length", N_("length: loss by position, on windows longer than the training length")),
     "gqa": ("kv_cache", N_("KV cache: bytes per token, generation with and without the cache")),
     "swiglu": ("wall_clock", N_("wall clock: the FFN alone, forward + backward, hand-written vs fused")),
+    "qk_norm": ("qk_norm", N_("QK-norm map: the mini-LLaMA without warmup, with and without QK-norm over the lr")),
+    "mla": ("mla", N_("MLA: cache bytes per character against best val, MHA, GQA, MQA and MLA latents")),
+    "moe": ("moe", N_("experts: best val at equal active and at equal total parameters, load, step time")),
 }
+# the parts of 2024-26, each added to the mini-LLaMA: an exam of its own, no ablation of the grid
+NEW_PARTS = ("qk_norm", "mla", "moe")
+PART_NAMES |= {"qk_norm": N_("QK-norm"), "mla": N_("MLA"), "moe": N_("experts (MoE)")}
 # wall_clock variants by the names the text gives them
 VARIANT_NAMES = {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm", "gelu": "GELU FFN", "swiglu": "SwiGLU FFN"}
 ATTENTION_ORDER = ("MHA", "GQA", "MQA")  # most KV heads first
@@ -610,6 +622,315 @@ def kv_cache_finding(data: Results) -> str | None:
 
 
 # ---------------------------------------------------------------------------------------------
+# The parts of 2024-26: QK-norm, MLA, a mixture of experts (anatomy/exams/qk_norm.py, mla.py, moe.py)
+
+
+def not_run(exam: str) -> str:
+    """An exam of a part of 2024-26 with no row yet, and the commands that fill it."""
+    return _(
+        "its exam has not run yet: `snakemake --cores 1 exams` runs it (or `python -m anatomy exam {exam}`), "
+        "then collect again"
+    ).format(exam=exam)
+
+
+# the QK-norm map's two variants as a sentence names them (shown with _())
+QK_VARIANTS = {"plain": N_("without QK-norm"), "qk_norm": N_("with QK-norm")}
+
+
+def qk_norm_stability(data: Results) -> pd.DataFrame:
+    """Per variant of the QK-norm map (index plain, qk_norm: those with a cell): its cells, the
+    largest lr that trained and the smallest that did not (as depth_stability defines them for the
+    depth map), and the largest attention logit any of its cells reached."""
+    cells = data.exams.qk_norm
+    trained = cells["trained"].astype(bool)
+    table = pd.DataFrame(
+        {
+            "cells": cells.groupby("variant").size(),
+            "max_trained_lr": cells[trained].groupby("variant")["lr"].max(),
+            "min_failed_lr": cells[~trained].groupby("variant")["lr"].min(),
+            "peak_max_logit": cells.groupby("variant")["peak_max_logit"].max(),
+        }
+    )
+    return table.reindex([variant for variant in QK_VARIANTS if variant in table.index])
+
+
+def qk_stability_text(stability: pd.DataFrame, bold: bool = False) -> str:
+    """The largest lr each variant trains at, in the depth map's words (wording.stability_text)."""
+    said = []
+    for variant, words in QK_VARIANTS.items():
+        name = _(words)
+        if variant not in stability.index:
+            said.append(_("{wiring}: no cell yet").format(wiring=name))
+            continue
+        row = stability.loc[variant]
+        if pd.isna(row["max_trained_lr"]):
+            said.append(
+                _("{wiring} trains at none of the {cells} learning rates tried").format(
+                    wiring=name, cells=int(row["cells"])
+                )
+            )
+            continue
+        largest = f"**{row['max_trained_lr']:g}**" if bold else f"{row['max_trained_lr']:g}"
+        said.append(
+            _("{wiring} trains up to lr {largest} (fails from {failed})").format(
+                wiring=name, largest=largest, failed=f"{row['min_failed_lr']:g}"
+            )
+            if pd.notna(row["min_failed_lr"])
+            else _("{wiring} trains up to lr {largest}").format(wiring=name, largest=largest)
+        )
+    return _("{post}, {pre}").format(post=said[0], pre=said[1])
+
+
+def qk_logit_text(data: Results) -> str | None:
+    """At the largest lr where both variants logged a finite logit: the largest each reached."""
+    cells = data.exams.qk_norm.dropna(subset=["peak_max_logit"])
+    peaks = cells.pivot_table(index="lr", columns="variant", values="peak_max_logit", aggfunc="max")
+    if not set(QK_VARIANTS) <= set(peaks.columns):
+        return None
+    both = peaks.dropna(subset=list(QK_VARIANTS))
+    if both.empty:
+        return None
+    lr = both.index.max()
+    return _("at lr {lr} the largest attention logit reached {plain} without QK-norm and {qk} with it").format(
+        lr=f"{lr:g}", plain=f"{both.loc[lr, 'plain']:.1f}", qk=f"{both.loc[lr, 'qk_norm']:.1f}"
+    )
+
+
+def qk_norm_text(data: Results, bold: bool = False) -> str:
+    cells = data.exams.qk_norm
+    if cells.empty:
+        return not_measured("qk_norm")
+    steps = "/".join(str(int(n)) for n in sorted(cells["steps"].unique()))
+    said = _("no warmup, {steps} steps: {stability}").format(
+        steps=steps, stability=qk_stability_text(qk_norm_stability(data), bold=bold)
+    )
+    logits = qk_logit_text(data)
+    return clauses([said, logits]) if logits else said
+
+
+def qk_norm_price(data: Results) -> str | None:
+    """At the largest lr where both variants trained: each one's best val."""
+    cells = data.exams.qk_norm
+    best = cells[cells["trained"].astype(bool)].pivot_table(
+        index="lr", columns="variant", values="best_val_loss", aggfunc="min"
+    )
+    if not set(QK_VARIANTS) <= set(best.columns) or best.dropna(subset=list(QK_VARIANTS)).empty:
+        return None
+    both = best.dropna(subset=list(QK_VARIANTS))
+    lr = both.index.max()
+    return _("the price, at lr {lr} where both train: best val {qk} with it against {plain} without").format(
+        lr=f"{lr:g}", qk=fmt(both.loc[lr, "qk_norm"]), plain=fmt(both.loc[lr, "plain"])
+    )
+
+
+def qk_norm_finding(data: Results) -> str | None:
+    """What QK-norm buys here (the largest lr that trains, with it and without) and at what cost."""
+    stability = qk_norm_stability(data)
+    if not set(QK_VARIANTS) <= set(stability.index):
+        return None
+    plain, qk = stability.loc["plain", "max_trained_lr"], stability.loc["qk_norm", "max_trained_lr"]
+    if pd.isna(plain) and pd.isna(qk):
+        buys = _("without warmup the mini-LLaMA trains at no learning rate tried, with QK-norm or without")
+    elif pd.isna(plain):
+        buys = _(
+            "without warmup QK-norm lets the mini-LLaMA train up to lr {qk}, where without it the model trains at "
+            "none tried"
+        )
+    elif pd.isna(qk) or plain > qk:
+        buys = _(
+            "QK-norm buys no higher learning rate here: without warmup the mini-LLaMA trains at a larger lr without it"
+        )
+    elif plain == qk:
+        buys = _(
+            "QK-norm buys no higher learning rate here: without warmup the mini-LLaMA trains up to lr {qk} with it "
+            "and without"
+        )
+    else:
+        buys = _(
+            "without warmup QK-norm lets the mini-LLaMA train at {ratio}x the largest lr it survives without it "
+            "({qk} against {plain})"
+        )
+    buys = buys.format(qk=f"{qk:g}", plain=f"{plain:g}", ratio=f"{qk / plain:.3g}" if plain and qk else "")
+    price = qk_norm_price(data)
+    return clauses([buys, price]) if price else buys
+
+
+# exam_mla's head cells by the names a sentence gives them (MLA's: "MLA, latent 32")
+HEAD_CELLS = {"mha": "MHA", "gqa": "GQA", "mqa": "MQA"}
+
+
+def mla_cell_name(row) -> str:
+    if row["attn_type"] == "mla":
+        return _("MLA (latent {latent})").format(latent=int(row["kv_latent"]))
+    name = HEAD_CELLS.get(row["cell"], row["cell"])
+    return _("{kind} ({heads})").format(kind=name, heads=kv_heads(int(row["n_kv_head"])))
+
+
+def mla_text(data: Results) -> str:
+    cells = data.exams.mla
+    if cells.empty:
+        return not_measured("mla")
+    sizes = [
+        _("{name}: {bytes} bytes per character, best val {val}").format(
+            name=mla_cell_name(row), bytes=f"{row['bytes_per_char']:,.0f}", val=fmt(row["best_val_loss"])
+        )
+        if pd.notna(row["bytes_per_char"])
+        else _("{name}: cache not measured yet, best val {val}").format(
+            name=mla_cell_name(row), val=fmt(row["best_val_loss"])
+        )
+        for _index, row in cells.iterrows()
+    ]
+    said = [_("the cache against best val: {cells}").format(cells=listed(sizes))]
+    timed = cells.dropna(subset=["chars_per_s"])
+    if timed.empty:
+        said.append(_("generation not timed yet"))
+    else:
+        said.append(
+            _("generation with the cache, characters/s: {speeds}").format(
+                speeds=listed(f"{mla_cell_name(row)} {row['chars_per_s']:,.0f}" for _index, row in timed.iterrows())
+            )
+        )
+    return clauses(said)
+
+
+def mla_pair(data: Results) -> tuple[pd.Series, pd.Series] | None:
+    """The MLA cell with the lowest best val (of those measured; the smaller cache on a tie), and
+    the cache it is set against: GQA's, the mini-LLaMA's own, else MHA's."""
+    cells = data.exams.mla.dropna(subset=["bytes_per_char", "best_val_loss"])
+    latents = cells[cells["attn_type"] == "mla"].sort_values(["best_val_loss", "bytes_per_char"], kind="stable")
+    heads = cells[cells["attn_type"] != "mla"].set_index("cell")
+    reference = next((heads.loc[cell] for cell in ("gqa", "mha") if cell in heads.index), None)
+    if latents.empty or reference is None:
+        return None
+    return latents.iloc[0], reference  # the reference named by its cell (mha, gqa)
+
+
+def mla_finding(data: Results) -> str | None:
+    """What MLA buys (the cache against the mini-LLaMA's GQA) and at what cost (best val, speed)."""
+    pair = mla_pair(data)
+    if pair is None:
+        return None
+    mla, ref = pair
+    numbers = {
+        "latent": int(mla["kv_latent"]),
+        "bytes": f"{mla['bytes_per_char']:,.0f}",
+        "ratio": f"{mla['bytes_per_char'] / ref['bytes_per_char']:.2f}",
+        "reference": HEAD_CELLS.get(ref.name, ref.name),
+        "ref_bytes": f"{ref['bytes_per_char']:,.0f}",
+        "val": fmt(mla["best_val_loss"]),
+        "ref_val": fmt(ref["best_val_loss"]),
+    }
+    buys = _(
+        "MLA (latent {latent}) buys a KV cache of {bytes} bytes per character, {ratio}x {reference}'s {ref_bytes}"
+    ).format(**numbers)
+    if pd.notna(mla["chars_per_s"]) and pd.notna(ref["chars_per_s"]):
+        price = _(
+            "the price: best val {val} against {reference}'s {ref_val}, and generation at {speed} characters/s "
+            "against {ref_speed}"
+        ).format(speed=f"{mla['chars_per_s']:,.0f}", ref_speed=f"{ref['chars_per_s']:,.0f}", **numbers)
+    else:
+        price = _("the price: best val {val} against {reference}'s {ref_val}").format(**numbers)
+    return clauses([buys, price])
+
+
+def moe_cell_name(row) -> str:
+    if pd.isna(row["n_experts"]):
+        return _("dense (one SwiGLU)")
+    n, k = int(row["n_experts"]), int(row["top_k"])
+    if k == n:
+        return _("{n} experts (all on every token)").format(n=n)
+    return _("{n} experts (top-{k})").format(n=n, k=k)
+
+
+def share(value: float) -> str:
+    return f"{value:.0%}"
+
+
+def shares(low: float, high: float) -> str:
+    """The smallest and largest share of the tokens an expert took: "18%-34%", "25%" where equal."""
+    return share(low) if share(low) == share(high) else f"{share(low)}-{share(high)}"
+
+
+def moe_text(data: Results) -> str:
+    cells = data.exams.moe
+    if cells.empty:
+        return not_measured("moe")
+    said = []
+    for _index, row in cells.iterrows():
+        details = [
+            _("{params} parameters, {active} active").format(
+                params=f"{int(row['params']):,}", active=f"{int(row['active_params']):,}"
+            ),
+            _("best val {val}").format(val=fmt(row["best_val_loss"])),
+        ]
+        if pd.notna(row["min_share"]):
+            details.append(
+                _("load {shares} of the tokens per expert").format(shares=shares(row["min_share"], row["max_share"]))
+            )
+        if pd.notna(row["step_ms"]) and pd.isna(row["n_experts"]):
+            details.append(_("a training step {ms} ms").format(ms=f"{row['step_ms']:.1f}"))
+        elif pd.notna(row["step_ms"]) and pd.notna(row["step_ratio"]):
+            details.append(
+                _("a training step {ms} ms, {ratio}x dense's").format(
+                    ms=f"{row['step_ms']:.1f}", ratio=f"{row['step_ratio']:.2f}"
+                )
+            )
+        said.append(_("{name}: {details}").format(name=moe_cell_name(row), details=listed(details)))
+    return clauses(said)
+
+
+def moe_cells(data: Results) -> tuple[pd.Series | None, pd.Series | None, pd.Series | None]:
+    """(dense, the sparse MoE cell of fewest experts per token, the MoE with every expert on every
+    token: the dense model at the sparse one's total parameters), each None where not in the exam."""
+    cells = data.exams.moe
+    dense = cells[cells["n_experts"].isna()]
+    moe = cells.dropna(subset=["n_experts"])
+    sparse = moe[moe["top_k"] < moe["n_experts"]].sort_values("top_k", kind="stable")
+    every = moe[moe["top_k"] == moe["n_experts"]]
+    first = [frame.iloc[0] if not frame.empty else None for frame in (dense, sparse)]
+    if first[1] is not None:  # the one of the sparse cell's own experts
+        every = every[every["n_experts"] == first[1]["n_experts"]]
+    return first[0], first[1], every.iloc[0] if not every.empty else None
+
+
+def moe_finding(data: Results) -> str | None:
+    """What experts buy here (best val at equal work and at equal size) and at what cost (the step
+    time, the load)."""
+    dense, sparse, every = moe_cells(data)
+    if sparse is None or pd.isna(sparse["best_val_loss"]):
+        return None
+    name = moe_cell_name(sparse)
+    said = []
+    if dense is not None and pd.notna(dense["best_val_loss"]):
+        said.append(
+            _(
+                "at the dense model's work per token, {name} reach best val {moe} against the dense model's {dense}"
+            ).format(name=name, moe=fmt(sparse["best_val_loss"]), dense=fmt(dense["best_val_loss"]))
+        )
+    if every is not None and pd.notna(every["best_val_loss"]):
+        said.append(
+            _(
+                "at equal total parameters, with all {n} experts on every token (a dense model of that size), "
+                "best val {every} against {moe}"
+            ).format(n=int(every["n_experts"]), every=fmt(every["best_val_loss"]), moe=fmt(sparse["best_val_loss"]))
+        )
+    if not said:
+        return None
+    price = []
+    if pd.notna(sparse["step_ratio"]):
+        price.append(_("a training step {ratio}x the dense model's here").format(ratio=f"{sparse['step_ratio']:.2f}"))
+    if pd.notna(sparse["min_share"]):
+        price.append(
+            _("the experts took {shares} of the tokens each (even: {even})").format(
+                shares=shares(sparse["min_share"], sparse["max_share"]), even=share(1 / sparse["n_experts"])
+            )
+        )
+    if price:
+        said.append(_("the price: {price}").format(price=and_list(price)))
+    return clauses(said)
+
+
+# ---------------------------------------------------------------------------------------------
 
 
 def exam_rows(data: Results) -> dict[str, tuple[str, str | None]]:
@@ -623,4 +944,7 @@ def exam_rows(data: Results) -> dict[str, tuple[str, str | None]]:
         "rope": (length_text(data), length_finding(data)),
         "gqa": (kv_cache_text(data), kv_cache_finding(data)),
         "swiglu": (wall_clock_text(data, "ffn", "swiglu", "gelu"), wall_clock_finding(data, "ffn", "swiglu", "gelu")),
+        "qk_norm": (qk_norm_text(data), qk_norm_finding(data)),
+        "mla": (mla_text(data), mla_finding(data)),
+        "moe": (moe_text(data), moe_finding(data)),
     }

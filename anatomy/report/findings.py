@@ -8,7 +8,11 @@ on the same text names that study's record as `superseded_by`. The numbered list
 superseded ones out; the sections that still show them state their scope ("at one shared lr").
 
 The README (both languages), the report and the dashboard's Overview and Studies pages all render
-this list, in the reader's language, from the same records: one owner for each sentence.
+this list, in the reader's language, from the same records: one owner for each sentence. The
+parts of 2024-26 (QK-norm, MLA, experts) are records too, one per exam that has run
+(`exam_part_findings`): what the part buys here and at what cost, measured on the exam's own
+cells (one seed each, so no interval: the figures themselves). The report's "Which part wins
+where" and the Exams page show the same record's sentence.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import pandas as pd
 
 from anatomy.config import TrainConfig
 from anatomy.language import N_, _
-from anatomy.report import lr_section
+from anatomy.report import exam_findings, lr_section
 from anatomy.report.claims import headline_claims, headline_gap
 from anatomy.report.protocol import protocol_of
 from anatomy.report.roles import headline_of, only_runs_of
@@ -37,6 +41,7 @@ SECTIONS = {  # the report is English, so its headings and their anchors are too
     "claims": "The chapter's claims, measured",
     "scale": STUDY_GROUPS["scale"],
     "lr": STUDY_GROUPS["lr"],
+    "exams": "Which part wins where",
 }
 
 
@@ -299,10 +304,56 @@ def cosine(everything: Results, setup: lr_section.Setup) -> Finding | None:
     )
 
 
+# The parts of 2024-26: the question each exam answers, what it holds fixed and what it compares
+# (shown with _()); the sentence is exam_findings' finding, its figures the exam's own cells
+EXAM_PARTS = {
+    "qk_norm": (
+        N_("What does QK-norm buy here, and at what cost?"),
+        N_("the QK-norm exam: the mini-LLaMA without warmup, one run per lr, with QK-norm and without"),
+        N_("the largest lr that trains, with QK-norm against without"),
+        exam_findings.qk_norm_finding,
+    ),
+    "mla": (
+        N_("What does MLA buy here, and at what cost?"),
+        N_("the MLA exam: one run each of MHA, GQA, MQA and MLA at several latent widths"),
+        N_("cache bytes per character and best val, MLA against GQA"),
+        exam_findings.mla_finding,
+    ),
+    "moe": (
+        N_("What does a mixture of experts buy here, and at what cost?"),
+        N_("the experts' exam: the dense mini-LLaMA and its experts, top-1 and all on every token, equal steps"),
+        N_("best val at equal work and at equal total parameters, experts against dense"),
+        exam_findings.moe_finding,
+    ),
+}
+
+
+def exam_part_findings(data: Results) -> dict[str, Finding]:
+    """Per part of 2024-26 whose exam has run: what it buys here, at what cost (one record each,
+    keyed by part; a part whose exam has not run has none)."""
+    records = {}
+    for part, (question, setup, comparison, finding) in EXAM_PARTS.items():
+        clause = finding(data)
+        if clause is None:
+            continue
+        records[part] = Finding(
+            key=f"exam_{part}",
+            question=_(question),
+            setup=_(setup),
+            comparison=_(comparison),
+            difference=None,  # one run per cell: the exam's figures, no seed noise to judge them by
+            verdict=None,
+            sentence=exam_findings.sentence(clause),
+            evidence="exams",
+        )
+    return records
+
+
 def findings(everything: Results) -> list[Finding]:
     """Every record, in the order a learner reads them: the chapter's comparison, then what each
-    model at its own lr changes, then which part and which schedule. A shared-lr finding that the
-    lr study answers on the same text is marked superseded by that answer."""
+    model at its own lr changes, then which part and which schedule, then what the parts of
+    2024-26 buy in their exams. A shared-lr finding that the lr study answers on the same text is
+    marked superseded by that answer."""
     grid = only_runs_of(everything, None)
     records = []
     if protocol_of(grid).untestable_reason is None:  # toy runs' numbers are never findings
@@ -317,7 +368,9 @@ def findings(everything: Results) -> list[Finding]:
         if shared_key is not None and shared is not None and own.verdict != shared.sign:
             records = [Finding(**{**vars(f), "superseded_by": own.key}) if f.key == shared_key else f for f in records]
         later += [f for f in (rope_at_best(everything, setup), cosine(everything, setup)) if f is not None]
-    return records + later
+    # the exams' cells have the grid's sizes (workflow: model_size_arguments): toy with a toy grid
+    parts = list(exam_part_findings(grid).values()) if protocol_of(grid).untestable_reason is None else []
+    return records + later + parts
 
 
 def current(records: list[Finding]) -> list[Finding]:

@@ -82,6 +82,11 @@ class ExamTables:
     grad_norm_spread: pd.DataFrame  # the grad_norm_spread view: first / last block's gradient norm, with label
     wall_clock: pd.DataFrame  # exam_wall_clock: each part alone, manual against fused
     wall_clock_ratios: pd.DataFrame  # the wall_clock_ratios view: manual and fused per part and variant
+    # the parts of 2024-26 (anatomy/exams/qk_norm.py, mla.py, moe.py): each exam's cells, one row each
+    qk_norm: pd.DataFrame  # exam_qk_norm: the QK-norm map's cells, plain and qk_norm over the lr
+    qk_norm_logits: pd.DataFrame  # per QK-norm cell and logged step: the largest attention logit of any layer
+    mla: pd.DataFrame  # exam_mla: cache bytes per character, best val and generation speed per cell
+    moe: pd.DataFrame  # exam_moe: dense and the MoE cells, parameters, best val, load and step time
 
 
 @dataclass
@@ -135,8 +140,9 @@ READ_RELATIONS = (
     *("baseline_summary", "seed_band", "setup_noise", "val_above_best", "samples", "sample_memorisation"),
     *("exam_depth", "grad_norms", "exam_length", "length_reach", "exam_kv_cache", "kv_cache_per_token"),
     *("exam_kv_timing", "kv_cache_speedup", "kv_cache_at_scale", "depth_stability", "grad_norm_spread"),
-    *("exam_wall_clock", "wall_clock_ratios"),
+    *("exam_wall_clock", "wall_clock_ratios", "exam_qk_norm", "exam_mla", "exam_moe"),
 )
+QK_NORM_CELL_PREFIX = "qk_norm/"  # max_logits.run_id of a QK-norm cell: "qk_norm/" + exam_qk_norm.cell
 FIRST_RELATION = re.compile(r"\bFROM\s+(\w+)", re.IGNORECASE)
 
 
@@ -275,6 +281,15 @@ def read_exams(table, runs: pd.DataFrame) -> ExamTables:
         ),
         wall_clock=table("SELECT * FROM exam_wall_clock ORDER BY part, variant, impl"),
         wall_clock_ratios=table("SELECT * FROM wall_clock_ratios ORDER BY part, variant"),
+        qk_norm=table("SELECT * FROM exam_qk_norm ORDER BY variant, lr"),
+        # max_logits holds every layer of every run that logged them (the parts study's too): only
+        # the map's cells, one row per logged step, are read
+        qk_norm_logits=table(f"""
+            SELECT substr(run_id, {len(QK_NORM_CELL_PREFIX) + 1}) AS cell, step, max(max_logit) AS max_logit
+            FROM max_logits WHERE starts_with(run_id, '{QK_NORM_CELL_PREFIX}')
+            GROUP BY run_id, step ORDER BY cell, step"""),
+        mla=table("SELECT * FROM exam_mla ORDER BY bytes_per_char DESC NULLS LAST, cell"),
+        moe=table("SELECT * FROM exam_moe ORDER BY coalesce(top_k, 0), cell"),  # dense first, then by top_k
     )
 
 

@@ -2,9 +2,11 @@
 
 The training loss of a small model is not what RoPE, GQA and pre-norm were made for, so each has
 the exam it was made for (anatomy/exams/): reading past the training length, the KV cache, depth without
-warmup; and the wall clock of every part alone. One section per exam: what it tests, what the data
-show (the finding and its detail, in the report's own words: anatomy/report/exam_findings.py), the charts,
-and what is still missing.
+warmup; and the wall clock of every part alone. Then the parts of 2024-26 (QK-norm, MLA, experts),
+each by its own exam, with the lab's finding record (anatomy/report/findings.py): what the part buys
+here and at what cost, the sentence the report's "Which part wins where" shows. One section per exam:
+what it tests, what the data show (the finding and its detail, in the report's own words:
+anatomy/report/exam_findings.py), the charts, and what is still missing.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import re
 
 from anatomy.language import _, join_list
 from anatomy.report import exam_findings as findings
+from anatomy.report.findings import exam_part_findings
 from anatomy.report.protocol import not_a_finding, protocol_of
 from anatomy.report.roles import only_runs_of
 from anatomy.report.wording import wiring
@@ -415,11 +418,135 @@ def wall_clock_section(results: Results) -> None:
         )
 
 
+# ---------------------------------------------------------------------------------------------
+# The parts of 2024-26: QK-norm, MLA, a mixture of experts
+
+
+def say_part(part: str, detail: str) -> None:
+    """The part's finding record (the report's sentence for it, word for word), its exam's full
+    detail below it; on runs that are not the chapter's, said as what these runs showed."""
+    record = part_findings.get(part)
+    if record is not None:
+        st.markdown(f"**{record.sentence}**" if findings_testable else not_a_finding(record.sentence))
+    st.caption(findings.sentence(detail))
+
+
+def qk_norm_section(results: Results) -> None:
+    st.header(_("QK-norm: a high learning rate without warmup"))
+    st.caption(
+        _(
+            "QK-norm normalises every query and key before their dot product, so the attention logits cannot "
+            "grow without bound; the exam trains the mini-LLaMA without warmup at rising learning rates, with "
+            "and without it, and logs every layer's largest attention logit."
+        )
+    )
+    cells = results.exams.qk_norm
+    if cells.empty:
+        say_empty("qk_norm", _("QK-norm map (table exam_qk_norm)"), results.path)
+        return
+    say_part("qk_norm", findings.qk_norm_text(results, bold=True))
+    variants = {variant: _(words) for variant, words in findings.QK_VARIANTS.items()}
+    mapped = depth_cells(cells.assign(diverged=cells["status"] == "diverged", norm_pos=cells["variant"]))
+    charts.draw(charts.stability_map(mapped, rows=variants, row_title=_("variant")))
+    logits = results.exams.qk_norm_logits.merge(cells[["cell", "variant", "lr"]], on="cell")
+    if logits.empty:
+        st.caption(_("No attention logits logged for these cells yet."))
+        return
+    charts.draw(charts.max_logit_chart(logits.assign(variant=logits["variant"].map(variants))))
+    st.caption(
+        _(
+            "The largest attention logit of any layer at each logged step, one line per cell (log scale); "
+            "a cell stops where it diverged."
+        )
+    )
+
+
+def mla_section(results: Results) -> None:
+    st.header(_("MLA: a smaller KV cache"))
+    st.caption(
+        _(
+            "MLA caches one small latent per position (plus a shared rotated key) instead of a key and a value "
+            "per head; the exam trains one model of each way of caching and sets the cache's bytes per "
+            "character, measured from its tensors, beside its best val and its generation speed."
+        )
+    )
+    cells = results.exams.mla
+    if cells.empty:
+        say_empty("mla", _("MLA results (table exam_mla)"), results.path)
+        return
+    say_part("mla", findings.mla_text(results))
+    shown = cells.assign(
+        name=[findings.mla_cell_name(row) for _index, row in cells.iterrows()],
+        kind=[
+            "MLA" if attn == "mla" else findings.HEAD_CELLS.get(cell, cell)
+            for attn, cell in zip(cells["attn_type"], cells["cell"])
+        ],
+    )
+    charts.draw(charts.mla_chart(shown))
+    st.caption(_("Each point: one model of the exam; lower left is a smaller cache and a lower loss."))
+    st.dataframe(
+        shown[["name", "bytes_per_char", "best_val_loss", "chars_per_s"]],
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "name": st.column_config.TextColumn(_("cache")),
+            "bytes_per_char": st.column_config.NumberColumn(_("bytes per character"), format="localized"),
+            "best_val_loss": st.column_config.NumberColumn(_("best val (nats/char)"), format="%.3f"),
+            "chars_per_s": st.column_config.NumberColumn(_("characters / s, with the cache"), format="%.0f"),
+        },
+    )
+
+
+def moe_section(results: Results) -> None:
+    st.header(_("Experts: more parameters for the same work"))
+    st.caption(
+        _(
+            "A mixture of experts holds several feed-forward networks and sends each token through a few; the "
+            "exam sets it against the dense mini-LLaMA at equal work per token (top-1) and at equal total "
+            "parameters (every expert on every token), with the experts' load and the time of a training step."
+        )
+    )
+    cells = results.exams.moe
+    if cells.empty:
+        say_empty("moe", _("experts' results (table exam_moe)"), results.path)
+        return
+    say_part("moe", findings.moe_text(results))
+    shown = cells.assign(
+        name=[findings.moe_cell_name(row) for _index, row in cells.iterrows()],
+        load=[
+            findings.shares(low, high) if pd.notna(low) else "–"
+            for low, high in zip(cells["min_share"], cells["max_share"])
+        ],
+    )
+    st.dataframe(
+        shown[["name", "params", "active_params", "best_val_loss", "load", "step_ms", "step_ratio"]],
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "name": st.column_config.TextColumn(_("model")),
+            "params": st.column_config.NumberColumn(_("parameters"), format="localized"),
+            "active_params": st.column_config.NumberColumn(_("active per token"), format="localized"),
+            "best_val_loss": st.column_config.NumberColumn(_("best val (nats/char)"), format="%.3f"),
+            "load": st.column_config.TextColumn(_("tokens per expert (smallest-largest share)")),
+            "step_ms": st.column_config.NumberColumn(_("training step (ms)"), format="%.1f"),
+            "step_ratio": st.column_config.NumberColumn(_("step time / dense"), format="%.2f"),
+        },
+    )
+    st.caption(
+        _(
+            "Load: the smallest and largest share of the tokens any expert took at the last logged step (even: "
+            "one in the number of experts). Step: one training step of each model timed side by side in one "
+            "process; on a CPU the experts run one after another."
+        )
+    )
+
+
 results = loaders.require_results(runs_needed=False)  # the depth map and the wall clock need no run
 grid_runs = only_runs_of(results, None).runs  # the runs the grid's exams count (the studies have their own page)
 # the exams of trained runs judge the chapter's parts only on the chapter's runs (anatomy.report.protocol)
 findings_testable = protocol_of(only_runs_of(results, None)).untestable_reason is None
 colours = charts.colours_of(results)
+part_findings = exam_part_findings(only_runs_of(results, None))  # the report's sentence for each part of 2024-26
 st.title(_("Exams: each part where it pays"))
 st.caption(
     _(
@@ -433,3 +560,6 @@ length_section(results)
 kv_cache_section(results)
 depth_section(results)
 wall_clock_section(results)
+qk_norm_section(results)
+mla_section(results)
+moe_section(results)
