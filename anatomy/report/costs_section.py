@@ -148,6 +148,7 @@ def point_costs(data: Results, name: str) -> str:
     if study.compare != "models" or not columns or runs.empty:
         return ""
     chips = machine_letters(shipped)
+    points = list(dict.fromkeys(point_label(run, columns) for run in runs.sort_values(columns).to_dict("records")))
     minutes: dict[tuple[str, str], list[float]] = {}
     for run in runs.sort_values(columns).to_dict("records"):  # smallest point first
         entry = shipped[run["run_id"]]
@@ -156,7 +157,7 @@ def point_costs(data: Results, name: str) -> str:
         )
     rows = [
         [label, machine, str(len(times)), f"{median(times):.1f}", str(2 * int(NIGHT_HOURS * 60 // median(times)))]
-        for (label, machine), times in minutes.items()
+        for (label, machine), times in sorted(minutes.items(), key=lambda item: (points.index(item[0][0]), item[0][1]))
     ]
     header = [" × ".join(columns), "trained on", "runs", "minutes per run (median)", "runs a night, two lanes"]
     return (
