@@ -16,6 +16,8 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pytest
+
+from anatomy.results.groups import STUDY_GROUPS
 from streamlit.proto.Metric_pb2 import Metric
 from streamlit.testing.v1 import AppTest
 
@@ -287,7 +289,7 @@ def test_views_survive_non_finite_losses_and_a_running_grid(fixture_grid_db, pag
     if page == "exams":
         assert len(app.info) >= 4 and all("snakemake --cores 1 exams" in info.value for info in app.info)
     elif page == "studies":  # the fixture grid has no study: the page says how to run each
-        assert len(app.info) == 4 and all("snakemake" in info.value for info in app.info)
+        assert len(app.info) == len(STUDY_GROUPS) and all("snakemake" in info.value for info in app.info)
     elif page == "progress":  # read from the run folders: nothing trains now, two diverged
         assert {m.label: m.value for m in app.metric}["diverged"] == "2" and "No run is training" in texts(app)
     else:
@@ -881,7 +883,8 @@ def test_the_studies_page_says_the_reports_findings(studies_db, monkeypatch):
     assert {findings.answer, findings.comparison, findings.verdicts} <= set(said)
     assert [info.value.split(".")[0] for info in app.info] == [
         "No lr-study runs in this database yet",
-        "No runs of this study in this database yet",
+        "No runs of this study in this database yet",  # size
+        "No runs of this study in this database yet",  # parts
     ]
     # the figure: every run of the pair at every size, one point each
     size_points, curves = chart_tables(app)
@@ -922,7 +925,8 @@ def test_the_break_tests_page_shows_no_study_run(studies_db, monkeypatch):
 
 def test_the_studies_page_on_a_grid_without_studies_says_how_to_run_them(fixture_grid_db, monkeypatch):
     app = open_page(fixture_grid_db, "studies", monkeypatch)
-    lr, size, scale, precision = (info.value for info in app.info)
+    lr, size, parts, scale, precision = (info.value for info in app.info)
+    assert "`snakemake parts_stage1 --cores 2 --config train_threads=1`" in parts
     assert "`snakemake lr_stage1 --cores 2 --config train_threads=1`" in lr
     assert "`snakemake size_stage1 --cores 2 --config train_threads=1`" in size
     assert "`snakemake scale_stage1 --cores 2 --config train_threads=1`" in scale
