@@ -129,3 +129,15 @@ def test_the_report_has_the_size_section_and_its_figures(everything):
     report = markdown.render(everything, figure_names=["size", "size_lr"])
     assert "### Does the answer change with model size?" in report
     assert "(size.png)" in report and "(size_lr.png)" in report
+
+
+def test_the_answered_size_study_is_a_numbered_finding_linked_to_its_section(everything):
+    from anatomy.report.findings import findings, numbered
+
+    record = next(f for f in findings(everything) if f.key == "size_gap")
+    assert record.sentence.startswith("At each model's own best lr, llama minus vanilla: 2×32: -0.050 [")
+    assert record.verdict == -1 and record.difference.mean == pytest.approx(-0.100)  # the largest size's
+    assert "(#does-the-answer-change-with-model-size)" in numbered([record])
+    # not answered (a size missing): no record, the section says what is missing instead
+    fewer = without(everything, lambda runs: runs["d_model"] == 96)
+    assert not any(f.key == "size_gap" for f in findings(fewer))

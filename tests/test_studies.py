@@ -209,10 +209,10 @@ def test_each_part_is_judged_against_the_plain_model_each_at_its_own_best_lr(par
     text = study_section.study_section(parts_results, PARTS)
     # QK-norm's best lr is 2e-3 (2.325 with the seeds' 0.025), the plain model's 1e-3 (2.325): level;
     # the experts' best 1e-3 (2.225): 0.100 lower
-    assert "| 64,000 characters of mine (fp32) | qk_norm | 2.325 at lr 0.001 | 2.325 at lr 0.002 | +0.000 [" in text
-    assert "| 64,000 characters of mine (fp32) | moe | 2.325 at lr 0.001 | 2.225 at lr 0.001 | -0.100 [" in text
-    assert "moe lowers the loss beyond noise on 64,000 characters of mine (fp32) (-0.100 [" in text
-    assert "qk_norm leaves the loss level within noise on 64,000 characters of mine (fp32) (+0.000 [" in text
+    assert "| 64,000 characters of mine (fp32) | QK-norm | 2.325 at lr 0.001 | 2.325 at lr 0.002 | +0.000 [" in text
+    assert "| 64,000 characters of mine (fp32) | experts (MoE) | 2.325 at lr 0.001 | 2.225 at lr 0.001 | -0.100 [" in text
+    assert "Adding experts (MoE) lowers the loss beyond noise on 64,000 characters of mine (fp32) (-0.100 [" in text
+    assert "Adding QK-norm leaves the loss level within noise on 64,000 characters of mine (fp32) (+0.000 [" in text
     assert study_section.study_points(parts_results, PARTS).empty  # no figure of two models here
 
 
@@ -221,6 +221,17 @@ def test_a_part_whose_best_lr_is_the_edge_leaves_the_parts_study_unanswered(part
     fewer = dataclasses.replace(parts_results, runs=runs[~((runs["part"] == "qk_norm") & (runs["lr"] == 4e-3))])
     text = study_section.study_section(fewer, PARTS)
     assert (
-        "**Not answered yet.** Still missing: 64,000 characters of mine (fp32): the best lr of qk_norm is the edge of the lrs tried."
+        "**Not answered yet.** Still missing: 64,000 characters of mine (fp32): the best lr of QK-norm is the edge of the lrs tried."
         in text
     )
+
+
+def test_each_answered_part_is_a_finding_with_the_sections_sentence(parts_results, monkeypatch):
+    from anatomy.report import findings as findings_module
+
+    monkeypatch.setattr(findings_module, "declared", lambda: {"parts": PARTS})
+    records = {f.key: f for f in findings_module.declared_study_findings(parts_results)}
+    assert set(records) == {"parts_moe_0", "parts_qk_norm_0"}
+    assert records["parts_moe_0"].sentence.startswith("Adding experts (MoE) lowers the loss beyond noise on")
+    assert records["parts_moe_0"].verdict == -1 and records["parts_qk_norm_0"].verdict == 0
+    assert records["parts_moe_0"].sentence in study_section.study_section(parts_results, PARTS)

@@ -25,7 +25,7 @@ import pandas as pd
 
 from anatomy.config import TrainConfig
 from anatomy.language import N_, _
-from anatomy.report import exam_findings, lr_section
+from anatomy.report import exam_findings, lr_section, study_section
 from anatomy.report.claims import headline_claims, headline_gap
 from anatomy.report.protocol import protocol_of
 from anatomy.report.roles import headline_of, only_runs_of
@@ -34,6 +34,7 @@ from anatomy.report.uncertainty import Difference, interval_text
 from anatomy.report.wording import fmt, per_seed
 from anatomy.results.groups import STUDY_GROUPS
 from anatomy.results.reader import Results
+from anatomy.results.studies import declared
 
 # the report's sections, by the key a finding's evidence names, and the heading each has there
 SECTIONS = {  # the report is English, so its headings and their anchors are too
@@ -42,6 +43,8 @@ SECTIONS = {  # the report is English, so its headings and their anchors are too
     "scale": STUDY_GROUPS["scale"],
     "lr": STUDY_GROUPS["lr"],
     "exams": "Which part wins where",
+    # every other declared study's section, under its question (anatomy/report/study_section.py)
+    **{name: question for name, question in STUDY_GROUPS.items() if name not in study_section.OWN_SECTIONS},
 }
 
 
@@ -304,6 +307,54 @@ def cosine(everything: Results, setup: lr_section.Setup) -> Finding | None:
     )
 
 
+def declared_study_findings(everything: Results) -> list[Finding]:
+    """The answers of the studies rendered from their declarations (the size study's, the parts
+    study's, a user's), once answered: the same sentences as their sections. A models study is one
+    record, its difference the last point's (the largest size); a parts study one per part and
+    point."""
+    records = []
+    for study in declared().values():
+        if study.name in study_section.OWN_SECTIONS:
+            continue
+        if study.compare == "parts":
+            found = study_section.parts_points(everything, study)
+            judged = study_section.parts_differences(everything, study, found)
+            if not judged or study_section.parts_missing(study, found, judged):
+                continue
+            for (index, part), said in judged.items():
+                records.append(
+                    Finding(
+                        key=f"{study.name}_{part}_{index}",
+                        question=_(study.question),
+                        setup=found[index].label,
+                        comparison=_("with the part minus without"),
+                        difference=said,
+                        verdict=said.sign,
+                        sentence=study_section.part_verdict(part, found[index], said),
+                        evidence=study.name,
+                    )
+                )
+            continue
+        found = study_section.points(everything, study)
+        judged = study_section.differences(everything, study, found)
+        if not found or study_section.missing(study, found, judged):
+            continue
+        last = judged[("own" if study.rule == "own_lr" else "shared", len(found) - 1)]
+        records.append(
+            Finding(
+                key=f"{study.name}_gap",
+                question=_(study.question),
+                setup=found[0].label,
+                comparison=_("llama minus vanilla"),
+                difference=last,
+                verdict=last.sign,
+                sentence=study_section.answer(study, found, judged),
+                evidence=study.name,
+            )
+        )
+    return records
+
+
 # The parts of 2024-26: the question each exam answers, what it holds fixed and what it compares
 # (shown with _()); the sentence is exam_findings' finding, its figures the exam's own cells
 EXAM_PARTS = {
@@ -370,7 +421,7 @@ def findings(everything: Results) -> list[Finding]:
         later += [f for f in (rope_at_best(everything, setup), cosine(everything, setup)) if f is not None]
     # the exams' cells have the grid's sizes (workflow: model_size_arguments): toy with a toy grid
     parts = list(exam_part_findings(grid).values()) if protocol_of(grid).untestable_reason is None else []
-    return records + later + parts
+    return records + later + declared_study_findings(everything) + parts
 
 
 def current(records: list[Finding]) -> list[Finding]:

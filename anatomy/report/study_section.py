@@ -223,21 +223,27 @@ def parts_differences(everything: Results, study: Study, found: list[PartsPoint]
     return judge(raw)
 
 
-def parts_section(everything: Results, study: Study) -> str | None:
-    found = parts_points(everything, study)
-    if not found:
-        return None
-    judged = parts_differences(everything, study, found)
-    rows, waiting = [], []
+PART_VERDICTS = {
+    -1: N_("Adding {part} lowers the loss beyond noise on {point} ({difference})."),
+    0: N_("Adding {part} leaves the loss level within noise on {point} ({difference})."),
+    1: N_("Adding {part} raises the loss beyond noise on {point} ({difference})."),
+}
+
+
+def part_verdict(part: str, point: PartsPoint, said: Difference) -> str:
+    """One part's answer at one point: the report's sentence and its findings record's."""
+    return _(PART_VERDICTS[said.sign]).format(part=part_name(part), point=point.label, difference=interval_text(said))
+
+
+def parts_missing(study: Study, found: list[PartsPoint], judged: dict[tuple[int, str], Difference]) -> list[str]:
+    """What the parts' answer still waits for, point by point and part by part."""
+    waiting = []
     for index, point in enumerate(found):
         plain = point.curves[None]
         for part, curve in point.curves.items():
             if part is None:
                 continue
             said = judged.get((index, part))
-            rows.append(
-                [point.label, part_name(part), best_cell(plain), best_cell(curve), interval_text(said) if said else "-"]
-            )
             edge = [
                 part_name(p) for p, c in ((None, plain), (part, curve)) if c.best_lr is not None and not c.bracketed
             ]
@@ -253,6 +259,28 @@ def parts_section(everything: Results, study: Study) -> str | None:
                 )
             elif not said.testable:
                 waiting.append(_("{point}: no noise estimate (no second seed yet)").format(point=point.label))
+    return list(dict.fromkeys(waiting))
+
+
+def parts_section(everything: Results, study: Study) -> str | None:
+    found = parts_points(everything, study)
+    if not found:
+        return None
+    judged = parts_differences(everything, study, found)
+    rows = []
+    for index, point in enumerate(found):
+        for part, curve in point.curves.items():
+            if part is not None:
+                said = judged.get((index, part))
+                rows.append(
+                    [
+                        point.label,
+                        part_name(part),
+                        best_cell(point.curves[None]),
+                        best_cell(curve),
+                        interval_text(said) if said else "-",
+                    ]
+                )
     header = [
         " × ".join(study.axis),
         _("part"),
@@ -261,22 +289,10 @@ def parts_section(everything: Results, study: Study) -> str | None:
         _("with the part minus without (95% interval)"),
     ]
     parts = [md_table(header, rows)]
-    if waiting:
-        parts.append(
-            _("**Not answered yet.** Still missing: {missing}.").format(missing="; ".join(dict.fromkeys(waiting)))
-        )
+    if waiting := parts_missing(study, found, judged):
+        parts.append(_("**Not answered yet.** Still missing: {missing}.").format(missing="; ".join(waiting)))
     else:
-        verdicts = []
-        for (index, part), said in judged.items():
-            words = {
-                -1: N_("{part} lowers the loss beyond noise on {point} ({difference})."),
-                0: N_("{part} leaves the loss level within noise on {point} ({difference})."),
-                1: N_("{part} raises the loss beyond noise on {point} ({difference})."),
-            }[said.sign]
-            verdicts.append(
-                _(words).format(part=part_name(part), point=found[index].label, difference=interval_text(said))
-            )
-        parts.append(sentences(verdicts))
+        parts.append(sentences(part_verdict(part, found[index], said) for (index, part), said in judged.items()))
     if study.cannot_answer:
         parts.append(_(study.cannot_answer))
     parts.append(_(HOW_TO_READ))
