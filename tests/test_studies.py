@@ -210,7 +210,9 @@ def test_each_part_is_judged_against_the_plain_model_each_at_its_own_best_lr(par
     # QK-norm's best lr is 2e-3 (2.325 with the seeds' 0.025), the plain model's 1e-3 (2.325): level;
     # the experts' best 1e-3 (2.225): 0.100 lower
     assert "| 64,000 characters of mine (fp32) | QK-norm | 2.325 at lr 0.001 | 2.325 at lr 0.002 | +0.000 [" in text
-    assert "| 64,000 characters of mine (fp32) | experts (MoE) | 2.325 at lr 0.001 | 2.225 at lr 0.001 | -0.100 [" in text
+    assert (
+        "| 64,000 characters of mine (fp32) | experts (MoE) | 2.325 at lr 0.001 | 2.225 at lr 0.001 | -0.100 [" in text
+    )
     assert "Adding experts (MoE) lowers the loss beyond noise on 64,000 characters of mine (fp32) (-0.100 [" in text
     assert "Adding QK-norm leaves the loss level within noise on 64,000 characters of mine (fp32) (+0.000 [" in text
     assert study_section.study_points(parts_results, PARTS).empty  # no figure of two models here

@@ -258,7 +258,7 @@ def test_a_group_that_is_no_study_and_not_the_grids_is_one_line(workdir):
     assert result.returncode != 0
     assert (
         "invalid config at experiments.deep_llama.group: 'depth' is neither a group of the grid (headline, "
-        "ablation, break, extra) nor a study of workflow/studies.yaml (scale, lr, size, precision)" in output
+        "ablation, break, extra) nor a study of workflow/studies.yaml (scale, lr, size, precision, parts)" in output
     )
     assert "Traceback" not in output
 
@@ -270,7 +270,7 @@ def test_the_targets_are_the_groups_table_and_each_ends_with_the_report(workdir)
     assert result.returncode == 0, result.stderr
     listed = set(re.findall(r"^(\w+)", result.stdout, flags=re.MULTILINE)) - {"Using"}
     # the rules without wildcards: the targets, and the steps that make one file each
-    steps = {"extract_corpus", "tokenize_corpus", "write_experiment_baselines", "exam_wall_clock"}
+    steps = {"extract_corpus", "tokenize_corpus", "write_experiment_baselines", "exam_wall_clock", "exam_moe"}
     assert listed - steps - {"collect_results", "write_report"} == {"all", "exams", *TARGETS}
     assert target_of("ablation") == "ablations" and target_of("lr") == "lr" and TARGETS["lr_stage2"] == ("lr", 2)
     with pytest.raises(KeyError, match="no snakemake target trains the group 'extra'"):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from anatomy.language import N_, _
+from anatomy.language import N_, _, pgettext
 from anatomy.report import lr_section
 from anatomy.report.exam_findings import PART_NAMES
 from anatomy.report.uncertainty import SETUP, Difference, compare, interval_text, judge, noise_of, noise_text
@@ -283,7 +283,7 @@ def parts_section(everything: Results, study: Study) -> str | None:
                 )
     header = [
         " × ".join(study.axis),
-        _("part"),
+        pgettext("a column of the parts table", "part"),
         _("plain mini-LLaMA: best val"),
         _("with the part: best val"),
         _("with the part minus without (95% interval)"),

@@ -58,10 +58,11 @@ READ_ONLY_SETTINGS = {
 # is interrupted. In all, not per query: a render read one slow crafted view three times, 62 s.
 QUERY_SECONDS = 20
 # Rows: what the pages and the report read whole into memory (pandas) and draw. The shipped
-# reference database holds 3,560 rows of metrics and 99,432 of gradient norms; a metrics table of
-# 5,000,000 rows took the dashboard to 12.8 GB. These limits are some 50 to 150 times the shipped
-# ones (a grid of 500 runs of 1,000 evaluations each); the views of a run's evaluations as many as
-# metrics; any other table or view: 100,000 rows.
+# reference database held 3,560 rows of metrics and 99,432 of gradient norms (5,160 of metrics by
+# 2026-12-05, 129 runs); a metrics table of 5,000,000 rows took the dashboard to 12.8 GB. These
+# limits are some 50 to 150 times the shipped ones (a grid of 500 runs of 1,000 evaluations each),
+# kept there for a laptop's memory; the views of a run's evaluations as many as metrics; any other
+# table or view: 100,000 rows.
 ROW_LIMITS = {
     "metrics": 500_000,
     "seed_band": 500_000,
