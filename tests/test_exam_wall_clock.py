@@ -226,3 +226,16 @@ def test_the_command_refuses_bad_arguments_in_one_line(tmp_path, capsys, argumen
     assert main(["exam", "wall_clock", "--out", str(out), argument]) == 2
     assert expected in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_the_workflow_passes_the_wall_clock_exam_only_the_sizes_it_takes():
+    """The quick config shrinks rope_dim too (for MLA); the wall-clock exam refuses a size it does
+    not take, so the workflow's copy of its keys must be its own."""
+    import ast
+    import re
+    from pathlib import Path
+
+    from anatomy.exams.wall_clock import SIZE_KEYS
+
+    text = (Path(__file__).resolve().parents[1] / "workflow" / "rules" / "common.smk").read_text(encoding="utf-8")
+    assert ast.literal_eval(re.search(r"^WALL_CLOCK_SIZES = (\(.*\))$", text, flags=re.MULTILINE)[1]) == SIZE_KEYS

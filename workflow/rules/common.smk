@@ -619,9 +619,17 @@ def exam_run_folder(wildcards, input):
     return str(Path(input.summary).parent)
 
 
-def model_size_arguments():
-    """The config-wide model overrides (the quick config shrinks the width), as key=value words."""
-    return " ".join(f"{key}={command_value(value)}" for key, value in config["model_overrides"].items())
+# The sizes the wall-clock exam takes (SIZE_KEYS in anatomy/exams/wall_clock.py, which imports
+# torch, too slow to import while the workflow is read): it times the five parts, not MLA, so the
+# quick config's rope_dim is none of its business.
+WALL_CLOCK_SIZES = ("d_model", "n_layer", "ctx_len", "vocab_size")
+
+
+def model_size_arguments(keys=None):
+    """The config-wide model overrides (the quick config shrinks the width), as key=value words;
+    only those named in `keys`, if given."""
+    overrides = config["model_overrides"].items()
+    return " ".join(f"{key}={command_value(value)}" for key, value in overrides if keys is None or key in keys)
 
 
 # Seconds of work each: run them where Snakemake runs, not as cluster jobs.

@@ -96,7 +96,7 @@ rule exam_wall_clock:
     params:
         rounds=EXAMS["wall_clock"]["rounds"],
         batch_size=EXAMS["wall_clock"]["batch_size"],
-        sizes=model_size_arguments(),
+        sizes=model_size_arguments(WALL_CLOCK_SIZES),
         device=config["device"],
     shell:
         "python -m anatomy exam wall_clock --out {output:q} --rounds {params.rounds}"
