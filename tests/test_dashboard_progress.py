@@ -10,6 +10,7 @@ the real quick grid while it trains, then stops it.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -72,7 +73,7 @@ def run_jobs(*runs: str) -> list[dict]:
 
 
 FINAL_JOBS = [
-    {"rule": "collect_results", "output": "results/anatomy.duckdb", "run": None},
+    {"rule": "collect_results", "output": "results/collected.done", "run": None},
     {"rule": "write_report", "output": "results/report/report.md", "run": None},
 ]
 
@@ -269,10 +270,10 @@ def test_after_training_the_eta_counts_sampling_and_collecting_and_says_what_it_
     for seed in (42, 7):
         write_run_folder(runs_root, "vanilla", seed, steps=100, train={"steps": 100}, samples=False)
     write_plan(workdir, run_jobs("vanilla/seed42", "vanilla/seed7") + FINAL_JOBS, lanes=2)
-    database = workdir / "results" / "anatomy.duckdb"
-    database.write_text("the database of an earlier run")
+    collected = workdir / "results" / "collected.done"  # collecting's stamp, as the plan names it
+    collected.write_text("")
     old = (workdir / PLAN_FILE).stat().st_mtime - 60
-    os.utime(database, (old, old))  # older than the plan: collected again at the end of this run
+    os.utime(collected, (old, old))  # older than the plan: collected again at the end of this run
     with held_lock(workdir / ".snakemake" / "anatomy.lock"):
         eta = progress.read_grid(runs_root).eta
         assert eta.left == {"sampling": 2, "collect": 1, "report": 1} and eta.training_now == 0
@@ -293,7 +294,7 @@ def test_after_training_the_eta_counts_sampling_and_collecting_and_says_what_it_
 
         for run in ("vanilla/seed42", "vanilla/seed7"):
             (runs_root / run / "samples.json").write_text("[]")
-        os.utime(database)  # collected, after the plan was written
+        os.utime(collected)  # collected, after the plan was written
         eta = progress.read_grid(runs_root).eta
         assert eta.left == {"report": 1}
         assert progress.work_left_words(eta) == "Left: writing the report."
@@ -629,6 +630,64 @@ def test_the_real_quick_grid_is_followed_while_it_trains(tmp_path):
     assert RunFolder(runs_root / first.run_id).last.is_file()  # it resumes from here when started again
 
 
+def mark_started(workdir: Path, output: str, at: float) -> None:
+    """What Snakemake leaves when it starts a job: its output marked incomplete, named in base64."""
+    marks = workdir / progress.SNAKEMAKE_INCOMPLETE
+    marks.mkdir(parents=True, exist_ok=True)
+    mark = marks / base64.urlsafe_b64encode(output.encode()).decode()
+    mark.write_text('{"external_jobid": null}')
+    os.utime(mark, (at, at))
+
+
+def test_a_sampling_running_counts_the_time_it_has_left_not_its_whole_time(tmp_path):
+    """A sampling Snakemake started 2 s ago, of a kind that takes 3 s here, has 1 s left and holds
+    a lane. Counted whole (as before), the ETA stood still for seconds at a time and said twice
+    the time left at the quick grid's end. A mark older than the plan is a job an interrupted run
+    started: it counts whole, on no lane."""
+    workdir = tmp_path / "grid"
+    runs_root = workdir / "results" / "runs"
+    for seed in (42, 7):
+        write_run_folder(runs_root, "vanilla", seed, steps=100, train={"steps": 100}, samples=False)
+    write_plan(workdir, run_jobs("vanilla/seed42", "vanilla/seed7"), lanes=1)
+    write_benchmark(workdir, "generate_samples", "llama/seed42", 3.0)
+    planned = (workdir / PLAN_FILE).stat().st_mtime
+    mark_started(workdir, "results/runs/vanilla/seed42/samples.json", planned + 1.0)
+    mark_started(workdir, "results/runs/vanilla/seed7/samples.json", planned - 60.0)  # interrupted
+    with held_lock(workdir / ".snakemake" / "anatomy.lock"):  # a Snakemake runs there
+        plan = progress.read_plan(runs_root)
+        assert progress.jobs_running(plan, now=planned + 3.0) == {
+            "results/runs/vanilla/seed42/samples.json": pytest.approx(2.0)
+        }
+        grid = progress.read_grid(runs_root)
+        grid.running_for = progress.jobs_running(grid.plan, now=planned + 3.0)  # the clock, fixed
+        # one lane: 1 s left of the running sampling, then the other whole
+        assert grid.eta.seconds == pytest.approx(1.0 + 3.0)
+        grid.running_for = {}
+        assert grid.eta.seconds == pytest.approx(3.0 + 3.0)
+
+
+def test_the_report_running_is_found_by_its_folder(tmp_path):
+    """Snakemake marks the report's folder (its output), the plan names report.md in it, which is
+    how the page tells an old report from this run's."""
+    workdir = tmp_path / "grid"
+    write_plan(workdir, FINAL_JOBS, lanes=1)
+    planned = (workdir / PLAN_FILE).stat().st_mtime
+    mark_started(workdir, "results/report", planned + 1.0)
+    with held_lock(workdir / ".snakemake" / "anatomy.lock"):  # a Snakemake runs there
+        plan = progress.read_plan(workdir / "results" / "runs")
+    assert progress.jobs_running(plan, now=planned + 5.0) == {"results/report/report.md": pytest.approx(4.0)}
+
+
+def test_a_kind_not_timed_yet_takes_half_a_trainings_start_up():
+    """Before any job but trainings has finished, a sampling is taken as half what a training job
+    costs beside its steps (which also reads tokens, measures memory and saves weights); once one
+    has, as long as the quickest of them."""
+    assert progress.a_job_after_training_s({"train_model": {"vanilla/seed42": 9.0}}, start_up_s=5.0) == 2.5
+    timed = {"train_model": {"vanilla/seed42": 9.0}, "collect_results": {"database": 0.8}}
+    assert progress.a_job_after_training_s(timed, start_up_s=5.0) == 0.8
+    assert progress.a_job_after_training_s({}, start_up_s=0.0) is None
+
+
 @pytest.mark.slow  # the quick headline grid to its end: minutes
 def test_the_grids_eta_comes_true_on_the_real_quick_grid(tmp_path):
     """The quick headline grid (4 runs, 2 lanes) run to its end while the page's ETA is read every
@@ -655,8 +714,10 @@ def test_the_grids_eta_comes_true_on_the_real_quick_grid(tmp_path):
     said = {}  # moment -> (seconds since the start, the ETA then)
     try:
         while process.poll() is None and time.monotonic() - started < HANG_S:
-            eta = progress.read_grid(runs_root).eta
+            # the trainings timed first: an ETA read before the last one ended is not "every
+            # training done" (it counted that training as running)
             timed = len(list(trained.rglob("*.tsv"))) if trained.is_dir() else 0
+            eta = progress.read_grid(runs_root).eta
             if eta is not None and eta.seconds is not None and timed:
                 moment = "first trainings done" if timed < 4 else "every training done"
                 said.setdefault(moment, (time.monotonic() - started, eta.seconds))

@@ -1010,7 +1010,7 @@ def test_a_run_writes_its_plan_first_and_ends_with_the_report(workdir):
             for run in runs
             for rule, file in (("train_model", "summary.json"), ("generate_samples", "samples.json"))
         ),
-        {"rule": "collect_results", "output": "results/anatomy.duckdb", "run": None},
+        {"rule": "collect_results", "output": "results/collected.done", "run": None},
         {"rule": "write_report", "output": "results/report/report.md", "run": None},
     ]
     # every job of the plan is timed (Snakemake's benchmark files), for the page's ETA

@@ -299,7 +299,8 @@ def collected_outputs(wildcards):
 def final_jobs(targets):
     """What a run ends with, after the planned jobs: collecting, then the report (unless only the
     database was asked for)."""
-    jobs = [plan_entry("collect_results", DATABASE)]
+    # the stamp, as Snakemake knows the job (the Progress page finds it running by that name)
+    jobs = [plan_entry("collect_results", COLLECTED_STAMP)]
     if not all(target in DATABASE_TARGETS for target in targets):
         jobs.append(plan_entry("write_report", "results/report/report.md"))
     return jobs

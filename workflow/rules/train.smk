@@ -43,6 +43,9 @@ rule generate_samples:
         "results/logs/generate_samples/{experiment}/seed{seed}.log",
     benchmark:
         "results/benchmarks/generate_samples/{experiment}/seed{seed}.tsv"
+    # before the next training: a run is whole (its samples on the page) as soon as it can be,
+    # and the Progress page's ETA, which schedules a sampling right after its training, holds
+    priority: 1
     params:
         run_dir=run_folder,
         checkpoints=sample_checkpoints,
