@@ -249,7 +249,8 @@ def read_exams(table, runs: pd.DataFrame) -> ExamTables:
     cells = DEPTH_CELL_PREFIX + depth["cell"]
     cell_labels = dict(zip(cells, [f"depth map: {p}-norm, lr {lr:g}" for p, lr in zip(depth["norm_pos"], depth["lr"])]))
     grad_norm_runs["label"] = grad_norm_runs["run_id"].map({**cell_labels, **dict(zip(runs["run_id"], runs["label"]))})
-    grad_norm_runs["label"] = grad_norm_runs["label"].fillna(grad_norm_runs["run_id"])
+    # as objects: with no run labelled the column is all-NaN floats, which text cannot fill
+    grad_norm_runs["label"] = grad_norm_runs["label"].astype(object).fillna(grad_norm_runs["run_id"])
     norm_pos = {**dict(zip(cells, depth["norm_pos"])), **dict(zip(runs["run_id"], runs["norm_pos"]))}
     grad_norm_runs["norm_pos"] = grad_norm_runs["run_id"].map(norm_pos)
     grad_norm_runs["depth_map"] = grad_norm_runs["run_id"].str.startswith(DEPTH_CELL_PREFIX)
