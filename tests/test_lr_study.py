@@ -12,7 +12,16 @@ import pytest
 from anatomy.language import speaking
 from anatomy.report import findings, markdown
 from anatomy.report.uncertainty import interval_text
-from anatomy.report.lr_section import lr_points, lr_section, schedules, setups, swaps, verdict_text
+from anatomy.report.lr_section import (
+    lr_points,
+    lr_section,
+    recipe_text,
+    recipes,
+    schedules,
+    setups,
+    swaps,
+    verdict_text,
+)
 from anatomy.results import collect
 from anatomy.results.reader import load
 from run_folders import LLAMA_PARTS, SCALE_SIZES, write_run_folder, write_scale_ablation, write_scale_runs
@@ -332,3 +341,75 @@ def test_runs_with_llamas_optimizer_recipe_are_no_points_of_the_default_curves(l
         "AdamW beta2 0.999, weight decay 0.01 on every parameter, no clipping"
     }
     pd.testing.assert_frame_equal(setups(everything)[0].curves[5].points, before)
+
+
+LLAMAS_RECIPE = {"beta2": 0.95, "weight_decay": 0.1, "decay_matrices_only": True, "grad_clip": 1.0}
+
+
+def write_recipe_runs(runs_root, vanilla_floors, llama_floors):
+    """Stage 7 on the lr_db setup: both models with LLaMA's optimizer recipe, each over lrs of its own."""
+    for preset, model, floors in (("vanilla", None, vanilla_floors), ("llama", LLAMA_PARTS, llama_floors)):
+        for lr, floor in floors.items():
+            for seed in (42, 7):
+                write_run_folder(
+                    runs_root,
+                    f"lr_l_{preset}_recipe_{lr:g}".replace(".", "_").replace("-", "m"),
+                    seed,
+                    group="lr",
+                    preset=preset,
+                    model=model,
+                    data=DATA,
+                    floor=floor,
+                    train={"precision": "bf16", "lr": lr, **LLAMAS_RECIPE},
+                )
+
+
+def test_with_llamas_recipe_each_model_is_judged_at_its_own_best_lr_with_it(lr_db):
+    """Both models 0.1 worse with the recipe, each at its own best lr with it (vanilla 2e-3, the
+    mini-LLaMA 1e-3, each with a worse lr on each side): the gap stays -0.050, so the verdict is the
+    architecture's, and the findings say so."""
+    runs_root, db = lr_db
+    write_recipe_runs(runs_root, {1e-3: 2.30, 2e-3: 2.20, 4e-3: 2.25}, {5e-4: 2.20, 1e-3: 2.15, 2e-3: 2.30})
+    collect.collect(runs_root, db)
+    everything = load(db)
+    (setup,) = setups(everything)
+    (recipe,) = recipes(everything, setup)
+    assert recipe.name == "AdamW beta2 0.95, weight decay 0.1 on the matrices, clipping at 1"
+    assert recipe.curves[0].best_lr == 2e-3 and recipe.curves[5].best_lr == 1e-3 and recipe.bracketed
+    assert recipe.gap.mean == pytest.approx(2.175 - 2.225) and recipe.gap.sign == -1
+    assert recipe.change[0].mean == pytest.approx(0.1) and recipe.change[5].mean == pytest.approx(0.1)
+    assert [curve.best_lr for curve in setup.curves.values()] == [2e-3, 1e-3]  # the default curves keep to theirs
+    text = recipe_text(setup, recipe)
+    assert text.startswith("With the optimizer recipe AdamW beta2 0.95, weight decay 0.1 on the matrices")
+    assert "llama minus vanilla is -0.050 [" in text
+    assert "**The verdict is the architecture's**" in text
+    assert text in lr_section(everything)
+    (record,) = [f for f in findings.findings(everything) if f.key == "gap_recipe"]
+    assert record.verdict == -1 and "the mini-LLaMA reaches a lower best val" in record.sentence
+
+
+def test_a_recipe_that_flips_the_verdict_says_the_verdict_is_the_recipes(lr_db):
+    runs_root, db = lr_db
+    write_recipe_runs(runs_root, {1e-3: 2.30, 2e-3: 2.20, 4e-3: 2.25}, {5e-4: 2.40, 1e-3: 2.35, 2e-3: 2.50})
+    collect.collect(runs_root, db)
+    everything = load(db)
+    (setup,) = setups(everything)
+    (recipe,) = recipes(everything, setup)
+    assert recipe.gap.mean == pytest.approx(2.375 - 2.225) and recipe.gap.sign == 1
+    assert "**The verdict is the recipe's**: llama minus vanilla is -0.050 [" in recipe_text(setup, recipe)
+    (record,) = [f for f in findings.findings(everything) if f.key == "gap_recipe"]
+    assert record.verdict == 1
+
+
+def test_a_recipes_best_lr_at_the_edge_is_not_testable_and_no_finding(lr_db):
+    runs_root, db = lr_db
+    write_recipe_runs(runs_root, {1e-3: 2.30, 2e-3: 2.20}, {5e-4: 2.20, 1e-3: 2.15, 2e-3: 2.30})
+    collect.collect(runs_root, db)
+    everything = load(db)
+    (setup,) = setups(everything)
+    (recipe,) = recipes(everything, setup)
+    assert not recipe.curves[0].bracketed and recipe.curves[5].bracketed
+    text = recipe_text(setup, recipe)
+    assert "**Not testable here yet**" in text and "the best lr of vanilla lies at the edge" in text
+    assert "verdict is the" not in text
+    assert not [f for f in findings.findings(everything) if f.key == "gap_recipe"]

@@ -307,6 +307,29 @@ def cosine(everything: Results, setup: lr_section.Setup) -> Finding | None:
     )
 
 
+def recipe(everything: Results, setup: lr_section.Setup) -> Finding | None:
+    """The gap with another optimizer recipe, once each model's best lr with it has a worse lr on
+    each side (before, the report says it is not testable yet, and it is no finding)."""
+    found = [r for r in lr_section.recipes(everything, setup) if r.bracketed]
+    if not found:
+        return None
+    other = found[0]
+    return Finding(
+        key="gap_recipe",
+        question=_("Is the answer the architecture's, or the optimizer recipe's?"),
+        setup=_("{setup}, optimizer {recipe}").format(setup=setup.label, recipe=other.name),
+        comparison=_("llama minus vanilla"),
+        difference=other.gap,
+        verdict=other.gap.sign,
+        sentence=_(
+            "With the optimizer recipe {recipe} on {setup}, each model at its own best lr with it, {who}: {difference}."
+        ).format(
+            recipe=other.name, setup=setup.label, who=gap_words(other.gap.sign), difference=interval_text(other.gap)
+        ),
+        evidence="lr",
+    )
+
+
 def declared_study_findings(everything: Results) -> list[Finding]:
     """The answers of the studies rendered from their declarations (the size study's, the parts
     study's, a user's), once answered: the same sentences as their sections. A models study is one
@@ -402,8 +425,8 @@ def exam_part_findings(data: Results) -> dict[str, Finding]:
 
 def findings(everything: Results) -> list[Finding]:
     """Every record, in the order a learner reads them: the chapter's comparison, then what each
-    model at its own lr changes, then which part and which schedule, then what the parts of
-    2024-26 buy in their exams. A shared-lr finding that the lr study answers on the same text is
+    model at its own lr changes, then which part, which schedule and which optimizer recipe, then
+    what the parts of 2024-26 buy in their exams. A shared-lr finding that the lr study answers on the same text is
     marked superseded by that answer."""
     grid = only_runs_of(everything, None)
     records = []
@@ -418,7 +441,8 @@ def findings(everything: Results) -> list[Finding]:
         later.append(own)
         if shared_key is not None and shared is not None and own.verdict != shared.sign:
             records = [Finding(**{**vars(f), "superseded_by": own.key}) if f.key == shared_key else f for f in records]
-        later += [f for f in (rope_at_best(everything, setup), cosine(everything, setup)) if f is not None]
+        found = (rope_at_best(everything, setup), cosine(everything, setup), recipe(everything, setup))
+        later += [f for f in found if f is not None]
     # the exams' cells have the grid's sizes (workflow: model_size_arguments): toy with a toy grid
     parts = list(exam_part_findings(grid).values()) if protocol_of(grid).untestable_reason is None else []
     return records + later + declared_study_findings(everything) + parts

@@ -412,6 +412,105 @@ def schedule_text(setup: Setup, schedule: Schedule) -> str:
     return "\n\n".join(filter(None, [sentences(said), caveat]))
 
 
+# ---------------------------------------------------------------------------------------------
+# Stage 7: another optimizer recipe, each model at its own best lr with it
+
+
+@dataclass
+class Recipe:
+    """Both models trained with another optimizer recipe, each over lrs of its own (stage 7)."""
+
+    name: str  # the recipe, as anatomy.config.optimizer_recipe words it
+    curves: dict[int, Curve]  # n_parts -> best val against lr with this recipe
+    gap: Difference  # llama at its best lr minus vanilla at its, with this recipe
+    change: dict[int, Difference]  # n_parts -> its best with this recipe minus its best with the default
+
+    @property
+    def bracketed(self) -> bool:
+        return all(curve.bracketed for curve in self.curves.values())
+
+
+def recipes(everything: Results, setup: Setup) -> list[Recipe]:
+    """Every other optimizer recipe both models ran on this setup, at a constant lr. Each is
+    judged as one table of three: the gap with it, and each model's change from the default
+    recipe, every side at its model's own best lr with its recipe."""
+    if setup.runs is None or setup.verdict is None:
+        return []
+    runs = setup.runs
+    other = runs[runs["part"].isna() & (runs["schedule"] == "constant") & (runs["optimizer"] != DEFAULT_RECIPE)]
+    first_steps = everything.metrics.groupby("run_id")["step"].min()
+    found = []
+    for name, with_recipe in other.groupby("optimizer"):
+        curves = {}
+        for n_parts in MODELS:
+            mine = same_shape(with_recipe[with_recipe["n_parts"] == n_parts], setup.curves[n_parts])
+            if not mine.empty:
+                curves[n_parts] = Curve(n_parts, mine, points_of(mine, first_steps))
+        if set(curves) != set(MODELS) or any(curve.best_lr is None for curve in curves.values()):
+            continue
+        best = {n: curves[n].at(curves[n].best_lr) for n in MODELS}
+        default = {n: setup.curves[n].at(setup.curves[n].best_lr) for n in MODELS}
+        table = judge(
+            {
+                "gap": compare(everything.noise, best[5], best[0]),
+                **{n: compare(everything.noise, best[n], default[n]) for n in MODELS},
+            }
+        )
+        found.append(Recipe(str(name), curves, table["gap"], {n: table[n] for n in MODELS}))
+    return found
+
+
+def recipe_text(setup: Setup, recipe: Recipe) -> str:
+    """Stage 7 in words: each model's lrs with the recipe, the gap at each one's best, each
+    model's change from the default recipe, and whether the verdict is the architecture's."""
+    vanilla, llama = recipe.curves[0], recipe.curves[5]
+    values = dict(
+        recipe=recipe.name,
+        default=DEFAULT_RECIPE,
+        vanilla_lr=f"{vanilla.best_lr:g}",
+        llama_lr=f"{llama.best_lr:g}",
+        gap=interval_text(recipe.gap),
+        vanilla=interval_text(recipe.change[0]),
+        llama=interval_text(recipe.change[5]),
+        constant=interval_text(setup.verdict),
+    )
+    said = [
+        _("With the optimizer recipe {recipe} (every other run here: {default}):").format(**values),
+        curve_text(vanilla),
+        curve_text(llama),
+    ]
+    if not recipe.bracketed:
+        edge = listed(curve.name for curve in recipe.curves.values() if not curve.bracketed)
+        said.append(
+            _(
+                "**Not testable here yet**: at the best lr found with it (vanilla {vanilla_lr}, mini-LLaMA "
+                "{llama_lr}), llama minus vanilla is {gap}, but the best lr of {models} lies at the edge of the lrs "
+                "tried."
+            ).format(models=edge, **values)
+        )
+        return sentences(said)
+    said.append(
+        _(
+            "At each model's own best lr with it (vanilla {vanilla_lr}, mini-LLaMA {llama_lr}), llama minus vanilla "
+            "is {gap}. Against the default recipe, each model at its own best lr with each, it changes vanilla's "
+            "best val by {vanilla} and the mini-LLaMA's by {llama}."
+        ).format(**values)
+    )
+    before, after = setup.verdict.sign, recipe.gap.sign
+    if before is None or after is None:
+        said.append(_("Whether the verdict survives the recipe is not testable here (no noise estimate)."))
+    elif before == after:
+        said.append(_("**The verdict is the architecture's**: it is the same with either optimizer recipe."))
+    else:
+        said.append(
+            _(
+                "**The verdict is the recipe's**: llama minus vanilla is {constant} with the default recipe, and "
+                "{gap} with this one."
+            ).format(**values)
+        )
+    return sentences(said)
+
+
 def figure_names(found: list[Setup]) -> list[str]:
     """Each setup's figure file name: `lr` for the first (the largest), then `lr_` and its corpus."""
     return ["lr"] + [f"lr_{re.sub('[^a-z0-9]+', '_', str(s.key['corpus']).lower()).strip('_')}" for s in found[1:]]
@@ -441,6 +540,7 @@ def setup_text(everything: Results, setup: Setup) -> str:
     if swapped := swaps_text(everything, setup):
         parts.append(swapped)
     parts += [schedule_text(setup, schedule) for schedule in schedules(everything, setup)]
+    parts += [recipe_text(setup, recipe) for recipe in recipes(everything, setup)]
     return "\n\n".join(parts)
 
 

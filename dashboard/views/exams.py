@@ -552,7 +552,9 @@ st.caption(
     _(
         "The training loss of a small model is not what RoPE, GQA and pre-norm were made for (Ablations shows "
         "what it says of them). Each is examined where it is made to pay: reading past the training length, "
-        "the memory of generation, depth without warmup; and every part's wall clock alone."
+        "the memory of generation, depth without warmup; and every part's wall clock alone. Then the parts of "
+        "2024-26, each by its own exam: QK-norm by high learning rates without warmup, MLA by the "
+        "size of its cache, a mixture of experts against the dense model at equal work and equal parameters."
     )
 )
 show_part_glossary()
