@@ -413,3 +413,32 @@ def test_a_recipes_best_lr_at_the_edge_is_not_testable_and_no_finding(lr_db):
     assert "**Not testable here yet**" in text and "the best lr of vanilla lies at the edge" in text
     assert "verdict is the" not in text
     assert not [f for f in findings.findings(everything) if f.key == "gap_recipe"]
+
+
+def test_the_best_lr_is_picked_on_the_seeds_every_lr_has(tmp_path):
+    """Seed 42 at three lrs, then seed 7 at the best alone, where it is worse: over all seeds the
+    best (2.08 and 2.11, mean 2.095) would lose to 2e-3's single 2.09, though seed 42 ranks them
+    2.08 < 2.09. The pick is made on seed 42, the seed every lr has; the best val said is the mean of
+    both seeds at it."""
+    runs_root = tmp_path / "runs"
+    write_lr_runs(runs_root, LLAMA, LLAMA_PARTS, "llama")
+    for lr, floors in {5e-4: (2.20, None), 1e-3: (2.08, 2.11), 2e-3: (2.09, None)}.items():
+        for seed, floor in zip((42, 7), floors):
+            if floor is not None:  # seeds add 0.02 (42) and 0.03 (7) to a floor
+                write_run_folder(
+                    runs_root,
+                    f"lr_l_vanilla_{lr:g}".replace(".", "_").replace("-", "m"),
+                    seed,
+                    group="lr",
+                    preset="vanilla",
+                    data=DATA,
+                    floor=floor - (0.02 if seed == 42 else 0.03),
+                    train={"precision": "bf16", "lr": lr},
+                )
+    collect.collect(runs_root, tmp_path / "db.duckdb")
+    (setup,) = setups(load(tmp_path / "db.duckdb"))
+    vanilla = setup.curves[0]
+    assert vanilla.points.set_index("lr")["mean"].round(3).to_dict() == {5e-4: 2.2, 1e-3: 2.095, 2e-3: 2.09}
+    assert vanilla.best_lr == 1e-3 and vanilla.bracketed
+    assert vanilla.best_val == pytest.approx(2.095)
+    assert "best val 2.095 at lr 0.001, with a worse lr tried on each side" in lr_section(load(tmp_path / "db.duckdb"))

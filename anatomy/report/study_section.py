@@ -82,7 +82,7 @@ def best_cell(curve: lr_section.Curve | None) -> str:
     """'4.312 at lr 0.004' ('edge' where no worse lr was tried on one side), or '-'."""
     if curve is None or curve.best_lr is None:
         return "-"
-    cell = _("{best} at lr {lr}").format(best=fmt(curve.points["mean"].min()), lr=f"{curve.best_lr:g}")
+    cell = _("{best} at lr {lr}").format(best=fmt(curve.best_val), lr=f"{curve.best_lr:g}")
     return cell if curve.bracketed else _("{cell} (edge)").format(cell=cell)
 
 
