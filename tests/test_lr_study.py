@@ -9,9 +9,11 @@ import re
 import pandas as pd
 import pytest
 
+from anatomy.config import DEFAULT_RECIPE, optimizer_recipe
 from anatomy.language import speaking
 from anatomy.report import findings, markdown
 from anatomy.report.uncertainty import interval_text
+from anatomy.report.wording import recipe_words
 from anatomy.report.lr_section import (
     lr_points,
     lr_section,
@@ -442,3 +444,12 @@ def test_the_best_lr_is_picked_on_the_seeds_every_lr_has(tmp_path):
     assert vanilla.best_lr == 1e-3 and vanilla.bracketed
     assert vanilla.best_val == pytest.approx(2.095)
     assert "best val 2.095 at lr 0.001, with a worse lr tried on each side" in lr_section(load(tmp_path / "db.duckdb"))
+
+
+def test_a_recipe_is_worded_in_the_readers_language():
+    llamas = optimizer_recipe(0.95, 0.1, True, 1.0)
+    assert recipe_words(llamas) == llamas == "AdamW beta2 0.95, weight decay 0.1 on the matrices, clipping at 1"
+    with speaking("zh_CN"):
+        assert recipe_words(llamas) == "AdamW beta2 0.95，对矩阵施加 weight decay 0.1，梯度裁剪阈值 1"
+        assert recipe_words(DEFAULT_RECIPE) == "AdamW beta2 0.999，对所有参数施加 weight decay 0.01，不做梯度裁剪"
+        assert recipe_words("SGD momentum 0.9") == "SGD momentum 0.9"  # not the config's words: shown as it is

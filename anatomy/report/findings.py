@@ -31,7 +31,7 @@ from anatomy.report.protocol import protocol_of
 from anatomy.report.roles import headline_of, only_runs_of
 from anatomy.report.scale_section import scale_data, sizes, times_read
 from anatomy.report.uncertainty import Difference, interval_text
-from anatomy.report.wording import fmt, per_seed
+from anatomy.report.wording import fmt, per_seed, recipe_words
 from anatomy.results.groups import STUDY_GROUPS
 from anatomy.results.reader import Results
 from anatomy.results.studies import declared
@@ -317,14 +317,17 @@ def recipe(everything: Results, setup: lr_section.Setup) -> Finding | None:
     return Finding(
         key="gap_recipe",
         question=_("Is the answer the architecture's, or the optimizer recipe's?"),
-        setup=_("{setup}, optimizer {recipe}").format(setup=setup.label, recipe=other.name),
+        setup=_("{setup}, optimizer {recipe}").format(setup=setup.label, recipe=recipe_words(other.name)),
         comparison=_("llama minus vanilla"),
         difference=other.gap,
         verdict=other.gap.sign,
         sentence=_(
             "With the optimizer recipe {recipe} on {setup}, each model at its own best lr with it, {who}: {difference}."
         ).format(
-            recipe=other.name, setup=setup.label, who=gap_words(other.gap.sign), difference=interval_text(other.gap)
+            recipe=recipe_words(other.name),
+            setup=setup.label,
+            who=gap_words(other.gap.sign),
+            difference=interval_text(other.gap),
         ),
         evidence="lr",
     )

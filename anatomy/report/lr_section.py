@@ -23,7 +23,7 @@ from anatomy.config import DEFAULT_RECIPE
 from anatomy.language import N_, _
 from anatomy.results.reader import Results
 from anatomy.report.exam_findings import PART_NAMES
-from anatomy.report.wording import fmt, listed, sentences
+from anatomy.report.wording import fmt, listed, recipe_words, sentences
 from anatomy.report.uncertainty import (
     SETUP,
     Difference,
@@ -482,8 +482,8 @@ def recipe_text(setup: Setup, recipe: Recipe) -> str:
     model's change from the default recipe, and whether the verdict is the architecture's."""
     vanilla, llama = recipe.curves[0], recipe.curves[5]
     values = dict(
-        recipe=recipe.name,
-        default=DEFAULT_RECIPE,
+        recipe=recipe_words(recipe.name),
+        default=recipe_words(DEFAULT_RECIPE),
         vanilla_lr=f"{vanilla.best_lr:g}",
         llama_lr=f"{llama.best_lr:g}",
         gap=interval_text(recipe.gap),

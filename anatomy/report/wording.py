@@ -9,6 +9,7 @@ here, so that a Chinese sentence never carries an English word the code happens 
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import pandas as pd
@@ -35,6 +36,27 @@ def part_name(part: str) -> str:
         "swiglu": pgettext("part of the model", "swiglu"),
     }
     return names.get(part, part)
+
+
+# anatomy.config.optimizer_recipe's words, which the database keeps as a run's recipe
+RECIPE = re.compile(
+    r"AdamW beta2 (\S+), weight decay (\S+) on (the matrices|every parameter), (?:clipping at (\S+)|no clipping)"
+)
+
+
+def recipe_words(recipe: str) -> str:
+    """An optimizer recipe, as the database records it, in the reader's words (a recipe in another
+    form is shown as it is)."""
+    match = RECIPE.fullmatch(recipe)
+    if match is None:
+        return recipe
+    beta2, decay, on, clip = match.groups()
+    on = _("the matrices") if on == "the matrices" else _("every parameter")
+    clipping = _("clipping at {value}").format(value=clip) if clip else _("no clipping")
+    # TRANSLATORS: an optimizer recipe: AdamW's beta2, the weight decay and what it decays, clipping
+    return _("AdamW beta2 {beta2}, weight decay {decay} on {on}, {clipping}").format(
+        beta2=beta2, decay=decay, on=on, clipping=clipping
+    )
 
 
 def stability_text(stability: pd.DataFrame, bold: bool = False) -> str:
