@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import math
 from pathlib import Path
 
 import pytest
@@ -124,10 +125,11 @@ FLOORS = {
 }
 
 
-@pytest.fixture(scope="module")
-def depth_results(tmp_path_factory):
-    root = tmp_path_factory.mktemp("depth")
-    data = {"vocab_size": 50, "train_tokens": 64_000, "val_tokens": 500, "corpus": "mine"}
+DEPTH_DATA = {"vocab_size": 50, "train_tokens": 64_000, "val_tokens": 500, "corpus": "mine"}
+
+
+def write_depth_runs(root: Path) -> None:
+    data = DEPTH_DATA
     for (n_layer, preset), by_lr in FLOORS.items():
         for lr, floor in by_lr.items():
             for seed in (42, 7):
@@ -143,8 +145,70 @@ def depth_results(tmp_path_factory):
                     train={"precision": "fp32", "lr": lr},
                     floor=floor,
                 )
+
+
+@pytest.fixture(scope="module")
+def depth_results(tmp_path_factory):
+    root = tmp_path_factory.mktemp("depth")
+    write_depth_runs(root)
     collect.collect(root / "runs", root / "anatomy.duckdb")
     return load(root / "anatomy.duckdb")
+
+
+def depth_without_rope(root: Path, floors: dict[int, float]) -> None:
+    """The mini-LLaMA without RoPE at its best lr (1e-3) at each depth of `floors`, two seeds."""
+    for n_layer, floor in floors.items():
+        for seed in (42, 7):
+            write_run_folder(
+                root / "runs",
+                f"depth_{n_layer}_llama_minus_rope",
+                seed,
+                group="depth",
+                preset="llama",
+                part="rope",
+                direction="remove",
+                baseline=f"depth_{n_layer}_llama_0_001",
+                n_layer=n_layer,
+                model={**LLAMA_PARTS, "pos_type": "learned"},
+                data=DEPTH_DATA,
+                train={"precision": "fp32", "lr": 1e-3},
+                floor=floor,
+            )
+
+
+def test_a_part_removed_at_each_point_says_whether_its_cost_holds(tmp_path):
+    """RoPE out of the mini-LLaMA at its best lr costs 0.10 at 2 layers and 0.30 at 6: it grows."""
+    write_depth_runs(tmp_path)
+    depth_without_rope(tmp_path, {2: 2.60, 6: 2.50})
+    collect.collect(tmp_path / "runs", tmp_path / "anatomy.duckdb")
+    everything = load(tmp_path / "anatomy.duckdb")
+    found = study_section.points(everything, DEPTH)
+    judged = study_section.swapped_at_best(everything, DEPTH, found)
+    assert {key: round(d.mean, 6) for key, d in judged.items()} == {
+        (0, "rope", "remove"): 0.1,
+        (1, "rope", "remove"): 0.3,
+    }
+    assert all(d.sign == 1 and d.n == 2 for d in judged.values())  # both beyond noise, judged together
+    trend = study_section.swap_trend(found, judged, "rope", "remove")
+    assert trend.mean == pytest.approx(0.2) and trend.se == pytest.approx(
+        math.hypot(judged[(0, "rope", "remove")].se, judged[(1, "rope", "remove")].se)
+    )
+    text = study_section.study_section(everything, DEPTH)
+    assert "| 6 | the mini-LLaMA without RoPE | 0.001 | +0.300 [" in text
+    assert "From 2 to 6 that changes by +0.200 [" in text and "it grows beyond noise." in text
+    from anatomy.report import findings as findings_module
+
+    (record,) = findings_module.swap_findings(everything, DEPTH, found)
+    assert record.key == "depth_rope_remove" and record.verdict == 1 and record.sentence in text
+
+
+def test_a_point_without_its_part_removed_leaves_the_swap_unanswered(tmp_path):
+    write_depth_runs(tmp_path)
+    depth_without_rope(tmp_path, {2: 2.60})
+    collect.collect(tmp_path / "runs", tmp_path / "anatomy.duckdb")
+    text = study_section.study_section(load(tmp_path / "anatomy.duckdb"), DEPTH)
+    assert "Still missing: 6: no finished run of the mini-LLaMA without RoPE at the model's best lr 0.001." in text
+    assert "changes by" not in text
 
 
 def test_a_users_study_is_rendered_from_its_declaration(depth_results):
@@ -201,6 +265,7 @@ def parts_results(tmp_path_factory):
                     train={"precision": "fp32", "lr": lr},
                     floor=floor,
                 )
+
     collect.collect(root / "runs", root / "anatomy.duckdb")
     return load(root / "anatomy.duckdb")
 

@@ -34,7 +34,7 @@ from anatomy.report.uncertainty import Difference, interval_text
 from anatomy.report.wording import fmt, per_seed, recipe_words
 from anatomy.results.groups import STUDY_GROUPS
 from anatomy.results.reader import Results
-from anatomy.results.studies import declared
+from anatomy.results.studies import Study, declared
 
 # the report's sections, by the key a finding's evidence names, and the heading each has there
 SECTIONS = {  # the report is English, so its headings and their anchors are too
@@ -362,6 +362,7 @@ def declared_study_findings(everything: Results) -> list[Finding]:
                 )
             continue
         found = study_section.points(everything, study)
+        records += swap_findings(everything, study, found)
         judged = study_section.differences(everything, study, found)
         if not found or study_section.missing(study, found, judged):
             continue
@@ -375,6 +376,33 @@ def declared_study_findings(everything: Results) -> list[Finding]:
                 difference=last,
                 verdict=last.sign,
                 sentence=study_section.answer(study, found, judged),
+                evidence=study.name,
+            )
+        )
+    return records
+
+
+def swap_findings(everything: Results, study: Study, found: list[lr_section.Setup]) -> list[Finding]:
+    """A models study's swapped parts (the size study's RoPE removed at each size), once every
+    point has its run: one record per part, its difference the part's change from the first point
+    to the last."""
+    swapped = study_section.swapped_at_best(everything, study, found)
+    if not found or study_section.swaps_missing(study, found, swapped):
+        return []
+    records = []
+    for part, direction in study_section.swaps_studied(study, found):
+        trend = study_section.swap_trend(found, swapped, part, direction)
+        if trend is None:
+            continue
+        records.append(
+            Finding(
+                key=f"{study.name}_{part}_{direction}",
+                question=_(study.question),
+                setup=found[0].label,
+                comparison=_("the part's effect at the last point minus at the first"),
+                difference=trend,
+                verdict=trend.sign,
+                sentence=study_section.swap_answer(study, found, swapped, part, direction),
                 evidence=study.name,
             )
         )

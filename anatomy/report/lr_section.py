@@ -273,23 +273,34 @@ def same_shape(runs: pd.DataFrame, curve: Curve, *, but: tuple[str, ...] = ()) -
     return runs.merge(curve.runs[columns].drop_duplicates(), on=columns)
 
 
-def swaps(everything: Results, setup: Setup) -> list[Swap]:
-    """Each part the lr study swaps on this setup, at every lr both the swapped and the plain model
-    ran, whichever study trained them (the scale study's swaps at lr 3e-4 too): the table of stage 3,
-    judged together."""
-    if setup.runs is None or set(setup.curves) != set(MODELS):
+def swapped_parts(setup: Setup, group: str = STUDY) -> list[tuple[str, str]]:
+    """The (part, direction) pairs the study `group` swapped on this setup."""
+    if setup.runs is None:
         return []
+    runs = setup.runs[setup.runs["part"].notna() & (setup.runs["group"] == group)]
+    return list(runs[["part", "direction"]].drop_duplicates().itertuples(index=False, name=None))
+
+
+def swap_differences(everything: Results, setup: Setup, group: str = STUDY) -> dict[tuple[str, str, float], Difference]:
+    """Each part the study `group` swaps on this setup, at every lr both the swapped and the plain
+    model ran, whichever study trained them (the scale study's swaps at lr 3e-4 too); unjudged."""
+    if setup.runs is None or set(setup.curves) != set(MODELS):
+        return {}
     runs = setup.runs[setup.runs["part"].notna()]
-    studied = runs.loc[runs["group"] == STUDY, ["part", "direction"]].drop_duplicates()
     found = {}
-    for part, direction in studied.itertuples(index=False):
+    for part, direction in swapped_parts(setup, group):
         curve = setup.curves[0 if direction == "add" else 5]
         swapped = same_shape(runs[(runs["part"] == part) & (runs["direction"] == direction)], curve)
         for lr, at_lr in swapped.groupby("lr"):
             if curve.at(lr).empty:
                 continue
             found[(part, direction, float(lr))] = compare(everything.noise, at_lr, curve.at(lr))
-    judged = judge(found)
+    return found
+
+
+def swaps(everything: Results, setup: Setup) -> list[Swap]:
+    """The lr study's swaps on this setup (stage 3), judged together."""
+    judged = judge(swap_differences(everything, setup))
     return [
         Swap(part, direction, lr, lr == setup.curves[0 if direction == "add" else 5].best_lr, d)
         for (part, direction, lr), d in judged.items()
@@ -491,11 +502,15 @@ def recipe_text(setup: Setup, recipe: Recipe) -> str:
         llama=interval_text(recipe.change[5]),
         constant=interval_text(setup.verdict),
     )
-    said = [
-        _("With the optimizer recipe {recipe} (every other run here: {default}):").format(**values),
-        curve_text(vanilla),
-        curve_text(llama),
-    ]
+    # two paragraphs, so that each can be scanned: the curves with the recipe, then the verdict
+    curves = sentences(
+        [
+            _("With the optimizer recipe {recipe} (every other run here: {default}):").format(**values),
+            curve_text(vanilla),
+            curve_text(llama),
+        ]
+    )
+    said = []
     if not recipe.bracketed:
         edge = listed(curve.name for curve in recipe.curves.values() if not curve.bracketed)
         said.append(
@@ -505,7 +520,7 @@ def recipe_text(setup: Setup, recipe: Recipe) -> str:
                 "tried."
             ).format(models=edge, **values)
         )
-        return sentences(said)
+        return f"{curves}\n\n{sentences(said)}"
     said.append(
         _(
             "At each model's own best lr with it (vanilla {vanilla_lr}, mini-LLaMA {llama_lr}), llama minus vanilla "
@@ -525,7 +540,7 @@ def recipe_text(setup: Setup, recipe: Recipe) -> str:
                 "{gap} with this one."
             ).format(**values)
         )
-    return sentences(said)
+    return f"{curves}\n\n{sentences(said)}"
 
 
 def figure_names(found: list[Setup]) -> list[str]:

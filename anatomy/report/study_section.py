@@ -19,7 +19,17 @@ import pandas as pd
 from anatomy.language import N_, _, pgettext
 from anatomy.report import lr_section
 from anatomy.report.exam_findings import PART_NAMES
-from anatomy.report.uncertainty import SETUP, Difference, compare, interval_text, judge, noise_of, noise_text
+from anatomy.report.uncertainty import (
+    SETUP,
+    Difference,
+    change,
+    compare,
+    interval_text,
+    judge,
+    judge_one,
+    noise_of,
+    noise_text,
+)
 from anatomy.report.wording import fmt, listed, md_table, sentences
 from anatomy.results.reader import Results
 from anatomy.results.studies import Study
@@ -161,6 +171,128 @@ def answer(study: Study, found: list[lr_section.Setup], judged: dict[tuple[str, 
         else _("At lr {lr}, llama minus vanilla: {gaps}. So {verdicts}.")
     )
     return said.format(gaps=gaps, verdicts="; ".join(verdicts), lr=f"{study.shared_lr:g}")
+
+
+# ---------------------------------------------------------------------------------------------
+# compare: models, with a part swapped at each point (the size study's stage 3): a run tagged
+# `part` at its model's best lr there, minus that model; every point's in one table (Holm). Then
+# the part's cost from the first point to the last: does its share hold as the axis grows?
+
+
+def swapped_at_best(everything: Results, study: Study, found: list[lr_section.Setup]) -> dict:
+    """(point index, part, direction) -> the swapped model minus the plain one, both at the plain
+    model's best lr at that point, every point's judged together."""
+    raw = {}
+    for index, point in enumerate(found):
+        for (part, direction, lr), said in lr_section.swap_differences(everything, point, study.name).items():
+            if lr == point.curves[0 if direction == "add" else 5].best_lr:
+                raw[(index, part, direction)] = said
+    return judge(raw)
+
+
+def swaps_studied(study: Study, found: list[lr_section.Setup]) -> list[tuple[str, str]]:
+    """Every (part, direction) the study swaps at any point, in a fixed order."""
+    return sorted({pair for point in found for pair in lr_section.swapped_parts(point, study.name)})
+
+
+def swaps_missing(study: Study, found: list[lr_section.Setup], judged: dict) -> list[str]:
+    """Each point where a part the study swaps has no finished run at the model's best lr there."""
+    waiting = []
+    for part, direction in swaps_studied(study, found):
+        for index, point in enumerate(found):
+            curve = point.curves.get(0 if direction == "add" else 5)
+            if (index, part, direction) not in judged and curve is not None and curve.best_lr is not None:
+                waiting.append(
+                    _("{point}: no finished run of {swap} at the model's best lr {lr}").format(
+                        point=point_label(study, point), swap=swap_name(part, direction), lr=f"{curve.best_lr:g}"
+                    )
+                )
+            elif (index, part, direction) in judged and not judged[(index, part, direction)].testable:
+                waiting.append(
+                    _("{point}: no noise estimate (no second seed yet)").format(point=point_label(study, point))
+                )
+    return waiting
+
+
+def swap_name(part: str, direction: str) -> str:
+    """'the mini-LLaMA without RoPE', 'vanilla with RoPE'."""
+    template = N_("vanilla with {part}") if direction == "add" else N_("the mini-LLaMA without {part}")
+    return _(template).format(part=_(PART_NAMES.get(part, part)))
+
+
+SHARE_VERDICTS = {
+    -1: N_("it shrinks beyond noise"),
+    0: N_("it holds within noise"),
+    1: N_("it grows beyond noise"),
+}
+
+
+def swap_trend(found: list[lr_section.Setup], judged: dict, part: str, direction: str) -> Difference | None:
+    """The part's effect at the last point minus at the first, judged alone; None until both are in."""
+    first, last = (0, part, direction), (len(found) - 1, part, direction)
+    if len(found) < 2 or first not in judged or last not in judged:
+        return None
+    return judge_one(change(judged[last], judged[first]))
+
+
+def swap_answer(study: Study, found: list[lr_section.Setup], judged: dict, part: str, direction: str) -> str:
+    """A swapped part across the points: its effect at each, and whether its size holds from the
+    first point to the last (the cost is the sign a learner reads: + is worse without the part)."""
+    effects = listed(
+        f"{point_label(study, point)}: {interval_text(judged[(index, part, direction)])}"
+        for index, point in enumerate(found)
+        if (index, part, direction) in judged
+    )
+    template = (
+        N_("Vanilla with {part} minus vanilla, each at vanilla's best lr at each point: {effects}.")
+        if direction == "add"
+        else N_("The mini-LLaMA without {part} minus the mini-LLaMA, each at its best lr at each point: {effects}.")
+    )
+    said = [_(template).format(part=_(PART_NAMES.get(part, part)), effects=effects)]
+    trend = swap_trend(found, judged, part, direction)
+    if trend is not None and trend.sign is not None:
+        # removing a part: its effect is its cost; adding one: its gain is minus its effect
+        share = trend.sign if direction == "remove" else -trend.sign
+        said.append(
+            _("From {first} to {last} that changes by {change}: {verdict}.").format(
+                first=point_label(study, found[0]),
+                last=point_label(study, found[-1]),
+                change=interval_text(trend),
+                verdict=_(SHARE_VERDICTS[share]),
+            )
+        )
+    return sentences(said)
+
+
+def swaps_text(everything: Results, study: Study, found: list[lr_section.Setup]) -> str | None:
+    """The swaps' table and answer, or None where the study swaps no part."""
+    studied = swaps_studied(study, found)
+    if not studied:
+        return None
+    judged = swapped_at_best(everything, study, found)
+    rows = [
+        [
+            point_label(study, point),
+            swap_name(part, direction),
+            f"{point.curves[0 if direction == 'add' else 5].best_lr:g}",
+            interval_text(judged[(index, part, direction)]),
+        ]
+        for part, direction in studied
+        for index, point in enumerate(found)
+        if (index, part, direction) in judged
+    ]
+    header = [
+        " × ".join(point_columns(study) or study.axis),
+        _("run"),
+        _("at lr (the model's best)"),
+        _("with the part swapped minus without (95% interval)"),
+    ]
+    parts = [md_table(header, rows)] if rows else []
+    if waiting := swaps_missing(study, found, judged):
+        parts.append(_("**Not answered yet.** Still missing: {missing}.").format(missing="; ".join(waiting)))
+    else:
+        parts += [swap_answer(study, found, judged, part, direction) for part, direction in studied]
+    return "\n\n".join(parts)
 
 
 HOW_TO_READ = N_(
@@ -318,6 +450,7 @@ def study_section(everything: Results, study: Study) -> str | None:
         study_table(study, found, judged),
         "\n".join(f"- {line}" for line in curves),
         answer(study, found, judged),
+        swaps_text(everything, study, found),
         _(study.cannot_answer) if study.cannot_answer else None,
         _(HOW_TO_READ),
     ]

@@ -115,6 +115,15 @@ def difference(a: pd.Series, b: pd.Series, noise_a: Noise, noise_b: Noise | None
     return Difference(mean, se, df, 1)
 
 
+def change(later: Difference, earlier: Difference) -> Difference:
+    """How much one difference moved from another of independent runs (a part's cost at two model
+    sizes): their means' difference, their standard errors added in quadrature, and the smaller
+    degrees of freedom, which errs wide. Unjudged."""
+    if not (later.testable and earlier.testable):
+        return Difference(later.mean - earlier.mean, math.nan, 0, 1)
+    return Difference(later.mean - earlier.mean, math.hypot(later.se, earlier.se), min(later.df, earlier.df), 1)
+
+
 def judge(differences: dict) -> dict:
     """A table's differences, judged together (Holm): each gets the level of its rank and its
     verdict. The i-th smallest p of m testable ones is held at 1 - 0.05 / (m - i + 1), and once one
