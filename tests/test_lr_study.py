@@ -401,6 +401,9 @@ def test_a_recipe_that_flips_the_verdict_says_the_verdict_is_the_recipes(lr_db):
     assert "**The verdict is the recipe's**: llama minus vanilla is -0.050 [" in recipe_text(setup, recipe)
     (record,) = [f for f in findings.findings(everything) if f.key == "gap_recipe"]
     assert record.verdict == 1
+    # the older answer, with the default recipe, now says that it is the default recipe's
+    (own,) = [f for f in findings.findings(everything) if f.key.startswith("gap_own_lr")]
+    assert f"(bf16) with the optimizer recipe {DEFAULT_RECIPE}" in own.sentence
 
 
 def test_a_recipes_best_lr_at_the_edge_is_not_testable_and_no_finding(lr_db):
@@ -415,6 +418,8 @@ def test_a_recipes_best_lr_at_the_edge_is_not_testable_and_no_finding(lr_db):
     assert "**Not testable here yet**" in text and "the best lr of vanilla lies at the edge" in text
     assert "verdict is the" not in text
     assert not [f for f in findings.findings(everything) if f.key == "gap_recipe"]
+    (own,) = [f for f in findings.findings(everything) if f.key.startswith("gap_own_lr")]
+    assert "optimizer recipe" not in own.sentence  # no other recipe's answer yet: nothing to scope
 
 
 def test_the_best_lr_is_picked_on_the_seeds_every_lr_has(tmp_path):

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from anatomy.config import TrainConfig
+from anatomy.config import DEFAULT_RECIPE, TrainConfig
 from anatomy.language import N_, _
 from anatomy.report import exam_findings, lr_section, study_section
 from anatomy.report.claims import headline_claims, headline_gap
@@ -165,13 +165,21 @@ def memorises(grid: Results) -> Finding | None:
     )
 
 
-def own_lr_gap(setup: lr_section.Setup, shared: Difference | None, shared_key: str | None) -> Finding | None:
-    """Each model at its own best lr on one setup: the lr study's answer there."""
+def own_lr_gap(
+    setup: lr_section.Setup, shared: Difference | None, shared_key: str | None, scoped: bool = False
+) -> Finding | None:
+    """Each model at its own best lr on one setup: the lr study's answer there. `scoped`: another
+    optimizer recipe has its own answer on this setup, so this one names its recipe, the default."""
     if setup.verdict is None or not all(curve.bracketed for curve in setup.curves.values()):
         return None
     d = setup.verdict
+    label = (
+        _("{setup} with the optimizer recipe {recipe}").format(setup=setup.label, recipe=recipe_words(DEFAULT_RECIPE))
+        if scoped
+        else setup.label
+    )
     values = dict(
-        setup=setup.label,
+        setup=label,
         vanilla_lr=f"{setup.curves[0].best_lr:g}",
         llama_lr=f"{setup.curves[5].best_lr:g}",
         difference=interval_text(d),
@@ -195,7 +203,7 @@ def own_lr_gap(setup: lr_section.Setup, shared: Difference | None, shared_key: s
     return Finding(
         key=f"gap_own_lr_{setup.key['corpus']}_{int(setup.key['train_tokens'])}",
         question=_("Is the mini-LLaMA still lower when each model has its own best learning rate?"),
-        setup=_("{setup}, each model at its own best lr").format(setup=setup.label),
+        setup=_("{setup}, each model at its own best lr").format(setup=label),
         comparison=_("llama minus vanilla"),
         difference=d,
         verdict=d.sign,
@@ -467,12 +475,14 @@ def findings(everything: Results) -> list[Finding]:
     later = []
     for setup in sorted(lr_section.setups(everything), key=lambda s: int(s.key["train_tokens"])):
         shared, shared_key = shared_lr_gap_at(everything, setup)
-        if (own := own_lr_gap(setup, shared, shared_key)) is None:
+        other_recipe = recipe(everything, setup)
+        # where another recipe has its own answer, this one states its scope: the default recipe
+        if (own := own_lr_gap(setup, shared, shared_key, scoped=other_recipe is not None)) is None:
             continue
         later.append(own)
         if shared_key is not None and shared is not None and own.verdict != shared.sign:
             records = [Finding(**{**vars(f), "superseded_by": own.key}) if f.key == shared_key else f for f in records]
-        found = (rope_at_best(everything, setup), cosine(everything, setup), recipe(everything, setup))
+        found = (rope_at_best(everything, setup), cosine(everything, setup), other_recipe)
         later += [f for f in found if f is not None]
     # the exams' cells have the grid's sizes (workflow: model_size_arguments): toy with a toy grid
     parts = list(exam_part_findings(grid).values()) if protocol_of(grid).untestable_reason is None else []
