@@ -842,7 +842,8 @@ def studies_db(tmp_path_factory) -> Path:
 
 
 def test_the_studies_page_says_the_reports_findings(studies_db, monkeypatch):
-    from anatomy.report.precision_section import precision_findings
+    from anatomy.report.twins_section import twins_findings
+    from anatomy.results.studies import declared
     from anatomy.report.scale_section import (
         better_lr_answer,
         scale_answer,
@@ -865,8 +866,9 @@ def test_the_studies_page_says_the_reports_findings(studies_db, monkeypatch):
     assert said[0].startswith("1. At one shared lr (0.0003) on 25,600 characters of poems_l")
     wins = where_it_wins(sizes(study))
     assert "lower beyond noise on 3,200, 25,600 characters" in wins
-    assert said[1] == scale_answer(everything)
-    assert said[1].startswith(wins) and verdict(study, sizes(study)) in said[1]
+    answer = scale_answer(everything)
+    assert answer in said  # after the declared studies' sections (the precision study's here)
+    assert answer.startswith(wins) and verdict(study, sizes(study)) in answer
     assert any(sentence.startswith("| training characters |") for sentence in said)  # the size table
     # stage 2 and stage 3 in the words of the README's headline
     assert which_part_earns(study).startswith(
@@ -879,8 +881,8 @@ def test_the_studies_page_says_the_reports_findings(studies_db, monkeypatch):
         in better_lr_answer(study)
     )
     # the precision study: the report's answer and its two tables
-    findings = precision_findings(everything)
-    assert {findings.answer, findings.comparison, findings.verdicts} <= set(said)
+    findings = twins_findings(everything, declared()["precision"])
+    assert "\n\n".join([findings.comparison, findings.answer, findings.verdicts]) in said
     assert [info.value.split(".")[0] for info in app.info] == [
         "No lr-study runs in this database yet",
         "No runs of this study in this database yet",  # size
@@ -925,7 +927,7 @@ def test_the_break_tests_page_shows_no_study_run(studies_db, monkeypatch):
 
 def test_the_studies_page_on_a_grid_without_studies_says_how_to_run_them(fixture_grid_db, monkeypatch):
     app = open_page(fixture_grid_db, "studies", monkeypatch)
-    lr, size, parts, scale, precision = (info.value for info in app.info)
+    lr, size, precision, parts, scale = (info.value for info in app.info)  # declared studies in their order
     assert "`snakemake parts_stage1 --cores 2 --config train_threads=1`" in parts
     assert "`snakemake lr_stage1 --cores 2 --config train_threads=1`" in lr
     assert "`snakemake size_stage1 --cores 2 --config train_threads=1`" in size

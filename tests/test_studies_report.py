@@ -229,7 +229,7 @@ def test_the_precision_section_holds_each_bf16_run_against_its_fp32_twin(tmp_pat
     collect.collect(runs_root, tmp_path / "db.duckdb")
     text = markdown.render(load(tmp_path / "db.duckdb"), [])
     section = text.split("### Does training in bf16 change any finding?")[1].split("###")[0]
-    # precision_section.py's words under the pooled-noise rule (its owner's; copied here as they read now)
+    # twins_section.py's words under the pooled-noise rule (its owner's; copied here as they read now)
     assert "0 of 4 bf16 runs have a best val beyond noise of their fp32 twin's" in section
     assert "Every headline verdict is the same in bf16." in section
     assert section.count("| yes |") == 3
@@ -415,3 +415,25 @@ def test_stage3_sets_each_model_at_its_better_lr(tmp_path, vanilla, llama, judge
 def test_stage3_waits_for_both_models(tmp_path):
     study = scale_with_other_lr(tmp_path, {"vanilla": 1.4})
     assert other_lr_text(study) is None
+
+
+def test_a_twins_study_of_a_users_own_holds_each_run_against_its_twin(tmp_path):
+    """A study declared as twins on another axis (warmup): each of its runs against the grid's run
+    that differs only there, judged by the same analysis as the precision study's."""
+    from anatomy.report import study_section
+    from anatomy.results.studies import Study
+
+    runs_root = tmp_path / "runs"
+    write_fixture_grid(runs_root)
+    for seed in SEEDS:  # the headline pair again without warmup: vanilla clearly worse, llama a hair
+        cold = dict(group="cold", train={"warmup_steps": 0})
+        write_run_folder(runs_root, "vanilla_cold", seed, preset="vanilla", floor=2.50, turn_step=70, **cold)
+        write_run_folder(runs_root, "llama_cold", seed, preset="llama", model=LLAMA_PARTS, floor=2.101, **cold)
+    collect.collect(runs_root, tmp_path / "db.duckdb")
+    everything = load(tmp_path / "db.duckdb")
+    cold = Study("cold", "Does warmup matter?", "twins", ("warmup_steps",))
+    text = study_section.study_section(everything, cold)
+    assert "| best val, warmup_steps 100 → warmup_steps 0 | at step, warmup_steps 100 → warmup_steps 0 |" in text
+    assert "| vanilla (2017) | 42 | 2.3200 → 2.5200 (+0.2000) |" in text  # each run beside its own twin
+    assert "2 of 4 warmup_steps 0 runs have a best val beyond noise of their warmup_steps 100 twin's" in text
+    assert "| the chapter says | verdict, warmup_steps 100 grid | verdict, warmup_steps 0 runs | same? |" in text

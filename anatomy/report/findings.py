@@ -344,11 +344,13 @@ def recipe(everything: Results, setup: lr_section.Setup) -> Finding | None:
 def declared_study_findings(everything: Results) -> list[Finding]:
     """The answers of the studies rendered from their declarations (the size study's, the parts
     study's, a user's), once answered: the same sentences as their sections. A models study is one
-    record, its difference the last point's (the largest size); a parts study one per part and
-    point."""
+    record, its difference the last point's (the largest size), and one per part it swaps; a parts
+    study one per part and point."""
     records = []
     for study in declared().values():
-        if study.name in study_section.OWN_SECTIONS:
+        # a twins study (the precision study) checks the other findings rather than adding one:
+        # its section says whether any headline verdict moves with the axis
+        if study.name in study_section.OWN_SECTIONS or study.compare == "twins":
             continue
         if study.compare == "parts":
             found = study_section.parts_points(everything, study)

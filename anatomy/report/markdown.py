@@ -33,7 +33,6 @@ from anatomy.report.grid_sections import (
     overfitting_section,
 )
 from anatomy.report.lr_section import lr_section
-from anatomy.report.precision_section import precision_section
 from anatomy.report.protocol import protocol_of, protocol_text
 from anatomy.report.readme import readme_blocks, readme_language, splice_readme
 from anatomy.report.roles import only_runs_of
@@ -107,8 +106,8 @@ def render(everything: Results, figure_names: list[str], image_prefix: str = "",
 
 
 def study_lines(everything: Results, name: str, figure) -> list[str]:
-    """A study's section under its question, if it has runs: the scale, lr and precision studies
-    have sections of their own; every other study is rendered from its declaration."""
+    """A study's section under its question, if it has runs: the scale and lr studies have sections
+    of their own; every other study is rendered from its declaration."""
     study = declared()[name]
     heading = ["", f"### {study.question}", ""]
     if name == "scale":
@@ -122,8 +121,6 @@ def study_lines(everything: Results, name: str, figure) -> list[str]:
         return lines
     if name == "lr":
         return heading + [lr] if (lr := lr_section(everything, figure)) else []
-    if name == "precision":
-        return heading + [precision] if (precision := precision_section(everything)) else []
     if not (text := study_section(everything, study)):
         return []
     if study.compare != "models":  # the figures draw the two models against their parameters

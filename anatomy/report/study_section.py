@@ -1,13 +1,15 @@
 """A study's section of the report, from its declaration (workflow/studies.yaml): the one analysis
-of a study that compares the two models at several points of an axis.
+of a declared study. `compare: models` compares the two models at several points of an axis (here);
+`compare: parts` each part added to the mini-LLaMA (here, below); `compare: twins` each run against
+its twin of another axis value (anatomy/report/twins_section.py, the precision study's).
 
 A point is one value of the study's axis (the size study's depth and width). Each point is
 analysed exactly as the lr study analyses its setups (anatomy/report/lr_section.py: each model's
 curve over lr, its best lr, whether a worse lr was tried on each side). At each point the
 difference is the mini-LLaMA minus vanilla, each at its own best lr (rule own_lr), and at the
 declared shared lr where both trained at it. Every point's differences are one table, so they are
-judged together (Holm). The scale, lr and precision studies keep sections of their own, which say
-more than this one can (the part ablations, the swaps and schedules, the twins' verdicts).
+judged together (Holm). The scale and lr studies keep sections of their own, which say more than
+this one can (the part ablations at one size, the schedules and optimizer recipes).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pandas as pd
 from anatomy.language import N_, _, pgettext
 from anatomy.report import lr_section
 from anatomy.report.exam_findings import PART_NAMES
+from anatomy.report.twins_section import twins_section
 from anatomy.report.uncertainty import (
     SETUP,
     Difference,
@@ -35,7 +38,7 @@ from anatomy.results.reader import Results
 from anatomy.results.studies import Study
 
 TREND_POINTS = 3  # the fewest points that show a trend (grows, shrinks or stays level)
-OWN_SECTIONS = ("scale", "lr", "precision")  # studies whose sections are modules of their own
+OWN_SECTIONS = ("scale", "lr")  # studies whose sections are modules of their own
 
 
 def point_columns(study: Study) -> tuple[str, ...]:
@@ -435,6 +438,8 @@ def study_section(everything: Results, study: Study) -> str | None:
     """The section's text, or None before the study has any run."""
     if study.compare == "parts":
         return parts_section(everything, study)
+    if study.compare == "twins":
+        return twins_section(everything, study)
     found = points(everything, study)
     if not found:
         return None

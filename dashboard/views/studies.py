@@ -1,7 +1,7 @@
 """Studies: questions asked beside the chapter's grid, each with runs of its own (anatomy/results/groups.py).
 
 Every finding on this page is the report's own text, made by the same package code
-(anatomy/report/scale_section.py, lr_section.py, precision_section.py, and study_section.py for every study
+(anatomy/report/scale_section.py, lr_section.py, and study_section.py for every study
 workflow/studies.yaml declares beside those), so the page and report.md never say it
 two ways. The page adds what a report cannot: the curves of one training-set size at a time.
 """
@@ -14,14 +14,13 @@ import pandas as pd
 import streamlit as st
 
 from anatomy.language import N_, _
-from anatomy.report import lr_section, precision_section, scale_section, study_section
+from anatomy.report import lr_section, scale_section, study_section
 from anatomy.errors import AnatomyError
 from anatomy.results.groups import STUDY_GROUPS
 from anatomy.results.studies import declared
 from anatomy.results.reference import PROVENANCE_FILE, read_provenance
 from anatomy.report.findings import FOUND, findings_block
 from anatomy.report.grid_sections import ablation_section
-from anatomy.report.roles import only_runs_of
 from dashboard import analysis, charts, loaders
 from dashboard.findings import show_part_glossary
 
@@ -37,11 +36,6 @@ TRAIN_SCALE = N_(
 TRAIN_STUDY = N_(
     "Train them with `snakemake {target} --cores 2 --config train_threads=1` (workflow/studies.yaml declares the "
     "study, workflow/experiments.yaml its runs), then collect again."
-)
-RUN_PRECISION = N_(
-    "No bf16 run with an fp32 twin in this database yet. Train them with "
-    "`snakemake precision_check --cores 2 --config train_threads=1` (the headline pair in bf16; "
-    "their fp32 twins are the grid's headline runs), then collect again."
 )
 
 
@@ -111,7 +105,11 @@ for study in declared().values():
     if not (by_point := study_section.study_points(everything, study)).empty:  # compare: models
         charts.draw(charts.best_val_by_params_chart(by_point))
         charts.draw(charts.best_lr_by_params_chart(by_point))
-    st.markdown(study_section.study_section(everything, study))
+    if (text := study_section.study_section(everything, study)) is None:  # runs, but none compared yet
+        hint = _(TRAIN_STUDY).format(target=study.stage_target(1))
+        st.info(_("This study's runs have nothing to be compared with yet. {how}").format(how=hint))
+        continue
+    st.markdown(text)
 
 # ---- scale: when does the mini-LLaMA win?
 st.header(question("scale"), divider="gray")
@@ -164,23 +162,3 @@ else:
         st.markdown(scale_section.which_part_earns(study))
         with st.expander(_("Which part earned the gap at the largest size (stage 2)")):
             st.markdown(ablation_section(largest))
-
-# ---- precision: does training in bf16 change any finding?
-st.header(question("precision"), divider="gray")
-findings = precision_section.precision_findings(everything)
-if findings is None:
-    bf16_runs = only_runs_of(everything, precision_section.STUDY).runs
-    said = (
-        _(
-            "{count} bf16 run(s) here, but none has its fp32 twin in the grid yet (same model, seed and "
-            "corpus): `snakemake headline --cores 2 --config train_threads=1` trains the twins."
-        ).format(count=len(bf16_runs))
-        if not bf16_runs.empty
-        else _(RUN_PRECISION)
-    )
-    st.info(said, icon=":material/science:")
-else:
-    # the answer first, then the report's two tables: each run against its twin, the verdicts
-    st.markdown(findings.answer)
-    st.markdown(findings.comparison)
-    st.markdown(findings.verdicts)
