@@ -673,6 +673,42 @@ def max_logit_chart(logits: pd.DataFrame, height: int = 300) -> alt.LayerChart:
     return zoomable(lines).properties(height=height)
 
 
+def expert_load_chart(shares: pd.DataFrame, height: int = 180) -> alt.FacetChart:
+    """Each expert's share of the tokens over the steps, one panel per layer, for one cell of the
+    experts' exam; the dashed line is an even load (one in the number of experts).
+
+    `shares`: step, layer, expert, share.
+    """
+    even = 1 / shares["expert"].nunique()
+    drawn = shares.assign(
+        expert=shares["expert"].map(lambda n: _("expert {n}").format(n=int(n) + 1)),
+        layer=shares["layer"].map(lambda n: _("layer {n}").format(n=int(n) + 1)),
+        even=even,
+    )
+    share = alt.Y("share:Q", title=_("share of the tokens"), axis=alt.Axis(format="%"))
+    lines = (
+        alt.Chart()
+        .mark_line()
+        .encode(
+            x=alt.X("step:Q", title=_("training step")),
+            y=share,
+            color=alt.Color("expert:N", title=None),
+            tooltip=[
+                alt.Tooltip("expert:N", title=_("expert")),
+                alt.Tooltip("step:Q", title=_("training step")),
+                alt.Tooltip("share:Q", title=_("share of the tokens"), format=".1%"),
+            ],
+        )
+    )
+    rule = alt.Chart().mark_rule(strokeDash=[4, 4], color="grey").encode(y="mean(even):Q")
+    layers = list(dict.fromkeys(drawn.sort_values("layer")["layer"]))
+    return (
+        alt.layer(lines, rule, data=drawn)
+        .properties(height=height, width=160)
+        .facet(column=alt.Column("layer:N", title=None, sort=layers))
+    )
+
+
 def mla_chart(cells: pd.DataFrame, height: int = 300) -> alt.LayerChart:
     """Best val against the cache's bytes per character, one point per cell of the MLA exam, named,
     each attention kind in its colour as on the KV-cache charts (MLA: a spare one); the cache on a

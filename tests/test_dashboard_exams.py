@@ -515,7 +515,19 @@ def parts_db(tmp_path) -> Path:
         + max_logit_rows("qk_norm/qk_norm_lr0.01", {1: [3.0, 2.0], 50: [8.0, 7.0]})
         + max_logit_rows("llama/seed42", {1: [1.0, 1.0]}),  # a grid run's: not the map's
     )
+    insert(db, "expert_shares", expert_share_rows("moe/moe_top1") + expert_share_rows("parts_moe_1e3/seed42"))
     return db
+
+
+def expert_share_rows(run_id: str) -> list[dict]:
+    """Two layers of 4 experts: at step 1 layer 0 sends most tokens to expert 0, by step 100 even."""
+    first = {0: [0.55, 0.15, 0.15, 0.15], 1: [0.25, 0.25, 0.25, 0.25]}
+    return [
+        {"run_id": run_id, "step": step, "layer": layer, "expert": expert, "share": share}
+        for step, by_layer in ((1, first), (100, {0: [0.25] * 4, 1: [0.25] * 4}))
+        for layer, shares in by_layer.items()
+        for expert, share in enumerate(shares)
+    ]
 
 
 def test_each_part_of_2024_26_shows_the_reports_sentence_and_its_exam(parts_db, monkeypatch):
@@ -539,7 +551,7 @@ def test_each_part_of_2024_26_shows_the_reports_sentence_and_its_exam(parts_db, 
     assert "At the dense model's work per token, 4 experts (top-1) reach best val 2.080" in prose
 
     tables = chart_tables(app)
-    qk_map, logits, mla_points = tables[-3:]
+    qk_map, logits, mla_points, _experts = tables[-4:]
     cell = qk_map[(qk_map["norm_pos"] == "without QK-norm") & (qk_map["lr"] == 1e-2)].iloc[0]
     assert (cell["state"], cell["text"]) == ("diverged", "diverged @ 80")
     assert set(qk_map["norm_pos"]) == {"without QK-norm", "with QK-norm"}
@@ -556,6 +568,18 @@ def test_each_part_of_2024_26_shows_the_reports_sentence_and_its_exam(parts_db, 
     moe = next(frame.value for frame in app.dataframe if "active_params" in frame.value).set_index("name")
     assert moe.loc["4 experts (top-1)", "load"] == "18%-34%" and moe.loc["dense (one SwiGLU)", "load"] == "–"
     assert moe.loc["4 experts (all on every token)", "step_ratio"] == 4.0
+
+
+def test_the_experts_load_over_the_steps_is_drawn_per_layer(parts_db, monkeypatch):
+    app = open_page(parts_db, "exams", monkeypatch)
+    chooser = app.selectbox(key="exams_moe_cell")
+    assert chooser.options == ["4 experts (top-1)"]  # the exam's cells only, not a study's MoE run
+    drawn = chart_tables(app)[-1]
+    assert len(drawn) == 16 and set(drawn["layer"]) == {"layer 1", "layer 2"}
+    start = drawn[(drawn["step"] == 1) & (drawn["layer"] == "layer 1")].set_index("expert")["share"]
+    assert start["expert 1"] == 0.55 and set(drawn["even"]) == {0.25}  # the dashed line: one in four
+    spec = chart_specs(app)[-1]
+    assert spec["facet"]["column"]["field"] == "layer"
 
 
 def test_a_part_of_2024_26_with_only_some_cells_does_not_fail(tmp_path, monkeypatch):

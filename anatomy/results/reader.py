@@ -87,6 +87,7 @@ class ExamTables:
     qk_norm_logits: pd.DataFrame  # per QK-norm cell and logged step: the largest attention logit of any layer
     mla: pd.DataFrame  # exam_mla: cache bytes per character, best val and generation speed per cell
     moe: pd.DataFrame  # exam_moe: dense and the MoE cells, parameters, best val, load and step time
+    moe_shares: pd.DataFrame  # per MoE cell, logged step, layer and expert: its share of the tokens
 
 
 @dataclass
@@ -143,6 +144,7 @@ READ_RELATIONS = (
     *("exam_wall_clock", "wall_clock_ratios", "exam_qk_norm", "exam_mla", "exam_moe"),
 )
 QK_NORM_CELL_PREFIX = "qk_norm/"  # max_logits.run_id of a QK-norm cell: "qk_norm/" + exam_qk_norm.cell
+MOE_CELL_PREFIX = "moe/"  # expert_shares.run_id of a cell of the experts' exam: "moe/" + exam_moe.cell
 FIRST_RELATION = re.compile(r"\bFROM\s+(\w+)", re.IGNORECASE)
 
 
@@ -291,6 +293,11 @@ def read_exams(table, runs: pd.DataFrame) -> ExamTables:
             GROUP BY run_id, step ORDER BY cell, step"""),
         mla=table("SELECT * FROM exam_mla ORDER BY bytes_per_char DESC NULLS LAST, cell"),
         moe=table("SELECT * FROM exam_moe ORDER BY coalesce(top_k, 0), cell"),  # dense first, then by top_k
+        # expert_shares holds every MoE run's (the parts study's too): only the exam's cells are read
+        moe_shares=table(f"""
+            SELECT substr(run_id, {len(MOE_CELL_PREFIX) + 1}) AS cell, step, layer, expert, share
+            FROM expert_shares WHERE starts_with(run_id, '{MOE_CELL_PREFIX}')
+            ORDER BY cell, step, layer, expert"""),
     )
 
 

@@ -539,6 +539,19 @@ def moe_section(results: Results) -> None:
             "process; on a CPU the experts run one after another."
         )
     )
+    # the load over the steps: does the balancing loss even it out, and how soon?
+    logged = sorted(results.exams.moe_shares["cell"].unique())
+    if logged:
+        names = {row["cell"]: findings.moe_cell_name(row) for _index, row in cells.iterrows()}
+        cell = st.selectbox(_("Experts of"), logged, format_func=lambda c: names.get(c, c), key="exams_moe_cell")
+        shares = results.exams.moe_shares
+        charts.draw(charts.expert_load_chart(shares[shares["cell"] == cell]))
+        st.caption(
+            _(
+                "Each expert's share of the tokens routed to it, at every logged step, one panel per layer; the "
+                "dashed line is an even load. The balancing loss pulls each share toward it."
+            )
+        )
 
 
 results = loaders.require_results(runs_needed=False)  # the depth map and the wall clock need no run
