@@ -884,7 +884,7 @@ def test_the_studies_page_says_the_reports_findings(studies_db, monkeypatch):
     findings = twins_findings(everything, declared()["precision"])
     assert "\n\n".join([findings.comparison, findings.answer, findings.verdicts]) in said
     assert [info.value.split(".")[0] for info in app.info] == [
-        "No lr-study runs in this database yet",
+        "No runs of this study in this database yet",  # lr
         "No runs of this study in this database yet",  # size
         "No runs of this study in this database yet",  # parts
     ]

@@ -302,3 +302,36 @@ def test_each_answered_part_is_a_finding_with_the_sections_sentence(parts_result
     assert records["parts_moe_0"].sentence.startswith("Adding experts (MoE) lowers the loss beyond noise on")
     assert records["parts_moe_0"].verdict == -1 and records["parts_qk_norm_0"].verdict == 0
     assert records["parts_moe_0"].sentence in study_section.study_section(parts_results, PARTS)
+
+
+def test_a_study_whose_points_are_setups_is_answered_setup_by_setup(tmp_path):
+    """Axis: the text, its size and the precision, each model at its own best lr: no trend to find
+    across texts, so the one analysis answers each setup as the lr study's section does, with its
+    figure of best val against lr, and draws no figure against parameters."""
+    tune = Study("tune", "Q?", "models", ("corpus", "train_tokens", "precision"), "own_lr")
+    assert study_section.per_setup(tune) and not study_section.per_setup(DEPTH)
+    for (n_layer, preset), by_lr in FLOORS.items():
+        if n_layer != 6:
+            continue
+        for lr, floor in by_lr.items():
+            for seed in (42, 7):
+                write_run_folder(
+                    tmp_path / "runs",
+                    f"tune_{preset}_{lr:g}".replace(".", "_").replace("-", "m"),
+                    seed,
+                    group="tune",
+                    preset=preset,
+                    n_layer=6,
+                    model=dict(LLAMA_PARTS) if preset == "llama" else {},
+                    data=DEPTH_DATA,
+                    train={"precision": "fp32", "lr": lr},
+                    floor=floor,
+                )
+    collect.collect(tmp_path / "runs", tmp_path / "anatomy.duckdb")
+    everything = load(tmp_path / "anatomy.duckdb")
+    linked = []
+    text = study_section.study_section(everything, tune, lambda name, caption: linked.append(name) or f"[{name}]")
+    assert text.startswith("On 64,000 characters of mine (fp32) (sd 0.007 per run")
+    assert "best val 2.325 at lr 0.0005, with a worse lr tried on each side" in text  # vanilla's curve
+    assert "llama minus vanilla -0.100 [" in text and linked == ["tune"] and "[tune]" in text
+    assert study_section.study_points(everything, tune).empty

@@ -16,7 +16,7 @@ from anatomy.report.claims import MEMORISING_RISE, ablation_intervals
 from anatomy.report.lr_section import figure_names, lr_points, setups
 from anatomy.report.roles import deep_runs, headline_of, only_runs_of
 from anatomy.report.scale_section import best_val_by_size, scale_data
-from anatomy.report.study_section import OWN_SECTIONS, study_points
+from anatomy.report.study_section import OWN_SECTIONS, per_setup, study_points
 from anatomy.results.studies import declared
 from anatomy.results.reader import Results
 
@@ -28,10 +28,12 @@ def figure_charts(everything: Results) -> dict[str, Any]:
     data = only_runs_of(everything, None)
 
     drawn: dict[str, Any] = {}
-    lr_drawn = lr_points(everything)
-    found = setups(everything)
-    for setup, name in zip(found, figure_names(found)):  # one figure per setup: two texts share no axis
-        drawn[name] = charts.lr_chart(lr_drawn, setup=setup.label).properties(width=680)
+    for study in declared().values():  # a study whose points are setups (the lr study's): one figure each
+        if per_setup(study):
+            lr_drawn = lr_points(everything, group=study.name)
+            found = setups(everything, group=study.name)
+            for setup, name in zip(found, figure_names(found, study.name)):  # two texts share no axis
+                drawn[name] = charts.lr_chart(lr_drawn, setup=setup.label).properties(width=680)
     for study in declared().values():  # a study rendered from its declaration: NAME and NAME_lr
         by_point = study_points(everything, study) if study.name not in OWN_SECTIONS else pd.DataFrame()
         if not by_point.empty:

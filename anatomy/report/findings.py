@@ -350,7 +350,8 @@ def declared_study_findings(everything: Results) -> list[Finding]:
     for study in declared().values():
         # a twins study (the precision study) checks the other findings rather than adding one:
         # its section says whether any headline verdict moves with the axis
-        if study.name in study_section.OWN_SECTIONS or study.compare == "twins":
+        # a study whose points are setups answers each on its own: the lr study's records are above
+        if study.name in study_section.OWN_SECTIONS or study.compare == "twins" or study_section.per_setup(study):
             continue
         if study.compare == "parts":
             found = study_section.parts_points(everything, study)

@@ -106,6 +106,7 @@ class Setup:
     # the same difference before it is judged: a study of several points judges them together
     # (anatomy/report/study_section.py)
     difference: Difference | None = None
+    group: str = STUDY  # the study whose runs made the curves: its swaps are the setup's
 
     @property
     def label(self) -> str:
@@ -167,7 +168,7 @@ def setups(everything: Results, group: str = STUDY, points: tuple[str, ...] = ()
             vanilla, llama = curves[0], curves[5]
             difference = compare(everything.noise, llama.at(llama.best_lr), vanilla.at(vanilla.best_lr))
             verdict = judge_one(difference)
-        found.append(Setup(key, curves, verdict, same, difference))
+        found.append(Setup(key, curves, verdict, same, difference, group))
     return sorted(found, key=lambda setup: -int(setup.key["train_tokens"]))
 
 
@@ -273,22 +274,22 @@ def same_shape(runs: pd.DataFrame, curve: Curve, *, but: tuple[str, ...] = ()) -
     return runs.merge(curve.runs[columns].drop_duplicates(), on=columns)
 
 
-def swapped_parts(setup: Setup, group: str = STUDY) -> list[tuple[str, str]]:
-    """The (part, direction) pairs the study `group` swapped on this setup."""
+def swapped_parts(setup: Setup) -> list[tuple[str, str]]:
+    """The (part, direction) pairs the setup's study swapped on it."""
     if setup.runs is None:
         return []
-    runs = setup.runs[setup.runs["part"].notna() & (setup.runs["group"] == group)]
+    runs = setup.runs[setup.runs["part"].notna() & (setup.runs["group"] == setup.group)]
     return list(runs[["part", "direction"]].drop_duplicates().itertuples(index=False, name=None))
 
 
-def swap_differences(everything: Results, setup: Setup, group: str = STUDY) -> dict[tuple[str, str, float], Difference]:
-    """Each part the study `group` swaps on this setup, at every lr both the swapped and the plain
-    model ran, whichever study trained them (the scale study's swaps at lr 3e-4 too); unjudged."""
+def swap_differences(everything: Results, setup: Setup) -> dict[tuple[str, str, float], Difference]:
+    """Each part the setup's study swaps on it, at every lr both the swapped and the plain model
+    ran, whichever study trained them (the scale study's swaps at lr 3e-4 too); unjudged."""
     if setup.runs is None or set(setup.curves) != set(MODELS):
         return {}
     runs = setup.runs[setup.runs["part"].notna()]
     found = {}
-    for part, direction in swapped_parts(setup, group):
+    for part, direction in swapped_parts(setup):
         curve = setup.curves[0 if direction == "add" else 5]
         swapped = same_shape(runs[(runs["part"] == part) & (runs["direction"] == direction)], curve)
         for lr, at_lr in swapped.groupby("lr"):
@@ -299,7 +300,7 @@ def swap_differences(everything: Results, setup: Setup, group: str = STUDY) -> d
 
 
 def swaps(everything: Results, setup: Setup) -> list[Swap]:
-    """The lr study's swaps on this setup (stage 3), judged together."""
+    """The swaps on this setup (the lr study's stage 3), judged together."""
     judged = judge(swap_differences(everything, setup))
     return [
         Swap(part, direction, lr, lr == setup.curves[0 if direction == "add" else 5].best_lr, d)
@@ -543,9 +544,11 @@ def recipe_text(setup: Setup, recipe: Recipe) -> str:
     return f"{curves}\n\n{sentences(said)}"
 
 
-def figure_names(found: list[Setup]) -> list[str]:
-    """Each setup's figure file name: `lr` for the first (the largest), then `lr_` and its corpus."""
-    return ["lr"] + [f"lr_{re.sub('[^a-z0-9]+', '_', str(s.key['corpus']).lower()).strip('_')}" for s in found[1:]]
+def figure_names(found: list[Setup], study: str = STUDY) -> list[str]:
+    """Each setup's figure file name: the study's (`lr`) for the first (the largest), then `lr_`
+    and its corpus."""
+    corpus = [re.sub("[^a-z0-9]+", "_", str(s.key["corpus"]).lower()).strip("_") for s in found[1:]]
+    return [study] + [f"{study}_{name}" for name in corpus]
 
 
 def figure_caption(setup: Setup) -> str:
@@ -614,24 +617,27 @@ def pick_bias_text(everything: Results, setup: Setup) -> str | None:
     ).format(models=listed(close))
 
 
-def lr_section(everything: Results, figure: Callable[[str, str], str] = lambda name, caption: "") -> str | None:
-    """The section's text, or None before the study has any run. figure(name, caption) links a
-    setup's figure (anatomy.report.figures), after that setup's paragraphs."""
-    found = setups(everything)
+def lr_section(
+    everything: Results, figure: Callable[[str, str], str] = lambda name, caption: "", group: str = STUDY
+) -> str | None:
+    """The section of the study `group` (the lr study's, or another whose points are setups), or
+    None before it has any run. figure(name, caption) links a setup's figure
+    (anatomy.report.figures), after that setup's paragraphs."""
+    found = setups(everything, group=group)
     if not found:
         return None
     parts = [
         setup_text(everything, setup) + figure(name, figure_caption(setup))
-        for setup, name in zip(found, figure_names(found))
+        for setup, name in zip(found, figure_names(found, group))
     ]
     return "\n\n".join([*parts, _(HOW_TO_READ)])
 
 
-def lr_points(everything: Results) -> pd.DataFrame:
+def lr_points(everything: Results, group: str = STUDY) -> pd.DataFrame:
     """The figure's data: one row per setup, model and lr, with the band over seeds, the diverged
     count and whether it is the model's best lr (anatomy.report.charts.lr_chart)."""
     rows = []
-    for setup in setups(everything):
+    for setup in setups(everything, group=group):
         for curve in setup.curves.values():
             for point in curve.points.to_dict("records"):
                 rows.append(

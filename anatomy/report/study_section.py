@@ -8,12 +8,15 @@ analysed exactly as the lr study analyses its setups (anatomy/report/lr_section.
 curve over lr, its best lr, whether a worse lr was tried on each side). At each point the
 difference is the mini-LLaMA minus vanilla, each at its own best lr (rule own_lr), and at the
 declared shared lr where both trained at it. Every point's differences are one table, so they are
-judged together (Holm). The scale and lr studies keep sections of their own, which say more than
-this one can (the part ablations at one size, the schedules and optimizer recipes).
+judged together (Holm). A study whose points are setups (the lr study's texts, sizes of text and
+precisions) has no trend to answer: each setup is answered on its own, by lr_section.py's text.
+The scale study keeps a section of its own, which says more than this one can (the chapter's
+hypothesis, the part ablations at the largest size).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pandas as pd
@@ -38,12 +41,19 @@ from anatomy.results.reader import Results
 from anatomy.results.studies import Study
 
 TREND_POINTS = 3  # the fewest points that show a trend (grows, shrinks or stays level)
-OWN_SECTIONS = ("scale", "lr")  # studies whose sections are modules of their own
+OWN_SECTIONS = ("scale",)  # studies whose sections are modules of their own
 
 
 def point_columns(study: Study) -> tuple[str, ...]:
     """The axis columns the lr study's setups do not already tell apart."""
     return tuple(column for column in study.axis if column not in SETUP)
+
+
+def per_setup(study: Study) -> bool:
+    """Whether the study's points are setups (the text, its size, the precision) and each model
+    sweeps lr at each, as the lr study's do: their losses share no scale, so each point is answered
+    on its own, with its figure of best val against lr, rather than as a trend along the axis."""
+    return study.compare == "models" and study.rule == "own_lr" and not point_columns(study)
 
 
 def point_label(study: Study, point: lr_section.Setup) -> str:
@@ -187,7 +197,7 @@ def swapped_at_best(everything: Results, study: Study, found: list[lr_section.Se
     model's best lr at that point, every point's judged together."""
     raw = {}
     for index, point in enumerate(found):
-        for (part, direction, lr), said in lr_section.swap_differences(everything, point, study.name).items():
+        for (part, direction, lr), said in lr_section.swap_differences(everything, point).items():
             if lr == point.curves[0 if direction == "add" else 5].best_lr:
                 raw[(index, part, direction)] = said
     return judge(raw)
@@ -195,7 +205,7 @@ def swapped_at_best(everything: Results, study: Study, found: list[lr_section.Se
 
 def swaps_studied(study: Study, found: list[lr_section.Setup]) -> list[tuple[str, str]]:
     """Every (part, direction) the study swaps at any point, in a fixed order."""
-    return sorted({pair for point in found for pair in lr_section.swapped_parts(point, study.name)})
+    return sorted({pair for point in found for pair in lr_section.swapped_parts(point)})
 
 
 def swaps_missing(study: Study, found: list[lr_section.Setup], judged: dict) -> list[str]:
@@ -434,12 +444,17 @@ def parts_section(everything: Results, study: Study) -> str | None:
     return "\n\n".join(parts)
 
 
-def study_section(everything: Results, study: Study) -> str | None:
-    """The section's text, or None before the study has any run."""
+def study_section(
+    everything: Results, study: Study, figure: Callable[[str, str], str] = lambda name, caption: ""
+) -> str | None:
+    """The section's text, or None before the study has any run. `figure(name, caption)` links a
+    point's figure where each point has its own (per_setup)."""
     if study.compare == "parts":
         return parts_section(everything, study)
     if study.compare == "twins":
         return twins_section(everything, study)
+    if per_setup(study):
+        return lr_section.lr_section(everything, figure, group=study.name)
     found = points(everything, study)
     if not found:
         return None
@@ -477,7 +492,7 @@ def study_points(everything: Results, study: Study) -> pd.DataFrame:
     """The figures' data (compare: models): per point and model, the parameters, the best lr, and
     best val at it and at the shared lr (mean, min and max over seeds)."""
     rows = []
-    for point in points(everything, study) if study.compare == "models" else []:
+    for point in points(everything, study) if study.compare == "models" and not per_setup(study) else []:
         for n_parts, curve in point.curves.items():
             for rule, lr in (("own", curve.best_lr), ("shared", study.shared_lr)):
                 values = curve.points[curve.points["lr"] == lr] if lr is not None else curve.points.iloc[0:0]

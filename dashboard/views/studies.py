@@ -1,8 +1,8 @@
 """Studies: questions asked beside the chapter's grid, each with runs of its own (anatomy/results/groups.py).
 
 Every finding on this page is the report's own text, made by the same package code
-(anatomy/report/scale_section.py, lr_section.py, and study_section.py for every study
-workflow/studies.yaml declares beside those), so the page and report.md never say it
+(anatomy/report/scale_section.py, and study_section.py for every study workflow/studies.yaml
+declares beside it, with lr_section.py's text for the lr study's setups), so the page and report.md never say it
 two ways. The page adds what a report cannot: the curves of one training-set size at a time.
 """
 
@@ -24,10 +24,6 @@ from anatomy.report.grid_sections import ablation_section
 from dashboard import analysis, charts, loaders
 from dashboard.findings import show_part_glossary
 
-TRAIN_LR = N_(
-    "Train them with `snakemake lr_stage1 --cores 2 --config train_threads=1` (each model at lr 2e-3, 4e-3 and "
-    "8e-3 on 8M characters; then `lr_stage2`: a second seed at every lr), then collect again."
-)
 TRAIN_SCALE = N_(
     "Train them with `snakemake scale_stage1 --cores 2 --config train_threads=1` "
     "(then `scale_stage2`: the part ablations at the largest size, and `scale_stage3`: both models at lr 1e-3), "
@@ -80,20 +76,8 @@ if found := findings_block(everything, link_prefix=None, evidence={"lr", "scale"
     st.subheader(_(FOUND))
     st.markdown(found)
 
-# ---- lr: does the mini-LLaMA still win when each model has its own best learning rate?
-st.header(question("lr"), divider="gray")
-lr_setups = lr_section.setups(everything)
-if not lr_setups:
-    st.info(_("No lr-study runs in this database yet. {how}").format(how=_(TRAIN_LR)), icon=":material/science:")
-else:
-    lr_points = lr_section.lr_points(everything)
-    for setup in lr_setups:  # one chart per setup: two texts' losses share no axis
-        charts.draw(charts.lr_chart(lr_points, setup=setup.label))
-        st.caption(lr_section.figure_caption(setup))
-        st.markdown(lr_section.setup_text(everything, setup))
-    st.caption(_(lr_section.HOW_TO_READ))
-
-# ---- each study rendered from its declaration (workflow/studies.yaml): the size study, and any of your own
+# ---- each study rendered from its declaration (workflow/studies.yaml): the lr, size, precision and
+# parts studies, and any of your own
 for study in declared().values():
     if study.name in study_section.OWN_SECTIONS:
         continue
@@ -101,6 +85,15 @@ for study in declared().values():
     if not (everything.runs["group"] == study.name).any():
         hint = _(TRAIN_STUDY).format(target=study.stage_target(1))
         st.info(_("No runs of this study in this database yet. {how}").format(how=hint), icon=":material/science:")
+        continue
+    # the lr study's points are setups: one chart and one answer each (two texts' losses share no axis)
+    if study_section.per_setup(study) and (setups := lr_section.setups(everything, group=study.name)):
+        lr_points = lr_section.lr_points(everything, group=study.name)
+        for setup in setups:
+            charts.draw(charts.lr_chart(lr_points, setup=setup.label))
+            st.caption(lr_section.figure_caption(setup))
+            st.markdown(lr_section.setup_text(everything, setup))
+        st.caption(_(lr_section.HOW_TO_READ))
         continue
     if not (by_point := study_section.study_points(everything, study)).empty:  # compare: models
         charts.draw(charts.best_val_by_params_chart(by_point))
