@@ -373,9 +373,10 @@ def declared_study_findings(everything: Results) -> list[Finding]:
                 )
             continue
         found = study_section.points(everything, study)
-        records += swap_findings(everything, study, found)
+        swapped = swap_findings(everything, study, found)  # after the study's own answer, as its section
         judged = study_section.differences(everything, study, found)
         if not found or study_section.missing(study, found, judged):
+            records += swapped
             continue
         last = judged[("own" if study.rule == "own_lr" else "shared", len(found) - 1)]
         records.append(
@@ -390,6 +391,7 @@ def declared_study_findings(everything: Results) -> list[Finding]:
                 evidence=study.name,
             )
         )
+        records += swapped
     return records
 
 
