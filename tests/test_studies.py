@@ -128,20 +128,22 @@ FLOORS = {
 DEPTH_DATA = {"vocab_size": 50, "train_tokens": 64_000, "val_tokens": 500, "corpus": "mine"}
 
 
-def write_depth_runs(root: Path) -> None:
-    data = DEPTH_DATA
+def write_depth_runs(root: Path, group: str = "depth", layers: tuple[int, ...] = (2, 6)) -> None:
+    """FLOORS' runs at these depths, two seeds each, as runs of the study `group`."""
     for (n_layer, preset), by_lr in FLOORS.items():
+        if n_layer not in layers:
+            continue
         for lr, floor in by_lr.items():
             for seed in (42, 7):
                 write_run_folder(
                     root / "runs",
-                    f"depth_{n_layer}_{preset}_{lr:g}".replace(".", "_").replace("-", "m"),
+                    f"{group}_{n_layer}_{preset}_{lr:g}".replace(".", "_").replace("-", "m"),
                     seed,
-                    group="depth",
+                    group=group,
                     preset=preset,
                     n_layer=n_layer,
                     model=dict(LLAMA_PARTS) if preset == "llama" else {},
-                    data=data,
+                    data=DEPTH_DATA,
                     train={"precision": "fp32", "lr": lr},
                     floor=floor,
                 )
@@ -310,23 +312,7 @@ def test_a_study_whose_points_are_setups_is_answered_setup_by_setup(tmp_path):
     figure of best val against lr, and draws no figure against parameters."""
     tune = Study("tune", "Q?", "models", ("corpus", "train_tokens", "precision"), "own_lr")
     assert study_section.per_setup(tune) and not study_section.per_setup(DEPTH)
-    for (n_layer, preset), by_lr in FLOORS.items():
-        if n_layer != 6:
-            continue
-        for lr, floor in by_lr.items():
-            for seed in (42, 7):
-                write_run_folder(
-                    tmp_path / "runs",
-                    f"tune_{preset}_{lr:g}".replace(".", "_").replace("-", "m"),
-                    seed,
-                    group="tune",
-                    preset=preset,
-                    n_layer=6,
-                    model=dict(LLAMA_PARTS) if preset == "llama" else {},
-                    data=DEPTH_DATA,
-                    train={"precision": "fp32", "lr": lr},
-                    floor=floor,
-                )
+    write_depth_runs(tmp_path, group="tune", layers=(6,))  # one depth: one setup
     collect.collect(tmp_path / "runs", tmp_path / "anatomy.duckdb")
     everything = load(tmp_path / "anatomy.duckdb")
     linked = []
