@@ -842,44 +842,24 @@ def studies_db(tmp_path_factory) -> Path:
 
 
 def test_the_studies_page_says_the_reports_findings(studies_db, monkeypatch):
+    from anatomy.report import study_section
+    from anatomy.report.findings import findings_block
     from anatomy.report.twins_section import twins_findings
     from anatomy.results.studies import declared
-    from anatomy.report.scale_section import (
-        better_lr_answer,
-        scale_answer,
-        scale_data,
-        sizes,
-        verdict,
-        where_it_wins,
-        which_part_earns,
-    )
 
     everything = load(studies_db)
-    study = scale_data(everything)
     app = open_page(studies_db, "studies", monkeypatch)
     said = [element.value for element in app.markdown]
-    # the page opens with the studies' numbered findings, then the package's sentences, never a second
-    # wording of them
-    from anatomy.report.findings import findings_block
-
-    assert said[0] == findings_block(everything, link_prefix=None, evidence={"lr", "scale"})
+    # the page opens with the studies' numbered findings, then each study's section as the report
+    # words it, never a second wording of them
+    studies = {study.name for study in declared().values()}
+    assert said[0] == findings_block(everything, link_prefix=None, evidence=studies)
     assert said[0].startswith("1. At one shared lr (0.0003) on 25,600 characters of poems_l")
-    wins = where_it_wins(sizes(study))
-    assert "lower beyond noise on 3,200, 25,600 characters" in wins
-    answer = scale_answer(everything)
-    assert answer in said  # after the declared studies' sections (the precision study's here)
-    assert answer.startswith(wins) and verdict(study, sizes(study)) in answer
-    assert any(sentence.startswith("| training characters |") for sentence in said)  # the size table
-    # stage 2 and stage 3 in the words of the README's headline
-    assert which_part_earns(study).startswith(
-        "At 25,600 characters and lr 0.0003 (stage 2), 1 ablation is judged against the noise of its setup"
-    )
-    assert which_part_earns(study) in said
-    assert any(better_lr_answer(study) in sentence for sentence in said)
-    assert (
-        "(stage 3, one seed each, seed 42): vanilla 1.620 at lr 0.001, mini-LLaMA 1.470 at lr 0.001"
-        in better_lr_answer(study)
-    )
+    scale = study_section.study_section(everything, declared()["scale"])
+    assert scale in said  # the scale study, rendered from its declaration like every other
+    assert "So the mini-LLaMA is lower beyond noise at 3,200 characters of poems_m (bf16), 25,600" in scale
+    assert "the mini-LLaMA without SwiGLU: Δ +0.200 [" in scale  # stage 2, at the largest size
+    assert "At lr 0.001 on 25,600 characters of poems_l (bf16): llama minus vanilla -0.150 [" in scale  # stage 3
     # the precision study: the report's answer and its two tables
     findings = twins_findings(everything, declared()["precision"])
     assert "\n\n".join([findings.comparison, findings.answer, findings.verdicts]) in said
@@ -888,20 +868,20 @@ def test_the_studies_page_says_the_reports_findings(studies_db, monkeypatch):
         "No runs of this study in this database yet",  # size
         "No runs of this study in this database yet",  # parts
     ]
-    # the figure: every run of the pair at every size, one point each
+    # the figure: every run of the pair at the shared lr at every size, one point each
     size_points, curves = chart_tables(app)
     assert len(size_points.dropna(subset=["seed"])) == 12
 
 
-def test_the_size_selectbox_chooses_whose_curves_are_drawn(studies_db, monkeypatch):
+def test_the_point_selectbox_chooses_whose_curves_are_drawn(studies_db, monkeypatch):
     app = open_page(studies_db, "studies", monkeypatch)
-    size = app.selectbox(key="studies_size")
-    assert size.options == [
-        "400 characters (read 64x)",
-        "3,200 characters (read 8x)",
-        "25,600 characters (read 1x)",
+    point = app.selectbox(key="studies_point_scale")
+    assert point.options == [
+        "400 characters of poems_s (bf16) (read 64x)",
+        "3,200 characters of poems_m (bf16) (read 8x)",
+        "25,600 characters of poems_l (bf16) (read 1x)",
     ]
-    assert size.value == 25_600  # the largest first: the size the verdict is judged at
+    assert point.value == 2  # the last first: the largest size
     _, curves = chart_tables(app)
     assert set(curves["experiment"]) == {
         "scale_vanilla_l",
@@ -910,7 +890,7 @@ def test_the_size_selectbox_chooses_whose_curves_are_drawn(studies_db, monkeypat
         "scale_l_vanilla_lr1e3",
         "scale_l_llama_lr1e3",
     }
-    size.set_value(400).run()
+    point.set_value(0).run()
     assert not app.exception
     _, curves = chart_tables(app)
     assert set(curves["experiment"]) == {"scale_vanilla_s", "scale_llama_s"}
@@ -927,7 +907,7 @@ def test_the_break_tests_page_shows_no_study_run(studies_db, monkeypatch):
 
 def test_the_studies_page_on_a_grid_without_studies_says_how_to_run_them(fixture_grid_db, monkeypatch):
     app = open_page(fixture_grid_db, "studies", monkeypatch)
-    lr, size, precision, parts, scale = (info.value for info in app.info)  # declared studies in their order
+    scale, lr, size, precision, parts = (info.value for info in app.info)  # declared studies in their order
     assert "`snakemake parts_stage1 --cores 2 --config train_threads=1`" in parts
     assert "`snakemake lr_stage1 --cores 2 --config train_threads=1`" in lr
     assert "`snakemake size_stage1 --cores 2 --config train_threads=1`" in size

@@ -80,6 +80,27 @@ GOOD = {"question": "Does depth pay?", "compare": "models", "axis": ["n_layer"],
             {"compare": "twins"},
             "studies.depth.rule: a study of twins compares each run with its twin: no lr rule",
         ),
+        (
+            "depth",
+            {"measures": ["times_read", "epochs"]},
+            "studies.depth.measures: expected a list of times_read, minutes_per_run, best_step, times_read_at_best, "
+            "train_val_gap, got 'epochs'",
+        ),
+        (
+            "depth",
+            {"compare": "parts", "measures": ["best_step"]},
+            "studies.depth.measures: only a study of the two models (compare: models) shows measures",
+        ),
+        (
+            "depth",
+            {"hypothesis": "read_twice"},
+            "studies.depth.hypothesis: expected one of read_once, got 'read_twice'",
+        ),
+        (
+            "depth",
+            {"hypothesis": "read_once"},
+            "studies.depth.hypothesis: a hypothesis is tested at the shared lr: it needs rule shared_lr",
+        ),
     ],
 )
 def test_a_wrong_declaration_is_one_line_naming_its_field(name, change, said):
@@ -185,7 +206,7 @@ def test_a_part_removed_at_each_point_says_whether_its_cost_holds(tmp_path):
     collect.collect(tmp_path / "runs", tmp_path / "anatomy.duckdb")
     everything = load(tmp_path / "anatomy.duckdb")
     found = study_section.points(everything, DEPTH)
-    judged = study_section.swapped_at_best(everything, DEPTH, found)
+    judged = study_section.swapped_at_rule_lr(everything, DEPTH, found)
     assert {key: round(d.mean, 6) for key, d in judged.items()} == {
         (0, "rope", "remove"): 0.1,
         (1, "rope", "remove"): 0.3,
@@ -209,7 +230,7 @@ def test_a_point_without_its_part_removed_leaves_the_swap_unanswered(tmp_path):
     depth_without_rope(tmp_path, {2: 2.60})
     collect.collect(tmp_path / "runs", tmp_path / "anatomy.duckdb")
     text = study_section.study_section(load(tmp_path / "anatomy.duckdb"), DEPTH)
-    assert "Still missing: 6: no finished run of the mini-LLaMA without RoPE at the model's best lr 0.001." in text
+    assert "Still missing: 6: no finished run of the mini-LLaMA without RoPE at the model's lr 0.001." in text
     assert "changes by" not in text
 
 

@@ -15,8 +15,7 @@ from anatomy.report import chart_data
 from anatomy.report.claims import MEMORISING_RISE, ablation_intervals
 from anatomy.report.lr_section import figure_names, lr_points, setups
 from anatomy.report.roles import deep_runs, headline_of, only_runs_of
-from anatomy.report.scale_section import best_val_by_size, scale_data
-from anatomy.report.study_section import OWN_SECTIONS, per_setup, study_points
+from anatomy.report.study_section import best_val_by_text_size, per_setup, study_points
 from anatomy.results.studies import declared
 from anatomy.results.reader import Results
 
@@ -35,13 +34,11 @@ def figure_charts(everything: Results) -> dict[str, Any]:
             for setup, name in zip(found, figure_names(found, study.name)):  # two texts share no axis
                 drawn[name] = charts.lr_chart(lr_drawn, setup=setup.label).properties(width=680)
     for study in declared().values():  # a study rendered from its declaration: NAME and NAME_lr
-        by_point = study_points(everything, study) if study.name not in OWN_SECTIONS else pd.DataFrame()
-        if not by_point.empty:
+        if not (by_point := study_points(everything, study)).empty:
             drawn[study.name] = charts.best_val_by_params_chart(by_point).properties(width=680)
             drawn[f"{study.name}_lr"] = charts.best_lr_by_params_chart(by_point).properties(width=680)
-    scale_points = best_val_by_size(scale_data(everything))
-    if not scale_points.empty:
-        drawn["scale"] = charts.best_val_by_size_chart(scale_points).properties(width=680)
+        if not (by_size := best_val_by_text_size(everything, study)).empty:  # one shared lr, sizes of text
+            drawn[study.name] = charts.best_val_by_size_chart(by_size).properties(width=680)
     headline_runs = data.runs[data.runs["group"] == "headline"]
     headline = data.metrics[data.metrics["run_id"].isin(headline_runs["run_id"])]
     if not headline.empty:
@@ -107,7 +104,6 @@ FIGURE_TITLES = {
     "breaks": N_("Break tests: best val minus the mini-LLaMA's (right: worse than the mini-LLaMA)"),
     "length": N_("RoPE's exam: loss by position, past the training length (dashed line)"),
     "stability": N_("Pre-norm's exam: which deep models train without warmup, by learning rate"),
-    "scale": N_("Best val against training-set size, poems (band: min to max over seeds; each seed a point)"),
 }  # the lr study's figures are captioned by anatomy.report.lr_section.figure_caption, and a
 # declared study's by anatomy.report.study_section.figure_caption
 

@@ -29,7 +29,7 @@ from anatomy.report import exam_findings, lr_section, study_section
 from anatomy.report.claims import headline_claims, headline_gap
 from anatomy.report.protocol import protocol_of
 from anatomy.report.roles import headline_of, only_runs_of
-from anatomy.report.scale_section import scale_data, sizes, times_read
+from anatomy.report.study_measures import times_read
 from anatomy.report.uncertainty import Difference, interval_text
 from anatomy.report.wording import fmt, per_seed, recipe_words
 from anatomy.results.groups import STUDY_GROUPS
@@ -44,7 +44,7 @@ SECTIONS = {  # the report is English, so its headings and their anchors are too
     "lr": STUDY_GROUPS["lr"],
     "exams": "Which part wins where",
     # every other declared study's section, under its question (anatomy/report/study_section.py)
-    **{name: question for name, question in STUDY_GROUPS.items() if name not in study_section.OWN_SECTIONS},
+    **STUDY_GROUPS,
 }
 
 
@@ -214,49 +214,59 @@ def own_lr_gap(
     )
 
 
+def shared_lr_studies() -> list[Study]:
+    """The declared studies that compare the two models at one shared lr on setups of their own
+    (the scale study): their records are the shared-lr gaps the lr study's supersede."""
+    return [
+        study
+        for study in declared().values()
+        if study.compare == "models" and study.rule == "shared_lr" and study_section.setup_points(study)
+    ]
+
+
 def shared_lr_gap_at(everything: Results, setup: lr_section.Setup) -> tuple[Difference | None, str | None]:
     """The shared-lr difference on the lr study's setup, from the study that measured it: the grid
-    (its own text) or the scale study (the poems); with that finding's key."""
+    (its own text) or a shared-lr study (the scale study's poems); with that finding's key."""
     grid = only_runs_of(everything, None)
     llama = headline_of(grid, "llama")
-    if not llama.empty and all(
-        llama[column].eq(setup.key[column]).all() for column in ("corpus", "train_tokens", "precision")
-    ):
+    same = ("corpus", "train_tokens", "precision")
+    if not llama.empty and all(llama[column].eq(setup.key[column]).all() for column in same):
         return headline_gap(grid), "gap_shared_lr_grid"
-    for size in sizes(scale_data(everything)):
-        if size.train_tokens == int(setup.key["train_tokens"]) and size.llama["corpus"].eq(setup.key["corpus"]).all():
-            return size.difference, f"gap_shared_lr_{setup.key['corpus']}"
+    for study in shared_lr_studies():
+        for point, difference in study_section.shared_gaps(everything, study):
+            if all(point.key[column] == setup.key[column] for column in same):
+                return difference, f"gap_shared_lr_{setup.key['corpus']}"
     return None, None
 
 
-def shared_lr_scale(everything: Results) -> list[Finding]:
-    """The scale study's gap at the shared lr, at its largest size: a record of its own, which the
-    lr study's finding on the same text supersedes."""
-    found = sizes(scale_data(everything))
-    if not found:
-        return []
-    size = found[-1]
-    corpus = str(size.llama["corpus"].iloc[0])
-    return [
-        Finding(
-            key=f"gap_shared_lr_{corpus}",
-            question=_("Does the mini-LLaMA reach a lower best val?"),
-            setup=_("{tokens} characters of {corpus}, both at lr {lr}").format(
-                tokens=f"{size.train_tokens:,}", corpus=corpus, lr=f"{TrainConfig.lr:g}"
-            ),
-            comparison=_("llama minus vanilla"),
-            difference=size.difference,
-            verdict=size.difference.sign,
-            sentence=_("At one shared lr ({lr}) on {tokens} characters of {corpus}, {who}: {difference}.").format(
-                lr=f"{TrainConfig.lr:g}",
-                tokens=f"{size.train_tokens:,}",
-                corpus=corpus,
-                who=gap_words(size.difference.sign),
-                difference=interval_text(size.difference),
-            ),
-            evidence="scale",
+def shared_lr_records(everything: Results) -> list[Finding]:
+    """Each shared-lr study's gap at its largest text: a record of its own, which the lr study's
+    finding on the same text supersedes."""
+    records = []
+    for study in shared_lr_studies():
+        if not (gaps := study_section.shared_gaps(everything, study)):
+            continue
+        point, difference = max(gaps, key=lambda gap: int(gap[0].key["train_tokens"]))
+        corpus, tokens, lr = str(point.key["corpus"]), f"{int(point.key['train_tokens']):,}", f"{study.shared_lr:g}"
+        records.append(
+            Finding(
+                key=f"gap_shared_lr_{corpus}",
+                question=_("Does the mini-LLaMA reach a lower best val?"),
+                setup=_("{tokens} characters of {corpus}, both at lr {lr}").format(tokens=tokens, corpus=corpus, lr=lr),
+                comparison=_("llama minus vanilla"),
+                difference=difference,
+                verdict=difference.sign,
+                sentence=_("At one shared lr ({lr}) on {tokens} characters of {corpus}, {who}: {difference}.").format(
+                    lr=lr,
+                    tokens=tokens,
+                    corpus=corpus,
+                    who=gap_words(difference.sign),
+                    difference=interval_text(difference),
+                ),
+                evidence=study.name,
+            )
         )
-    ]
+    return records
 
 
 def rope_at_best(everything: Results, setup: lr_section.Setup) -> Finding | None:
@@ -350,8 +360,9 @@ def declared_study_findings(everything: Results) -> list[Finding]:
     for study in declared().values():
         # a twins study (the precision study) checks the other findings rather than adding one:
         # its section says whether any headline verdict moves with the axis
-        # a study whose points are setups answers each on its own: the lr study's records are above
-        if study.name in study_section.OWN_SECTIONS or study.compare == "twins" or study_section.per_setup(study):
+        # a study whose points are setups answers each on its own: the lr study's records are above,
+        # and a shared-lr study's (the scale study's) is shared_lr_records', which the lr study's supersede
+        if study.compare == "twins" or study_section.per_setup(study) or study in shared_lr_studies():
             continue
         if study.compare == "parts":
             found = study_section.parts_points(everything, study)
@@ -399,7 +410,7 @@ def swap_findings(everything: Results, study: Study, found: list[lr_section.Setu
     """A models study's swapped parts (the size study's RoPE removed at each size), once every
     point has its run: one record per part, its difference the part's change from the first point
     to the last."""
-    swapped = study_section.swapped_at_best(everything, study, found)
+    swapped = study_section.swapped_at_rule_lr(everything, study, found)
     if not found or study_section.swaps_missing(study, found, swapped):
         return []
     records = []
@@ -476,7 +487,7 @@ def findings(everything: Results) -> list[Finding]:
     records = []
     if protocol_of(grid).untestable_reason is None:  # toy runs' numbers are never findings
         records = [f for f in (pace(grid), shared_lr_gap(grid), memorises(grid)) if f is not None]
-    records += shared_lr_scale(everything)
+    records += shared_lr_records(everything)
     later = []
     for setup in sorted(lr_section.setups(everything), key=lambda s: int(s.key["train_tokens"])):
         shared, shared_key = shared_lr_gap_at(everything, setup)

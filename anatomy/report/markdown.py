@@ -35,8 +35,7 @@ from anatomy.report.grid_sections import (
 from anatomy.report.protocol import protocol_of, protocol_text
 from anatomy.report.readme import readme_blocks, readme_language, splice_readme
 from anatomy.report.roles import only_runs_of
-from anatomy.report.scale_section import largest_as_headline, scale_data, scale_section, which_part_earns
-from anatomy.report.study_section import LR_BY_PARAMS, figure_caption, per_setup, study_section
+from anatomy.report.study_section import LR_BY_PARAMS, by_text_size, figure_caption, per_setup, study_section
 from anatomy.results.studies import declared
 from anatomy.results.collect import load_runs
 from anatomy.results.reader import Results, load
@@ -105,23 +104,15 @@ def render(everything: Results, figure_names: list[str], image_prefix: str = "",
 
 
 def study_lines(everything: Results, name: str, figure) -> list[str]:
-    """A study's section under its question, if it has runs: the scale study has a section of its
-    own; every other study is rendered from its declaration."""
+    """A study's section under its question, if it has runs, rendered from its declaration."""
     study = declared()[name]
     heading = ["", f"### {study.question}", ""]
-    if name == "scale":
-        if not (scale := scale_section(everything)):
-            return []
-        lines = heading + [scale + figure("scale")]
-        study_runs = scale_data(everything)
-        if (largest := largest_as_headline(study_runs)) is not None:
-            lines += ["", "Which part earned the gap at the largest size (stage 2):", ""]
-            lines += [which_part_earns(study_runs), "", ablation_section(largest)]
-        return lines
     if not (text := study_section(everything, study, figure)):
         return []
-    if study.compare != "models" or per_setup(study):  # the figures draw the two models against their parameters
+    if study.compare != "models" or per_setup(study):  # their figures are linked in their text
         return heading + [text]
+    if by_text_size(study):
+        return heading + [text + figure(name, figure_caption(everything, study))]
     return heading + [text + figure(name, figure_caption(everything, study)) + figure(f"{name}_lr", _(LR_BY_PARAMS))]
 
 

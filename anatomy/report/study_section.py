@@ -8,10 +8,11 @@ analysed exactly as the lr study analyses its setups (anatomy/report/lr_section.
 curve over lr, its best lr, whether a worse lr was tried on each side). At each point the
 difference is the mini-LLaMA minus vanilla, each at its own best lr (rule own_lr), and at the
 declared shared lr where both trained at it. Every point's differences are one table, so they are
-judged together (Holm). A study whose points are setups (the lr study's texts, sizes of text and
-precisions) has no trend to answer: each setup is answered on its own, by lr_section.py's text.
-The scale study keeps a section of its own, which says more than this one can (the chapter's
-hypothesis, the part ablations at the largest size).
+judged together (Holm). A study whose points are setups and whose models each sweep lr (the lr study's texts, sizes of
+text and precisions) has no trend to answer: each setup is answered on its own, by lr_section.py's
+text. A study at one shared lr (the scale study) compares the models at that lr at each point, says
+what the other lrs its runs tried show, and yields to a study that answers the same text at each
+model's own lr. Its declared measures and hypothesis come from anatomy/report/study_measures.py.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from anatomy.language import N_, _, pgettext
+from anatomy.language import N_, _, ngettext, pgettext
 from anatomy.report import lr_section
+from anatomy.report import study_measures
 from anatomy.report.exam_findings import PART_NAMES
 from anatomy.report.twins_section import twins_section
 from anatomy.report.uncertainty import (
@@ -36,12 +38,11 @@ from anatomy.report.uncertainty import (
     noise_of,
     noise_text,
 )
-from anatomy.report.wording import fmt, listed, md_table, sentences
+from anatomy.report.wording import fmt, listed, md_table, per_seed, seed_list, sentences
 from anatomy.results.reader import Results
-from anatomy.results.studies import Study
+from anatomy.results.studies import Study, declared
 
 TREND_POINTS = 3  # the fewest points that show a trend (grows, shrinks or stays level)
-OWN_SECTIONS = ("scale",)  # studies whose sections are modules of their own
 
 
 def point_columns(study: Study) -> tuple[str, ...]:
@@ -101,6 +102,16 @@ def differences(everything: Results, study: Study, found: list[lr_section.Setup]
     return judge(raw)
 
 
+def shared_gaps(everything: Results, study: Study) -> list[tuple[lr_section.Setup, Difference]]:
+    """Each point's llama minus vanilla at the shared lr, judged with the study's table (the
+    findings' records of a shared-lr study); [] for a study with no shared lr."""
+    if study.compare != "models" or study.shared_lr is None or per_setup(study):
+        return []
+    found = points(everything, study)
+    judged = differences(everything, study, found)
+    return [(point, judged[("shared", index)]) for index, point in enumerate(found) if ("shared", index) in judged]
+
+
 def best_cell(curve: lr_section.Curve | None) -> str:
     """'4.312 at lr 0.004' ('edge' where no worse lr was tried on one side), or '-'."""
     if curve is None or curve.best_lr is None:
@@ -109,7 +120,28 @@ def best_cell(curve: lr_section.Curve | None) -> str:
     return cell if curve.bracketed else _("{cell} (edge)").format(cell=cell)
 
 
-def study_table(study: Study, found: list[lr_section.Setup], judged: dict[tuple[str, int], Difference]) -> str:
+def rule_lr(study: Study, curve: lr_section.Curve | None) -> float | None:
+    """The lr a model is judged at under the study's rule: its own best, or the shared one."""
+    if study.rule == "shared_lr":
+        return study.shared_lr
+    return None if curve is None else curve.best_lr
+
+
+def at_rule_lr(study: Study, point: lr_section.Setup, n_parts: int) -> pd.DataFrame:
+    """A model's finished runs at its lr under the study's rule (empty where it has none)."""
+    curve = point.curves.get(n_parts)
+    lr = rule_lr(study, curve)
+    return curve.at(lr) if curve is not None and lr is not None else pd.DataFrame()
+
+
+def setup_points(study: Study) -> bool:
+    """Whether the points are setups (text, size of text, precision): each has a noise of its own."""
+    return not point_columns(study)
+
+
+def study_table(
+    everything: Results, study: Study, found: list[lr_section.Setup], judged: dict[tuple[str, int], Difference]
+) -> str:
     rows = []
     for index, point in enumerate(found):
         params = [params_of(point, n_parts) for n_parts in lr_section.MODELS]
@@ -117,19 +149,44 @@ def study_table(study: Study, found: list[lr_section.Setup], judged: dict[tuple[
         if study.rule == "own_lr":
             row += [best_cell(point.curves.get(0)), best_cell(point.curves.get(5))]
             row.append(interval_text(judged[("own", index)]) if ("own", index) in judged else "-")
+        else:  # each seed's best val at the shared lr
+            row += [per_seed(runs, "best_val_loss") if not runs.empty else "-" for runs in shared_pair(study, point)]
+        vanilla, llama = (at_rule_lr(study, point, n_parts) for n_parts in lr_section.MODELS)
+        for measure in study.measures:
+            both = not vanilla.empty and not llama.empty
+            row.append(study_measures.measure_cell(everything, measure, vanilla, llama) if both else "-")
         if study.shared_lr is not None:
             row.append(interval_text(judged[("shared", index)]) if ("shared", index) in judged else "-")
+        if setup_points(study) and study.rule == "shared_lr":
+            row.append(noise_text(noise_of(everything.noise, pd.DataFrame([point.key]))))
         rows.append(row)
-    header = [" × ".join(point_columns(study) or study.axis), _("parameters (vanilla / mini-LLaMA)")]
+    header = [" × ".join(point_columns(study)) or _("setup"), _("parameters (vanilla / mini-LLaMA)")]
     if study.rule == "own_lr":
         header += [
             _("vanilla: best val"),
             _("mini-LLaMA: best val"),
             _("llama minus vanilla, each at its best lr"),
         ]
+    else:
+        lr = f"{study.shared_lr:g}"
+        header += [
+            _("vanilla: best val at lr {lr}").format(lr=lr),
+            _("mini-LLaMA: best val at lr {lr}").format(lr=lr),
+        ]
+    header += [_(study_measures.HEADINGS[measure]) for measure in study.measures]
     if study.shared_lr is not None:
         header.append(_("llama minus vanilla at lr {lr}").format(lr=f"{study.shared_lr:g}"))
+    if setup_points(study) and study.rule == "shared_lr":
+        header.append(_("noise of the setup"))
     return md_table(header, rows)
+
+
+def shared_pair(study: Study, point: lr_section.Setup) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Vanilla's and the mini-LLaMA's finished runs at the shared lr (empty where none)."""
+    return tuple(
+        runs if (runs := shared_lr_runs(study, point, n_parts)) is not None else pd.DataFrame()
+        for n_parts in lr_section.MODELS
+    )
 
 
 def missing(study: Study, found: list[lr_section.Setup], judged: dict[tuple[str, int], Difference]) -> list[str]:
@@ -151,7 +208,7 @@ def missing(study: Study, found: list[lr_section.Setup], judged: dict[tuple[str,
             )
         elif not said.testable:
             waiting.append(_("{point}: no noise estimate (no second seed yet)").format(point=label))
-    if len(found) < TREND_POINTS:
+    if len(found) < TREND_POINTS and not setup_points(study):  # setups are each a question of their own
         waiting.append(_("points still to train: {n}").format(n=TREND_POINTS - len(found)))
     return waiting
 
@@ -187,18 +244,21 @@ def answer(study: Study, found: list[lr_section.Setup], judged: dict[tuple[str, 
 
 
 # ---------------------------------------------------------------------------------------------
-# compare: models, with a part swapped at each point (the size study's stage 3): a run tagged
-# `part` at its model's best lr there, minus that model; every point's in one table (Holm). Then
-# the part's cost from the first point to the last: does its share hold as the axis grows?
+# compare: models, with a part swapped at a point (the size study's stage 3, the scale study's
+# stage 2): a run tagged `part` at its model's lr under the study's rule there, minus that model;
+# every swap at every point in one table (Holm). Declared swap_points all: each part is expected at
+# every point, and its cost from the first point to the last answers whether its share holds as
+# the axis grows. swap_points last: the parts are swapped at the last point only, answered there
+# together.
 
 
-def swapped_at_best(everything: Results, study: Study, found: list[lr_section.Setup]) -> dict:
+def swapped_at_rule_lr(everything: Results, study: Study, found: list[lr_section.Setup]) -> dict:
     """(point index, part, direction) -> the swapped model minus the plain one, both at the plain
-    model's best lr at that point, every point's judged together."""
+    model's lr under the study's rule at that point, every point's judged together."""
     raw = {}
     for index, point in enumerate(found):
         for (part, direction, lr), said in lr_section.swap_differences(everything, point).items():
-            if lr == point.curves[0 if direction == "add" else 5].best_lr:
+            if lr == rule_lr(study, point.curves[0 if direction == "add" else 5]):
                 raw[(index, part, direction)] = said
     return judge(raw)
 
@@ -208,23 +268,29 @@ def swaps_studied(study: Study, found: list[lr_section.Setup]) -> list[tuple[str
     return sorted({pair for point in found for pair in lr_section.swapped_parts(point)})
 
 
+def swapped_where(study: Study, found: list[lr_section.Setup]) -> list[int]:
+    """The points the study's swaps belong at (its declared swap_points)."""
+    return list(range(len(found))) if study.swap_points == "all" else list(range(len(found)))[-1:]
+
+
 def swaps_missing(study: Study, found: list[lr_section.Setup], judged: dict) -> list[str]:
-    """Each point where a part the study swaps has no finished run at the model's best lr there."""
+    """Each point where a swap that belongs there has no finished run at the model's lr there."""
     waiting = []
     for part, direction in swaps_studied(study, found):
-        for index, point in enumerate(found):
-            curve = point.curves.get(0 if direction == "add" else 5)
-            if (index, part, direction) not in judged and curve is not None and curve.best_lr is not None:
+        for index in swapped_where(study, found):
+            point = found[index]
+            lr = rule_lr(study, point.curves.get(0 if direction == "add" else 5))
+            if (index, part, direction) not in judged and lr is not None:
                 waiting.append(
-                    _("{point}: no finished run of {swap} at the model's best lr {lr}").format(
-                        point=point_label(study, point), swap=swap_name(part, direction), lr=f"{curve.best_lr:g}"
+                    _("{point}: no finished run of {swap} at the model's lr {lr}").format(
+                        point=point_label(study, point), swap=swap_name(part, direction), lr=f"{lr:g}"
                     )
                 )
             elif (index, part, direction) in judged and not judged[(index, part, direction)].testable:
                 waiting.append(
                     _("{point}: no noise estimate (no second seed yet)").format(point=point_label(study, point))
                 )
-    return waiting
+    return list(dict.fromkeys(waiting))
 
 
 def swap_name(part: str, direction: str) -> str:
@@ -249,7 +315,7 @@ def swap_trend(found: list[lr_section.Setup], judged: dict, part: str, direction
 
 
 def swap_answer(study: Study, found: list[lr_section.Setup], judged: dict, part: str, direction: str) -> str:
-    """A swapped part across the points: its effect at each, and whether its size holds from the
+    """A part swapped at several points: its effect at each, and whether its size holds from the
     first point to the last (the cost is the sign a learner reads: + is worse without the part)."""
     effects = listed(
         f"{point_label(study, point)}: {interval_text(judged[(index, part, direction)])}"
@@ -261,7 +327,13 @@ def swap_answer(study: Study, found: list[lr_section.Setup], judged: dict, part:
         if direction == "add"
         else N_("The mini-LLaMA without {part} minus the mini-LLaMA, each at its best lr at each point: {effects}.")
     )
-    said = [_(template).format(part=_(PART_NAMES.get(part, part)), effects=effects)]
+    if study.rule == "shared_lr":
+        template = (
+            N_("Vanilla with {part} minus vanilla, at lr {lr} at each point: {effects}.")
+            if direction == "add"
+            else N_("The mini-LLaMA without {part} minus the mini-LLaMA, at lr {lr} at each point: {effects}.")
+        )
+    said = [_(template).format(part=_(PART_NAMES.get(part, part)), effects=effects, lr=f"{study.shared_lr:g}")]
     trend = swap_trend(found, judged, part, direction)
     if trend is not None and trend.sign is not None:
         # removing a part: its effect is its cost; adding one: its gain is minus its effect
@@ -277,17 +349,45 @@ def swap_answer(study: Study, found: list[lr_section.Setup], judged: dict, part:
     return sentences(said)
 
 
+def one_point_answer(study: Study, point: lr_section.Setup, judged: dict[tuple[str, str], Difference]) -> str:
+    """The swaps of one point, judged together: those beyond noise, each with its interval, and how
+    many stay within it."""
+    beyond = [f"{swap_name(*pair)}: Δ {interval_text(said)}" for pair, said in judged.items() if said.sign]
+    within = sum(said.sign == 0 for said in judged.values())
+    values = dict(point=point_label(study, point), n=len(judged), beyond=listed(beyond), within=within)
+    if beyond:
+        said = ngettext(
+            "At {point}, {n} swap is judged against the noise of its setup; beyond it: {beyond}.",
+            "At {point}, {n} swaps are judged together against the noise of their setup; beyond it: {beyond}.",
+            len(judged),
+        )
+    else:
+        said = ngettext(
+            "At {point}, {n} swap is judged against the noise of its setup: it stays within it.",
+            "At {point}, {n} swaps are judged together against the noise of their setup: none moves beyond it.",
+            len(judged),
+        )
+    parts = [said.format(**values)]
+    if beyond and within:
+        parts.append(
+            ngettext(
+                "{within} of the {n} stays within noise.", "{within} of the {n} stay within noise.", within
+            ).format(**values)
+        )
+    return sentences(parts)
+
+
 def swaps_text(everything: Results, study: Study, found: list[lr_section.Setup]) -> str | None:
     """The swaps' table and answer, or None where the study swaps no part."""
     studied = swaps_studied(study, found)
     if not studied:
         return None
-    judged = swapped_at_best(everything, study, found)
+    judged = swapped_at_rule_lr(everything, study, found)
     rows = [
         [
             point_label(study, point),
             swap_name(part, direction),
-            f"{point.curves[0 if direction == 'add' else 5].best_lr:g}",
+            f"{rule_lr(study, point.curves[0 if direction == 'add' else 5]):g}",
             interval_text(judged[(index, part, direction)]),
         ]
         for part, direction in studied
@@ -295,22 +395,130 @@ def swaps_text(everything: Results, study: Study, found: list[lr_section.Setup])
         if (index, part, direction) in judged
     ]
     header = [
-        " × ".join(point_columns(study) or study.axis),
+        " × ".join(point_columns(study)) or _("setup"),
         _("run"),
-        _("at lr (the model's best)"),
+        _("at lr (the model's best)") if study.rule == "own_lr" else _("at lr"),
         _("with the part swapped minus without (95% interval)"),
     ]
     parts = [md_table(header, rows)] if rows else []
     if waiting := swaps_missing(study, found, judged):
         parts.append(_("**Not answered yet.** Still missing: {missing}.").format(missing="; ".join(waiting)))
-    else:
+        return "\n\n".join(parts)
+    if study.swap_points == "all":
         parts += [swap_answer(study, found, judged, part, direction) for part, direction in studied]
+    else:
+        last = len(found) - 1
+        at_last = {(part, direction): said for (at, part, direction), said in judged.items() if at == last}
+        parts.append(one_point_answer(study, found[last], at_last))
     return "\n\n".join(parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# rule shared_lr: the pair at the other lrs the study's own runs tried, and the study that answers
+# the same text at each model's own lr, which this study's sentences then yield to
+
+
+def other_lrs_text(
+    everything: Results, study: Study, found: list[lr_section.Setup], judged: dict[tuple[str, int], Difference]
+) -> str | None:
+    """Llama minus vanilla at every other lr both models ran in this study, at each point, judged
+    alone against the setup's noise, beside the table's difference at the shared lr."""
+    said = []
+    for index, point in enumerate(found):
+        vanilla, llama = point.curves.get(0), point.curves.get(5)
+        if vanilla is None or llama is None or study.shared_lr is None:
+            continue
+        mine = [curve.runs[curve.runs["group"] == study.name] for curve in (vanilla, llama)]
+        for lr in sorted(set(mine[0]["lr"]) & set(mine[1]["lr"]) - {study.shared_lr}):
+            at_lr = (llama.at(lr), vanilla.at(lr))
+            if any(runs.empty for runs in at_lr) or ("shared", index) not in judged:
+                continue
+            difference = judge_one(compare(everything.noise, *at_lr))
+            seeds = set(at_lr[0]["seed"]) & set(at_lr[1]["seed"])
+            said.append(
+                _(
+                    "At lr {lr} on {point}: llama minus vanilla {difference} (seeds {seeds}), against {shared} at lr "
+                    "{shared_lr}."
+                ).format(
+                    lr=f"{lr:g}",
+                    point=point_label(study, point),
+                    difference=interval_text(difference),
+                    seeds=seed_list(seeds),
+                    shared=interval_text(judged[("shared", index)]),
+                    shared_lr=f"{study.shared_lr:g}",
+                )
+            )
+    return sentences(said) or None
+
+
+BETTER_LR_VERDICTS = {
+    None: N_("with no noise estimate for this setup to judge it by"),
+    -1: N_("the mini-LLaMA is still lower, beyond noise: the gap is not only the shared lr"),
+    1: N_("vanilla is lower, beyond noise: the gap came from the shared lr"),
+    0: N_("within noise, so the two models are level: the gap came from the shared lr"),
+}
+
+
+def better_lr_text(everything: Results, study: Study, found: list[lr_section.Setup]) -> str | None:
+    """Where no other study answers it, each model at the better of the lrs its runs tried at a
+    point, if both tried more than one: is the gap at the shared lr only the lr?"""
+    said = []
+    for point in found:
+        curves = [point.curves.get(n_parts) for n_parts in lr_section.MODELS]
+        if point.difference is None or any(curve is None or len(curve.points) < 2 for curve in curves):
+            continue
+        vanilla, llama = curves
+        difference = judge_one(point.difference)
+        said.append(
+            _(
+                "At {point}, each model at the better of the lrs it tried: vanilla {vanilla} at lr {vanilla_lr}, "
+                "mini-LLaMA {llama} at lr {llama_lr}; llama minus vanilla {difference}: {judged}."
+            ).format(
+                point=point_label(study, point),
+                vanilla=fmt(vanilla.best_val),
+                vanilla_lr=f"{vanilla.best_lr:g}",
+                llama=fmt(llama.best_val),
+                llama_lr=f"{llama.best_lr:g}",
+                difference=interval_text(difference),
+                judged=_(BETTER_LR_VERDICTS[difference.sign]),
+            )
+        )
+        if edge := [curve.name for curve in curves if not curve.bracketed]:
+            said.append(
+                _("For {models}, the best lr is the edge of the lrs tried: another might do better.").format(
+                    models=listed(edge)
+                )
+            )
+    return sentences(said) or None
+
+
+def answered_better_by(everything: Results, study: Study, found: list[lr_section.Setup]) -> str | None:
+    """Where a study of each model at its own lr (per_setup) has an answer on one of this study's
+    points (both optima bracketed), the one sentence that says its answer is the better one, so
+    that no shared-lr sentence here reads as the last word; None where none has."""
+    keys = [{column: point.key[column] for column in SETUP} for point in found]
+    for other in declared().values():
+        if other.name == study.name or not per_setup(other):
+            continue
+        for setup in lr_section.setups(everything, group=other.name):
+            answered = setup.verdict is not None and all(curve.bracketed for curve in setup.curves.values())
+            if answered and {column: setup.key[column] for column in SETUP} in keys:
+                return _(
+                    'These sentences hold at the shared lr only: the section "{question}", each model at its own '
+                    "best lr on {setup}, answers this question better."
+                ).format(question=_(other.question), setup=setup.label)
+    return None
 
 
 HOW_TO_READ = N_(
     "Each best val is a model's mean over the seeds finished at that lr. Each interval is 95%, from the per-run sd "
     "pooled over the setup's two-seed experiments, and the table's differences are judged together (Holm)."
+)
+
+
+HOW_TO_READ_SHARED = N_(
+    "Best val in nats per character, seed by seed (42 / 7). Each interval is 95%, from the per-run sd pooled over "
+    "the setup's two-seed experiments, and the table's differences are judged together (Holm)."
 )
 
 
@@ -459,30 +667,77 @@ def study_section(
     if not found:
         return None
     judged = differences(everything, study, found)
-    first = found[0]
-    noise = noise_of(everything.noise, pd.DataFrame([first.key]))
-    curves = [
-        f"{point_label(study, point)}: " + " ".join(lr_section.curve_text(curve) for curve in point.curves.values())
-        for point in found
-    ]
-    parts = [
-        _("On {setup} ({noise}):").format(setup=first.label, noise=noise_text(noise)),
-        study_table(study, found, judged),
-        "\n".join(f"- {line}" for line in curves),
-        answer(study, found, judged),
-        swaps_text(everything, study, found),
-        _(study.cannot_answer) if study.cannot_answer else None,
-        _(HOW_TO_READ),
-    ]
+    parts = [] if setup_points(study) and study.rule == "shared_lr" else [intro(everything, study, found)]
+    parts.append(study_table(everything, study, found, judged))
+    if study.rule == "own_lr":
+        curves = [
+            f"{point_label(study, point)}: " + " ".join(lr_section.curve_text(curve) for curve in point.curves.values())
+            for point in found
+        ]
+        parts.append("\n".join(f"- {line}" for line in curves))
+    if study.measures:
+        parts.append(_(study_measures.HOW_TO_READ))
+    parts += [answer(study, found, judged), hypothesis_text(everything, study, found, judged)]
+    if study.rule == "shared_lr":
+        better = answered_better_by(everything, study, found) or better_lr_text(everything, study, found)
+        parts += [other_lrs_text(everything, study, found, judged), better]
+    parts += [swaps_text(everything, study, found), _(study.cannot_answer) if study.cannot_answer else None]
+    how_to_read = HOW_TO_READ if study.rule == "own_lr" else HOW_TO_READ_SHARED
+    parts.append(_(how_to_read))
     return "\n\n".join(part for part in parts if part)
+
+
+def intro(everything: Results, study: Study, found: list[lr_section.Setup]) -> str:
+    """'On 8,192,000 characters of poems (fp32) (sd 0.015 per run, ...):' where the points share a setup."""
+    noise = noise_of(everything.noise, pd.DataFrame([found[0].key]))
+    return _("On {setup} ({noise}):").format(setup=found[0].label, noise=noise_text(noise))
+
+
+def hypothesis_text(everything: Results, study: Study, found: list[lr_section.Setup], judged: dict) -> str | None:
+    """The declared hypothesis tested on the points with both models at the shared lr (read_once)."""
+    if study.hypothesis != "read_once":
+        return None
+    tested = [
+        (*shared_pair(study, point), judged[("shared", index)], noise_of(everything.noise, pd.DataFrame([point.key])))
+        for index, point in enumerate(found)
+        if ("shared", index) in judged
+    ]
+    return study_measures.read_once_text(everything, study.shared_lr, tested)
 
 
 def figure_caption(everything: Results, study: Study) -> str:
     found = points(everything, study)
+    if by_text_size(study):
+        return _(
+            "Best val against training-set size, both models at lr {lr} (band: min to max over seeds; each seed a point)"
+        ).format(lr=f"{study.shared_lr:g}")
     return _(
         "Best val against parameters, {setup} (solid: each model at its own best lr, band: min to max over seeds; "
         "dashed: both at one shared lr)"
     ).format(setup=found[0].label if found else "-")
+
+
+def by_text_size(study: Study) -> bool:
+    """Whether the study's figure is best val against the size of the text, at its shared lr."""
+    return study.compare == "models" and study.rule == "shared_lr" and tuple(study.axis) == ("train_tokens",)
+
+
+def best_val_by_text_size(everything: Results, study: Study) -> pd.DataFrame:
+    """One row per run of the two models at the shared lr: size of text, model, seed, best val (the
+    figure's data, anatomy.report.charts.best_val_by_size_chart); empty for another kind of study."""
+    rows = []
+    for point in points(everything, study) if by_text_size(study) else []:
+        for n_parts, runs in zip(lr_section.MODELS, shared_pair(study, point)):
+            rows += [
+                {
+                    "train_tokens": int(run.train_tokens),
+                    "model": lr_section.MODELS[n_parts],
+                    "seed": int(run.seed),
+                    "best_val_loss": float(run.best_val_loss),
+                }
+                for run in runs.itertuples()
+            ]
+    return pd.DataFrame(rows, columns=["train_tokens", "model", "seed", "best_val_loss"]).dropna()
 
 
 LR_BY_PARAMS = N_("Each model's best learning rate against its parameters")  # the figure NAME_lr
@@ -492,7 +747,7 @@ def study_points(everything: Results, study: Study) -> pd.DataFrame:
     """The figures' data (compare: models): per point and model, the parameters, the best lr, and
     best val at it and at the shared lr (mean, min and max over seeds)."""
     rows = []
-    for point in points(everything, study) if study.compare == "models" and not per_setup(study) else []:
+    for point in points(everything, study) if study.compare == "models" and not setup_points(study) else []:
         for n_parts, curve in point.curves.items():
             for rule, lr in (("own", curve.best_lr), ("shared", study.shared_lr)):
                 values = curve.points[curve.points["lr"] == lr] if lr is not None else curve.points.iloc[0:0]

@@ -32,7 +32,28 @@ AXES = (
     + tuple(field.name for field in dataclasses.fields(TrainConfig))
 )
 NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-KNOWN = ("question", "compare", "axis", "rule", "shared_lr", "stages", "stage_targets", "cannot_answer")
+# what a study's table may show at each point beside the comparison, from the runs at the study's
+# lr there (anatomy/report/study_measures.py computes each)
+MEASURES = ("times_read", "minutes_per_run", "best_step", "times_read_at_best", "train_val_gap")
+# a claim of the chapter a study tests on its points (anatomy/report/study_measures.py): read_once,
+# "learning fast is pure gain when the data is read less than once"
+HYPOTHESES = ("read_once",)
+# where a study swaps its parts (a run tagged `part`): at every point (a trend is asked), or at the
+# last only (the scale study's stage 2, at its largest text)
+SWAP_POINTS = ("all", "last")
+KNOWN = (
+    "question",
+    "compare",
+    "axis",
+    "rule",
+    "shared_lr",
+    "stages",
+    "stage_targets",
+    "measures",
+    "hypothesis",
+    "swap_points",
+    "cannot_answer",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +66,9 @@ class Study:
     shared_lr: float | None = None
     stages: int = 1
     stage_targets: dict[int, str] = dataclasses.field(default_factory=dict)
+    measures: tuple[str, ...] = ()  # of MEASURES: the table's columns beside the comparison
+    hypothesis: str | None = None  # one of HYPOTHESES
+    swap_points: str = "all"  # one of SWAP_POINTS
     cannot_answer: str | None = None
 
     def stage_target(self, stage: int) -> str:
@@ -98,6 +122,20 @@ def parse_study(name: str, entry: object, where: str) -> Study:
         raise problem(
             where, f"{name}.stage_targets", f"expected stage (1 to {stages}) -> target name, got {stage_targets!r}"
         )
+    measures = entry.get("measures") or []
+    if not isinstance(measures, list) or any(measure not in MEASURES for measure in measures):
+        wrong = next((m for m in measures if m not in MEASURES), measures) if isinstance(measures, list) else measures
+        raise problem(where, f"{name}.measures", f"expected a list of {', '.join(MEASURES)}, got {wrong!r}")
+    if measures and entry["compare"] != "models":
+        raise problem(where, f"{name}.measures", "only a study of the two models (compare: models) shows measures")
+    hypothesis = entry.get("hypothesis")
+    if hypothesis is not None and hypothesis not in HYPOTHESES:
+        raise problem(where, f"{name}.hypothesis", f"expected one of {', '.join(HYPOTHESES)}, got {hypothesis!r}")
+    if hypothesis is not None and rule != "shared_lr":
+        raise problem(where, f"{name}.hypothesis", "a hypothesis is tested at the shared lr: it needs rule shared_lr")
+    swap_points = entry.get("swap_points", "all")
+    if swap_points not in SWAP_POINTS:
+        raise problem(where, f"{name}.swap_points", f"expected one of {', '.join(SWAP_POINTS)}, got {swap_points!r}")
     cannot_answer = entry.get("cannot_answer")
     if cannot_answer is not None and not isinstance(cannot_answer, str):
         raise problem(where, f"{name}.cannot_answer", f"expected a sentence, got {cannot_answer!r}")
@@ -110,6 +148,9 @@ def parse_study(name: str, entry: object, where: str) -> Study:
         shared_lr=None if shared_lr is None else float(shared_lr),
         stages=stages,
         stage_targets=dict(stage_targets),
+        measures=tuple(measures),
+        hypothesis=hypothesis,
+        swap_points=swap_points,
         cannot_answer=cannot_answer,
     )
 

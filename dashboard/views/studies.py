@@ -1,9 +1,9 @@
 """Studies: questions asked beside the chapter's grid, each with runs of its own (anatomy/results/groups.py).
 
 Every finding on this page is the report's own text, made by the same package code
-(anatomy/report/scale_section.py, and study_section.py for every study workflow/studies.yaml
-declares beside it, with lr_section.py's text for the lr study's setups), so the page and report.md never say it
-two ways. The page adds what a report cannot: the curves of one training-set size at a time.
+(anatomy/report/study_section.py for every study workflow/studies.yaml declares, with
+lr_section.py's text for the lr study's setups), so the page and report.md never say it two ways.
+The page adds what a report cannot: the curves of one point of a study at a time.
 """
 
 from __future__ import annotations
@@ -14,38 +14,61 @@ import pandas as pd
 import streamlit as st
 
 from anatomy.language import N_, _
-from anatomy.report import lr_section, scale_section, study_section
+from anatomy.report import lr_section, study_measures, study_section
 from anatomy.errors import AnatomyError
-from anatomy.results.groups import STUDY_GROUPS
 from anatomy.results.studies import declared
 from anatomy.results.reference import PROVENANCE_FILE, read_provenance
 from anatomy.report.findings import FOUND, findings_block
-from anatomy.report.grid_sections import ablation_section
 from dashboard import analysis, charts, loaders
 from dashboard.findings import show_part_glossary
 
-TRAIN_SCALE = N_(
-    "Train them with `snakemake scale_stage1 --cores 2 --config train_threads=1` "
-    "(then `scale_stage2`: the part ablations at the largest size, and `scale_stage3`: both models at lr 1e-3), "
-    "then collect again."
-)
 TRAIN_STUDY = N_(
     "Train them with `snakemake {target} --cores 2 --config train_threads=1` (workflow/studies.yaml declares the "
     "study, workflow/experiments.yaml its runs), then collect again."
 )
 
 
-def size_label(size: int, read: float) -> str:
-    """'1,024,000 characters (read 8x)': the size and how often its runs read it, as the size table says."""
-    if pd.notna(read):
-        return _("{size} characters (read {times}x)").format(size=f"{size:,}", times=f"{read:.3g}")
-    return _("{size} characters").format(size=f"{size:,}")
+def point_runs(everything, study, point: lr_section.Setup) -> pd.DataFrame:
+    """The study's own runs at one of its points (another study's runs on the same text stay out)."""
+    runs = point.runs if point.runs is not None else everything.runs.iloc[0:0]
+    return runs[runs["group"] == study.name]
 
 
-def question(group: str) -> str:
-    """The question a study group asks, as its section's header, in the reader's language."""
-    asked = STUDY_GROUPS[group]  # marked where it is defined (anatomy/results/groups.py)
-    return _(asked)
+def point_choice_label(everything, study, point: lr_section.Setup) -> str:
+    """'8,192,000 characters of poems_8m (bf16) (read 1x)': the point as the study's table names it,
+    and how often its runs read their text where the study measures that."""
+    label = study_section.point_label(study, point)
+    runs = point_runs(everything, study, point)
+    if "times_read" in study.measures and not runs.empty:
+        read = study_measures.times_read_by_last(runs, everything.metrics)
+        if pd.notna(read):
+            return _("{point} (read {times}x)").format(point=label, times=f"{read:.3g}")
+    return label
+
+
+def show_point_curves(everything, study) -> None:
+    """The loss curves of one point of a models study at a time: on one axis the points' losses
+    would overlap."""
+    found = study_section.points(everything, study) if study.compare == "models" else []
+    found = [point for point in found if not point_runs(everything, study, point).empty]
+    if not found:
+        return
+    st.subheader(_("Curves, one point at a time"))
+    labels = [point_choice_label(everything, study, point) for point in found]
+    chosen = st.selectbox(
+        _("Point of the study"),
+        range(len(found)),
+        index=len(found) - 1,  # the last: the largest size, where the answer is usually judged
+        format_func=labels.__getitem__,
+        key=f"studies_point_{study.name}",
+    )
+    run_ids = point_runs(everything, study, found[chosen])["run_id"]
+    long = analysis.long_curves(everything.metrics[everything.metrics["run_id"].isin(run_ids)])
+    if long.empty:
+        st.info(_("These runs have no finite loss values to draw yet."))
+        return
+    charts.draw(charts.zoomable(charts.loss_curves(long, colours=colours)))
+    st.caption(_("Solid: val; dashed: train; one line per seed. Click an experiment in the legend to highlight it."))
 
 
 def with_job_times(results):
@@ -72,15 +95,13 @@ st.caption(
 )
 show_part_glossary()
 # each study's findings first, as the README and report number them (anatomy.report.findings)
-if found := findings_block(everything, link_prefix=None, evidence={"lr", "scale"}):
+if found := findings_block(everything, link_prefix=None, evidence={study.name for study in declared().values()}):
     st.subheader(_(FOUND))
     st.markdown(found)
 
-# ---- each study rendered from its declaration (workflow/studies.yaml): the lr, size, precision and
-# parts studies, and any of your own
+# ---- each study rendered from its declaration (workflow/studies.yaml): the scale, lr, size,
+# precision and parts studies, and any of your own
 for study in declared().values():
-    if study.name in study_section.OWN_SECTIONS:
-        continue
     st.header(_(study.question), divider="gray")
     if not (everything.runs["group"] == study.name).any():
         hint = _(TRAIN_STUDY).format(target=study.stage_target(1))
@@ -94,64 +115,17 @@ for study in declared().values():
             st.caption(lr_section.figure_caption(setup))
             st.markdown(lr_section.setup_text(everything, setup))
         st.caption(_(lr_section.HOW_TO_READ))
+        show_point_curves(everything, study)
         continue
     if not (by_point := study_section.study_points(everything, study)).empty:  # compare: models
         charts.draw(charts.best_val_by_params_chart(by_point))
         charts.draw(charts.best_lr_by_params_chart(by_point))
+    if not (by_size := study_section.best_val_by_text_size(everything, study)).empty:  # one lr, sizes of text
+        charts.draw(charts.best_val_by_size_chart(by_size))
+        st.caption(study_section.figure_caption(everything, study))
     if (text := study_section.study_section(everything, study)) is None:  # runs, but none compared yet
         hint = _(TRAIN_STUDY).format(target=study.stage_target(1))
         st.info(_("This study's runs have nothing to be compared with yet. {how}").format(how=hint))
         continue
     st.markdown(text)
-
-# ---- scale: when does the mini-LLaMA win?
-st.header(question("scale"), divider="gray")
-study = scale_section.scale_data(everything)
-found = scale_section.sizes(study)
-if study.runs.empty:
-    st.info(_("No scale runs in this database yet. {how}").format(how=_(TRAIN_SCALE)), icon=":material/science:")
-else:
-    if found:
-        # the report's answer (where_it_wins, then the verdict on the chapter's hypothesis), as the README says it
-        st.markdown(scale_section.scale_answer(everything))
-        charts.draw(charts.best_val_by_size_chart(scale_section.best_val_by_size(study)))
-        st.caption(
-            _("Best val against training-set size: a line through the mean over seeds, the band from min to max.")
-        )
-        st.markdown(scale_section.size_table(study, found))
-        if lr_text := scale_section.other_lr_text(everything):
-            st.markdown(lr_text)
-    else:  # runs, but no size with both models yet (a stage still training)
-        st.info(
-            _("No training-set size has both models yet. {how}").format(how=_(TRAIN_SCALE)), icon=":material/science:"
-        )
-
-    # the curves of one size at a time: on one log axis the sizes' losses would overlap
-    st.subheader(_("Curves, one training-set size at a time"))
-    sizes = sorted(int(size) for size in study.runs["train_tokens"].dropna().unique())
-    if sizes:
-        labels = {size: size_label(size, scale_section.times_read(study, size)) for size in sizes}
-        size = st.selectbox(
-            _("Training-set size"),
-            sizes,
-            index=len(sizes) - 1,  # the largest: the size the verdict is judged at
-            format_func=labels.get,
-            key="studies_size",
-        )
-        run_ids = study.runs.loc[study.runs["train_tokens"] == size, "run_id"]
-        long = analysis.long_curves(study.metrics[study.metrics["run_id"].isin(run_ids)])
-        if long.empty:
-            st.info(_("These runs have no finite loss values to draw yet."))
-        else:
-            charts.draw(charts.zoomable(charts.loss_curves(long, colours=colours)))
-            st.caption(
-                _("Solid: val; dashed: train; one line per seed. Click an experiment in the legend to highlight it.")
-            )
-    else:
-        st.info(_("These scale runs record no training-set size (`train_tokens`): collect them again."))
-
-    # stage 2, judged as the report's ablation table judges it (its setup's noise, Holm over the ten)
-    if (largest := scale_section.largest_as_headline(study)) is not None:
-        st.markdown(scale_section.which_part_earns(study))
-        with st.expander(_("Which part earned the gap at the largest size (stage 2)")):
-            st.markdown(ablation_section(largest))
+    show_point_curves(everything, study)
