@@ -101,6 +101,12 @@ GOOD = {"question": "Does depth pay?", "compare": "models", "axis": ["n_layer"],
             {"hypothesis": "read_once"},
             "studies.depth.hypothesis: a hypothesis is tested at the shared lr: it needs rule shared_lr",
         ),
+        ("depth", {"swap_points": "first"}, "studies.depth.swap_points: expected one of all, last, got 'first'"),
+        (
+            "depth",
+            {"compare": "parts", "swap_points": "last"},
+            "studies.depth.swap_points: only a study of the two models (compare: models) has it",
+        ),
     ],
 )
 def test_a_wrong_declaration_is_one_line_naming_its_field(name, change, said):

@@ -97,7 +97,12 @@ def test_a_size_without_a_noise_estimate_is_not_testable(tmp_path):
     assert gaps[-1][1].sign is None and gaps[-1][1].beyond is None
     assert [difference.n for _point, difference in gaps[:2]] == [2, 2]  # the untestable size is not counted
     text = scale_text(everything)
-    assert "**Not answered yet.**" in text and "25,600 characters of poems_l (bf16): no noise estimate" in text
+    # each size is a question of its own: the two that can be judged are answered, the third waits
+    assert (
+        "So the mini-LLaMA is lower beyond noise at 3,200 characters of poems_m (bf16); the two are level within "
+        "noise at 400 characters of poems_s (bf16). Not judged yet: 25,600 characters of poems_l (bf16): no noise "
+        "estimate (no second seed yet)."
+    ) in text
     assert (
         "**not testable here yet**: on 25,600 characters, read at most once on average (random windows, drawn with "
         "replacement), llama minus vanilla is -0.300, but its setup has no noise estimate: no experiment in it has "
@@ -146,6 +151,91 @@ def test_stage2_swaps_at_the_largest_size_are_judged_together_there(tmp_path):
     assert "the mini-LLaMA without SwiGLU: Δ +0.200 [" in said and "vanilla with RoPE: Δ -0.200 [" in said
     assert said.endswith("1 of the 3 stays within noise.")
     assert "Not answered yet" not in text
+
+
+def test_a_size_trained_only_at_another_lr_waits_for_the_shared_one(tmp_path):
+    runs_root = tmp_path / "runs"
+    write_scale_runs(runs_root, {"s": (2.0, 2.0)})
+    data = {"vocab_size": 50, "train_tokens": SCALE_SIZES["l"], "val_tokens": 500, "corpus": "poems_l"}
+    for model in ("vanilla", "llama"):  # the largest size at lr 1e-3 only
+        write_run_folder(
+            runs_root,
+            f"scale_l_{model}_lr1e3",
+            42,
+            group="scale",
+            preset=model,
+            model=LLAMA_PARTS if model == "llama" else None,
+            data=data,
+            train={"precision": "bf16", "lr": 1.0e-3},
+        )
+    collect.collect(runs_root, tmp_path / "db.duckdb")
+    text = scale_text(load(tmp_path / "db.duckdb"))
+    assert "Not judged yet: 25,600 characters of poems_l (bf16): a model has no finished run at lr 0.0003." in text
+
+
+def test_a_swap_at_another_size_is_not_judged_with_the_largest_sizes(tmp_path):
+    """swap_points last: the answer speaks of the largest size's swaps, so they alone are one family
+    (Holm over them); a swap trained at a smaller size joins neither the table nor the count."""
+    runs_root = tmp_path / "runs"
+    write_scale_runs(runs_root, {"m": (1.9, 1.8), "l": (1.8, 1.5)})
+    write_scale_ablation(runs_root, "swiglu", "remove", {**LLAMA_PARTS, "ffn_type": "gelu"}, floor=1.7)
+    data = {"vocab_size": 50, "train_tokens": SCALE_SIZES["m"], "val_tokens": 500, "corpus": "poems_m"}
+    for seed in SEEDS:
+        write_run_folder(
+            runs_root,
+            "scale_m_vanilla_plus_rope",
+            seed,
+            group="scale",
+            preset="vanilla",
+            model={"pos_type": "rope"},
+            part="rope",
+            direction="add",
+            data=data,
+            train={"precision": "bf16"},
+            floor=1.7,
+        )
+    collect.collect(runs_root, tmp_path / "db.duckdb")
+    everything = load(tmp_path / "db.duckdb")
+    found = study_section.points(everything, SCALE)
+    judged = study_section.swapped_at_rule_lr(everything, SCALE, found)
+    assert list(judged) == [(1, "swiglu", "remove")] and judged[(1, "swiglu", "remove")].n == 1
+    text = scale_text(everything)
+    assert "At 25,600 characters of poems_l (bf16), 1 swap is judged against the noise of its setup" in text
+    assert "| 3,200 characters of poems_m (bf16) | vanilla with RoPE |" not in text
+
+
+def test_a_swap_without_its_plain_model_names_the_model_it_waits_for(tmp_path):
+    runs_root = tmp_path / "runs"
+    write_scale_runs(runs_root, {"s": (2.0, 2.0)})
+    data = {"vocab_size": 50, "train_tokens": SCALE_SIZES["l"], "val_tokens": 500, "corpus": "poems_l"}
+    for seed in SEEDS:  # the largest size: vanilla and the swap finished, the plain mini-LLaMA not yet
+        write_run_folder(
+            runs_root, "scale_vanilla_l", seed, group="scale", preset="vanilla", data=data, train={"precision": "bf16"}
+        )
+    write_scale_ablation(runs_root, "swiglu", "remove", {**LLAMA_PARTS, "ffn_type": "gelu"}, floor=1.7)
+    collect.collect(runs_root, tmp_path / "db.duckdb")
+    text = scale_text(load(tmp_path / "db.duckdb"))
+    assert "0 swaps" not in text
+    assert "mini-LLaMA has no finished run to set the mini-LLaMA without SwiGLU against" in text
+
+
+def test_another_lr_without_a_seed_both_models_have_is_not_compared(tmp_path):
+    runs_root = tmp_path / "runs"
+    write_scale_runs(runs_root, {"l": (1.8, 1.5)})
+    data = {"vocab_size": 50, "train_tokens": SCALE_SIZES["l"], "val_tokens": 500, "corpus": "poems_l"}
+    for model, seed in (("vanilla", 42), ("llama", 7)):  # lr 1e-3, one seed each, not the same one
+        write_run_folder(
+            runs_root,
+            f"scale_l_{model}_lr1e3",
+            seed,
+            group="scale",
+            preset=model,
+            model=LLAMA_PARTS if model == "llama" else None,
+            data=data,
+            train={"precision": "bf16", "lr": 1.0e-3},
+        )
+    collect.collect(runs_root, tmp_path / "db.duckdb")
+    assert "At lr 0.001 on" not in scale_text(load(tmp_path / "db.duckdb"))
 
 
 def test_one_swap_within_noise_is_said_to_stay_within_it(tmp_path):

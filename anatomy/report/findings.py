@@ -411,8 +411,8 @@ def swap_findings(everything: Results, study: Study, found: list[lr_section.Setu
     point has its run: one record per part, its difference the part's change from the first point
     to the last."""
     swapped = study_section.swapped_at_rule_lr(everything, study, found)
-    if not found or study_section.swaps_missing(study, found, swapped):
-        return []
+    if not found or study.swap_points != "all" or study_section.swaps_missing(study, found, swapped):
+        return []  # a trend is asked only of parts swapped at every point
     records = []
     for part, direction in study_section.swaps_studied(study, found):
         trend = study_section.swap_trend(found, swapped, part, direction)

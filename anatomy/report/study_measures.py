@@ -98,16 +98,19 @@ def read_at_most_once(runs: pd.DataFrame, metrics: pd.DataFrame) -> bool:
     return bool((tokens_read(runs, metrics, "last_step") <= runs["train_tokens"]).all())
 
 
-def read_once_verdict(everything: Results, points: list[tuple[pd.DataFrame, pd.DataFrame, Difference, Noise]]) -> str:
+def read_once_verdict(
+    everything: Results, points: list[tuple[pd.DataFrame, pd.DataFrame, Difference, Noise]], target: str
+) -> str:
     """The chapter's hypothesis (learning fast is pure gain when the data is read less than once),
     judged at the last of `points` (vanilla runs, llama runs, llama minus vanilla judged with the
-    others, the setup's noise) whose runs read their text at most once."""
+    others, the setup's noise) whose runs read their text at most once; `target` trains the first
+    stage, where there is none yet."""
     once = [point for point in points if read_at_most_once(pd.concat(point[:2]), everything.metrics)]
     if not once:
         return _(
             "**not testable here yet**: no size whose runs read the training text at most once has "
-            "both models trained (`snakemake scale_stage1`)"
-        )
+            "both models trained (`snakemake {target}`)"
+        ).format(target=target)
     vanilla, llama, difference, noise = once[-1]
     where = _("on {tokens} characters, read at most once on average (random windows, drawn with replacement)").format(
         tokens=f"{int(llama['train_tokens'].max()):,}"
@@ -175,12 +178,12 @@ def grid_contrast(
 
 
 def read_once_text(
-    everything: Results, lr: float, points: list[tuple[pd.DataFrame, pd.DataFrame, Difference, Noise]]
+    everything: Results, lr: float, points: list[tuple[pd.DataFrame, pd.DataFrame, Difference, Noise]], target: str
 ) -> str:
     """The hypothesis read_once in words: its verdict, then the grid's text set beside the points."""
     verdict = _(
         "At that lr, learning fast is pure gain when the data is read less than once (the chapter's hypothesis): "
         "{verdict}."
-    ).format(verdict=read_once_verdict(everything, points))
+    ).format(verdict=read_once_verdict(everything, points, target))
     contrast = grid_contrast(everything, lr, [point[:3] for point in points])
     return "\n\n".join(filter(None, [verdict, contrast]))

@@ -83,9 +83,12 @@ def params_of(point: lr_section.Setup, n_parts: int) -> int | None:
 
 def shared_lr_runs(study: Study, point: lr_section.Setup, n_parts: int) -> pd.DataFrame | None:
     curve = point.curves.get(n_parts)
-    if study.shared_lr is None or curve is None or curve.at(study.shared_lr).empty:
+    if study.shared_lr is None or curve is None:
         return None
-    return curve.at(study.shared_lr)
+    # the study's own runs: another study's run of the same seed at that lr would count twice
+    runs = curve.at(study.shared_lr)
+    runs = runs[runs["group"] == study.name]
+    return None if runs.empty else runs
 
 
 def differences(everything: Results, study: Study, found: list[lr_section.Setup]) -> dict[tuple[str, int], Difference]:
@@ -190,15 +193,20 @@ def shared_pair(study: Study, point: lr_section.Setup) -> tuple[pd.DataFrame, pd
 
 
 def missing(study: Study, found: list[lr_section.Setup], judged: dict[tuple[str, int], Difference]) -> list[str]:
-    """What the answer still waits for, point by point: a model with no finished run, a best lr at
-    the edge of the lrs tried (own_lr), a difference with no noise estimate (no second seed)."""
+    """What the answer still waits for, point by point: a model with no finished run (at the shared
+    lr, under that rule), a best lr at the edge of the lrs tried (own_lr), a difference with no noise
+    estimate (no second seed)."""
     rule = "own" if study.rule == "own_lr" else "shared"
     waiting = []
     for index, point in enumerate(found):
         label = point_label(study, point)
         edge = [curve.name for curve in point.curves.values() if curve.best_lr is not None and not curve.bracketed]
         said = judged.get((rule, index))
-        if len(point.curves) < 2 or said is None:
+        if said is None and rule == "shared" and len(point.curves) == 2:
+            waiting.append(
+                _("{point}: a model has no finished run at lr {lr}").format(point=label, lr=f"{study.shared_lr:g}")
+            )
+        elif len(point.curves) < 2 or said is None:
             waiting.append(_("{point}: a model has no finished run").format(point=label))
         elif rule == "own" and edge:
             waiting.append(
@@ -213,13 +221,35 @@ def missing(study: Study, found: list[lr_section.Setup], judged: dict[tuple[str,
     return waiting
 
 
+def each_setup_alone(study: Study) -> bool:
+    """Whether each point is a question of its own (one shared lr over texts): the answer then says
+    what the points that can be judged show, and lists the rest."""
+    return setup_points(study) and study.rule == "shared_lr"
+
+
 def answer(study: Study, found: list[lr_section.Setup], judged: dict[tuple[str, int], Difference]) -> str:
     """The answer across the points, or what it still waits for."""
-    if waiting := missing(study, found, judged):
+    waiting = missing(study, found, judged)
+    if waiting and not each_setup_alone(study):
         return _(
             "**Not answered yet.** The answer needs {n} points, each with both models finished, an interior best lr "
             "for each where each is at its own, and a second seed; still missing: {missing}."
         ).format(n=TREND_POINTS, missing="; ".join(waiting))
+    if each_setup_alone(study):
+        answered = [i for i in range(len(found)) if ("shared", i) in judged and judged[("shared", i)].testable]
+        if not answered:
+            return _("**Not answered yet.** Still missing: {missing}.").format(missing="; ".join(waiting))
+        said = answer_over(
+            study, [found[i] for i in answered], {("shared", n): judged[("shared", i)] for n, i in enumerate(answered)}
+        )
+        if waiting:
+            said = sentences([said, _("Not judged yet: {missing}.").format(missing="; ".join(waiting))])
+        return said
+    return answer_over(study, found, judged)
+
+
+def answer_over(study: Study, found: list[lr_section.Setup], judged: dict[tuple[str, int], Difference]) -> str:
+    """The answer over points that each have a testable difference."""
     rule = "own" if study.rule == "own_lr" else "shared"
     labels = [point_label(study, point) for point in found]
     by_sign = {
@@ -256,9 +286,10 @@ def swapped_at_rule_lr(everything: Results, study: Study, found: list[lr_section
     """(point index, part, direction) -> the swapped model minus the plain one, both at the plain
     model's lr under the study's rule at that point, every point's judged together."""
     raw = {}
-    for index, point in enumerate(found):
+    for index in swapped_where(study, found):  # one family: the swaps the answer speaks of
+        point = found[index]
         for (part, direction, lr), said in lr_section.swap_differences(everything, point).items():
-            if lr == rule_lr(study, point.curves[0 if direction == "add" else 5]):
+            if lr == rule_lr(study, point.curves.get(0 if direction == "add" else 5)):
                 raw[(index, part, direction)] = said
     return judge(raw)
 
@@ -274,21 +305,33 @@ def swapped_where(study: Study, found: list[lr_section.Setup]) -> list[int]:
 
 
 def swaps_missing(study: Study, found: list[lr_section.Setup], judged: dict) -> list[str]:
-    """Each point where a swap that belongs there has no finished run at the model's lr there."""
+    """Each point where a swap that belongs there cannot be judged: its plain model or the swapped
+    run has no finished run at the plain model's lr there, or no second seed measures the noise."""
     waiting = []
     for part, direction in swaps_studied(study, found):
         for index in swapped_where(study, found):
-            point = found[index]
-            lr = rule_lr(study, point.curves.get(0 if direction == "add" else 5))
-            if (index, part, direction) not in judged and lr is not None:
+            point, n_parts = found[index], 0 if direction == "add" else 5
+            plain = point.curves.get(n_parts)
+            lr = rule_lr(study, plain)
+            said = judged.get((index, part, direction))
+            if said is not None:
+                if not said.testable:
+                    waiting.append(
+                        _("{point}: no noise estimate (no second seed yet)").format(point=point_label(study, point))
+                    )
+            elif plain is None or lr is None or plain.at(lr).empty:
+                waiting.append(
+                    _("{point}: {model} has no finished run to set {swap} against").format(
+                        point=point_label(study, point),
+                        model=lr_section.MODELS[n_parts],
+                        swap=swap_name(part, direction),
+                    )
+                )
+            else:
                 waiting.append(
                     _("{point}: no finished run of {swap} at the model's lr {lr}").format(
                         point=point_label(study, point), swap=swap_name(part, direction), lr=f"{lr:g}"
                     )
-                )
-            elif (index, part, direction) in judged and not judged[(index, part, direction)].testable:
-                waiting.append(
-                    _("{point}: no noise estimate (no second seed yet)").format(point=point_label(study, point))
                 )
     return list(dict.fromkeys(waiting))
 
@@ -349,9 +392,11 @@ def swap_answer(study: Study, found: list[lr_section.Setup], judged: dict, part:
     return sentences(said)
 
 
-def one_point_answer(study: Study, point: lr_section.Setup, judged: dict[tuple[str, str], Difference]) -> str:
+def one_point_answer(study: Study, point: lr_section.Setup, judged: dict[tuple[str, str], Difference]) -> str | None:
     """The swaps of one point, judged together: those beyond noise, each with its interval, and how
     many stay within it."""
+    if not judged:
+        return None
     beyond = [f"{swap_name(*pair)}: Δ {interval_text(said)}" for pair, said in judged.items() if said.sign]
     within = sum(said.sign == 0 for said in judged.values())
     values = dict(point=point_label(study, point), n=len(judged), beyond=listed(beyond), within=within)
@@ -401,16 +446,19 @@ def swaps_text(everything: Results, study: Study, found: list[lr_section.Setup])
         _("with the part swapped minus without (95% interval)"),
     ]
     parts = [md_table(header, rows)] if rows else []
-    if waiting := swaps_missing(study, found, judged):
-        parts.append(_("**Not answered yet.** Still missing: {missing}.").format(missing="; ".join(waiting)))
-        return "\n\n".join(parts)
+    waiting = swaps_missing(study, found, judged)
     if study.swap_points == "all":
-        parts += [swap_answer(study, found, judged, part, direction) for part, direction in studied]
-    else:
+        if waiting:
+            parts.append(_("**Not answered yet.** Still missing: {missing}.").format(missing="; ".join(waiting)))
+        else:
+            parts += [swap_answer(study, found, judged, part, direction) for part, direction in studied]
+    else:  # the swaps of the last point: those that can be judged, then what the rest waits for
         last = len(found) - 1
-        at_last = {(part, direction): said for (at, part, direction), said in judged.items() if at == last}
-        parts.append(one_point_answer(study, found[last], at_last))
-    return "\n\n".join(parts)
+        testable = {(part, direction): said for (at, part, direction), said in judged.items() if said.testable}
+        parts.append(one_point_answer(study, found[last], testable))
+        if waiting:
+            parts.append(_("Not judged yet: {missing}.").format(missing="; ".join(waiting)))
+    return "\n\n".join(part for part in parts if part)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -431,10 +479,10 @@ def other_lrs_text(
         mine = [curve.runs[curve.runs["group"] == study.name] for curve in (vanilla, llama)]
         for lr in sorted(set(mine[0]["lr"]) & set(mine[1]["lr"]) - {study.shared_lr}):
             at_lr = (llama.at(lr), vanilla.at(lr))
-            if any(runs.empty for runs in at_lr) or ("shared", index) not in judged:
+            seeds = set(at_lr[0]["seed"]) & set(at_lr[1]["seed"])
+            if not seeds or ("shared", index) not in judged:  # a difference needs a seed both have
                 continue
             difference = judge_one(compare(everything.noise, *at_lr))
-            seeds = set(at_lr[0]["seed"]) & set(at_lr[1]["seed"])
             said.append(
                 _(
                     "At lr {lr} on {point}: llama minus vanilla {difference} (seeds {seeds}), against {shared} at lr "
@@ -702,7 +750,7 @@ def hypothesis_text(everything: Results, study: Study, found: list[lr_section.Se
         for index, point in enumerate(found)
         if ("shared", index) in judged
     ]
-    return study_measures.read_once_text(everything, study.shared_lr, tested)
+    return study_measures.read_once_text(everything, study.shared_lr, tested, study.stage_target(1))
 
 
 def figure_caption(everything: Results, study: Study) -> str:

@@ -136,6 +136,9 @@ def parse_study(name: str, entry: object, where: str) -> Study:
     swap_points = entry.get("swap_points", "all")
     if swap_points not in SWAP_POINTS:
         raise problem(where, f"{name}.swap_points", f"expected one of {', '.join(SWAP_POINTS)}, got {swap_points!r}")
+    for field in ("hypothesis", "swap_points"):
+        if field in entry and entry["compare"] != "models":
+            raise problem(where, f"{name}.{field}", "only a study of the two models (compare: models) has it")
     cannot_answer = entry.get("cannot_answer")
     if cannot_answer is not None and not isinstance(cannot_answer, str):
         raise problem(where, f"{name}.cannot_answer", f"expected a sentence, got {cannot_answer!r}")
