@@ -263,6 +263,24 @@ def write_scale_runs(runs_root: Path, floors: dict[str, tuple[float, float]], se
             )
 
 
+def write_scale_at_lr(
+    runs_root: Path, model: str, seed: int, floor: float = 2.0, lr: float = 1.0e-3, size: str = "l"
+) -> None:
+    """Stage 3 as a run folder: `model` (vanilla or llama) at another lr on one size, in bf16."""
+    data = {"vocab_size": 50, "train_tokens": SCALE_SIZES[size], "val_tokens": 500, "corpus": f"poems_{size}"}
+    write_run_folder(
+        runs_root,
+        f"scale_{size}_{model}_lr{lr:.0e}".replace("-0", "-").replace("e-", "e"),
+        seed,
+        group="scale",
+        preset=model,
+        model=LLAMA_PARTS if model == "llama" else None,
+        floor=floor,
+        data=data,
+        train={"precision": "bf16", "lr": lr},
+    )
+
+
 def write_scale_ablation(
     runs_root: Path, part: str, direction: str, model: dict[str, Any], floor: float, seeds=(42, 7)
 ) -> None:

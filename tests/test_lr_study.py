@@ -26,7 +26,14 @@ from anatomy.report.lr_section import (
 )
 from anatomy.results import collect
 from anatomy.results.reader import load
-from run_folders import LLAMA_PARTS, SCALE_SIZES, write_run_folder, write_scale_ablation, write_scale_runs
+from run_folders import (
+    LLAMA_PARTS,
+    SCALE_SIZES,
+    write_run_folder,
+    write_scale_ablation,
+    write_scale_at_lr,
+    write_scale_runs,
+)
 
 DATA = {"vocab_size": 50, "train_tokens": SCALE_SIZES["l"], "val_tokens": 500, "corpus": "poems_l"}
 # best val floor per lr; None: the run diverges. Seeds add 0.02 (42) and 0.03 (7) to a floor.
@@ -253,17 +260,7 @@ def scale_and_lr_db(tmp_path, llama_floors: dict[float, float], stage3=(2.28, 2.
     write_lr_runs(runs_root, VANILLA, None, "vanilla")
     write_lr_runs(runs_root, llama_floors, LLAMA_PARTS, "llama")
     for model, floor in zip(("vanilla", "llama"), stage3):
-        write_run_folder(
-            runs_root,
-            f"scale_l_{model}_lr1e3",
-            42,
-            group="scale",
-            preset=model,
-            model=LLAMA_PARTS if model == "llama" else None,
-            floor=floor,
-            data=DATA,
-            train={"precision": "bf16", "lr": 1e-3},
-        )
+        write_scale_at_lr(runs_root, model, 42, floor)
     collect.collect(runs_root, tmp_path / "db.duckdb")
     return load(tmp_path / "db.duckdb")
 

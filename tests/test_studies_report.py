@@ -20,6 +20,7 @@ from run_folders import (
     write_fixture_grid,
     write_run_folder,
     write_scale_ablation,
+    write_scale_at_lr,
     write_scale_runs,
 )
 
@@ -156,18 +157,8 @@ def test_stage2_swaps_at_the_largest_size_are_judged_together_there(tmp_path):
 def test_a_size_trained_only_at_another_lr_waits_for_the_shared_one(tmp_path):
     runs_root = tmp_path / "runs"
     write_scale_runs(runs_root, {"s": (2.0, 2.0)})
-    data = {"vocab_size": 50, "train_tokens": SCALE_SIZES["l"], "val_tokens": 500, "corpus": "poems_l"}
     for model in ("vanilla", "llama"):  # the largest size at lr 1e-3 only
-        write_run_folder(
-            runs_root,
-            f"scale_l_{model}_lr1e3",
-            42,
-            group="scale",
-            preset=model,
-            model=LLAMA_PARTS if model == "llama" else None,
-            data=data,
-            train={"precision": "bf16", "lr": 1.0e-3},
-        )
+        write_scale_at_lr(runs_root, model, 42)
     collect.collect(runs_root, tmp_path / "db.duckdb")
     text = scale_text(load(tmp_path / "db.duckdb"))
     assert "Not judged yet: 25,600 characters of poems_l (bf16): a model has no finished run at lr 0.0003." in text
@@ -222,18 +213,8 @@ def test_a_swap_without_its_plain_model_names_the_model_it_waits_for(tmp_path):
 def test_another_lr_without_a_seed_both_models_have_is_not_compared(tmp_path):
     runs_root = tmp_path / "runs"
     write_scale_runs(runs_root, {"l": (1.8, 1.5)})
-    data = {"vocab_size": 50, "train_tokens": SCALE_SIZES["l"], "val_tokens": 500, "corpus": "poems_l"}
     for model, seed in (("vanilla", 42), ("llama", 7)):  # lr 1e-3, one seed each, not the same one
-        write_run_folder(
-            runs_root,
-            f"scale_l_{model}_lr1e3",
-            seed,
-            group="scale",
-            preset=model,
-            model=LLAMA_PARTS if model == "llama" else None,
-            data=data,
-            train={"precision": "bf16", "lr": 1.0e-3},
-        )
+        write_scale_at_lr(runs_root, model, seed)
     collect.collect(runs_root, tmp_path / "db.duckdb")
     assert "At lr 0.001 on" not in scale_text(load(tmp_path / "db.duckdb"))
 
@@ -365,19 +346,8 @@ def scale_with_other_lr(root, at_other_lr: dict[str, float]):
     runs_root = root / "runs"
     write_scale_runs(runs_root, {"l": (1.8, 1.5)}, seeds=(42,))
     write_scale_runs(runs_root, {"l": (1.85, 1.55)}, seeds=(7,))
-    data = {"vocab_size": 50, "train_tokens": SCALE_SIZES["l"], "val_tokens": 500, "corpus": "poems_l"}
     for model, floor in at_other_lr.items():
-        write_run_folder(
-            runs_root,
-            f"scale_8m_{model}_lr1e3",
-            42,
-            group="scale",
-            preset=model,
-            model=LLAMA_PARTS if model == "llama" else None,
-            floor=floor,
-            data=data,
-            train={"precision": "bf16", "lr": 1.0e-3},
-        )
+        write_scale_at_lr(runs_root, model, 42, floor)
     collect.collect(runs_root, root / "db.duckdb")
     return load(root / "db.duckdb")
 
