@@ -240,6 +240,45 @@ def test_a_point_without_its_part_removed_leaves_the_swap_unanswered(tmp_path):
     assert "changes by" not in text
 
 
+def test_a_point_still_being_swept_leaves_the_answer_at_the_others(tmp_path, monkeypatch):
+    """A new depth whose models have trained at one lr so far (every best lr an edge): the points
+    that can answer keep their answer, their intervals judged without it, their swaps' trend too;
+    the new point is listed as not judged yet, and the study's findings stay."""
+    monkeypatch.setattr(study_section, "TREND_POINTS", 2)  # two points answer this question
+    write_depth_runs(tmp_path)
+    depth_without_rope(tmp_path, {2: 2.60, 6: 2.50})
+    for preset, floor in (("vanilla", 2.30), ("llama", 2.10)):  # 8 layers, lr 1e-3 only
+        for seed in (42, 7):
+            write_run_folder(
+                tmp_path / "runs",
+                f"depth_8_{preset}_0_001",
+                seed,
+                group="depth",
+                preset=preset,
+                n_layer=8,
+                model=dict(LLAMA_PARTS) if preset == "llama" else {},
+                data=DEPTH_DATA,
+                train={"precision": "fp32", "lr": 1e-3},
+                floor=floor,
+            )
+    collect.collect(tmp_path / "runs", tmp_path / "anatomy.duckdb")
+    everything = load(tmp_path / "anatomy.duckdb")
+    found = study_section.points(everything, DEPTH)
+    judged = study_section.differences(everything, DEPTH, found)
+    # the edge point judged alone; the others with the three shared-lr differences (Holm over 5)
+    assert [judged[("own", index)].n for index in range(3)] == [5, 5, 1]
+    assert study_section.answered_points(DEPTH, found, judged) == [0, 1]
+    text = study_section.study_section(everything, DEPTH)
+    assert "So the mini-LLaMA is lower beyond noise at 6; the two are level within noise at 2." in text
+    assert "Not judged yet: 8: the best lr of vanilla, mini-LLaMA is the edge of the lrs tried." in text
+    assert "From 2 to 6 that changes by +0.200 [" in text  # RoPE's cost where it is measured
+    assert "8: no finished run of the mini-LLaMA without RoPE at the model's lr 0.001" in text
+    from anatomy.report import findings as findings_module
+
+    (record,) = findings_module.swap_findings(everything, DEPTH, found)  # two of three points judged
+    assert record.key == "depth_rope_remove" and record.sentence in text
+
+
 def test_a_users_study_is_rendered_from_its_declaration(depth_results):
     found = study_section.points(depth_results, DEPTH)
     assert [study_section.point_label(DEPTH, point) for point in found] == ["2", "6"]

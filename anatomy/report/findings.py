@@ -386,10 +386,11 @@ def declared_study_findings(everything: Results) -> list[Finding]:
         found = study_section.points(everything, study)
         swapped = swap_findings(everything, study, found)  # after the study's own answer, as its section
         judged = study_section.differences(everything, study, found)
-        if not found or study_section.missing(study, found, judged):
+        answered = study_section.answered_points(study, found, judged)
+        if len(answered) < study_section.TREND_POINTS:
             records += swapped
             continue
-        last = judged[("own" if study.rule == "own_lr" else "shared", len(found) - 1)]
+        last = judged[("own" if study.rule == "own_lr" else "shared", answered[-1])]
         records.append(
             Finding(
                 key=f"{study.name}_gap",
@@ -408,15 +409,17 @@ def declared_study_findings(everything: Results) -> list[Finding]:
 
 def swap_findings(everything: Results, study: Study, found: list[lr_section.Setup]) -> list[Finding]:
     """A models study's swapped parts (the size study's RoPE removed at each size), once every
-    point has its run: one record per part, its difference the part's change from the first point
-    to the last."""
+    point has its run, or three have while a new point is still training: one record per part, its
+    difference the part's change from the first point judged to the last."""
     swapped = study_section.swapped_at_rule_lr(everything, study, found)
-    if not found or study.swap_points != "all" or study_section.swaps_missing(study, found, swapped):
+    if not found or study.swap_points != "all":
         return []  # a trend is asked only of parts swapped at every point
+    complete = not study_section.swaps_missing(study, found, swapped)
     records = []
     for part, direction in study_section.swaps_studied(study, found):
         trend = study_section.swap_trend(found, swapped, part, direction)
-        if trend is None:
+        judged = study_section.swap_points_judged(swapped, part, direction)
+        if trend is None or not (complete or len(judged) >= study_section.TREND_POINTS):
             continue
         records.append(
             Finding(

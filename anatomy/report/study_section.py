@@ -93,16 +93,19 @@ def shared_lr_runs(study: Study, point: lr_section.Setup, n_parts: int) -> pd.Da
 
 def differences(everything: Results, study: Study, found: list[lr_section.Setup]) -> dict[tuple[str, int], Difference]:
     """Llama minus vanilla at each point: at each model's own best lr ("own", as lr_section.setups
-    measured it) and at the shared lr ("shared"), every point's in one table, judged together."""
-    raw = {}
+    measured it) and at the shared lr ("shared"), every point's in one table, judged together. A
+    point whose best lr is the edge of the lrs tried has no answer yet: its own-lr difference is
+    judged alone, so a size still being swept does not widen the others' intervals."""
+    raw, alone = {}, {}
     for index, point in enumerate(found):
         if study.rule == "own_lr" and point.difference is not None:
-            raw[("own", index)] = point.difference
+            bracketed = all(curve.bracketed for curve in point.curves.values())
+            (raw if bracketed else alone)[("own", index)] = point.difference
         if (llama := shared_lr_runs(study, point, 5)) is not None and (
             vanilla := shared_lr_runs(study, point, 0)
         ) is not None:
             raw[("shared", index)] = compare(everything.noise, llama, vanilla)
-    return judge(raw)
+    return {**judge(raw), **{key: judge_one(said) for key, said in alone.items()}}
 
 
 def shared_gaps(everything: Results, study: Study) -> list[tuple[lr_section.Setup, Difference]]:
@@ -227,25 +230,41 @@ def each_setup_alone(study: Study) -> bool:
     return setup_points(study) and study.rule == "shared_lr"
 
 
+def answered_points(
+    study: Study, found: list[lr_section.Setup], judged: dict[tuple[str, int], Difference]
+) -> list[int]:
+    """The points whose difference answers: testable, and (own_lr) with both best lrs inside the
+    lrs tried."""
+    rule = "own" if study.rule == "own_lr" else "shared"
+    return [
+        index
+        for index, point in enumerate(found)
+        if (rule, index) in judged
+        and judged[(rule, index)].testable
+        and (rule == "shared" or all(curve.bracketed for curve in point.curves.values()))
+    ]
+
+
 def answer(study: Study, found: list[lr_section.Setup], judged: dict[tuple[str, int], Difference]) -> str:
-    """The answer across the points, or what it still waits for."""
+    """The answer over the points that can give it, and what the others still wait for; or, with
+    too few such points (three for a trend, one where each text is a question of its own), what the
+    answer waits for."""
     waiting = missing(study, found, judged)
-    if waiting and not each_setup_alone(study):
+    answered = answered_points(study, found, judged)
+    if len(answered) < (1 if each_setup_alone(study) else TREND_POINTS):
+        if each_setup_alone(study):
+            return _("**Not answered yet.** Still missing: {missing}.").format(missing="; ".join(waiting))
         return _(
             "**Not answered yet.** The answer needs {n} points, each with both models finished, an interior best lr "
             "for each where each is at its own, and a second seed; still missing: {missing}."
         ).format(n=TREND_POINTS, missing="; ".join(waiting))
-    if each_setup_alone(study):
-        answered = [i for i in range(len(found)) if ("shared", i) in judged and judged[("shared", i)].testable]
-        if not answered:
-            return _("**Not answered yet.** Still missing: {missing}.").format(missing="; ".join(waiting))
-        said = answer_over(
-            study, [found[i] for i in answered], {("shared", n): judged[("shared", i)] for n, i in enumerate(answered)}
-        )
-        if waiting:
-            said = sentences([said, _("Not judged yet: {missing}.").format(missing="; ".join(waiting))])
-        return said
-    return answer_over(study, found, judged)
+    rule = "own" if study.rule == "own_lr" else "shared"
+    said = answer_over(
+        study, [found[i] for i in answered], {(rule, n): judged[(rule, i)] for n, i in enumerate(answered)}
+    )
+    if waiting:
+        said = sentences([said, _("Not judged yet: {missing}.").format(missing="; ".join(waiting))])
+    return said
 
 
 def answer_over(study: Study, found: list[lr_section.Setup], judged: dict[tuple[str, int], Difference]) -> str:
@@ -349,12 +368,17 @@ SHARE_VERDICTS = {
 }
 
 
+def swap_points_judged(judged: dict, part: str, direction: str) -> list[int]:
+    """The points where a swap's difference is judged and testable, in order."""
+    return sorted(i for (i, p, d), said in judged.items() if (p, d) == (part, direction) and said.testable)
+
+
 def swap_trend(found: list[lr_section.Setup], judged: dict, part: str, direction: str) -> Difference | None:
-    """The part's effect at the last point minus at the first, judged alone; None until both are in."""
-    first, last = (0, part, direction), (len(found) - 1, part, direction)
-    if len(found) < 2 or first not in judged or last not in judged:
+    """The part's effect at the last point judged minus at the first, judged alone; None until two are."""
+    at = swap_points_judged(judged, part, direction)
+    if len(at) < 2:
         return None
-    return judge_one(change(judged[last], judged[first]))
+    return judge_one(change(judged[(at[-1], part, direction)], judged[(at[0], part, direction)]))
 
 
 def swap_answer(study: Study, found: list[lr_section.Setup], judged: dict, part: str, direction: str) -> str:
@@ -381,10 +405,11 @@ def swap_answer(study: Study, found: list[lr_section.Setup], judged: dict, part:
     if trend is not None and trend.sign is not None:
         # removing a part: its effect is its cost; adding one: its gain is minus its effect
         share = trend.sign if direction == "remove" else -trend.sign
+        at = swap_points_judged(judged, part, direction)
         said.append(
             _("From {first} to {last} that changes by {change}: {verdict}.").format(
-                first=point_label(study, found[0]),
-                last=point_label(study, found[-1]),
+                first=point_label(study, found[at[0]]),
+                last=point_label(study, found[at[-1]]),
                 change=interval_text(trend),
                 verdict=_(SHARE_VERDICTS[share]),
             )
@@ -447,11 +472,14 @@ def swaps_text(everything: Results, study: Study, found: list[lr_section.Setup])
     ]
     parts = [md_table(header, rows)] if rows else []
     waiting = swaps_missing(study, found, judged)
-    if study.swap_points == "all":
-        if waiting:
+    if study.swap_points == "all":  # each part's trend over the points judged, once two are
+        trends = [pair for pair in studied if swap_trend(found, judged, *pair) is not None]
+        if not trends:
             parts.append(_("**Not answered yet.** Still missing: {missing}.").format(missing="; ".join(waiting)))
-        else:
-            parts += [swap_answer(study, found, judged, part, direction) for part, direction in studied]
+            return "\n\n".join(parts)
+        parts += [swap_answer(study, found, judged, part, direction) for part, direction in trends]
+        if waiting:
+            parts.append(_("Not judged yet: {missing}.").format(missing="; ".join(waiting)))
     else:  # the swaps of the last point: those that can be judged, then what the rest waits for
         last = len(found) - 1
         testable = {(part, direction): said for (at, part, direction), said in judged.items() if said.testable}
