@@ -155,9 +155,10 @@ FLOORS = {
 DEPTH_DATA = {"vocab_size": 50, "train_tokens": 64_000, "val_tokens": 500, "corpus": "mine"}
 
 
-def write_depth_runs(root: Path, group: str = "depth", layers: tuple[int, ...] = (2, 6)) -> None:
-    """FLOORS' runs at these depths, two seeds each, as runs of the study `group`."""
-    for (n_layer, preset), by_lr in FLOORS.items():
+def write_depth_runs(root: Path, group: str = "depth", layers: tuple[int, ...] = (2, 6), floors=FLOORS) -> None:
+    """The runs of `floors` ((depth, preset) -> lr -> floor) at these depths, two seeds each, as runs
+    of the study `group`."""
+    for (n_layer, preset), by_lr in floors.items():
         if n_layer not in layers:
             continue
         for lr, floor in by_lr.items():
@@ -247,20 +248,8 @@ def test_a_point_still_being_swept_leaves_the_answer_at_the_others(tmp_path, mon
     monkeypatch.setattr(study_section, "TREND_POINTS", 2)  # two points answer this question
     write_depth_runs(tmp_path)
     depth_without_rope(tmp_path, {2: 2.60, 6: 2.50})
-    for preset, floor in (("vanilla", 2.30), ("llama", 2.10)):  # 8 layers, lr 1e-3 only
-        for seed in (42, 7):
-            write_run_folder(
-                tmp_path / "runs",
-                f"depth_8_{preset}_0_001",
-                seed,
-                group="depth",
-                preset=preset,
-                n_layer=8,
-                model=dict(LLAMA_PARTS) if preset == "llama" else {},
-                data=DEPTH_DATA,
-                train={"precision": "fp32", "lr": 1e-3},
-                floor=floor,
-            )
+    # 8 layers, lr 1e-3 only
+    write_depth_runs(tmp_path, layers=(8,), floors={(8, "vanilla"): {1e-3: 2.30}, (8, "llama"): {1e-3: 2.10}})
     collect.collect(tmp_path / "runs", tmp_path / "anatomy.duckdb")
     everything = load(tmp_path / "anatomy.duckdb")
     found = study_section.points(everything, DEPTH)

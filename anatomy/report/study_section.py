@@ -134,10 +134,23 @@ def rule_lr(study: Study, curve: lr_section.Curve | None) -> float | None:
 
 
 def at_rule_lr(study: Study, point: lr_section.Setup, n_parts: int) -> pd.DataFrame:
-    """A model's finished runs at its lr under the study's rule (empty where it has none)."""
+    """A model's finished runs at its lr under the study's rule (empty where it has none): at the
+    shared lr, the study's own (shared_lr_runs)."""
     curve = point.curves.get(n_parts)
-    lr = rule_lr(study, curve)
-    return curve.at(lr) if curve is not None and lr is not None else pd.DataFrame()
+    if study.rule == "shared_lr":
+        runs = shared_lr_runs(study, point, n_parts)
+        return pd.DataFrame() if runs is None else runs
+    return curve.at(curve.best_lr) if curve is not None and curve.best_lr is not None else pd.DataFrame()
+
+
+def rule_key(study: Study) -> str:
+    """The key of the study's rule in `differences`: "own" or "shared"."""
+    return "own" if study.rule == "own_lr" else "shared"
+
+
+def point_noise(everything: Results, point: lr_section.Setup):
+    """The pooled seed noise of the point's setup."""
+    return noise_of(everything.noise, pd.DataFrame([point.key]))
 
 
 def setup_points(study: Study) -> bool:
@@ -155,16 +168,16 @@ def study_table(
         if study.rule == "own_lr":
             row += [best_cell(point.curves.get(0)), best_cell(point.curves.get(5))]
             row.append(interval_text(judged[("own", index)]) if ("own", index) in judged else "-")
-        else:  # each seed's best val at the shared lr
-            row += [per_seed(runs, "best_val_loss") if not runs.empty else "-" for runs in shared_pair(study, point)]
         vanilla, llama = (at_rule_lr(study, point, n_parts) for n_parts in lr_section.MODELS)
+        if study.rule == "shared_lr":  # each seed's best val at the shared lr
+            row += [per_seed(runs, "best_val_loss") if not runs.empty else "-" for runs in (vanilla, llama)]
         for measure in study.measures:
             both = not vanilla.empty and not llama.empty
             row.append(study_measures.measure_cell(everything, measure, vanilla, llama) if both else "-")
         if study.shared_lr is not None:
             row.append(interval_text(judged[("shared", index)]) if ("shared", index) in judged else "-")
-        if setup_points(study) and study.rule == "shared_lr":
-            row.append(noise_text(noise_of(everything.noise, pd.DataFrame([point.key]))))
+        if each_setup_alone(study):
+            row.append(noise_text(point_noise(everything, point)))
         rows.append(row)
     header = [" × ".join(point_columns(study)) or _("setup"), _("parameters (vanilla / mini-LLaMA)")]
     if study.rule == "own_lr":
@@ -182,24 +195,21 @@ def study_table(
     header += [_(study_measures.HEADINGS[measure]) for measure in study.measures]
     if study.shared_lr is not None:
         header.append(_("llama minus vanilla at lr {lr}").format(lr=f"{study.shared_lr:g}"))
-    if setup_points(study) and study.rule == "shared_lr":
+    if each_setup_alone(study):
         header.append(_("noise of the setup"))
     return md_table(header, rows)
 
 
 def shared_pair(study: Study, point: lr_section.Setup) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Vanilla's and the mini-LLaMA's finished runs at the shared lr (empty where none)."""
-    return tuple(
-        runs if (runs := shared_lr_runs(study, point, n_parts)) is not None else pd.DataFrame()
-        for n_parts in lr_section.MODELS
-    )
+    return tuple(at_rule_lr(study, point, n_parts) for n_parts in lr_section.MODELS)
 
 
 def missing(study: Study, found: list[lr_section.Setup], judged: dict[tuple[str, int], Difference]) -> list[str]:
     """What the answer still waits for, point by point: a model with no finished run (at the shared
     lr, under that rule), a best lr at the edge of the lrs tried (own_lr), a difference with no noise
     estimate (no second seed)."""
-    rule = "own" if study.rule == "own_lr" else "shared"
+    rule = rule_key(study)
     waiting = []
     for index, point in enumerate(found):
         label = point_label(study, point)
@@ -235,7 +245,7 @@ def answered_points(
 ) -> list[int]:
     """The points whose difference answers: testable, and (own_lr) with both best lrs inside the
     lrs tried."""
-    rule = "own" if study.rule == "own_lr" else "shared"
+    rule = rule_key(study)
     return [
         index
         for index, point in enumerate(found)
@@ -258,7 +268,7 @@ def answer(study: Study, found: list[lr_section.Setup], judged: dict[tuple[str, 
             "**Not answered yet.** The answer needs {n} points, each with both models finished, an interior best lr "
             "for each where each is at its own, and a second seed; still missing: {missing}."
         ).format(n=TREND_POINTS, missing="; ".join(waiting))
-    rule = "own" if study.rule == "own_lr" else "shared"
+    rule = rule_key(study)
     said = answer_over(
         study, [found[i] for i in answered], {(rule, n): judged[(rule, i)] for n, i in enumerate(answered)}
     )
@@ -269,7 +279,7 @@ def answer(study: Study, found: list[lr_section.Setup], judged: dict[tuple[str, 
 
 def answer_over(study: Study, found: list[lr_section.Setup], judged: dict[tuple[str, int], Difference]) -> str:
     """The answer over points that each have a testable difference."""
-    rule = "own" if study.rule == "own_lr" else "shared"
+    rule = rule_key(study)
     labels = [point_label(study, point) for point in found]
     by_sign = {
         sign: [label for index, label in enumerate(labels) if judged[(rule, index)].sign == sign] for sign in (-1, 0, 1)
@@ -478,14 +488,11 @@ def swaps_text(everything: Results, study: Study, found: list[lr_section.Setup])
             parts.append(_("**Not answered yet.** Still missing: {missing}.").format(missing="; ".join(waiting)))
             return "\n\n".join(parts)
         parts += [swap_answer(study, found, judged, part, direction) for part, direction in trends]
-        if waiting:
-            parts.append(_("Not judged yet: {missing}.").format(missing="; ".join(waiting)))
-    else:  # the swaps of the last point: those that can be judged, then what the rest waits for
-        last = len(found) - 1
-        testable = {(part, direction): said for (at, part, direction), said in judged.items() if said.testable}
-        parts.append(one_point_answer(study, found[last], testable))
-        if waiting:
-            parts.append(_("Not judged yet: {missing}.").format(missing="; ".join(waiting)))
+    else:  # the swaps of the last point that can be judged
+        testable = {(part, direction): said for (_at, part, direction), said in judged.items() if said.testable}
+        parts.append(one_point_answer(study, found[-1], testable))
+    if waiting:
+        parts.append(_("Not judged yet: {missing}.").format(missing="; ".join(waiting)))
     return "\n\n".join(part for part in parts if part)
 
 
@@ -743,7 +750,7 @@ def study_section(
     if not found:
         return None
     judged = differences(everything, study, found)
-    parts = [] if setup_points(study) and study.rule == "shared_lr" else [intro(everything, study, found)]
+    parts = [] if each_setup_alone(study) else [intro(everything, study, found)]
     parts.append(study_table(everything, study, found, judged))
     if study.rule == "own_lr":
         curves = [
@@ -765,8 +772,7 @@ def study_section(
 
 def intro(everything: Results, study: Study, found: list[lr_section.Setup]) -> str:
     """'On 8,192,000 characters of poems (fp32) (sd 0.015 per run, ...):' where the points share a setup."""
-    noise = noise_of(everything.noise, pd.DataFrame([found[0].key]))
-    return _("On {setup} ({noise}):").format(setup=found[0].label, noise=noise_text(noise))
+    return _("On {setup} ({noise}):").format(setup=found[0].label, noise=noise_text(point_noise(everything, found[0])))
 
 
 def hypothesis_text(everything: Results, study: Study, found: list[lr_section.Setup], judged: dict) -> str | None:
@@ -774,7 +780,7 @@ def hypothesis_text(everything: Results, study: Study, found: list[lr_section.Se
     if study.hypothesis != "read_once":
         return None
     tested = [
-        (*shared_pair(study, point), judged[("shared", index)], noise_of(everything.noise, pd.DataFrame([point.key])))
+        (*shared_pair(study, point), judged[("shared", index)], point_noise(everything, point))
         for index, point in enumerate(found)
         if ("shared", index) in judged
     ]
