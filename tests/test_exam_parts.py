@@ -139,8 +139,15 @@ def test_the_moe_cells_have_the_parameters_they_claim():
 
 @pytest.fixture(scope="module")
 def moe_cells(tiny_data, exams_root):  # noqa: F811
+    """As the workflow runs it: two cells trained as jobs of their own (--train-only), then the
+    whole exam, which trains the other two, reads the first two and times all four."""
     out = exams_root / moe.FOLDER
+    for cell in ("dense", "moe_top1"):
+        assert exam("moe", out, tiny_data, "--cells", cell, "--train-only") == 0
+    assert not (out / moe.RESULT_FILE).exists()  # written by the last job only
+    trained = {cell: (out / cell / "summary.json").stat().st_mtime_ns for cell in ("dense", "moe_top1")}
     assert exam("moe", out, tiny_data, "--rounds", "1", "--batch-size", "2") == 0
+    assert trained == {cell: (out / cell / "summary.json").stat().st_mtime_ns for cell in trained}  # not again
     return out
 
 

@@ -165,7 +165,8 @@ def test_default_grid_plans_every_run_once(workdir):
 
 
 # every run's length exam; the cache of MHA, GQA and MQA for each seed; 2 wirings x 4 lr; one wall
-# clock; QK-norm's 2 variants x 4 lr; MLA's 3 head layouts and 3 latent widths; the MoE exam
+# clock; QK-norm's 2 variants x 4 lr; MLA's 3 head layouts and 3 latent widths; MoE's 4 cells and
+# the job that times them
 EXAM_JOBS = {
     "exam_length": len(DEFAULT_GRID) * len(SEEDS),
     "exam_kv_cache": 3 * len(SEEDS),
@@ -173,6 +174,7 @@ EXAM_JOBS = {
     "exam_wall_clock": 1,
     "exam_qk_norm_cell": 8,
     "exam_mla_cell": 6,
+    "exam_moe_cell": 4,
     "exam_moe": 1,
 }
 
@@ -884,7 +886,9 @@ def test_slurm_profile_sends_the_exams_to_the_cpu_partition_with_time_for_a_dept
     assert {rule for rule, _ in exams} == set(EXAM_JOBS) and len(exams) == sum(EXAM_JOBS.values())
     for rule, resources in exams:  # every job, not one per rule
         assert "slurm_partition=cpu" in resources and "gpu=1" not in resources, (rule, resources)
-        runtime = {"exam_depth_cell": 60, "exam_qk_norm_cell": 60, "exam_mla_cell": 120, "exam_moe": 600}.get(rule, 15)
+        runtime = {"exam_depth_cell": 60, "exam_qk_norm_cell": 60, "exam_mla_cell": 120, "exam_moe_cell": 240}.get(
+            rule, 15
+        )
         assert f"runtime={runtime}" in resources, (rule, resources)
 
 

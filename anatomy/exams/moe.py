@@ -172,6 +172,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--rounds", type=int, default=DEFAULT_ROUNDS, help="interleaved step timings, median kept (0: none)"
     )
     parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH, help="batch of the timed steps (default 32)")
+    parser.add_argument(
+        "--train-only",
+        action="store_true",
+        help="train the named cells and write nothing else (the workflow trains each cell as a job "
+        "of its own, then a last job times them all side by side and writes moe.json)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -181,7 +187,9 @@ def run(args: argparse.Namespace) -> int:
         raise AnatomyError(f"--rounds {args.rounds} is not valid: expected 0 or more")
     names = list(dict.fromkeys(args.cells))
     cells = {name: (cell_settings(name, args.experts), {}) for name in names}
-    train_cells(args, "moe", cells, OWN_SETTINGS)
+    train_cells(args, "moe", cells, OWN_SETTINGS)  # a finished cell is read, not trained again
+    if args.train_only:
+        return 0
     out = Path(args.out)
     model_cfgs = {name: read_cell(out / name)["model"] for name in names}
     import torch

@@ -555,6 +555,7 @@ def exam_jobs(experiment_names):
         plan_entry("exam_qk_norm_cell", f"results/exams/qk_norm/{cell}/summary.json") for cell in sorted(QK_NORM_CELLS)
     ]
     jobs += [plan_entry("exam_mla_cell", f"results/exams/mla/{cell}/exams/mla.json") for cell in MLA_CELLS]
+    jobs += [plan_entry("exam_moe_cell", f"results/exams/moe/{cell}/summary.json") for cell in EXAMS["moe"]["cells"]]
     jobs.append(plan_entry("exam_moe", "results/exams/moe/moe.json"))
     return jobs
 

@@ -164,11 +164,42 @@ rule exam_mla_cell:
         " --context {params.context} --chars {params.chars} --rounds {params.rounds} {params.cell} > {log} 2>&1"
 
 
-rule exam_moe:
-    """The MoE exam, its cells one after another in one job: their steps are then timed side by
-    side in one process (results/exams/moe/moe.json)."""
+rule exam_moe_cell:
+    """One cell of the MoE exam: a training run in results/exams/moe/{cell}/. The cells are jobs
+    of their own, so that they train side by side (or on a cluster); exam_moe then times them."""
     input:
         rules.tokenize_corpus.output,
+    output:
+        "results/exams/moe/{cell}/summary.json",
+    log:
+        "results/logs/exam_moe/{cell}.log",
+    benchmark:
+        "results/benchmarks/exam_moe_cell/{cell}.tsv"
+    wildcard_constraints:
+        cell="|".join(EXAMS["moe"]["cells"]),
+    threads: config["train_threads"]
+    resources:
+        gpu=config["gpus_per_run"],
+    params:
+        experts=EXAMS["moe"]["experts"],
+        steps=EXAMS["moe"]["steps"],
+        seed=EXAMS["moe"]["seed"],
+        sizes=model_size_arguments(),
+        device=config["device"],
+        compile=config["compile"],
+    shell:
+        "python -m anatomy exam moe --out results/exams/moe --data results/corpus"
+        " --steps {params.steps} --seed {params.seed} --threads {threads} {params.sizes}"
+        " train.device={params.device} train.compile={params.compile} --experts {params.experts}"
+        " --train-only --cells {wildcards.cell} > {log} 2>&1"
+
+
+rule exam_moe:
+    """The MoE exam's table: its trained cells read (the same command, so a missing cell would
+    train here), then their steps timed side by side in one process (results/exams/moe/moe.json)."""
+    input:
+        rules.tokenize_corpus.output,
+        cells=expand("results/exams/moe/{cell}/summary.json", cell=EXAMS["moe"]["cells"]),
     output:
         "results/exams/moe/moe.json",
     log:
