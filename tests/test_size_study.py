@@ -135,7 +135,9 @@ def test_the_answered_size_study_is_a_numbered_finding_linked_to_its_section(eve
     from anatomy.report.findings import findings, numbered
 
     record = next(f for f in findings(everything) if f.key == "size_gap")
-    assert record.sentence.startswith("At each model's own best lr, llama minus vanilla: 2×32: -0.050 [")
+    assert record.sentence.startswith(
+        "At each model's own best lr on 8,192,000 characters of poems_8m (fp32), llama minus vanilla: 2×32: -0.050 ["
+    )
     assert record.verdict == -1 and record.difference.mean == pytest.approx(-0.100)  # the largest size's
     assert "(#does-the-answer-change-with-model-size)" in numbered([record])
     # not answered (a size missing): no record, the section says what is missing instead

@@ -294,12 +294,27 @@ def answer_over(study: Study, found: list[lr_section.Setup], judged: dict[tuple[
         if by_sign[sign]
     ]
     gaps = listed(f"{label}: {interval_text(judged[(rule, index)])}" for index, label in enumerate(labels))
-    said = (
-        _("At each model's own best lr, llama minus vanilla: {gaps}. So {verdicts}.")
-        if rule == "own"
-        else _("At lr {lr}, llama minus vanilla: {gaps}. So {verdicts}.")
-    )
-    return said.format(gaps=gaps, verdicts="; ".join(verdicts), lr=f"{study.shared_lr:g}")
+    setup = shared_setup(study, found)
+    if rule == "own":
+        said = (
+            _("At each model's own best lr on {setup}, llama minus vanilla: {gaps}. So {verdicts}.")
+            if setup
+            else _("At each model's own best lr, llama minus vanilla: {gaps}. So {verdicts}.")
+        )
+    else:
+        said = (
+            _("At lr {lr} on {setup}, llama minus vanilla: {gaps}. So {verdicts}.")
+            if setup
+            else _("At lr {lr}, llama minus vanilla: {gaps}. So {verdicts}.")
+        )
+    return said.format(gaps=gaps, verdicts="; ".join(verdicts), lr=f"{study.shared_lr:g}", setup=setup)
+
+
+def shared_setup(study: Study, found: list[lr_section.Setup]) -> str | None:
+    """The text, its size and precision every point shares, where the axis is the model's own
+    (size): an answer read on its own, as in the numbered findings, must say where it holds. None
+    where the points are setups: each point's label names its own."""
+    return found[0].label if found and point_columns(study) else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -391,6 +406,33 @@ def swap_trend(found: list[lr_section.Setup], judged: dict, part: str, direction
     return judge_one(change(judged[(at[-1], part, direction)], judged[(at[0], part, direction)]))
 
 
+# (rule, direction, whether the points share a setup) -> a swap's effect at each point
+SWAP_TEMPLATES = {
+    ("own_lr", "add", False): N_(
+        "Vanilla with {part} minus vanilla, each at vanilla's best lr at each point: {effects}."
+    ),
+    ("own_lr", "add", True): N_(
+        "Vanilla with {part} minus vanilla, each at vanilla's best lr at each point on {setup}: {effects}."
+    ),
+    ("own_lr", "remove", False): N_(
+        "The mini-LLaMA without {part} minus the mini-LLaMA, each at its best lr at each point: {effects}."
+    ),
+    ("own_lr", "remove", True): N_(
+        "The mini-LLaMA without {part} minus the mini-LLaMA, each at its best lr at each point on {setup}: {effects}."
+    ),
+    ("shared_lr", "add", False): N_("Vanilla with {part} minus vanilla, at lr {lr} at each point: {effects}."),
+    ("shared_lr", "add", True): N_(
+        "Vanilla with {part} minus vanilla, at lr {lr} at each point on {setup}: {effects}."
+    ),
+    ("shared_lr", "remove", False): N_(
+        "The mini-LLaMA without {part} minus the mini-LLaMA, at lr {lr} at each point: {effects}."
+    ),
+    ("shared_lr", "remove", True): N_(
+        "The mini-LLaMA without {part} minus the mini-LLaMA, at lr {lr} at each point on {setup}: {effects}."
+    ),
+}
+
+
 def swap_answer(study: Study, found: list[lr_section.Setup], judged: dict, part: str, direction: str) -> str:
     """A part swapped at several points: its effect at each, and whether its size holds from the
     first point to the last (the cost is the sign a learner reads: + is worse without the part)."""
@@ -399,18 +441,11 @@ def swap_answer(study: Study, found: list[lr_section.Setup], judged: dict, part:
         for index, point in enumerate(found)
         if (index, part, direction) in judged
     )
-    template = (
-        N_("Vanilla with {part} minus vanilla, each at vanilla's best lr at each point: {effects}.")
-        if direction == "add"
-        else N_("The mini-LLaMA without {part} minus the mini-LLaMA, each at its best lr at each point: {effects}.")
-    )
-    if study.rule == "shared_lr":
-        template = (
-            N_("Vanilla with {part} minus vanilla, at lr {lr} at each point: {effects}.")
-            if direction == "add"
-            else N_("The mini-LLaMA without {part} minus the mini-LLaMA, at lr {lr} at each point: {effects}.")
-        )
-    said = [_(template).format(part=_(PART_NAMES.get(part, part)), effects=effects, lr=f"{study.shared_lr:g}")]
+    setup = shared_setup(study, found)
+    template = SWAP_TEMPLATES[(study.rule, direction, setup is not None)]
+    said = [
+        _(template).format(part=_(PART_NAMES.get(part, part)), effects=effects, lr=f"{study.shared_lr:g}", setup=setup)
+    ]
     trend = swap_trend(found, judged, part, direction)
     if trend is not None and trend.sign is not None:
         # removing a part: its effect is its cost; adding one: its gain is minus its effect
