@@ -25,6 +25,7 @@ import pandas as pd
 
 from anatomy.language import N_, _, ngettext
 from anatomy.report.roles import headline_of, paired_deltas
+from anatomy.report.uncertainty import noise_of
 from anatomy.report.wording import (
     and_list,
     by_seed,
@@ -708,8 +709,9 @@ def qk_norm_text(data: Results, bold: bool = False) -> str:
     return clauses([said, logits]) if logits else said
 
 
-def qk_norm_price(data: Results) -> str | None:
-    """At the largest lr where both variants trained: each one's best val."""
+def qk_norm_best_vals(data: Results) -> str | None:
+    """At the largest lr where both variants trained: each one's best val (lower or higher: the
+    sentence gives both numbers, not a verdict)."""
     cells = data.exams.qk_norm
     best = cells[cells["trained"].astype(bool)].pivot_table(
         index="lr", columns="variant", values="best_val_loss", aggfunc="min"
@@ -718,7 +720,7 @@ def qk_norm_price(data: Results) -> str | None:
         return None
     both = best.dropna(subset=list(QK_VARIANTS))
     lr = both.index.max()
-    return _("the price, at lr {lr} where both train: best val {qk} with it against {plain} without").format(
+    return _("at lr {lr}, where both train, best val {qk} with it against {plain} without (one run each)").format(
         lr=f"{lr:g}", qk=fmt(both.loc[lr, "qk_norm"]), plain=fmt(both.loc[lr, "plain"])
     )
 
@@ -751,8 +753,8 @@ def qk_norm_finding(data: Results) -> str | None:
             "({qk} against {plain})"
         )
     buys = buys.format(qk=f"{qk:g}", plain=f"{plain:g}", ratio=f"{qk / plain:.3g}" if plain and qk else "")
-    price = qk_norm_price(data)
-    return clauses([buys, price]) if price else buys
+    best_vals = qk_norm_best_vals(data)
+    return clauses([buys, best_vals]) if best_vals else buys
 
 
 # exam_mla's head cells by the names a sentence gives them (MLA's: "MLA, latent 32")
@@ -823,14 +825,30 @@ def mla_finding(data: Results) -> str | None:
     buys = _(
         "MLA (latent {latent}) buys a KV cache of {bytes} bytes per character, {ratio}x {reference}'s {ref_bytes}"
     ).format(**numbers)
+    # its best val may come out lower or higher: both numbers, and how far one run is from the next
+    said = [
+        buys,
+        _("best val {val} against {reference}'s {ref_val} ({runs})").format(runs=one_run_each(data), **numbers),
+    ]
     if pd.notna(mla["chars_per_s"]) and pd.notna(ref["chars_per_s"]):
-        price = _(
-            "the price: best val {val} against {reference}'s {ref_val}, and generation at {speed} characters/s "
-            "against {ref_speed}"
-        ).format(speed=f"{mla['chars_per_s']:,.0f}", ref_speed=f"{ref['chars_per_s']:,.0f}", **numbers)
-    else:
-        price = _("the price: best val {val} against {reference}'s {ref_val}").format(**numbers)
-    return clauses([buys, price])
+        said.append(
+            _("generation at {speed} characters/s against {ref_speed}").format(
+                speed=f"{mla['chars_per_s']:,.0f}", ref_speed=f"{ref['chars_per_s']:,.0f}"
+            )
+        )
+    return clauses(said)
+
+
+def one_run_each(data: Results) -> str:
+    """The caveat of an exam's cells, one run each, with the seed-to-seed sd of a run on the same
+    text and precision (the headline's, where the cells train) where known: two cells' best vals
+    closer than about three sds (1.96 x sqrt 2) say nothing."""
+    noise = noise_of(data.noise, headline_of(data, "llama"))
+    if not noise.known:
+        return _("one run each")
+    return _("one run each; on this text a run's best val varies by sd {sd} from seed to seed").format(
+        sd=f"{noise.sd:.3f}"
+    )
 
 
 def moe_cell_name(row) -> str:
@@ -916,6 +934,7 @@ def moe_finding(data: Results) -> str | None:
         )
     if not said:
         return None
+    said[-1] = f"{said[-1]} ({one_run_each(data)})"
     price = []
     if pd.notna(sparse["step_ratio"]):
         price.append(_("a training step {ratio}x the dense model's here").format(ratio=f"{sparse['step_ratio']:.2f}"))
