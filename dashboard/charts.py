@@ -110,8 +110,9 @@ def in_words(values: pd.Series) -> pd.Series:
 def divergence_marks(points: pd.DataFrame, x_max: float, log: bool = False) -> alt.LayerChart:
     """Where each diverged run broke: a red dashed rule at that step, a cross at its last finite val."""
     points = points.assign(label=run_names(points["label"]))
+    # two lines, so the label fits a phone's narrow chart
     points["text"] = [
-        _("✕ {run} diverged (NaN/inf) at step {step}").format(run=label, step=s)
+        _("✕ {run}\ndiverged (NaN/inf) at step {step}").format(run=label, step=s)
         for label, s in zip(points["label"], points["diverged_step"])
     ]
     tooltip = [
@@ -127,7 +128,14 @@ def divergence_marks(points: pd.DataFrame, x_max: float, log: bool = False) -> a
     text = alt.layer(
         *[
             alt.Chart(points.iloc[[i]])
-            .mark_text(baseline="top", dy=6 + 16 * i, color=DIVERGED_RED, fontWeight="bold", **text_inside(step, x_max))
+            .mark_text(
+                baseline="top",
+                dy=6 + 32 * i,
+                lineBreak="\n",
+                color=DIVERGED_RED,
+                fontWeight="bold",
+                **text_inside(step, x_max),
+            )
             .encode(x="diverged_step:Q", y=alt.value(0), text="text:N")
             for i, step in enumerate(points["diverged_step"])
         ]

@@ -287,7 +287,10 @@ def test_a_shared_lr_study_is_judged_at_that_lr_alone(depth_results, monkeypatch
     monkeypatch.setattr(study_section, "TREND_POINTS", 2)  # two points answer this question
     text = study_section.study_section(depth_results, shared)
     # at lr 1e-3: 2 layers 2.50 vs 2.50 (level), 6 layers 2.20 vs 2.36 (lower)
-    assert "At lr 0.001 on 64,000 characters of mine (fp32), llama minus vanilla: 2: +0.000 [" in text and "6: -0.160 [" in text
+    assert (
+        "At lr 0.001 on 64,000 characters of mine (fp32), llama minus vanilla: 2: +0.000 [" in text
+        and "6: -0.160 [" in text
+    )
     assert "the mini-LLaMA is lower beyond noise at 6; the two are level within noise at 2" in text
     assert "each at its best lr" not in text  # no own-lr column under a shared-lr rule
 
