@@ -25,9 +25,8 @@ import pandas as pd
 
 from anatomy.language import N_, _, ngettext
 from anatomy.report.roles import headline_of, paired_deltas
-from anatomy.report.uncertainty import noise_of
+from anatomy.report.uncertainty import difference, interval_text, judge, noise_of
 from anatomy.report.wording import (
-    and_list,
     by_seed,
     clauses,
     fmt,
@@ -59,7 +58,13 @@ PART_EXAMS = {
     "swiglu": ("wall_clock", N_("wall clock: the FFN alone, forward + backward, hand-written vs fused")),
     "qk_norm": ("qk_norm", N_("QK-norm map: the mini-LLaMA without warmup, with and without QK-norm over the lr")),
     "mla": ("mla", N_("MLA: cache bytes per character against best val, MHA, GQA, MQA and MLA latents")),
-    "moe": ("moe", N_("experts: best val at equal active and at equal total parameters, load, step time")),
+    "moe": (
+        "moe",
+        N_(
+            "experts: best val at equal active and at equal total parameters, load (the share of the tokens each "
+            "expert takes), step time"
+        ),
+    ),
 }
 # the parts of 2024-26, each added to the mini-LLaMA: an exam of its own, no ablation of the grid
 NEW_PARTS = ("qk_norm", "mla", "moe")
@@ -828,7 +833,11 @@ def mla_finding(data: Results) -> str | None:
     # its best val may come out lower or higher: both numbers, and how far one run is from the next
     said = [
         buys,
-        _("best val {val} against {reference}'s {ref_val} ({runs})").format(runs=one_run_each(data), **numbers),
+        _("best val {val} against {reference}'s {ref_val}, {delta} ({runs})").format(
+            delta=cell_differences(data, {"mla": (mla["best_val_loss"], ref["best_val_loss"])})["mla"],
+            runs=one_run_each(data),
+            **numbers,
+        ),
     ]
     if pd.notna(mla["chars_per_s"]) and pd.notna(ref["chars_per_s"]):
         said.append(
@@ -839,14 +848,21 @@ def mla_finding(data: Results) -> str | None:
     return clauses(said)
 
 
+def cell_differences(data: Results, pairs: dict[str, tuple[float, float]]) -> dict[str, str]:
+    """Single cells' best vals, a minus b per key, each with its interval (judged together, Holm):
+    one run a side, so each side carries the seed-to-seed sd of a run on the same text and precision
+    (the headline's, where the cells train)."""
+    noise = noise_of(data.noise, headline_of(data, "llama"))
+    judged = judge({key: difference(pd.Series([a]), pd.Series([b]), noise) for key, (a, b) in pairs.items()})
+    return {key: interval_text(d) for key, d in judged.items()}
+
+
 def one_run_each(data: Results) -> str:
-    """The caveat of an exam's cells, one run each, with the seed-to-seed sd of a run on the same
-    text and precision (the headline's, where the cells train) where known: two cells' best vals
-    closer than about three sds (1.96 x sqrt 2) say nothing."""
+    """The caveat of an exam's cells: one run each, and where their intervals come from."""
     noise = noise_of(data.noise, headline_of(data, "llama"))
     if not noise.known:
         return _("one run each")
-    return _("one run each; on this text a run's best val varies by sd {sd} from seed to seed").format(
+    return _("one run each; the intervals come from a run's seed-to-seed sd on this text, {sd}").format(
         sd=f"{noise.sd:.3f}"
     )
 
@@ -882,16 +898,12 @@ def moe_text(data: Results) -> str:
             _("best val {val}").format(val=fmt(row["best_val_loss"])),
         ]
         if pd.notna(row["min_share"]):
-            details.append(
-                _("load {shares} of the tokens per expert").format(shares=shares(row["min_share"], row["max_share"]))
-            )
+            details.append(_("load {shares}").format(shares=shares(row["min_share"], row["max_share"])))
         if pd.notna(row["step_ms"]) and pd.isna(row["n_experts"]):
-            details.append(_("a training step {ms} ms").format(ms=f"{row['step_ms']:.1f}"))
+            details.append(_("{ms} ms a step").format(ms=f"{row['step_ms']:.1f}"))
         elif pd.notna(row["step_ms"]) and pd.notna(row["step_ratio"]):
             details.append(
-                _("a training step {ms} ms, {ratio}x dense's").format(
-                    ms=f"{row['step_ms']:.1f}", ratio=f"{row['step_ratio']:.2f}"
-                )
+                _("{ms} ms a step ({ratio}x)").format(ms=f"{row['step_ms']:.1f}", ratio=f"{row['step_ratio']:.2f}")
             )
         said.append(_("{name}: {details}").format(name=moe_cell_name(row), details=listed(details)))
     return clauses(said)
@@ -917,35 +929,41 @@ def moe_finding(data: Results) -> str | None:
     dense, sparse, every = moe_cells(data)
     if sparse is None or pd.isna(sparse["best_val_loss"]):
         return None
-    name = moe_cell_name(sparse)
-    said = []
+    name, moe = moe_cell_name(sparse), sparse["best_val_loss"]
+    pairs = {}
     if dense is not None and pd.notna(dense["best_val_loss"]):
-        said.append(
-            _(
-                "at the dense model's work per token, {name} reach best val {moe} against the dense model's {dense}"
-            ).format(name=name, moe=fmt(sparse["best_val_loss"]), dense=fmt(dense["best_val_loss"]))
-        )
+        pairs["work"] = (moe, dense["best_val_loss"])
     if every is not None and pd.notna(every["best_val_loss"]):
+        pairs["size"] = (moe, every["best_val_loss"])
+    if not pairs:
+        return None
+    deltas = cell_differences(data, pairs)
+    said = []
+    if "work" in pairs:
         said.append(
             _(
-                "at equal total parameters, with all {n} experts on every token (a dense model of that size), "
-                "best val {every} against {moe}"
-            ).format(n=int(every["n_experts"]), every=fmt(every["best_val_loss"]), moe=fmt(sparse["best_val_loss"]))
+                "at the dense model's work per token, {name} reach best val {moe} against the dense model's "
+                "{dense}, {delta}"
+            ).format(name=name, moe=fmt(moe), dense=fmt(pairs["work"][1]), delta=deltas["work"])
         )
-    if not said:
-        return None
-    said[-1] = f"{said[-1]} ({one_run_each(data)})"
-    price = []
+    if "size" in pairs:
+        said.append(
+            _(
+                "at equal total parameters, best val {moe} against {every} for a dense model of that size "
+                "(all {n} experts on every token), {delta}"
+            ).format(moe=fmt(moe), every=fmt(pairs["size"][1]), n=int(every["n_experts"]), delta=deltas["size"])
+        )
+    said[-1] = _("{clause} ({caveat})").format(clause=said[-1], caveat=one_run_each(data))
     if pd.notna(sparse["step_ratio"]):
-        price.append(_("a training step {ratio}x the dense model's here").format(ratio=f"{sparse['step_ratio']:.2f}"))
+        said.append(
+            _("the price: a training step {ratio}x the dense model's here").format(ratio=f"{sparse['step_ratio']:.2f}")
+        )
     if pd.notna(sparse["min_share"]):
-        price.append(
+        said.append(
             _("the experts took {shares} of the tokens each (even: {even})").format(
                 shares=shares(sparse["min_share"], sparse["max_share"]), even=share(1 / sparse["n_experts"])
             )
         )
-    if price:
-        said.append(_("the price: {price}").format(price=and_list(price)))
     return clauses(said)
 
 
