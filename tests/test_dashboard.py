@@ -244,7 +244,7 @@ def test_break_view_flags_the_divergence(dashboard_db, monkeypatch):
     tables = chart_tables(app)
     deep = tables[0]  # the depth section comes first: the 4-layer runs
     assert set(deep["label"].dropna()) == {"deep_pre_nowarmup · seed 42", "deep_post_nowarmup · seed 42"}
-    assert "✕ deep_post_nowarmup · seed 42 diverged (NaN/inf) at step 2" in set(deep["text"].dropna())
+    assert "✕ deep_post_nowarmup · seed 42\ndiverged (NaN/inf) at step 2" in set(deep["text"].dropna())
     assert "before its first evaluation" in error.value
     others = tables[1]
     assert set(others["experiment"].dropna()) == {"llama", "mqa", "rope_k_unrotated"}  # with their baseline
