@@ -39,6 +39,11 @@ COMMANDS = {
         "anatomy.results.costs",
         "time each run shape on lanes side by side: minutes per run, the grid, and what a night buys here",
     ),
+    "batch-plan": (
+        "anatomy.batch.planner",
+        "the trainings a Snakemake target still needs, with their commands, for a machine without Snakemake",
+    ),
+    "batch-run": ("anatomy.batch.runner", "run a batch-plan's trainings here, side by side, and pack what they wrote"),
     "collect": ("anatomy.results.collect", "collect run folders into the DuckDB database and results.json"),
     "report": ("anatomy.report.markdown", "write the results report (Markdown + PNG figures) from a results database"),
     "reference": ("anatomy.results.reference", "ship finished runs' small files as reference results (no checkpoints)"),
