@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -128,6 +129,30 @@ def test_batch_run_trains_side_by_side_and_packs_the_finished_runs_without_check
     # the finished run's files and its logs, not its checkpoint; nothing of the failed run
     assert names == ["logs/seed42.log", "results/runs/a/seed42/samples.json", "results/runs/a/seed42/summary.json"]
     assert not list((tmp_path / "out").glob("*.tmp*"))  # written atomically: nothing half-written beside it
+
+
+def test_a_time_limit_stops_a_training_with_ctrl_c_and_starts_no_other(tmp_path, monkeypatch, capsys):
+    """--minutes: the running "training" gets Ctrl-C (a real one saves its checkpoint on it), the
+    one queued behind it never starts, and neither is packed as finished."""
+    monkeypatch.chdir(tmp_path)
+    slow = {
+        "run": "results/runs/slow/seed42",
+        "commands": [
+            "mkdir -p results/runs/slow/seed42 && trap 'touch results/runs/slow/seed42/saved; exit 130' INT; "
+            "sleep 60 & wait"
+        ],
+        "logs": [""],
+    }
+    queued = {"run": "results/runs/queued/seed42", "commands": ["mkdir -p results/runs/queued/seed42"], "logs": [""]}
+    plan = write_plan(tmp_path, [slow, queued])
+    started = time.monotonic()
+    assert main(["batch-run", str(plan), "--lanes", "1", "--minutes", "0.03", "--pack", "runs.tar.gz"]) == 1
+    assert time.monotonic() - started < 30  # not the 60 s of the sleep
+    assert (tmp_path / "results/runs/slow/seed42/saved").exists()
+    assert not (tmp_path / "results/runs/queued").exists()
+    said = capsys.readouterr().out
+    assert "0 of 2 runs finished; stopped at 0.03 minutes (run the plan again to go on): " in said
+    assert "0 finished runs packed into runs.tar.gz" in said
 
 
 @pytest.mark.parametrize(

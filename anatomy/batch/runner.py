@@ -8,18 +8,22 @@ import argparse
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import tarfile
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from anatomy.batch import PLAN_VERSION
 from anatomy.errors import AnatomyError
 from anatomy.files.atomic import atomic_path
 
-LEFT_BEHIND = (".pt",)  # checkpoints stay where they were trained: the archive is what comes back
+LEFT_BEHIND = (".pt",)
+NOT_IN_TIME = "stopped"  # a run cut short (the time limit, Ctrl-C): it resumes where it trained
+STOP_GRACE_S = 60  # after Ctrl-C, the time a training has to save its checkpoint  # checkpoints stay where they were trained: the archive is what comes back
 
 
 def read_plan(path: str) -> dict:
@@ -53,15 +57,38 @@ def with_this_python(command: str) -> str:
     return shlex.quote(sys.executable) + command[len("python") :] if command.startswith("python ") else command
 
 
-def train_and_sample(run: dict) -> tuple[dict, str | None, float]:
-    """One run's commands in order; (run, what failed or None, minutes)."""
+def run_command(command: str, deadline: float | None, stop: threading.Event) -> int | None:
+    """One command, in a process group of its own; None if it was stopped, at the deadline or on
+    Ctrl-C (Ctrl-C first, so that a training saves where it got to, then a kill if it lingers)."""
+    process = subprocess.Popen(["bash", "-c", with_this_python(command)], start_new_session=True)
+    while True:
+        try:
+            return process.wait(timeout=1)
+        except subprocess.TimeoutExpired:
+            if stop.is_set() or (deadline is not None and time.monotonic() >= deadline):
+                break
+    os.killpg(process.pid, signal.SIGINT)
+    try:
+        process.wait(timeout=STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    return None
+
+
+def train_and_sample(run: dict, deadline: float | None, stop: threading.Event) -> tuple[dict, str | None, float]:
+    """One run's commands in order; (run, what went wrong or None, minutes)."""
     start = time.monotonic()
     for command, log in zip(run["commands"], run["logs"]):
+        if stop.is_set() or (deadline is not None and time.monotonic() >= deadline):
+            return run, NOT_IN_TIME, (time.monotonic() - start) / 60
         if log:
             Path(log).parent.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run(["bash", "-c", with_this_python(command)])
-        if done.returncode != 0:
-            return run, f"exit {done.returncode}; {log}: {last_line(log)}", (time.monotonic() - start) / 60
+        code = run_command(command, deadline, stop)
+        if code is None:
+            return run, NOT_IN_TIME, (time.monotonic() - start) / 60
+        if code != 0:
+            return run, f"exit {code}; {log}: {last_line(log)}", (time.monotonic() - start) / 60
     return run, None, (time.monotonic() - start) / 60
 
 
@@ -90,26 +117,50 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("plan", help="the plan file (`python -m anatomy batch-plan`)")
     parser.add_argument("--lanes", type=int, default=os.cpu_count() or 1, help="runs side by side (default: one a CPU)")
     parser.add_argument("--pack", metavar="FILE.tar.gz", help="then write the finished runs' small files here")
+    parser.add_argument(
+        "--minutes",
+        type=float,
+        help="a time limit: no run starts after it, one still running is stopped (it resumes from its "
+        "checkpoint where it trained), and the finished ones are packed",
+    )
 
 
 def run(args) -> int:
     if args.lanes < 1:
         raise AnatomyError(f"batch-run: --lanes {args.lanes} is not valid: expected 1 or more")
+    if args.minutes is not None and args.minutes <= 0:
+        raise AnatomyError(f"batch-run: --minutes {args.minutes} is not valid: expected a positive number")
     plan = read_plan(args.plan)
     runs = plan["runs"]
     print(f"batch-run: {len(runs)} runs of {args.plan} on {args.lanes} lanes", flush=True)
-    failed = []
+    deadline = None if args.minutes is None else time.monotonic() + args.minutes * 60
+    stop = threading.Event()
+    failed, cut = [], []
     with ThreadPoolExecutor(max_workers=args.lanes) as pool:
-        for run_, problem, minutes in pool.map(train_and_sample, runs):
-            if problem:
-                failed.append(run_["run"])
-                print(f"batch-run: FAILED {run_['run']} after {minutes:.1f} min ({problem})", flush=True)
-            else:
-                print(f"batch-run: done {run_['run']} in {minutes:.1f} min", flush=True)
+        futures = [pool.submit(train_and_sample, one, deadline, stop) for one in runs]
+        try:
+            for future in as_completed(futures):
+                one, problem, minutes = future.result()
+                if problem == NOT_IN_TIME:
+                    cut.append(one["run"])
+                elif problem:
+                    failed.append(one["run"])
+                    print(f"batch-run: FAILED {one['run']} after {minutes:.1f} min ({problem})", flush=True)
+                else:
+                    print(f"batch-run: done {one['run']} in {minutes:.1f} min", flush=True)
+        except KeyboardInterrupt:
+            # the trainings run in sessions of their own, out of the terminal's reach: stop them here
+            stop.set()
+            pool.shutdown(wait=True)
+            raise KeyboardInterrupt(
+                "batch-run: stopped (Ctrl-C); the runs cut short resume from their checkpoints when the plan runs again"
+            ) from None
     if args.pack:
         print(f"batch-run: {pack(runs, args.pack)} finished runs packed into {args.pack}")
-    print(
-        f"batch-run: {len(runs) - len(failed)} of {len(runs)} runs finished"
-        + (f"; failed: {' '.join(failed)}" if failed else "")
-    )
-    return 1 if failed else 0
+    summary = f"batch-run: {len(runs) - len(failed) - len(cut)} of {len(runs)} runs finished"
+    if failed:
+        summary += f"; failed: {' '.join(failed)}"
+    if cut:
+        summary += f"; stopped at {args.minutes:g} minutes (run the plan again to go on): {' '.join(cut)}"
+    print(summary)
+    return 1 if failed or cut else 0
