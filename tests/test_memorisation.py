@@ -160,3 +160,38 @@ def test_a_corpus_text_over_the_cap_is_one_line_naming_it_not_read(corpus_dir, m
     message = str(err.value)
     assert f"{corpus_dir / 'corpus.txt'}: " in message and "is more than a corpus text should hold" in message
     assert "\n" not in message
+
+
+def test_a_corpus_split_by_its_files_is_measured_against_its_own_two_texts(tmp_path):
+    """tokenize --val (the named corpora: poems_8m): the training text is the first train_tokens
+    characters of the (xz) training file, the control the validation file. Read as one text, the
+    xz file was "not UTF-8", and memorisation went unmeasured with a wrong reason."""
+    import lzma
+
+    from anatomy.data.tokenizer import tokenize_split
+
+    train = "the quick brown fox jumps over the lazy dog. " * 4 + "NEVER TRAINED ON THIS TAIL"
+    with lzma.open(tmp_path / "train.txt.xz", "wt", encoding="utf-8") as f:
+        f.write(train)
+    (tmp_path / "val.txt").write_text("a sleepy cat naps in the warm sun all day long.", encoding="utf-8")
+    n_train = len(train) - len("NEVER TRAINED ON THIS TAIL")
+    tokenize_split(tmp_path / "train.txt.xz", tmp_path / "val.txt", tmp_path / "corpus", train_chars=n_train, ctx_len=8)
+    corpus = Corpus.load(tmp_path / "corpus")
+    assert corpus.train == train[:n_train] and corpus.val.startswith("a sleepy cat")
+    measured = Memorisation(tmp_path / "corpus", min_chars=10)
+    assert measured("jumps over the lazy dog", "")["copied_fraction"] == 1.0
+    assert measured("NEVER TRAINED ON THIS TAIL", "")["copied_fraction"] == 0.0  # past the characters trained on
+    assert measured("in the warm sun all day", "")["val_copied_fraction"] == 1.0
+
+
+def test_a_training_text_too_large_to_index_is_named_with_its_size(corpus_dir, monkeypatch):
+    from anatomy.generation import memorisation
+
+    monkeypatch.setattr(memorisation, "AUTOMATON_CHARS", 10)
+    with pytest.raises(AnatomyError) as err:
+        Memorisation(corpus_dir)
+    n_train = json.loads((corpus_dir / "split.json").read_text(encoding="utf-8"))["train_tokens"]
+    assert str(err.value) == (
+        f"{corpus_dir}: its training text has {n_train:,} characters, more than the 10 this measurement takes "
+        "(its index needs about 470 MB a million characters)"
+    )

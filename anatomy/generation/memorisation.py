@@ -17,16 +17,22 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from anatomy.data.text_files import TEXT_LIMIT, read_utf8
+from anatomy.data.text_files import TEXT_LIMIT, read_text, read_utf8
 from anatomy.files.atomic import write_json
 from anatomy.files.run_folder import read_json_file
 from anatomy.errors import AnatomyError
 
 DEFAULT_MIN_CHARS = 12
+# The automaton lives in Python objects: 3.6 s and 470 MB for 1,000,000 characters of poems
+# (2026-12-06, AMD EPYC, one thread). Past this many training characters it is not built: a
+# laptop would need gigabytes (the poems_8m corpus about 4 GB), and the sampling says so instead.
+AUTOMATON_CHARS = 2_000_000
 
 
 class SuffixAutomaton:
@@ -122,6 +128,20 @@ def covered_fraction(spans: list[Span], size: int) -> float:
     return sum(inside) / size
 
 
+@contextmanager
+def corpus_errors(data_dir: Path) -> Iterator[None]:
+    """A corpus folder's read, failing in one line that names the folder and what is wrong."""
+    try:
+        yield
+    except AnatomyError as err:  # it names the file, and what is wrong with it
+        raise AnatomyError(f"{data_dir}: not a tokenized corpus folder that can be read ({err})") from None
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise AnatomyError(
+            f"{data_dir}: not a tokenized corpus folder (split.json, and the corpus.txt "
+            f"it names) ({type(err).__name__}: {err})"
+        ) from None
+
+
 @dataclass
 class Corpus:
     """A tokenized corpus folder's text, split as training saw it, with the posts it came from."""
@@ -135,14 +155,22 @@ class Corpus:
         """Each file read only if it is a regular file of a sane size (a named pipe would make this
         wait for good, a link to /dev/zero fill the memory): else one line naming the file."""
         data_dir = Path(data_dir)
-        try:
+        with corpus_errors(data_dir):
             split = read_json_file(data_dir / "split.json", "a tokenized corpus's facts, written by anatomy tokenize")
+            n_train = int(split["train_tokens"])
+        if n_train > AUTOMATON_CHARS:
+            raise AnatomyError(
+                f"{data_dir}: its training text has {n_train:,} characters, more than the {AUTOMATON_CHARS:,} "
+                "this measurement takes (its index needs about 470 MB a million characters)"
+            )
+        with corpus_errors(data_dir):
+            if split.get("val_corpus"):  # split by its files (tokenize --val): the first n_train of one, the other
+                return cls(read_text(Path(split["corpus"]))[:n_train], read_text(Path(split["val_corpus"])), [])
             # the pipeline tokenizes corpus.txt in the same folder; split.json names it either way
             corpus_path = data_dir / "corpus.txt"
             if not corpus_path.is_file():
                 corpus_path = Path(split["corpus"])
             text = read_utf8(corpus_path, TEXT_LIMIT, "a corpus text")
-            n_train = int(split["train_tokens"])
             # the corpus step's stats name the posts; a corpus tokenized by hand may have none.
             # They grow with the posts (100,000 posts: about 8 MB), so they are capped as the text is.
             stats_path = data_dir / "stats.json"
@@ -151,13 +179,6 @@ class Corpus:
                 if stats_path.is_file()
                 else {}
             )
-        except AnatomyError as err:  # it names the file, and what is wrong with it
-            raise AnatomyError(f"{data_dir}: not a tokenized corpus folder that can be read ({err})") from None
-        except (OSError, ValueError, KeyError, TypeError) as err:
-            raise AnatomyError(
-                f"{data_dir}: not a tokenized corpus folder (split.json, and the corpus.txt "
-                f"it names) ({type(err).__name__}: {err})"
-            ) from None
         posts, start = [], 0
         for post in stats.get("post_lengths") or []:
             posts.append((str(post["path"]), start))
