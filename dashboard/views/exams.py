@@ -545,7 +545,8 @@ def moe_section(results: Results) -> None:
         names = {row["cell"]: findings.moe_cell_name(row) for _index, row in cells.iterrows()}
         cell = st.selectbox(_("Experts of"), logged, format_func=lambda c: names.get(c, c), key="exams_moe_cell")
         shares = results.exams.moe_shares
-        charts.draw(charts.expert_load_chart(shares[shares["cell"] == cell]))
+        # panels side by side: drawn at their own width (fit to the page, Vega drew nothing)
+        st.altair_chart(charts.expert_load_chart(shares[shares["cell"] == cell]), width="content")
         st.caption(
             _(
                 "Each expert's share of the tokens routed to it, at every logged step, one panel per layer; the "
