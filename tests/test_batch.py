@@ -108,7 +108,8 @@ def fake_run(folder: str, *, fail: bool = False) -> dict:
     return {
         "run": folder,
         "commands": [
-            f"mkdir -p {folder} && echo weights > {folder}/best.pt && echo '{{}}' > {folder}/summary.json",
+            f"mkdir -p {folder} && echo weights > {folder}/best.pt && "
+            f"for name in config.json summary.json metrics.jsonl; do echo '{{}}' > {folder}/$name; done",
             f"({sample}) > logs/{Path(folder).name}.log 2>&1",
         ],
         "logs": ["", f"logs/{Path(folder).name}.log"],
@@ -127,7 +128,10 @@ def test_batch_run_trains_side_by_side_and_packs_the_finished_runs_without_check
     with tarfile.open(tmp_path / "out" / "runs.tar.gz") as archive:
         names = sorted(archive.getnames())
     # the finished run's files and its logs, not its checkpoint; nothing of the failed run
-    assert names == ["logs/seed42.log", "results/runs/a/seed42/samples.json", "results/runs/a/seed42/summary.json"]
+    assert names == [
+        "logs/seed42.log",
+        *(f"results/runs/a/seed42/{name}" for name in ("config.json", "metrics.jsonl", "samples.json", "summary.json")),
+    ]
     assert not list((tmp_path / "out").glob("*.tmp*"))  # written atomically: nothing half-written beside it
 
 

@@ -54,9 +54,13 @@ def data_folder(command: str) -> str:
     return match[1]
 
 
+def read_by_runs(jobs: list[Job]) -> set[str]:
+    return {path for job in jobs if job.rule in RUN_RULES for path in job.inputs}
+
+
 def upstream_of_runs(jobs: list[Job]) -> list[Job]:
     """The jobs whose outputs the runs read, directly or through another such job (the corpus)."""
-    needed = {path for job in jobs if job.rule in RUN_RULES for path in job.inputs}
+    needed = read_by_runs(jobs)
     upstream: list[Job] = []
     while True:
         found = [job for job in jobs if job.rule not in RUN_RULES and job not in upstream and needed & set(job.outputs)]
@@ -74,7 +78,7 @@ def plan_of(jobs: list[Job]) -> dict:
     upstream = upstream_of_runs(jobs)
     if upstream:
         names = ", ".join(sorted({job.rule for job in upstream}))
-        read = {path for job in jobs if job.rule in RUN_RULES for path in job.inputs}
+        read = read_by_runs(jobs)
         outputs = " ".join(dict.fromkeys(job.outputs[0] for job in upstream if read & set(job.outputs)))
         raise AnatomyError(
             f"batch-plan: the runs first need {names}, which a batch does not run: make them here "

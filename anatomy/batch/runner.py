@@ -20,10 +20,10 @@ from pathlib import Path
 from anatomy.batch import PLAN_VERSION
 from anatomy.errors import AnatomyError
 from anatomy.files.atomic import atomic_path
+from anatomy.files.run_folder import CHECKPOINT_SUFFIX, has_results
 
-LEFT_BEHIND = (".pt",)
 NOT_IN_TIME = "stopped"  # a run cut short (the time limit, Ctrl-C): it resumes where it trained
-STOP_GRACE_S = 60  # after Ctrl-C, the time a training has to save its checkpoint  # checkpoints stay where they were trained: the archive is what comes back
+STOP_GRACE_S = 60  # after Ctrl-C, the time a training has to save its checkpoint
 
 
 def read_plan(path: str) -> dict:
@@ -57,6 +57,11 @@ def with_this_python(command: str) -> str:
     return shlex.quote(sys.executable) + command[len("python") :] if command.startswith("python ") else command
 
 
+def stopping(deadline: float | None, stop: threading.Event) -> bool:
+    """Ctrl-C was pressed, or the time limit is past."""
+    return stop.is_set() or (deadline is not None and time.monotonic() >= deadline)
+
+
 def run_command(command: str, deadline: float | None, stop: threading.Event) -> int | None:
     """One command, in a process group of its own; None if it was stopped, at the deadline or on
     Ctrl-C (Ctrl-C first, so that a training saves where it got to, then a kill if it lingers)."""
@@ -65,7 +70,7 @@ def run_command(command: str, deadline: float | None, stop: threading.Event) -> 
         try:
             return process.wait(timeout=1)
         except subprocess.TimeoutExpired:
-            if stop.is_set() or (deadline is not None and time.monotonic() >= deadline):
+            if stopping(deadline, stop):
                 break
     os.killpg(process.pid, signal.SIGINT)
     try:
@@ -80,7 +85,7 @@ def train_and_sample(run: dict, deadline: float | None, stop: threading.Event) -
     """One run's commands in order; (run, what went wrong or None, minutes)."""
     start = time.monotonic()
     for command, log in zip(run["commands"], run["logs"]):
-        if stop.is_set() or (deadline is not None and time.monotonic() >= deadline):
+        if stopping(deadline, stop):
             return run, NOT_IN_TIME, (time.monotonic() - start) / 60
         if log:
             Path(log).parent.mkdir(parents=True, exist_ok=True)
@@ -92,19 +97,16 @@ def train_and_sample(run: dict, deadline: float | None, stop: threading.Event) -
     return run, None, (time.monotonic() - start) / 60
 
 
-def finished(folder: str) -> bool:
-    return (Path(folder) / "summary.json").is_file() and (Path(folder) / "samples.json").is_file()
-
-
 def pack(runs: list[dict], target: str) -> int:
-    """The finished runs' files (no checkpoints) and their logs, as one .tar.gz, written atomically."""
+    """The finished runs' files and their logs, as one .tar.gz, written atomically: the checkpoints
+    stay where they were trained, the archive is what comes back."""
     packed = 0
     with atomic_path(target) as partial, tarfile.open(partial, "w:gz") as archive:
         for run in runs:
-            if not finished(run["run"]):
+            if not has_results(run["run"]):
                 continue
             for path in sorted(Path(run["run"]).rglob("*")):
-                if path.is_file() and path.suffix not in LEFT_BEHIND:
+                if path.is_file() and path.suffix != CHECKPOINT_SUFFIX:
                     archive.add(path)
             for log in run["logs"]:
                 if log and Path(log).is_file():

@@ -72,6 +72,15 @@ def exam_result_path(run_dir: str | Path, name: str) -> Path:
     return Path(run_dir) / "exams" / f"{name}.json"
 
 
+# The files that hold a run's results: a finished run has them all. The checkpoints are not
+# among them: they are large and stay where the run trained (`anatomy reference`, `batch-run`).
+RESULT_FILES = (CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, SAMPLES_FILE)
+
+
+def has_results(folder: str | Path) -> bool:
+    return all((Path(folder) / name).is_file() for name in RESULT_FILES)
+
+
 RUN_MARKERS = (CONFIG_FILE, SUMMARY_FILE)
 
 

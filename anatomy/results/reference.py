@@ -33,7 +33,9 @@ from anatomy.errors import AnatomyError
 from anatomy.files.locks import is_locked
 from anatomy.data.tokenizer import corpus_digest, load_tokenized
 from anatomy.files.run_folder import (
+    RESULT_FILES,
     SMALL_FILE_LIMIT,
+    has_results,
     find_run_folders,
     read_json_object,
     read_run_config,
@@ -43,10 +45,9 @@ from anatomy.files.run_folder import (
 from anatomy.results.collect import EXPERIMENTS_FILE, read_run
 from anatomy.files.run_folder import load_checkpoint
 
-# The files of a run folder that hold its results: everything except the checkpoints (*.pt),
-# which are large and can be recomputed. A finished run has all of RESULT_FILES; the exams'
-# results ship too where they exist (they need the checkpoints, so they cannot be made later).
-RESULT_FILES = ("config.json", "metrics.jsonl", "summary.json", "samples.json")
+# A finished run ships its RESULT_FILES (anatomy/files/run_folder.py), never its checkpoints
+# (*.pt), which are large and can be recomputed; the exams' results ship too where they exist
+# (they need the checkpoints, so they cannot be made later).
 EXAM_FILES = ("exams/*.json", "grad_norms.jsonl")  # patterns, relative to the run folder
 EXAM_FILE = "a result file of an exam (no checkpoint)"
 BENCHMARK_RULE = "train_model"  # the Snakemake rule whose benchmark file times a training run
@@ -122,10 +123,6 @@ def grid_totals(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def is_finished(folder: Path) -> bool:
-    return all((folder / name).is_file() for name in RESULT_FILES)
-
-
 def small_files(folder: Path) -> list[str]:
     """The run's files to ship, relative to its folder: results first, then any exam results."""
     exams = sorted({path.relative_to(folder).as_posix() for pattern in EXAM_FILES for path in folder.glob(pattern)})
@@ -173,7 +170,7 @@ def ship(runs_root: Path, out: Path, benchmarks_root: Path | None = None) -> dic
     for folder in find_run_folders(runs_root):
         if (folder / "summary.json").is_file():
             read_run(folder, runs_root)  # collect's checks, on every finished run before anything is written
-        if is_finished(folder):
+        if has_results(folder):
             finished.append(folder)
         else:
             report["not finished"].append(folder.relative_to(runs_root).as_posix())
