@@ -163,7 +163,9 @@ def test_a_time_limit_stops_a_training_with_ctrl_c_and_starts_no_other(tmp_path,
     "content, expected",
     [
         (None, "does not exist: write it with `python -m anatomy batch-plan`"),
-        ("{not json", "is not a plan (not JSON"),
+        ("{not json", "batch-run: plan.json: not valid JSON"),
+        (b"\xff\xfe", "batch-run: plan.json: not UTF-8 text"),
+        ("FIFO", "batch-run: plan.json: "),  # a named pipe is refused, not waited on for good
         (json.dumps({"version": 99, "runs": []}), f"is not a plan of version {PLAN_VERSION}"),
         (
             json.dumps({"version": PLAN_VERSION, "runs": [], "data": ["results/corpus"]}),
@@ -173,7 +175,11 @@ def test_a_time_limit_stops_a_training_with_ctrl_c_and_starts_no_other(tmp_path,
 )
 def test_a_bad_plan_is_one_line(tmp_path, monkeypatch, capsys, content, expected):
     monkeypatch.chdir(tmp_path)
-    if content is not None:
+    if content == "FIFO":
+        os.mkfifo(tmp_path / "plan.json")
+    elif isinstance(content, bytes):
+        (tmp_path / "plan.json").write_bytes(content)
+    elif content is not None:
         (tmp_path / "plan.json").write_text(content, encoding="utf-8")
     assert main(["batch-run", "plan.json"]) == 2
     err = capsys.readouterr().err

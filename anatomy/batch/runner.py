@@ -5,7 +5,6 @@ anatomy/batch/__init__.py)."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import signal
@@ -20,19 +19,19 @@ from pathlib import Path
 from anatomy.batch import PLAN_VERSION
 from anatomy.errors import AnatomyError
 from anatomy.files.atomic import atomic_path
-from anatomy.files.run_folder import CHECKPOINT_SUFFIX, has_results
+from anatomy.files.run_folder import CHECKPOINT_SUFFIX, has_results, read_json_file
 
 NOT_IN_TIME = "stopped"  # a run cut short (the time limit, Ctrl-C): it resumes where it trained
 STOP_GRACE_S = 60  # after Ctrl-C, the time a training has to save its checkpoint
 
 
 def read_plan(path: str) -> dict:
+    if not os.path.lexists(path):
+        raise AnatomyError(f"batch-run: {path} does not exist: write it with `python -m anatomy batch-plan`")
     try:
-        plan = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise AnatomyError(f"batch-run: {path} does not exist: write it with `python -m anatomy batch-plan`") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise AnatomyError(f"batch-run: {path} is not a plan (not JSON: {err})") from None
+        plan = read_json_file(Path(path), "a plan")
+    except AnatomyError as err:  # a named pipe, a huge file, not UTF-8, not JSON: said in one line
+        raise AnatomyError(f"batch-run: {err}") from None
     if not isinstance(plan, dict) or plan.get("version") != PLAN_VERSION or not isinstance(plan.get("runs"), list):
         raise AnatomyError(f"batch-run: {path} is not a plan of version {PLAN_VERSION} (made by `anatomy batch-plan`)")
     for data in plan.get("data", []):
