@@ -681,7 +681,7 @@ def max_logit_chart(logits: pd.DataFrame, height: int = 300) -> alt.LayerChart:
     return zoomable(lines).properties(height=height)
 
 
-def expert_load_chart(shares: pd.DataFrame, height: int = 180) -> alt.FacetChart:
+def expert_load_chart(shares: pd.DataFrame, height: int = 150) -> alt.FacetChart:
     """Each expert's share of the tokens over the steps, one panel per layer, for one cell of the
     experts' exam; the dashed line is an even load (one in the number of experts).
 
@@ -700,7 +700,7 @@ def expert_load_chart(shares: pd.DataFrame, height: int = 180) -> alt.FacetChart
         .encode(
             x=alt.X("step:Q", title=_("training step")),
             y=share,
-            color=alt.Color("expert:N", title=None),
+            color=alt.Color("expert:N", title=None, legend=alt.Legend(orient="bottom", columns=2)),
             tooltip=[
                 alt.Tooltip("expert:N", title=_("expert")),
                 alt.Tooltip("step:Q", title=_("training step")),
@@ -710,10 +710,11 @@ def expert_load_chart(shares: pd.DataFrame, height: int = 180) -> alt.FacetChart
     )
     rule = alt.Chart().mark_rule(strokeDash=[4, 4], color="grey").encode(y="mean(even):Q")
     layers = list(dict.fromkeys(drawn.sort_values("layer")["layer"]))
+    # two panels a row, legend below: a phone's 390 px holds the widest row (4 panels a row did not)
     return (
         alt.layer(lines, rule, data=drawn)
-        .properties(height=height, width=160)
-        .facet(column=alt.Column("layer:N", title=None, sort=layers))
+        .properties(height=height, width=125)
+        .facet(facet=alt.Facet("layer:N", title=None, sort=layers), columns=2)
     )
 
 

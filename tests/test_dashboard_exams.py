@@ -579,7 +579,9 @@ def test_the_experts_load_over_the_steps_is_drawn_per_layer(parts_db, monkeypatc
     start = drawn[(drawn["step"] == 1) & (drawn["layer"] == "layer 1")].set_index("expert")["share"]
     assert start["expert 1"] == 0.55 and set(drawn["even"]) == {0.25}  # the dashed line: one in four
     spec = chart_specs(app)[-1]
-    assert spec["facet"]["column"]["field"] == "layer"
+    # a panel per layer, two a row: four in a row (a 4-layer model) ran 526 px past a phone's 390 px
+    assert spec["facet"]["field"] == "layer" and spec["columns"] == 2
+    assert 2 * spec["spec"]["width"] <= 260  # beside the y axis (about 60 px) and the spacing, in 358 px
 
 
 def test_a_part_of_2024_26_with_only_some_cells_does_not_fail(tmp_path, monkeypatch):

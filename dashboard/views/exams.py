@@ -545,7 +545,7 @@ def moe_section(results: Results) -> None:
         names = {row["cell"]: findings.moe_cell_name(row) for _index, row in cells.iterrows()}
         cell = st.selectbox(_("Experts of"), logged, format_func=lambda c: names.get(c, c), key="exams_moe_cell")
         shares = results.exams.moe_shares
-        # panels side by side: drawn at their own width (fit to the page, Vega drew nothing)
+        # panels two a row, drawn at their own width (fit to the page, Vega drew nothing)
         st.altair_chart(charts.expert_load_chart(shares[shares["cell"] == cell]), width="content")
         st.caption(
             _(
