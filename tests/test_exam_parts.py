@@ -231,6 +231,8 @@ def test_the_report_states_what_the_real_exams_measured(qk_map, mla_cells, moe_c
     top1 = {row["cell"]: row for row in moe.read_result(moe_cells / moe.RESULT_FILE)}["moe_top1"]
     assert f"a training step {top1['step_ratio']:.2f}x the dense model's here" in section
     assert "nan" not in section.lower()
+    # the MLA and MoE findings give intervals where a run's seed noise is known: no note denies them
+    assert "without an interval" not in section
 
 
 # --- bad input: one line, naming what is wrong --------------------------------------------------

@@ -123,6 +123,6 @@ def exams_section(data: Results) -> str:
     return (
         f"{table}\n\nΔ best val: the ablation's mean minus its baseline's (negative: lower loss) [its 95% interval], "
         "judged with the ablation table's other comparisons. QK-norm, MLA and experts, the parts of 2024-26, are "
-        "no ablation of the grid (–): each is judged by its own exam, on one run per cell, so its figures are "
-        "the exam's own, without an interval.\n\n" + "\n".join(entries)
+        "no ablation of the grid (–): each is judged below by its own exam, on one run per cell.\n\n"
+        + "\n".join(entries)
     )
