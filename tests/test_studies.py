@@ -353,6 +353,16 @@ def test_a_part_whose_best_lr_is_the_edge_leaves_the_parts_study_unanswered(part
     )
 
 
+def test_a_parts_study_with_only_its_plain_runs_says_what_it_waits_for(parts_results):
+    runs = parts_results.runs
+    plain = dataclasses.replace(parts_results, runs=runs[runs["part"].isna()])
+    text = study_section.study_section(plain, PARTS)
+    assert text.startswith(
+        "**Not answered yet.** Still missing: 64,000 characters of mine (fp32): no run with a part is finished."
+    )
+    assert "| part |" not in text  # no table without a row
+
+
 def test_each_answered_part_is_a_finding_with_the_sections_sentence(parts_results, monkeypatch):
     from anatomy.report import findings as findings_module
 

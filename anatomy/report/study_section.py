@@ -711,6 +711,8 @@ def parts_missing(study: Study, found: list[PartsPoint], judged: dict[tuple[int,
     waiting = []
     for index, point in enumerate(found):
         plain = point.curves[None]
+        if len(point.curves) == 1:  # the plain model alone so far
+            waiting.append(_("{point}: no run with a part is finished").format(point=point.label))
         for part, curve in point.curves.items():
             if part is None:
                 continue
@@ -759,7 +761,7 @@ def parts_section(everything: Results, study: Study) -> str | None:
         _("with the part: best val"),
         _("with the part minus without (95% interval)"),
     ]
-    parts = [md_table(header, rows)]
+    parts = [md_table(header, rows)] if rows else []
     if waiting := parts_missing(study, found, judged):
         parts.append(_("**Not answered yet.** Still missing: {missing}.").format(missing="; ".join(waiting)))
     else:
