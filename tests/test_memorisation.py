@@ -1,4 +1,4 @@
-"""Memorisation: spans copied verbatim from the training text, found with a suffix automaton."""
+"""Memorisation: spans copied verbatim from the training text, found with a suffix array."""
 
 from __future__ import annotations
 
@@ -11,7 +11,14 @@ import pytest
 
 from anatomy.cli import main
 from anatomy.errors import AnatomyError
-from anatomy.generation.memorisation import Corpus, Memorisation, SuffixAutomaton, copied_spans, covered_fraction
+from anatomy.generation.memorisation import (
+    Corpus,
+    Memorisation,
+    SuffixIndex,
+    copied_spans,
+    covered_fraction,
+    suffix_array,
+)
 from anatomy.results.collect import collect
 from anatomy.data.tokenizer import tokenize_corpus
 from run_folders import write_run_folder
@@ -37,24 +44,34 @@ def brute_force_longest(text: str, query: str, i: int) -> int:
     return 0
 
 
-def test_the_automaton_finds_the_longest_match_ending_at_every_position():
+def test_the_suffix_array_sorts_every_suffix_as_python_compares_strings():
+    rng = random.Random(1)
+    texts = ["", "a", "banana", "aaaaaaaaaaaaaaaaaaaa", "关关雎鸠，关关雎鸠\n", "\U0001f600a\u00e9z"]
+    texts += ["".join(rng.choice("ab关\n") for _ in range(rng.randint(1, 60))) for _ in range(200)]
+    for text in texts:
+        assert suffix_array(text).tolist() == sorted(range(len(text)), key=lambda i: text[i:]), text
+
+
+def test_the_index_finds_the_longest_match_ending_at_every_position_and_its_first_place():
     rng = random.Random(0)
     for _ in range(300):
         text = "".join(rng.choice("abc") for _ in range(rng.randint(0, 40)))
         query = "".join(rng.choice("abcd") for _ in range(rng.randint(0, 30)))
-        matches = SuffixAutomaton(text).longest_matches(query)
-        for i, (length, source_end) in enumerate(matches):
+        index = SuffixIndex(text)
+        for i, length in enumerate(index.longest_matches(query)):
             assert length == brute_force_longest(text, query, i)
-            if length:  # and it says where the text has it
-                assert text[source_end - length + 1 : source_end + 1] == query[i - length + 1 : i + 1]
+            if length:  # and it says where the text has it first
+                copied = query[i - length + 1 : i + 1]
+                assert index.first_occurrence(copied) == text.find(copied)
+        assert index.first_occurrence("d") == -1
 
 
 def test_spans_are_maximal_and_coverage_counts_each_character_once():
     text = "the quick brown fox jumps over the lazy dog"
-    spans = copied_spans("XXquick brown foxYYlazy dogZZover theQQ", SuffixAutomaton(text), 8)
+    spans = copied_spans("XXquick brown foxYYlazy dogZZover theQQ", SuffixIndex(text), 8)
     assert [(s.start, s.length) for s in spans] == [(2, 15), (19, 8), (29, 8)]
     assert covered_fraction(spans, 39) == pytest.approx(31 / 39)
-    assert copied_spans("XXquick brown foxYY", SuffixAutomaton(text), 16) == []
+    assert copied_spans("XXquick brown foxYY", SuffixIndex(text), 16) == []
 
 
 @pytest.fixture
@@ -187,11 +204,11 @@ def test_a_corpus_split_by_its_files_is_measured_against_its_own_two_texts(tmp_p
 def test_a_training_text_too_large_to_index_is_named_with_its_size(corpus_dir, monkeypatch):
     from anatomy.generation import memorisation
 
-    monkeypatch.setattr(memorisation, "AUTOMATON_CHARS", 10)
+    monkeypatch.setattr(memorisation, "INDEX_CHARS", 10)
     with pytest.raises(AnatomyError) as err:
         Memorisation(corpus_dir)
     n_train = json.loads((corpus_dir / "split.json").read_text(encoding="utf-8"))["train_tokens"]
     assert str(err.value) == (
         f"{corpus_dir}: its training text has {n_train:,} characters, more than the 10 this measurement takes "
-        "(its index needs about 470 MB a million characters)"
+        "(its index needs about 70 MB a million characters while it is built)"
     )

@@ -8,20 +8,25 @@ split counts as copied. The figures per sample:
   model never saw cannot be recalled, so spans found there are what the language itself repeats
   (set phrases, refrains); copying well above that level is memorisation.
 
-A suffix automaton of the reference text answers "the longest substring ending here that occurs
-in the text" for every position of the sample in one pass, so a 500-character sample costs
-about 500 steps, whatever the corpus size; building the automaton is linear in the corpus.
+A suffix array of the reference text (every suffix's start, in sorted order) answers "the
+longest substring starting here that occurs in the text" for a position of the sample with one
+binary search; the answers for every start give the longest match ending at every position. A
+500-character sample costs about 500 searches of 23 steps, whatever the corpus size.
 """
 
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from anatomy.data.text_files import TEXT_LIMIT, read_text, read_utf8
 from anatomy.files.atomic import write_json
@@ -29,91 +34,100 @@ from anatomy.files.run_folder import read_json_file
 from anatomy.errors import AnatomyError
 
 DEFAULT_MIN_CHARS = 12
-# The automaton lives in Python objects: 3.6 s and 470 MB for 1,000,000 characters of poems
-# (2026-12-06, AMD EPYC, one thread). Past this many training characters it is not built: a
-# laptop would need gigabytes (the poems_8m corpus about 4 GB), and the sampling says so instead.
-AUTOMATON_CHARS = 2_000_000
+# The index is built in numpy: 29 s and about 570 MB at its peak for the 8,192,000 characters of
+# poems_8m (2026-12-06, AMD EPYC, two trainings beside it). Past this many training characters it
+# is not built, and the sampling says so instead. (A suffix automaton, the index before it, took
+# 470 MB a million characters in Python objects: poems_8m was out of reach.)
+INDEX_CHARS = 16_000_000
 
 
-class SuffixAutomaton:
-    """The smallest automaton that accepts every substring of `text` (Blumer et al., 1985).
+def suffix_array(text: str) -> np.ndarray:
+    """The start of every suffix of `text`, the suffixes in sorted order (as Python compares
+    strings: by code point, a prefix first). Prefix doubling: sorted by their first k characters,
+    then by 2k, each round a sort of (rank of the first k, rank of the next k); done when every
+    rank differs, after log2 of the longest repeated substring's length rounds."""
+    codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    n = len(codes)
+    if n == 0:
+        return np.zeros(0, dtype=np.int32)
+    rank = np.unique(codes, return_inverse=True)[1].astype(np.int64)
+    k = 1
+    while True:
+        following = np.zeros(n, dtype=np.int64)  # 0: past the end, which sorts first
+        following[: n - k] = rank[k:] + 1
+        key = rank * (n + 1) + following  # the pair as one number: below 2**63 for n < 3e9
+        order = np.argsort(key, kind="stable")
+        ordered = key[order]
+        rank = np.empty(n, dtype=np.int64)
+        rank[order] = np.concatenate(([0], np.cumsum(ordered[1:] != ordered[:-1])))
+        if rank[order[-1]] == n - 1 or k >= n:
+            return order.astype(np.int32 if n < 2**31 else np.int64)
+        k *= 2
 
-    State 0 is the empty string. Each state stands for a set of substrings that end at the same
-    positions of the text; `first_end` is the first such position, which locates a match.
-    """
+
+class SuffixIndex:
+    """Where a text has a string: its suffix array, searched by binary search."""
 
     def __init__(self, text: str):
-        self.next: list[dict[str, int]] = [{}]
-        self.link = [-1]
-        self.length = [0]
-        self.first_end = [-1]
-        last = 0
-        for position, char in enumerate(text):
-            last = self._extend(last, char, position)
+        self.text = text
+        self.order = suffix_array(text)
 
-    def _new_state(self, length: int, link: int, first_end: int, transitions: dict[str, int]) -> int:
-        self.next.append(transitions)
-        self.link.append(link)
-        self.length.append(length)
-        self.first_end.append(first_end)
-        return len(self.length) - 1
+    def _bounds(self, query: str) -> tuple[int, int]:
+        """The range of the suffix array whose suffixes start with `query`."""
+        m = len(query)
+        start = bisect.bisect_left(self.order, query, key=lambda p: self.text[p : p + m])
+        return start, bisect.bisect_right(self.order, query, lo=start, key=lambda p: self.text[p : p + m])
 
-    def _extend(self, last: int, char: str, position: int) -> int:
-        current = self._new_state(self.length[last] + 1, 0, position, {})
-        state = last
-        while state != -1 and char not in self.next[state]:
-            self.next[state][char] = current
-            state = self.link[state]
-        if state == -1:
-            return current
-        following = self.next[state][char]
-        if self.length[state] + 1 == self.length[following]:
-            self.link[current] = following
-            return current
-        # split: a shorter copy of `following` for the strings that now also end here
-        clone = self._new_state(
-            self.length[state] + 1, self.link[following], self.first_end[following], dict(self.next[following])
+    def longest_prefix(self, query: str) -> int:
+        """The length of the longest prefix of `query` that occurs in the text: the suffix sharing
+        most with it sorts right before or after where `query` would go."""
+        m = len(query)
+        where = bisect.bisect_left(self.order, query, key=lambda p: self.text[p : p + m])
+        return max(
+            (
+                len(os.path.commonprefix([query, self.text[self.order[i] : self.order[i] + m]]))
+                for i in (where - 1, where)
+                if 0 <= i < len(self.order)
+            ),
+            default=0,
         )
-        while state != -1 and self.next[state].get(char) == following:
-            self.next[state][char] = clone
-            state = self.link[state]
-        self.link[following] = self.link[current] = clone
-        return current
 
-    def longest_matches(self, query: str) -> list[tuple[int, int]]:
-        """For each position i of `query`: (length of the longest substring of query ending at i
-        that occurs in the text, the position in the text where one such occurrence ends)."""
-        out = []
-        state, length = 0, 0
-        for char in query:
-            while state and char not in self.next[state]:
-                state = self.link[state]
-                length = self.length[state]
-            if char in self.next[state]:
-                state = self.next[state][char]
-                length += 1
-            else:
-                state, length = 0, 0
-            out.append((length, self.first_end[state] if length else -1))
-        return out
+    def longest_matches(self, query: str) -> list[int]:
+        """For each position i of `query`: the length of the longest substring of query ending at
+        i that occurs in the text."""
+        reach = [start + self.longest_prefix(query[start:]) for start in range(len(query))]
+        # query[start:reach] occurs, so query[start + 1:reach] does: `reach` never falls, and the
+        # longest match ending at i starts at the first start whose match reaches past i
+        lengths, start = [], 0
+        for end in range(len(query)):
+            while start <= end and reach[start] <= end:
+                start += 1
+            lengths.append(end - start + 1)
+        return lengths
+
+    def first_occurrence(self, query: str) -> int:
+        """Where the text first has `query` (-1: nowhere), as str.find says, without its scan."""
+        start, stop = self._bounds(query)
+        return int(self.order[start:stop].min()) if stop > start else -1
 
 
 @dataclass
 class Span:
     start: int  # in the generated part of the sample
     length: int
-    source_end: int  # in the reference text: the last character of one occurrence
+    source_start: int  # in the reference text: where it first has the span
 
 
-def copied_spans(generated: str, automaton: SuffixAutomaton, min_chars: int) -> list[Span]:
+def copied_spans(generated: str, index: SuffixIndex, min_chars: int) -> list[Span]:
     """The maximal spans of `generated`, at least `min_chars` long, that occur in the text."""
     spans = []
-    matches = automaton.longest_matches(generated)
-    for end, (length, source_end) in enumerate(matches):
-        following = matches[end + 1][0] if end + 1 < len(matches) else 0
+    matches = index.longest_matches(generated)
+    for end, length in enumerate(matches):
+        following = matches[end + 1] if end + 1 < len(matches) else 0
         # a match is maximal where it does not go on one character further
         if length >= min_chars and following <= length:
-            spans.append(Span(end - length + 1, length, source_end))
+            start = end - length + 1
+            spans.append(Span(start, length, index.first_occurrence(generated[start : end + 1])))
     return spans
 
 
@@ -158,10 +172,10 @@ class Corpus:
         with corpus_errors(data_dir):
             split = read_json_file(data_dir / "split.json", "a tokenized corpus's facts, written by anatomy tokenize")
             n_train = int(split["train_tokens"])
-        if n_train > AUTOMATON_CHARS:
+        if n_train > INDEX_CHARS:
             raise AnatomyError(
-                f"{data_dir}: its training text has {n_train:,} characters, more than the {AUTOMATON_CHARS:,} "
-                "this measurement takes (its index needs about 470 MB a million characters)"
+                f"{data_dir}: its training text has {n_train:,} characters, more than the {INDEX_CHARS:,} "
+                "this measurement takes (its index needs about 70 MB a million characters while it is built)"
             )
         with corpus_errors(data_dir):
             if split.get("val_corpus"):  # split by its files (tokenize --val): the first n_train of one, the other
@@ -200,8 +214,8 @@ def measure(
     text: str,
     prefix: str,
     corpus: Corpus,
-    train: SuffixAutomaton,
-    val: SuffixAutomaton,
+    train: SuffixIndex,
+    val: SuffixIndex,
     min_chars: int = DEFAULT_MIN_CHARS,
 ) -> dict[str, Any]:
     """The memorisation figures of one sample (its prefix is the learner's, not the model's)."""
@@ -216,25 +230,25 @@ def measure(
             [
                 span.start + len(text) - len(generated),
                 span.length,
-                *corpus.locate(span.source_end - span.length + 1).values(),
+                *corpus.locate(span.source_start).values(),
             ]
             for span in spans
         ],
         "longest_copy": longest.length if longest else 0,
         "longest_copy_text": generated[longest.start : longest.start + longest.length] if longest else None,
-        "longest_copy_source": corpus.locate(longest.source_end - longest.length + 1) if longest else None,
+        "longest_copy_source": corpus.locate(longest.source_start) if longest else None,
         "val_copied_fraction": covered_fraction(copied_spans(generated, val, min_chars), len(generated)),
     }
 
 
 class Memorisation:
-    """Measures samples against one corpus; the automata are built once."""
+    """Measures samples against one corpus; the indexes are built once."""
 
     def __init__(self, data_dir: Path, min_chars: int = DEFAULT_MIN_CHARS):
         if min_chars < 1:
             raise AnatomyError(f"min_chars = {min_chars} is not valid: expected 1 or more")
         self.corpus = Corpus.load(data_dir)
-        self.train, self.val = SuffixAutomaton(self.corpus.train), SuffixAutomaton(self.corpus.val)
+        self.train, self.val = SuffixIndex(self.corpus.train), SuffixIndex(self.corpus.val)
         self.min_chars = min_chars
 
     def __call__(self, text: str, prefix: str) -> dict[str, Any]:
