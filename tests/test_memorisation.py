@@ -196,7 +196,10 @@ def test_a_corpus_split_by_its_files_is_measured_against_its_own_two_texts(tmp_p
     corpus = Corpus.load(tmp_path / "corpus")
     assert corpus.train == train[:n_train] and corpus.val.startswith("a sleepy cat")
     measured = Memorisation(tmp_path / "corpus", min_chars=10)
-    assert measured("jumps over the lazy dog", "")["copied_fraction"] == 1.0
+    copied = measured("jumps over the lazy dog", "")
+    assert copied["copied_fraction"] == 1.0
+    # traced to the training file (a corpus.txt it has none), to the line the copy starts on
+    assert copied["longest_copy_source"] == {"post": str(tmp_path / "train.txt.xz"), "line": 1}
     assert measured("NEVER TRAINED ON THIS TAIL", "")["copied_fraction"] == 0.0  # past the characters trained on
     assert measured("in the warm sun all day", "")["val_copied_fraction"] == 1.0
 

@@ -179,7 +179,9 @@ class Corpus:
             )
         with corpus_errors(data_dir):
             if split.get("val_corpus"):  # split by its files (tokenize --val): the first n_train of one, the other
-                return cls(read_text(Path(split["corpus"]))[:n_train], read_text(Path(split["val_corpus"])), [])
+                train = read_text(Path(split["corpus"]))[:n_train]
+                # a copy is found in the training file itself: named, not as the corpus.txt it has no
+                return cls(train, read_text(Path(split["val_corpus"])), [(str(split["corpus"]), 0)])
             # the pipeline tokenizes corpus.txt in the same folder; split.json names it either way
             corpus_path = data_dir / "corpus.txt"
             if not corpus_path.is_file():
