@@ -549,3 +549,20 @@ def test_the_dashboard_on_a_read_only_checkout_still_shows_the_shipped_results(f
         assert not app.exception, [e.value for e in app.exception]
         said = app.error[0].value
         assert said.startswith("The shipped reference results cannot be shown:") and "set ANATOMY_CACHE" in said
+
+
+def test_every_shipped_run_is_declared_so_the_workflow_can_train_it_again():
+    """A learner remakes the shipped numbers with `snakemake`: a shipped run whose experiment or seed
+    experiments.yaml does not declare would be in the report, yet never trained by the workflow."""
+    import yaml
+
+    repo = Path(__file__).resolve().parents[1]
+    config_seeds = yaml.safe_load((repo / "workflow" / "config.yaml").read_text(encoding="utf-8"))["seeds"]
+    experiments = yaml.safe_load((repo / "workflow" / "experiments.yaml").read_text(encoding="utf-8"))["experiments"]
+    declared = set()
+    for name, entry in experiments.items():  # as workflow/rules/common.smk's seeds_by_stage reads them
+        stages = entry["stages"].values() if "stages" in entry else [entry.get("seeds", config_seeds)]
+        declared |= {f"{name}/seed{seed}" for seeds in stages for seed in seeds}
+    shipped = {f"{path.parent.name}/{path.name}" for path in (repo / "results" / "reference" / "runs").glob("*/seed*")}
+    assert shipped, "no shipped runs found"
+    assert sorted(shipped - declared) == []
