@@ -456,3 +456,29 @@ def test_a_recipe_is_worded_in_the_readers_language():
         assert recipe_words(llamas) == "AdamW beta2 0.95，对矩阵施加 weight decay 0.1，梯度裁剪阈值 1"
         assert recipe_words(DEFAULT_RECIPE) == "AdamW beta2 0.999，对所有参数施加 weight decay 0.01，不做梯度裁剪"
         assert recipe_words("SGD momentum 0.9") == "SGD momentum 0.9"  # not the config's words: shown as it is
+
+
+def test_a_training_another_study_repeats_counts_once(tmp_path):
+    """The parts study trains the plain mini-LLaMA again (seed 42, lr 1e-3, the same settings) to log
+    its attention logits: bit for bit the lr study's run. Counted twice it would pull the mean
+    toward seed 42 and narrow the interval as if a third seed had been trained."""
+    runs_root = tmp_path / "runs"
+    write_scale_runs(runs_root, {"l": (2.60, 2.50)})
+    write_lr_runs(runs_root, VANILLA, None, "vanilla")
+    write_lr_runs(runs_root, LLAMA, LLAMA_PARTS, "llama")
+    write_run_folder(
+        runs_root,
+        "parts_poems_l_llama_1e3",
+        42,
+        group="parts",
+        preset="llama",
+        model=LLAMA_PARTS,
+        data=DATA,
+        train={"precision": "bf16", "lr": 1e-3, "log_max_logits": True},
+        floor=LLAMA[1e-3],
+    )
+    collect.collect(runs_root, tmp_path / "anatomy.duckdb")
+    (setup,) = setups(load(tmp_path / "anatomy.duckdb"))
+    at_best = setup.curves[5].points.set_index("lr").loc[1e-3]
+    assert at_best["seeds"] == 2 and at_best["mean"] == pytest.approx(2.075)  # seeds 42 and 7, once each
+    assert set(setup.curves[5].at(1e-3)["group"]) == {"lr"}  # the study's own run is the one kept
