@@ -72,17 +72,21 @@ class SuffixIndex:
         self.text = text
         self.order = suffix_array(text)
 
+    def _lower_bound(self, query: str) -> int:
+        """Where `query` would go among the sorted suffixes, each compared by its first len(query)
+        characters."""
+        m = len(query)
+        return bisect.bisect_left(self.order, query, key=lambda start: self.text[start : start + m])
+
     def _bounds(self, query: str) -> tuple[int, int]:
         """The range of the suffix array whose suffixes start with `query`."""
-        m = len(query)
-        start = bisect.bisect_left(self.order, query, key=lambda p: self.text[p : p + m])
-        return start, bisect.bisect_right(self.order, query, lo=start, key=lambda p: self.text[p : p + m])
+        m, first = len(query), self._lower_bound(query)
+        return first, bisect.bisect_right(self.order, query, lo=first, key=lambda start: self.text[start : start + m])
 
     def longest_prefix(self, query: str) -> int:
         """The length of the longest prefix of `query` that occurs in the text: the suffix sharing
         most with it sorts right before or after where `query` would go."""
-        m = len(query)
-        where = bisect.bisect_left(self.order, query, key=lambda p: self.text[p : p + m])
+        m, where = len(query), self._lower_bound(query)
         return max(
             (
                 len(os.path.commonprefix([query, self.text[self.order[i] : self.order[i] + m]]))
