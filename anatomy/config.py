@@ -285,6 +285,19 @@ def optimizer_recipe(beta2: float, weight_decay: float, decay_matrices_only: boo
     return f"AdamW beta2 {beta2:g}, weight decay {weight_decay:g} on {on}, {clip}"
 
 
+# Where and how a run runs, not what it computes (these may change between a kill and a resume),
+# and what it writes beside its numbers: neither makes another training
+RUNTIME_KEYS = ("device", "threads", "compile")
+LOGGING_KEYS = ("log_max_logits",)
+
+
+def training_key(model: ModelConfig, train: TrainConfig, text: str) -> str:
+    """One training, as a key: two runs with the same key compute the same numbers (bit for bit on
+    one CPU), whichever experiment declares them. `text` names what it trains on."""
+    settings = {key: value for key, value in train.to_dict().items() if key not in RUNTIME_KEYS + LOGGING_KEYS}
+    return json.dumps({"model": model.to_dict(), "train": settings, "text": text}, sort_keys=True)
+
+
 DEFAULT_RECIPE = optimizer_recipe(
     TrainConfig.beta2, TrainConfig.weight_decay, TrainConfig.decay_matrices_only, TrainConfig.grad_clip
 )

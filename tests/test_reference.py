@@ -566,3 +566,20 @@ def test_every_shipped_run_is_declared_so_the_workflow_can_train_it_again():
     shipped = {f"{path.parent.name}/{path.name}" for path in (repo / "results" / "reference" / "runs").glob("*/seed*")}
     assert shipped, "no shipped runs found"
     assert sorted(shipped - declared) == []
+
+
+def test_no_two_shipped_runs_are_one_training():
+    """One training, one run: the studies read runs by their settings, so a run another repeats
+    (the same model, training settings, text and seed; logging aside) would be counted twice."""
+    from anatomy.config import ModelConfig, TrainConfig, training_key
+    from anatomy.files.run_folder import read_run_config
+
+    repo = Path(__file__).resolve().parents[1]
+    trained = {}
+    for path in sorted((repo / "results" / "reference" / "runs").glob("*/seed*/config.json")):
+        config = read_run_config(path)  # settings added since an older run was made take their defaults
+        model, train = ModelConfig.from_dict(config["model"]), TrainConfig.from_dict(config["train"])
+        key = training_key(model, train, json.dumps(config["data"], sort_keys=True))
+        trained.setdefault(key, []).append(f"{path.parent.parent.name}/{path.parent.name}")
+    assert len(trained) > 100
+    assert [runs for runs in trained.values() if len(runs) > 1] == []

@@ -305,27 +305,52 @@ PART_FLOORS = {
 }
 
 
+PART_MODELS = {None: {}, "qk_norm": {"qk_norm": True}, "moe": {"ffn_type": "moe", "n_experts": 4, "top_k": 2}}
+
+
+def experiment_name(part: str | None, lr: float) -> str:
+    return f"parts_{part or 'llama'}_{lr:g}".replace(".", "_").replace("-", "m")
+
+
 @pytest.fixture(scope="module")
 def parts_results(tmp_path_factory):
+    """One training, one run: the plain model at 5e-4 and 1e-3 is another study's (named as the
+    part runs' baseline), at 2e-3 the study's own. Beside them, a model with other settings and
+    no part tag, which no curve may take for the plain one."""
     root = tmp_path_factory.mktemp("parts")
     data = {"vocab_size": 50, "train_tokens": 64_000, "val_tokens": 500, "corpus": "mine"}
     for part, by_lr in PART_FLOORS.items():
         for lr, floor in by_lr.items():
             for seed in (42, 7):
+                elsewhere = part is None and lr < 2e-3
                 write_run_folder(
                     root / "runs",
-                    f"parts_{part or 'llama'}_{lr:g}".replace(".", "_").replace("-", "m"),
+                    ("lr_llama_" + experiment_name(None, lr)) if elsewhere else experiment_name(part, lr),
                     seed,
-                    group="parts",
+                    group="lr" if elsewhere else "parts",
                     preset="llama",
                     part=part,
                     direction=None if part is None else "add",
-                    model=dict(LLAMA_PARTS),
+                    baseline=None
+                    if part is None or lr not in PART_FLOORS[None]
+                    else ("lr_llama_" if lr < 2e-3 else "") + experiment_name(None, lr),
+                    model=dict(LLAMA_PARTS, **PART_MODELS[part]),
                     data=data,
                     train={"precision": "fp32", "lr": lr},
                     floor=floor,
                 )
-
+    for seed in (42, 7):  # multi-query attention, tagged as nothing: not the plain mini-LLaMA
+        write_run_folder(
+            root / "runs",
+            "mqa_1e_3",
+            seed,
+            group="extra",
+            preset="llama",
+            model=dict(LLAMA_PARTS, n_kv_head=1),
+            data=data,
+            train={"precision": "fp32", "lr": 1e-3},
+            floor=1.5,
+        )
     collect.collect(root / "runs", root / "anatomy.duckdb")
     return load(root / "anatomy.duckdb")
 

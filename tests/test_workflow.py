@@ -576,6 +576,12 @@ BAD_ENTRIES = {
         "  my_test:\n    preset: llama\n    group: break\n    baseline: my_test\n    description: d\n",
         ["experiments.my_test.baseline", "'my_test' is not another experiment of the grid"],
     ),
+    # one training, one run: logging the attention logits changes no number, so this is the
+    # grid's llama again, which a study reading runs by their settings would count twice
+    "a training another experiment repeats": (
+        "  my_test:\n    preset: llama\n    group: extra\n    description: d\n    train: {log_max_logits: true}\n",
+        ["seed 42 repeats the training of experiments.", "my_test", "experiments.llama", "`baseline`"],
+    ),
     "a name that cannot be a folder": (
         "  My-Test:\n    preset: llama\n    group: break\n    description: d\n",
         ["experiments", "'My-Test' does not match"],
@@ -583,8 +589,8 @@ BAD_ENTRIES = {
 }
 
 
-# in the inner loop, one case of the schema's and one of the package's checks; all of them in CI
-FAST_BAD_ENTRIES = ("typo in a model key", "two fields that clash")
+# in the inner loop, one case of the schema's and two of the package's checks; all of them in CI
+FAST_BAD_ENTRIES = ("typo in a model key", "two fields that clash", "a training another experiment repeats")
 
 
 @pytest.mark.parametrize(

@@ -42,7 +42,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from anatomy.config import TrainConfig
+from anatomy.config import RUNTIME_KEYS, TrainConfig
 from anatomy.errors import AnatomyError
 from anatomy.files.atomic import (
     atomic_path,
@@ -449,10 +449,6 @@ def run_precision(run_dir: str | Path) -> str:
     if not config.is_file():
         return "fp32"
     return read_run_config(config)["train"].get("precision", "fp32")
-
-
-# Where and how a run runs, not what it computes: these may change between a kill and a resume
-RUNTIME_KEYS = ("device", "threads", "compile")
 
 
 # Settings added after runs were shipped, with what every run made before them trained with: a

@@ -161,11 +161,7 @@ def setups(everything: Results, group: str = STUDY, points: tuple[str, ...] = ()
             if len(shape) != 1:
                 continue
             plain = same[(same["n_parts"] == n_parts) & same["part"].isna() & (same["optimizer"] == DEFAULT_RECIPE)]
-            model = plain.merge(shape, on=list(SHAPE))
-            # one training, one point: a run another study repeats exactly (the parts study trains the
-            # plain mini-LLaMA again to log its attention logits) counts once, the study's own first
-            model = model.sort_values("group", key=lambda groups: groups != group, kind="stable")
-            model = model.drop_duplicates(["seed", "lr"])
+            model = plain.merge(shape, on=list(SHAPE))  # no training twice: the workflow refuses a repeat
             curves[n_parts] = Curve(n_parts, model, points_of(model, first_steps))
         verdict = difference = None
         if set(curves) == set(MODELS) and all(curve.best_lr is not None for curve in curves.values()):

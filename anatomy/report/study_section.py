@@ -39,7 +39,7 @@ from anatomy.report.uncertainty import (
     noise_text,
 )
 from anatomy.report.wording import fmt, listed, md_table, per_seed, seed_list, sentences
-from anatomy.results.reader import Results
+from anatomy.results.reader import MODEL_FIELDS, Results
 from anatomy.results.studies import Study, declared
 
 TREND_POINTS = 3  # the fewest points that show a trend (grows, shrinks or stays level)
@@ -657,6 +657,20 @@ def part_name(part: str | None) -> str:
     return _("the plain mini-LLaMA") if part is None else _(PART_NAMES.get(part, part))
 
 
+# what one curve's runs share besides the model: the text, its size, the number format and the
+# training's shape (each run's lr and seed are its own; the grid's runs predate corpus_digest)
+SAME_TRAINING = (*SETUP, "schedule", "warmup_steps", "optimizer")
+
+
+def same_settings(runs: pd.DataFrame, models: pd.DataFrame, at_point: pd.DataFrame) -> pd.DataFrame:
+    """Every run, whichever study trained it, with one of `models`' model settings and the
+    training settings of the study's runs at the point (one training, one run: the plain
+    mini-LLaMA at lr 1e-3 on the default corpus is the lr study's, QK-norm at 3e-4 the grid's)."""
+    training = [column for column in SAME_TRAINING if column not in MODEL_FIELDS]  # vocab_size is both
+    settings = models[sorted(MODEL_FIELDS)].drop_duplicates().merge(at_point[training].drop_duplicates(), how="cross")
+    return runs.merge(settings, on=list(settings.columns))
+
+
 def parts_points(everything: Results, study: Study) -> list[PartsPoint]:
     runs = everything.runs
     mine = runs[runs["group"] == study.name]
@@ -664,9 +678,12 @@ def parts_points(everything: Results, study: Study) -> list[PartsPoint]:
     found = []
     for values, at_point in mine.groupby(list(study.axis), dropna=False):
         key = dict(zip(study.axis, values))
+        # the plain model: the study's own plain runs, and the runs its part runs name as baseline
+        plain = pd.concat([at_point[at_point["part"].isna()], runs[runs["experiment"].isin(at_point["baseline"])]])
         curves = {}
         for part in [None, *sorted(at_point["part"].dropna().unique())]:
-            variant = at_point[at_point["part"].isna()] if part is None else at_point[at_point["part"] == part]
+            models = plain if part is None else at_point[at_point["part"] == part]
+            variant = same_settings(runs, models, at_point)
             curves[part] = lr_section.Curve(5, variant, lr_section.points_of(variant, first_steps))
         label = (
             lr_section.Setup(key, {}, None).label  # "64,000 characters of poems (fp32)"

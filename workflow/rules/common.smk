@@ -97,7 +97,7 @@ def check_experiment_settings():
     (n_head 3 with d_model 32) or values no schema rules out (lr .nan), at `snakemake -n` time
     rather than in a job that fails later. anatomy.config needs no torch, so this is quick.
     """
-    from anatomy.config import TrainConfig, preset
+    from anatomy.config import TrainConfig, preset, training_key
     from anatomy.errors import AnatomyError
 
     try:
@@ -105,6 +105,7 @@ def check_experiment_settings():
     except AnatomyError as err:  # workflow/studies.yaml, wrong: one line naming the field
         raise WorkflowError(str(err)) from None
     GROUPS = {*GRID_GROUPS, *STUDY_GROUPS}
+    trained_by = {}  # one training (anatomy.config.training_key) -> the experiment that declares it
 
     for name, experiment in EXPERIMENTS.items():
         if "stages" in experiment:
@@ -136,11 +137,20 @@ def check_experiment_settings():
         model = {**config["model_overrides"], **experiment.get("model", {})}
         train = {**config["train_overrides"], **experiment.get("train", {})}
         try:
-            preset(experiment["preset"], **model)
+            model_config = preset(experiment["preset"], **model)
             for seed in seeds_of(name):
-                TrainConfig.from_dict(
+                train_config = TrainConfig.from_dict(
                     {**train, "seed": seed, "device": config["device"], "precision": precision_of(name)}
                 )
+                key = training_key(model_config, train_config, data_dir_of(name))
+                # one training, one run: a study reads another's runs by their settings, so a
+                # repeat would be counted twice (a third seed that is not one) and cost hours
+                if (other := trained_by.setdefault(key, name)) != name:
+                    raise WorkflowError(
+                        f"invalid config at experiments.{name}: seed {seed} repeats the training of "
+                        f"experiments.{other} (the same model, training settings, text and seed): drop the "
+                        f"seed here, and name {other} as the `baseline` of the runs that need it"
+                    )
         except AnatomyError as err:
             raise WorkflowError(
                 f"invalid config at experiments.{name}: {err}. (Experiments: workflow/experiments.yaml; "
