@@ -187,6 +187,9 @@ def test_exam_results_ship_with_their_run_and_come_back_on_restore(fixture_runs,
     (run / "exams").mkdir()
     (run / "exams" / "length.json").write_text('{"rows": []}')
     (run / "grad_norms.jsonl").write_text('{"step": 1, "norms": [0.5]}\n')
+    # a parts run's logs beside them: only training again could remake them
+    (run / "expert_shares.jsonl").write_text('{"step": 1, "shares": [[0.5, 0.5]]}\n')
+    (run / "max_logits.jsonl").write_text('{"step": 1, "max_logits": [3.5]}\n')
     cell = tmp_path / "exams" / "depth" / "post_lr0.001"  # the exams of no one run, beside runs/
     cell.mkdir(parents=True)
     for name in ("config.json", "summary.json", "last.pt"):
@@ -202,6 +205,8 @@ def test_exam_results_ship_with_their_run_and_come_back_on_restore(fixture_runs,
     assert {
         "runs/llama/seed42/exams/length.json",
         "runs/llama/seed42/grad_norms.jsonl",
+        "runs/llama/seed42/expert_shares.jsonl",
+        "runs/llama/seed42/max_logits.jsonl",
         "exams/depth/post_lr0.001/summary.json",
         "exams/wall_clock.json",
     } <= files
@@ -216,6 +221,7 @@ def test_exam_results_ship_with_their_run_and_come_back_on_restore(fixture_runs,
     )
     restored = elsewhere / "runs" / "llama" / "seed42"
     assert (restored / "exams" / "length.json").read_text() == '{"rows": []}'
+    assert (restored / "max_logits.jsonl").read_text() == '{"step": 1, "max_logits": [3.5]}\n'
     # written after summary.json, so a workflow counts the exam as up to date
     assert (restored / "exams" / "length.json").stat().st_mtime_ns >= (restored / "summary.json").stat().st_mtime_ns
     assert (elsewhere / "exams" / "depth" / "post_lr0.001" / "summary.json").is_file()

@@ -65,6 +65,7 @@ WEIGHTS_SUFFIX = ".safetensors"  # a checkpoint's weights alone, shipped as NAME
 GRAD_NORMS_FILE = "grad_norms.jsonl"  # written and read by anatomy/training/grad_norms.py
 EXPERT_SHARES_FILE = "expert_shares.jsonl"  # these two: anatomy/training/layer_logs.py
 MAX_LOGITS_FILE = "max_logits.jsonl"
+LAYER_LOG_FILES = (GRAD_NORMS_FILE, EXPERT_SHARES_FILE, MAX_LOGITS_FILE)  # one row per logged step each
 
 
 def exam_result_path(run_dir: str | Path, name: str) -> Path:
@@ -388,7 +389,7 @@ class RunFolder:
     @property
     def layer_logs(self) -> tuple[Path, Path, Path]:
         """The logs of one row per logged step: gradient norms, experts' shares, largest logits."""
-        return (self.grad_norms, self.expert_shares, self.max_logits)
+        return tuple(self.root / name for name in LAYER_LOG_FILES)
 
 
 def write_lines(path: Path, rows: list[dict]) -> None:

@@ -33,6 +33,7 @@ from anatomy.errors import AnatomyError
 from anatomy.files.locks import is_locked
 from anatomy.data.tokenizer import corpus_digest, load_tokenized
 from anatomy.files.run_folder import (
+    LAYER_LOG_FILES,
     RESULT_FILES,
     SMALL_FILE_LIMIT,
     has_results,
@@ -47,8 +48,10 @@ from anatomy.files.run_folder import load_checkpoint
 
 # A finished run ships its RESULT_FILES (anatomy/files/run_folder.py), never its checkpoints
 # (*.pt), which are large and can be recomputed; the exams' results ship too where they exist
-# (they need the checkpoints, so they cannot be made later).
-EXAM_FILES = ("exams/*.json", "grad_norms.jsonl")  # patterns, relative to the run folder
+# (they need the checkpoints, so they cannot be made later), and so do the logs a run writes at
+# its logged steps (gradient norms; the experts' shares and largest logits where it has them),
+# which only training again could remake.
+EXAM_FILES = ("exams/*.json", *LAYER_LOG_FILES)  # patterns, relative to the run folder
 EXAM_FILE = "a result file of an exam (no checkpoint)"
 BENCHMARK_RULE = "train_model"  # the Snakemake rule whose benchmark file times a training run
 BENCHMARK_FILE = "a Snakemake benchmark file"
