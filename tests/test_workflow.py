@@ -609,6 +609,13 @@ def test_invalid_experiment_is_a_clear_error(workdir, case):
         assert fragment in message, (fragment, message)
 
 
+def test_an_override_that_makes_two_declarations_alike_is_not_a_repeat(workdir):
+    """One training, one run is judged on the declarations as written: the whole grid in bf16
+    (docs/precision.md) makes vanilla the precision study's vanilla_bf16, as the user asked."""
+    result = snakemake(workdir, "-n", "--config", "precision=bf16")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_documented_commands_name_their_target_before_config():
     """`--config` takes every word after it as a setting, so `snakemake --config k=v headline`
     stops with "Config entries have to be defined as name=value pairs": the target goes first."""

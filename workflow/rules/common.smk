@@ -137,14 +137,18 @@ def check_experiment_settings():
         model = {**config["model_overrides"], **experiment.get("model", {})}
         train = {**config["train_overrides"], **experiment.get("train", {})}
         try:
-            model_config = preset(experiment["preset"], **model)
+            preset(experiment["preset"], **model)
+            # One training, one run: a study reads another's runs by their settings, so a repeat
+            # would be counted twice (a third seed that is not one) and cost hours. Judged on the
+            # declarations as written, without the overrides all experiments share: under
+            # --config precision=bf16, vanilla is vanilla_bf16 again, as that user asked.
+            as_declared = preset(experiment["preset"], **experiment.get("model", {}))
             for seed in seeds_of(name):
-                train_config = TrainConfig.from_dict(
+                TrainConfig.from_dict(
                     {**train, "seed": seed, "device": config["device"], "precision": precision_of(name)}
                 )
-                key = training_key(model_config, train_config, data_dir_of(name))
-                # one training, one run: a study reads another's runs by their settings, so a
-                # repeat would be counted twice (a third seed that is not one) and cost hours
+                declared_train = TrainConfig.from_dict({**experiment.get("train", {}), "seed": seed})
+                key = training_key(as_declared, declared_train, data_dir_of(name))
                 if (other := trained_by.setdefault(key, name)) != name:
                     raise WorkflowError(
                         f"invalid config at experiments.{name}: seed {seed} repeats the training of "
