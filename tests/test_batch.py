@@ -25,22 +25,22 @@ PRINTOUT = """Building DAG of jobs...
 [Sun Dec  6 08:15:58 2026]
 rule train_model:
     input: results/corpora/poems_8m/vocab.json, results/corpora/poems_8m/train.npy
-    output: results/runs/parts_8m_llama_1e3/seed42/summary.json
-    log: results/logs/train_model/parts_8m_llama_1e3/seed42.log
+    output: results/runs/parts_8m_qknorm_1e3/seed42/summary.json
+    log: results/logs/train_model/parts_8m_qknorm_1e3/seed42.log
     jobid: 5
-    reason: Missing output files: results/runs/parts_8m_llama_1e3/seed42/summary.json
-    wildcards: experiment=parts_8m_llama_1e3, seed=42
+    reason: Missing output files: results/runs/parts_8m_qknorm_1e3/seed42/summary.json
+    wildcards: experiment=parts_8m_qknorm_1e3, seed=42
     threads: 1
     resources: tmpdir=/tmp, gpu=0
-Shell command: python -m anatomy train --data results/corpora/poems_8m --out results/runs/parts_8m_llama_1e3/seed42 --restart-on-change train.seed=42 > results/logs/train_model/parts_8m_llama_1e3/seed42.log 2>&1
+Shell command: python -m anatomy train --data results/corpora/poems_8m --out results/runs/parts_8m_qknorm_1e3/seed42 --restart-on-change train.seed=42 > results/logs/train_model/parts_8m_qknorm_1e3/seed42.log 2>&1
 [Sun Dec  6 08:15:58 2026]
 rule generate_samples:
-    input: results/runs/parts_8m_llama_1e3/seed42/summary.json
-    output: results/runs/parts_8m_llama_1e3/seed42/samples.json
-    log: results/logs/generate_samples/parts_8m_llama_1e3/seed42.log
+    input: results/runs/parts_8m_qknorm_1e3/seed42/summary.json
+    output: results/runs/parts_8m_qknorm_1e3/seed42/samples.json
+    log: results/logs/generate_samples/parts_8m_qknorm_1e3/seed42.log
     jobid: 4
-    wildcards: experiment=parts_8m_llama_1e3, seed=42
-Shell command: python -m anatomy generate results/runs/parts_8m_llama_1e3/seed42 --checkpoint last best --out results/runs/parts_8m_llama_1e3/seed42/samples.json > results/logs/generate_samples/parts_8m_llama_1e3/seed42.log 2>&1
+    wildcards: experiment=parts_8m_qknorm_1e3, seed=42
+Shell command: python -m anatomy generate results/runs/parts_8m_qknorm_1e3/seed42 --checkpoint last best --out results/runs/parts_8m_qknorm_1e3/seed42/samples.json > results/logs/generate_samples/parts_8m_qknorm_1e3/seed42.log 2>&1
 Job stats:
 """
 CORPUS_JOB = """rule extract_corpus:
@@ -59,18 +59,18 @@ Shell command: python -m anatomy tokenize data/poems/train.txt.xz --out results/
 def test_the_plan_holds_each_runs_training_then_its_sampling_and_the_corpus_it_reads():
     plan = plan_of(dry_run_jobs(PRINTOUT))
     (run,) = plan["runs"]
-    assert run["run"] == "results/runs/parts_8m_llama_1e3/seed42"
+    assert run["run"] == "results/runs/parts_8m_qknorm_1e3/seed42"
     assert [command.split()[3] for command in run["commands"]] == ["train", "generate"]
-    assert run["commands"][0].endswith("train.seed=42 > results/logs/train_model/parts_8m_llama_1e3/seed42.log 2>&1")
+    assert run["commands"][0].endswith("train.seed=42 > results/logs/train_model/parts_8m_qknorm_1e3/seed42.log 2>&1")
     assert run["logs"] == [
-        "results/logs/train_model/parts_8m_llama_1e3/seed42.log",
-        "results/logs/generate_samples/parts_8m_llama_1e3/seed42.log",
+        "results/logs/train_model/parts_8m_qknorm_1e3/seed42.log",
+        "results/logs/generate_samples/parts_8m_qknorm_1e3/seed42.log",
     ]
     assert plan["data"] == ["results/corpora/poems_8m"] and plan["version"] == PLAN_VERSION
 
 
 COLLECT_JOB = """rule collect_results:
-    input: results/runs/parts_8m_llama_1e3/seed42/samples.json
+    input: results/runs/parts_8m_qknorm_1e3/seed42/samples.json
     output: results/anatomy.duckdb
 Shell command: python -m anatomy collect --runs results/runs > z.log 2>&1
 """
