@@ -1081,3 +1081,35 @@ def test_a_run_that_fits_two_named_corpora_stays_unnamed(tmp_path):
     write_run_folder(runs, "llama_minus_rope", 42, data={**sizes, "corpus": "yours"})
     corpus = {run["experiment"]: run["corpus"] for run in collect.collect_runs(runs).runs}
     assert corpus["vanilla"] is None
+
+
+def write_training(runs_root: Path, experiment: str, seed: int, group: str, floor: float, **train) -> None:
+    """A run folder whose config.json resolves as `anatomy train` writes it (the fixture's
+    `max_steps` is no training setting)."""
+    folder = write_run_folder(
+        runs_root, experiment, seed, group=group, model=LLAMA_PARTS, floor=floor, train={"lr": 1e-3, **train}
+    )
+    config = json.loads((folder / "config.json").read_text())
+    config["train"].pop("max_steps")
+    (folder / "config.json").write_text(json.dumps(config))
+
+
+def test_a_run_that_repeats_another_training_is_collected_once(tmp_path, capsys):
+    """One training, one run: an experiment of an older declaration restored beside the newer ones
+    (the plain mini-LLaMA trained again to log its logits) would count as a seed it is not. The
+    declared experiment's run stays; the repeat is left out, and collect says so."""
+    runs_root = tmp_path / "runs"
+    write_training(runs_root, "lr_llama_1e3", 42, "lr", 2.0)
+    write_training(runs_root, "lr_llama_1e3", 7, "lr", 2.1)
+    write_training(runs_root, "a_old_llama_1e3", 42, "parts", 2.0, log_max_logits=True)  # first by name
+    write_training(runs_root, "a_old_llama_3e3", 42, "parts", 2.2, lr=3e-3)  # another lr: its own training
+    experiments = tmp_path / "experiments.yaml"
+    experiments.write_text("experiments:\n  lr_llama_1e3: {baseline: null}\n  a_old_llama_3e3: {baseline: null}\n")
+
+    collect.collect(runs_root, tmp_path / "db.duckdb", experiments_path=experiments)
+
+    runs = {row[0] for row in query(tmp_path / "db.duckdb", "SELECT run_id FROM runs")}
+    assert runs == {"lr_llama_1e3/seed42", "lr_llama_1e3/seed7", "a_old_llama_3e3/seed42"}
+    assert query(tmp_path / "db.duckdb", "SELECT count(*) FROM metrics WHERE run_id LIKE 'a_old_llama_1e3%'") == [(0,)]
+    said = capsys.readouterr().err
+    assert "a_old_llama_1e3/seed42 repeats lr_llama_1e3/seed42" in said and said.count("repeats") == 1

@@ -315,19 +315,21 @@ def experiment_name(part: str | None, lr: float) -> str:
 @pytest.fixture(scope="module")
 def parts_results(tmp_path_factory):
     """One training, one run: the plain model at 5e-4 and 1e-3 is another study's (named as the
-    part runs' baseline), at 2e-3 the study's own. Beside them, a model with other settings and
-    no part tag, which no curve may take for the plain one."""
+    part runs' baseline), at 2e-3 the study's own; QK-norm at 4e-3 is a break test's, named by no
+    one, found by its settings. Beside them, runs no curve may take: a model of other settings
+    with no part tag, and the plain model with another warmup and in another precision."""
     root = tmp_path_factory.mktemp("parts")
     data = {"vocab_size": 50, "train_tokens": 64_000, "val_tokens": 500, "corpus": "mine"}
     for part, by_lr in PART_FLOORS.items():
         for lr, floor in by_lr.items():
             for seed in (42, 7):
                 elsewhere = part is None and lr < 2e-3
+                group = "lr" if elsewhere else "break" if (part, lr) == ("qk_norm", 4e-3) else "parts"
                 write_run_folder(
                     root / "runs",
                     ("lr_llama_" + experiment_name(None, lr)) if elsewhere else experiment_name(part, lr),
                     seed,
-                    group="lr" if elsewhere else "parts",
+                    group=group,
                     preset="llama",
                     part=part,
                     direction=None if part is None else "add",
@@ -351,6 +353,21 @@ def parts_results(tmp_path_factory):
             train={"precision": "fp32", "lr": 1e-3},
             floor=1.5,
         )
+        for name, group, train in (
+            ("no_warmup_5e_4", "extra", {"precision": "fp32", "lr": 5e-4, "warmup_steps": 0}),
+            ("llama_bf16_5e_4", "precision", {"precision": "bf16", "lr": 5e-4}),
+        ):
+            write_run_folder(
+                root / "runs",
+                name,
+                seed,
+                group=group,
+                preset="llama",
+                model=LLAMA_PARTS,
+                data=data,
+                train=train,
+                floor=1.0,
+            )
     collect.collect(root / "runs", root / "anatomy.duckdb")
     return load(root / "anatomy.duckdb")
 
@@ -376,6 +393,19 @@ def test_a_part_whose_best_lr_is_the_edge_leaves_the_parts_study_unanswered(part
         "**Not answered yet.** Still missing: 64,000 characters of mine (fp32): the best lr of QK-norm is the edge of the lrs tried."
         in text
     )
+
+
+def test_a_parts_study_without_the_plain_model_says_so(parts_results):
+    """The plain runs not trained yet (or trained in another precision, under a --config
+    override): the part runs are finished, and the answer waits for the plain model."""
+    runs = parts_results.runs
+    without = dataclasses.replace(parts_results, runs=runs[runs["part"].notna() | (runs["n_kv_head"] == 1)])
+    text = study_section.study_section(without, PARTS)
+    assert (
+        "**Not answered yet.** Still missing: 64,000 characters of mine (fp32): the plain mini-LLaMA has no finished "
+        "run with these settings." in text
+    )
+    assert "a run is not finished" not in text
 
 
 def test_a_parts_study_with_only_its_plain_runs_says_what_it_waits_for(parts_results):

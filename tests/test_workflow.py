@@ -614,6 +614,15 @@ def test_an_override_that_makes_two_declarations_alike_is_not_a_repeat(workdir):
     (docs/precision.md) makes vanilla the precision study's vanilla_bf16, as the user asked."""
     result = snakemake(workdir, "-n", "--config", "precision=bf16")
     assert result.returncode == 0, result.stdout + result.stderr
+    # nor is a declaration that holds only with the overrides refused for that (3 heads of width 96)
+    extra = workdir / "extra.yaml"
+    extra.write_text(
+        "model_overrides: {d_model: 96}\nexperiments:\n  my_test:\n    preset: llama\n    group: extra\n"
+        "    description: d\n    model: {n_head: 3, n_kv_head: 1}\n",
+        encoding="utf-8",
+    )
+    result = snakemake(workdir, "-n", "--configfile", str(extra))
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_documented_commands_name_their_target_before_config():

@@ -660,6 +660,7 @@ def part_name(part: str | None) -> str:
 # what one curve's runs share besides the model: the text, its size, the number format and the
 # training's shape (each run's lr and seed are its own; the grid's runs predate corpus_digest)
 SAME_TRAINING = (*SETUP, "schedule", "warmup_steps", "optimizer")
+MODEL_SIZE = ("n_layer", "d_model", "n_head", "ctx_len")
 
 
 def same_settings(runs: pd.DataFrame, models: pd.DataFrame, at_point: pd.DataFrame) -> pd.DataFrame:
@@ -678,8 +679,13 @@ def parts_points(everything: Results, study: Study) -> list[PartsPoint]:
     found = []
     for values, at_point in mine.groupby(list(study.axis), dropna=False):
         key = dict(zip(study.axis, values))
-        # the plain model: the study's own plain runs, and the runs its part runs name as baseline
-        plain = pd.concat([at_point[at_point["part"].isna()], runs[runs["experiment"].isin(at_point["baseline"])]])
+        with_part = at_point[at_point["part"].notna()]
+        # the plain model: the study's own plain runs, and the runs its part runs name as baseline,
+        # of the part runs' size (the quick config narrows the study's runs, not a baseline that
+        # sets its own size)
+        plain = pd.concat([at_point[at_point["part"].isna()], runs[runs["experiment"].isin(with_part["baseline"])]])
+        if not with_part.empty:
+            plain = plain.merge(with_part[list(MODEL_SIZE)].drop_duplicates(), on=list(MODEL_SIZE))
         curves = {}
         for part in [None, *sorted(at_point["part"].dropna().unique())]:
             models = plain if part is None else at_point[at_point["part"] == part]
@@ -730,6 +736,10 @@ def parts_missing(study: Study, found: list[PartsPoint], judged: dict[tuple[int,
         plain = point.curves[None]
         if len(point.curves) == 1:  # the plain model alone so far
             waiting.append(_("{point}: no run with a part is finished").format(point=point.label))
+        elif plain.best_lr is None:  # not trained yet, or trained with other settings (another precision)
+            waiting.append(
+                _("{point}: the plain mini-LLaMA has no finished run with these settings").format(point=point.label)
+            )
         for part, curve in point.curves.items():
             if part is None:
                 continue
@@ -738,9 +748,10 @@ def parts_missing(study: Study, found: list[PartsPoint], judged: dict[tuple[int,
                 part_name(p) for p, c in ((None, plain), (part, curve)) if c.best_lr is not None and not c.bracketed
             ]
             if said is None:
-                waiting.append(
-                    _("{point}, {part}: a run is not finished").format(point=point.label, part=part_name(part))
-                )
+                if curve.best_lr is None or plain.best_lr is not None:  # else: the plain model's line says it
+                    waiting.append(
+                        _("{point}, {part}: a run is not finished").format(point=point.label, part=part_name(part))
+                    )
             elif study.rule == "own_lr" and edge:
                 waiting.append(
                     _("{point}: the best lr of {models} is the edge of the lrs tried").format(

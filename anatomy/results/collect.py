@@ -72,6 +72,7 @@ from anatomy.files.run_folder import find_run_folders, read_small_file
 from anatomy.files.run_folder import CONFIG_FILE, SUMMARY_FILE, RunFolder
 from anatomy.results.database import SCHEMA_PATH, check_database_path, collect_lock_path, open_read_only
 from anatomy.results.reader import Results, load
+from anatomy.results.repeats import repeated_trainings, repeats_note
 
 # DuckDB type in schema.sql -> Arrow type of the column handed to DuckDB
 ARROW_BY_SQL_TYPE = {
@@ -129,6 +130,7 @@ class CollectedRuns:
     exams: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # exam table -> rows
     experiments_path: Path | None = None  # the experiments file the baselines came from, if any
     undeclared: list[str] = field(default_factory=list)  # experiments no tag or file gives a baseline
+    repeats: dict[str, str] = field(default_factory=dict)  # run left out -> the run of its training kept
 
     def add_exam_rows(self, table: str, rows: list[dict[str, Any]]) -> None:
         self.exams.setdefault(table, []).extend(rows)
@@ -629,7 +631,11 @@ def collect_runs(
     collected = CollectedRuns(experiments_path=experiments_path)
     if not runs_root.is_dir():
         raise AnatomyError(f"--runs {runs_root}: no such folder (train a model first: python -m anatomy train ...)")
-    for folder in find_run_folders(runs_root):
+    folders = find_run_folders(runs_root)
+    collected.repeats = repeated_trainings(folders, runs_root, set(declared))
+    for folder in folders:
+        if folder.relative_to(runs_root).as_posix() in collected.repeats:
+            continue
         run, metrics, samples = read_run(folder, runs_root)
         collected.runs.append(run)
         collected.metrics.extend(metrics)
@@ -774,8 +780,9 @@ def collect(
                         summary = _json_safe({"counts": counts, **summary_tables(new_db)})
                         json_tmp.write_text(json_text(summary), encoding="utf-8")
                     file_behind(json_path).unlink(missing_ok=True)
-    if note := undeclared_note(collected.undeclared, collected.experiments_path):  # written, then said
-        print(note, file=sys.stderr)
+    for note in (undeclared_note(collected.undeclared, collected.experiments_path), repeats_note(collected.repeats)):
+        if note:  # written, then said
+            print(note, file=sys.stderr)
     return counts
 
 

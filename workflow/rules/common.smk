@@ -91,6 +91,18 @@ def precision_of(experiment_name):
     return train.get("precision", config["precision"])
 
 
+def declared_model(experiment):
+    """The experiment's model as declared, without the overrides all experiments share; None where
+    it holds only with them (n_head 3 declared beside an override's d_model 96)."""
+    from anatomy.config import preset
+    from anatomy.errors import AnatomyError
+
+    try:
+        return preset(experiment["preset"], **experiment.get("model", {}))
+    except AnatomyError:
+        return None
+
+
 def check_experiment_settings():
     """Resolve every experiment's settings as its training job will, and check them with the
     package's own configs. The schema checks each field alone; this catches fields that clash
@@ -142,11 +154,13 @@ def check_experiment_settings():
             # would be counted twice (a third seed that is not one) and cost hours. Judged on the
             # declarations as written, without the overrides all experiments share: under
             # --config precision=bf16, vanilla is vanilla_bf16 again, as that user asked.
-            as_declared = preset(experiment["preset"], **experiment.get("model", {}))
+            as_declared = declared_model(experiment)
             for seed in seeds_of(name):
                 TrainConfig.from_dict(
                     {**train, "seed": seed, "device": config["device"], "precision": precision_of(name)}
                 )
+                if as_declared is None:
+                    continue
                 declared_train = TrainConfig.from_dict({**experiment.get("train", {}), "seed": seed})
                 key = training_key(as_declared, declared_train, data_dir_of(name))
                 if (other := trained_by.setdefault(key, name)) != name:
