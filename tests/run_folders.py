@@ -303,3 +303,74 @@ def write_scale_ablation(
             data=data,
             train={"precision": "bf16"},
         )
+
+
+# the parts study at one point: QK-norm is level with the plain model, the experts lower the loss
+PART_FLOORS = {
+    None: {5e-4: 2.40, 1e-3: 2.30, 2e-3: 2.35},
+    "qk_norm": {5e-4: 2.41, 1e-3: 2.36, 2e-3: 2.30, 4e-3: 2.33},
+    "moe": {5e-4: 2.30, 1e-3: 2.20, 2e-3: 2.26},
+}
+
+
+PART_MODELS = {None: {}, "qk_norm": {"qk_norm": True}, "moe": {"ffn_type": "moe", "n_experts": 4, "top_k": 2}}
+
+
+def experiment_name(part: str | None, lr: float) -> str:
+    return f"parts_{part or 'llama'}_{lr:g}".replace(".", "_").replace("-", "m")
+
+
+def write_parts_runs(runs_root: Path) -> None:
+    """One training, one run: the plain model at 5e-4 and 1e-3 is another study's (named as the
+    part runs' baseline), at 2e-3 the study's own; QK-norm at 4e-3 is a break test's, named by no
+    one, found by its settings. Beside them, runs no curve may take: a model of other settings
+    with no part tag, and the plain model with another warmup and in another precision."""
+    data = {"vocab_size": 50, "train_tokens": 64_000, "val_tokens": 500, "corpus": "mine"}
+    for part, by_lr in PART_FLOORS.items():
+        for lr, floor in by_lr.items():
+            for seed in (42, 7):
+                elsewhere = part is None and lr < 2e-3
+                group = "lr" if elsewhere else "break" if (part, lr) == ("qk_norm", 4e-3) else "parts"
+                write_run_folder(
+                    runs_root,
+                    ("lr_llama_" + experiment_name(None, lr)) if elsewhere else experiment_name(part, lr),
+                    seed,
+                    group=group,
+                    preset="llama",
+                    part=part,
+                    direction=None if part is None else "add",
+                    baseline=None
+                    if part is None or lr not in PART_FLOORS[None]
+                    else ("lr_llama_" if lr < 2e-3 else "") + experiment_name(None, lr),
+                    model=dict(LLAMA_PARTS, **PART_MODELS[part]),
+                    data=data,
+                    train={"precision": "fp32", "lr": lr},
+                    floor=floor,
+                )
+    for seed in (42, 7):  # multi-query attention, tagged as nothing: not the plain mini-LLaMA
+        write_run_folder(
+            runs_root,
+            "mqa_1e_3",
+            seed,
+            group="extra",
+            preset="llama",
+            model=dict(LLAMA_PARTS, n_kv_head=1),
+            data=data,
+            train={"precision": "fp32", "lr": 1e-3},
+            floor=1.5,
+        )
+        for name, group, train in (
+            ("no_warmup_5e_4", "extra", {"precision": "fp32", "lr": 5e-4, "warmup_steps": 0}),
+            ("llama_bf16_5e_4", "precision", {"precision": "bf16", "lr": 5e-4}),
+        ):
+            write_run_folder(
+                runs_root,
+                name,
+                seed,
+                group=group,
+                preset="llama",
+                model=LLAMA_PARTS,
+                data=data,
+                train=train,
+                floor=1.0,
+            )

@@ -37,6 +37,7 @@ from run_folders import (
     LLAMA_PARTS,
     SCALE_SIZES,
     write_fixture_grid,
+    write_parts_runs,
     write_run_folder,
     write_scale_ablation,
     write_scale_runs,
@@ -895,6 +896,23 @@ def test_the_point_selectbox_chooses_whose_curves_are_drawn(studies_db, monkeypa
     _, curves = chart_tables(app)
     assert set(curves["experiment"]) == {"scale_vanilla_s", "scale_llama_s"}
     assert set(curves["split"]) == {"val", "train"} and set(curves["seed"]) == {42, 7}
+
+
+def test_the_parts_study_draws_each_points_curves_over_lr(tmp_path, monkeypatch):
+    """Where QK-norm pays is the lr it survives: the Studies page draws, at each point of the parts
+    study, the plain mini-LLaMA and each part over lr (any study's runs with their settings: the
+    break test's QK-norm at 4e-3 too), in the parts' colours, beside the section's sentences."""
+    from anatomy.report import colours
+
+    write_parts_runs(tmp_path / "runs")
+    collect(tmp_path / "runs", tmp_path / "anatomy.duckdb")
+    app = open_page(tmp_path / "anatomy.duckdb", "studies", monkeypatch)
+    (points,) = [table for table in chart_tables(app) if "QK-norm" in set(table.get("model", []))]
+    assert set(points["model"]) == {"the plain mini-LLaMA", "QK-norm", "experts (MoE)"}
+    assert sorted(points.loc[points["model"] == "QK-norm", "lr"].unique()) == [5e-4, 1e-3, 2e-3, 4e-3]
+    (spec,) = [spec for spec in chart_specs(app) if colours.NEW_PARTS["moe"] in json.dumps(spec)]
+    assert colours.BREAKS["qk_norm"] in json.dumps(spec) and colours.LLAMA in json.dumps(spec)
+    assert any("Adding experts (MoE) lowers the loss beyond noise" in element.value for element in app.markdown)
 
 
 def test_the_break_tests_page_shows_no_study_run(studies_db, monkeypatch):

@@ -17,7 +17,7 @@ from anatomy.results import collect
 from anatomy.results.groups import STUDY_GROUPS, TARGETS, Target, study_targets
 from anatomy.results.reader import load
 from anatomy.results.studies import STUDIES_FILE, Study, extract_messages, parse_study, read_studies
-from run_folders import LLAMA_PARTS, write_run_folder
+from run_folders import LLAMA_PARTS, write_parts_runs, write_run_folder
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -298,76 +298,12 @@ def test_a_shared_lr_study_is_judged_at_that_lr_alone(depth_results, monkeypatch
 # the parts study's comparison: each part added to the mini-LLaMA against the plain one, each at its
 # own best lr; QK-norm is level, the experts lower the loss
 PARTS = Study("parts", "Q?", "parts", ("corpus", "train_tokens", "precision"), "own_lr")
-PART_FLOORS = {
-    None: {5e-4: 2.40, 1e-3: 2.30, 2e-3: 2.35},
-    "qk_norm": {5e-4: 2.41, 1e-3: 2.36, 2e-3: 2.30, 4e-3: 2.33},
-    "moe": {5e-4: 2.30, 1e-3: 2.20, 2e-3: 2.26},
-}
-
-
-PART_MODELS = {None: {}, "qk_norm": {"qk_norm": True}, "moe": {"ffn_type": "moe", "n_experts": 4, "top_k": 2}}
-
-
-def experiment_name(part: str | None, lr: float) -> str:
-    return f"parts_{part or 'llama'}_{lr:g}".replace(".", "_").replace("-", "m")
 
 
 @pytest.fixture(scope="module")
 def parts_results(tmp_path_factory):
-    """One training, one run: the plain model at 5e-4 and 1e-3 is another study's (named as the
-    part runs' baseline), at 2e-3 the study's own; QK-norm at 4e-3 is a break test's, named by no
-    one, found by its settings. Beside them, runs no curve may take: a model of other settings
-    with no part tag, and the plain model with another warmup and in another precision."""
     root = tmp_path_factory.mktemp("parts")
-    data = {"vocab_size": 50, "train_tokens": 64_000, "val_tokens": 500, "corpus": "mine"}
-    for part, by_lr in PART_FLOORS.items():
-        for lr, floor in by_lr.items():
-            for seed in (42, 7):
-                elsewhere = part is None and lr < 2e-3
-                group = "lr" if elsewhere else "break" if (part, lr) == ("qk_norm", 4e-3) else "parts"
-                write_run_folder(
-                    root / "runs",
-                    ("lr_llama_" + experiment_name(None, lr)) if elsewhere else experiment_name(part, lr),
-                    seed,
-                    group=group,
-                    preset="llama",
-                    part=part,
-                    direction=None if part is None else "add",
-                    baseline=None
-                    if part is None or lr not in PART_FLOORS[None]
-                    else ("lr_llama_" if lr < 2e-3 else "") + experiment_name(None, lr),
-                    model=dict(LLAMA_PARTS, **PART_MODELS[part]),
-                    data=data,
-                    train={"precision": "fp32", "lr": lr},
-                    floor=floor,
-                )
-    for seed in (42, 7):  # multi-query attention, tagged as nothing: not the plain mini-LLaMA
-        write_run_folder(
-            root / "runs",
-            "mqa_1e_3",
-            seed,
-            group="extra",
-            preset="llama",
-            model=dict(LLAMA_PARTS, n_kv_head=1),
-            data=data,
-            train={"precision": "fp32", "lr": 1e-3},
-            floor=1.5,
-        )
-        for name, group, train in (
-            ("no_warmup_5e_4", "extra", {"precision": "fp32", "lr": 5e-4, "warmup_steps": 0}),
-            ("llama_bf16_5e_4", "precision", {"precision": "bf16", "lr": 5e-4}),
-        ):
-            write_run_folder(
-                root / "runs",
-                name,
-                seed,
-                group=group,
-                preset="llama",
-                model=LLAMA_PARTS,
-                data=data,
-                train=train,
-                floor=1.0,
-            )
+    write_parts_runs(root / "runs")
     collect.collect(root / "runs", root / "anatomy.duckdb")
     return load(root / "anatomy.duckdb")
 
@@ -444,3 +380,22 @@ def test_a_study_whose_points_are_setups_is_answered_setup_by_setup(tmp_path):
     assert "best val 2.325 at lr 0.0005, with a worse lr tried on each side" in text  # vanilla's curve
     assert "llama minus vanilla -0.100 [" in text and linked == ["tune"] and "[tune]" in text
     assert study_section.study_points(everything, tune).empty
+
+
+def test_the_parts_figure_draws_each_curve_over_lr_in_its_parts_colour(parts_results):
+    """The dashboard's figure of a parts point: the plain model and each part over every lr any
+    study trained with their settings (the break test's QK-norm at 4e-3 too), best lr ringed."""
+    from anatomy.report import colours
+
+    points = study_section.parts_lr_points(parts_results, PARTS)
+    means = points.pivot_table(index="lr", columns="model", values="mean").round(3)
+    assert means["QK-norm"].to_dict() == {5e-4: 2.435, 1e-3: 2.385, 2e-3: 2.325, 4e-3: 2.355}
+    assert means["the plain mini-LLaMA"].dropna().to_dict() == {5e-4: 2.425, 1e-3: 2.325, 2e-3: 2.375}  # no bf16
+    best = points[points["best"]].set_index("model")["lr"].to_dict()
+    assert best == {"the plain mini-LLaMA": 1e-3, "QK-norm": 2e-3, "experts (MoE)": 1e-3}
+    assert set(points["setup"]) == {"64,000 characters of mine (fp32)"}
+    assert study_section.parts_colours(parts_results, PARTS) == {
+        "the plain mini-LLaMA": colours.LLAMA,
+        "experts (MoE)": colours.NEW_PARTS["moe"],
+        "QK-norm": colours.BREAKS["qk_norm"],
+    }

@@ -688,14 +688,18 @@ def best_val_by_size_chart(points: pd.DataFrame, height: int = 320) -> alt.Layer
     return (band + line + dots).properties(height=height)
 
 
-def lr_chart(points: pd.DataFrame, setup: str | None = None, height: int = 320) -> alt.LayerChart:
+def lr_chart(
+    points: pd.DataFrame, setup: str | None = None, height: int = 320, colours: dict[str, str] | None = None
+) -> alt.LayerChart:
     """Best val against learning rate (log axis), one line per model through the mean over seeds,
     the seed band (min to max) behind it, each model's best lr ringed, and a cross at the top for
     every lr where a run diverged (anatomy.report.lr_section.lr_points). One setup per chart (its
-    label; the first, the largest, when None): two texts' losses do not share an axis."""
+    label; the first, the largest, when None): two texts' losses do not share an axis. `colours`:
+    each line's colour by its `model` name (the parts study's curves), else the two models'."""
     if len(points):
         points = points[points["setup"] == (setup if setup is not None else points["setup"].iloc[0])]
-    color = alt.Color("model:N", title=_("model"), scale=model_scale(), legend=model_legend())
+    scale = model_scale() if colours is None else alt.Scale(domain=list(colours), range=list(colours.values()))
+    color = alt.Color("model:N", title=_("model"), scale=scale, legend=model_legend())
     ticks = sorted(points["lr"].unique())  # the lrs tried, not the axis's round numbers
     x = alt.X(
         "lr:Q",

@@ -45,6 +45,9 @@ BREAKS = {
     "qk_norm": "#bcbd22",
 }
 # a second experiment of a model's role in one scope (a study's other lr): the model's light shade
+# the parts of 2024-26, only ever added to the mini-LLaMA: QK-norm keeps its break test's colour
+# (two of the spares: a scope where one is taken gives the next run another spare)
+NEW_PARTS = {"qk_norm": BREAKS["qk_norm"], "mla": "#7b4173", "moe": "#8c6d31"}
 LIGHT = {VANILLA: "#9ecae9", LLAMA: "#ffbf79"}
 # for an experiment no role names, or a third of one role: none of them a role's colour
 SPARE = ["#17becf", "#7b4173", "#8c6d31", "#5254a3", "#637939", "#ad494a", "#a55194", "#e7969c"]
@@ -110,6 +113,8 @@ def role_colour(key: str | None) -> str | None:
         direction, part = key.split(":", 1)
         if part in PARTS:
             return PARTS[part][0 if direction == "add" else 1]
+        if part in NEW_PARTS and direction == "add":
+            return NEW_PARTS[part]
     return None
 
 

@@ -648,6 +648,7 @@ def lr_points(everything: Results, group: str = STUDY) -> pd.DataFrame:
                         "best": point["lr"] == curve.best_lr,
                     }
                 )
-    return pd.DataFrame(
-        rows, columns=["setup", "model", "lr", "mean", "min", "max", "seeds", "diverged", "stalled", "best"]
-    )
+    return pd.DataFrame(rows, columns=LR_POINT_COLUMNS)
+
+
+LR_POINT_COLUMNS = ["setup", "model", "lr", "mean", "min", "max", "seeds", "diverged", "stalled", "best"]

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from anatomy.language import N_, _, ngettext, pgettext
-from anatomy.report import lr_section
+from anatomy.report import colours, lr_section
 from anatomy.report import study_measures
 from anatomy.report.exam_findings import PART_NAMES
 from anatomy.report.twins_section import twins_section
@@ -697,6 +697,27 @@ def parts_points(everything: Results, study: Study) -> list[PartsPoint]:
             else " ".join(f"{value:,}" if isinstance(value, int) else str(value) for value in key.values())
         )
         found.append(PartsPoint(key, label, curves))
+    return found
+
+
+def parts_lr_points(everything: Results, study: Study) -> pd.DataFrame:
+    """The parts' curves as the lr figure draws them (lr_section.lr_points' columns, `model` the
+    part's name): at each point, best val over lr for the plain model and each part."""
+    rows = []
+    for point in parts_points(everything, study):
+        for part, curve in point.curves.items():
+            for row in curve.points.to_dict("records"):
+                rows.append({"setup": point.label, "model": part_name(part), **row, "best": row["lr"] == curve.best_lr})
+    return pd.DataFrame(rows, columns=lr_section.LR_POINT_COLUMNS)
+
+
+def parts_colours(everything: Results, study: Study) -> dict[str, str]:
+    """Each curve's colour, by the name the figure shows: the plain model the mini-LLaMA's, each
+    part its role's (colours.NEW_PARTS; a part of your own a spare)."""
+    mine = everything.runs[everything.runs["group"] == study.name]
+    found = {part_name(None): colours.LLAMA}
+    for part in sorted(mine["part"].dropna().unique()):
+        found[part_name(part)] = colours.role_colour(f"add:{part}") or colours.spare(part, set(found.values()))
     return found
 
 

@@ -71,6 +71,16 @@ def show_point_curves(everything, study) -> None:
     st.caption(_("Solid: val; dashed: train; one line per seed. Click an experiment in the legend to highlight it."))
 
 
+def show_parts_curves(everything, study) -> None:
+    """Best val against lr at each point of a parts study: the plain mini-LLaMA and each part,
+    each ringed at its best lr (QK-norm's worth is in the lr it survives, not at a small one)."""
+    points = study_section.parts_lr_points(everything, study)
+    part_colours = study_section.parts_colours(everything, study)
+    for label in points["setup"].unique():
+        charts.draw(charts.lr_chart(points, setup=label, colours=part_colours))
+        st.caption(_("{point}: each curve's best val over the lrs tried, its best lr ringed.").format(point=label))
+
+
 def with_job_times(results):
     """The results with the record of their runs' training jobs (grid.json beside the run folders,
     as `anatomy report` reads it), for the size table's minutes per run; as they are without one."""
@@ -120,6 +130,8 @@ for study in declared().values():
     if not (by_point := study_section.study_points(everything, study)).empty:  # compare: models
         charts.draw(charts.best_val_by_params_chart(by_point))
         charts.draw(charts.best_lr_by_params_chart(by_point))
+    if study.compare == "parts":  # each point's curves over lr: where each part's best lr lies
+        show_parts_curves(everything, study)
     if not (by_size := study_section.best_val_by_text_size(everything, study)).empty:  # one lr, sizes of text
         charts.draw(charts.best_val_by_size_chart(by_size))
         st.caption(study_section.figure_caption(everything, study))
