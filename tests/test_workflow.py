@@ -609,6 +609,7 @@ def test_invalid_experiment_is_a_clear_error(workdir, case):
         assert fragment in message, (fragment, message)
 
 
+@pytest.mark.slow  # two plans of the whole workflow: CI's, not the inner loop's
 def test_an_override_that_makes_two_declarations_alike_is_not_a_repeat(workdir):
     """One training, one run is judged on the declarations as written: the whole grid in bf16
     (docs/precision.md) makes vanilla the precision study's vanilla_bf16, as the user asked."""
