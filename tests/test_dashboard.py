@@ -915,6 +915,25 @@ def test_the_parts_study_draws_each_points_curves_over_lr(tmp_path, monkeypatch)
     assert any("Adding experts (MoE) lowers the loss beyond noise" in element.value for element in app.markdown)
 
 
+def test_the_exams_page_says_each_parts_full_size_answer_under_its_exam(tmp_path, monkeypatch):
+    """The parts study's runs have their rows on the Exams page: under each part's exam, the
+    study's sentence on it at the chapter's size, or that it is not answered yet."""
+    import shutil
+
+    write_parts_runs(tmp_path / "runs")
+    collect(tmp_path / "runs", tmp_path / "answered.duckdb")
+    said = texts(open_page(tmp_path / "answered.duckdb", "exams", monkeypatch))
+    assert "**At the chapter's size** (the parts study's full-size runs): Adding QK-norm leaves the loss level" in said
+    assert "**At the chapter's size** (the parts study's full-size runs): Adding experts (MoE) lowers the loss" in said
+    assert said.count("At the chapter's size") == 2  # no MLA run in this study: nothing said of it
+
+    shutil.rmtree(tmp_path / "runs" / "parts_qk_norm_0_004")  # QK-norm's best lr is now the edge
+    collect(tmp_path / "runs", tmp_path / "waiting.duckdb")
+    said = texts(open_page(tmp_path / "waiting.duckdb", "exams", monkeypatch))
+    waiting = "(the parts study's full-size runs): not answered yet; the Studies page says what it waits for."
+    assert said.count(waiting) == 2 and "Adding experts (MoE)" not in said
+
+
 def test_the_break_tests_page_shows_no_study_run(studies_db, monkeypatch):
     """The scale and bf16 runs are not break tests: only the grid's runs join its pages."""
     app = open_page(studies_db, "breaks", monkeypatch)

@@ -351,6 +351,46 @@ def recipe(everything: Results, setup: lr_section.Setup) -> Finding | None:
     )
 
 
+def parts_study_records(everything: Results, study: Study) -> list[tuple[str, Finding]]:
+    """A parts study's answers, (part, record) per part and point, once the study can answer
+    (none while any point waits): the same sentences as its section."""
+    found = study_section.parts_points(everything, study)
+    judged = study_section.parts_differences(everything, study, found)
+    if not judged or study_section.parts_missing(study, found, judged):
+        return []
+    return [
+        (
+            part,
+            Finding(
+                key=f"{study.name}_{part}_{index}",
+                question=_(study.question),
+                setup=found[index].label,
+                comparison=_("with the part minus without"),
+                difference=said,
+                verdict=said.sign,
+                sentence=study_section.part_verdict(part, found[index], said),
+                evidence=study.name,
+            ),
+        )
+        for (index, part), said in judged.items()
+    ]
+
+
+def parts_at_full_size(everything: Results) -> dict[str, list[str]]:
+    """Each part the parts studies have runs of -> their sentences on it (none yet: an empty list),
+    which the Exams page says under the part's own exam."""
+    said: dict[str, list[str]] = {}
+    for study in declared().values():
+        if study.compare != "parts":
+            continue
+        mine = everything.runs[everything.runs["group"] == study.name]
+        for part in mine["part"].dropna().unique():
+            said.setdefault(part, [])
+        for part, record in parts_study_records(everything, study):
+            said[part].append(record.sentence)
+    return said
+
+
 def declared_study_findings(everything: Results) -> list[Finding]:
     """The answers of the studies rendered from their declarations (the size study's, the parts
     study's, a user's), once answered: the same sentences as their sections. A models study is one
@@ -365,23 +405,7 @@ def declared_study_findings(everything: Results) -> list[Finding]:
         if study.compare == "twins" or study_section.per_setup(study) or study in shared_lr_studies():
             continue
         if study.compare == "parts":
-            found = study_section.parts_points(everything, study)
-            judged = study_section.parts_differences(everything, study, found)
-            if not judged or study_section.parts_missing(study, found, judged):
-                continue
-            for (index, part), said in judged.items():
-                records.append(
-                    Finding(
-                        key=f"{study.name}_{part}_{index}",
-                        question=_(study.question),
-                        setup=found[index].label,
-                        comparison=_("with the part minus without"),
-                        difference=said,
-                        verdict=said.sign,
-                        sentence=study_section.part_verdict(part, found[index], said),
-                        evidence=study.name,
-                    )
-                )
+            records += [record for _part, record in parts_study_records(everything, study)]
             continue
         found = study_section.points(everything, study)
         swapped = swap_findings(everything, study, found)  # after the study's own answer, as its section

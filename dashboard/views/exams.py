@@ -19,7 +19,7 @@ import re
 
 from anatomy.language import _, join_list
 from anatomy.report import exam_findings as findings
-from anatomy.report.findings import exam_part_findings
+from anatomy.report.findings import exam_part_findings, parts_at_full_size
 from anatomy.report.protocol import not_a_finding, protocol_of
 from anatomy.report.roles import only_runs_of
 from anatomy.report.wording import wiring
@@ -431,6 +431,15 @@ def say_part(part: str, detail: str) -> None:
     st.caption(findings.sentence(detail))
 
 
+def say_full_size(part: str) -> None:
+    """What the parts study found of the part at the chapter's size, in its section's words (the
+    Studies page has the table and what it waits for); nothing where the study has no run of it."""
+    if part not in full_size:
+        return
+    said = " ".join(full_size[part]) or _("not answered yet; the Studies page says what it waits for.")
+    st.markdown(_("**At the chapter's size** (the parts study's full-size runs): {said}").format(said=said))
+
+
 def qk_norm_section(results: Results) -> None:
     st.header(_("QK-norm: a high learning rate without warmup"))
     st.caption(
@@ -440,6 +449,7 @@ def qk_norm_section(results: Results) -> None:
             "and without it, and logs every layer's largest attention logit."
         )
     )
+    say_full_size("qk_norm")
     cells = results.exams.qk_norm
     if cells.empty:
         say_empty("qk_norm", _("QK-norm map (table exam_qk_norm)"), results.path)
@@ -470,6 +480,7 @@ def mla_section(results: Results) -> None:
             "character, measured from its tensors, beside its best val and its generation speed."
         )
     )
+    say_full_size("mla")
     cells = results.exams.mla
     if cells.empty:
         say_empty("mla", _("MLA results (table exam_mla)"), results.path)
@@ -506,6 +517,7 @@ def moe_section(results: Results) -> None:
             "parameters (every expert on every token), with the experts' load and the time of a training step."
         )
     )
+    say_full_size("moe")
     cells = results.exams.moe
     if cells.empty:
         say_empty("moe", _("experts' results (table exam_moe)"), results.path)
@@ -561,6 +573,7 @@ grid_runs = only_runs_of(results, None).runs  # the runs the grid's exams count 
 findings_testable = protocol_of(only_runs_of(results, None)).untestable_reason is None
 colours = charts.colours_of(results)
 part_findings = exam_part_findings(only_runs_of(results, None))  # the report's sentence for each part of 2024-26
+full_size = parts_at_full_size(results)  # the parts study's sentences on each, at the chapter's size
 st.title(_("Exams: each part where it pays"))
 st.caption(
     _(
