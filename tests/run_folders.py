@@ -313,6 +313,8 @@ PART_FLOORS = {
 }
 
 
+# two layers of 4 experts: uneven early, 16%-34% at the last logged step
+EXPERT_SHARES = {10: [[0.05, 0.6, 0.2, 0.15], [0.25] * 4], 90: [[0.16, 0.34, 0.25, 0.25], [0.2, 0.3, 0.25, 0.25]]}
 PART_MODELS = {None: {}, "qk_norm": {"qk_norm": True}, "moe": {"ffn_type": "moe", "n_experts": 4, "top_k": 2}}
 
 
@@ -324,14 +326,15 @@ def write_parts_runs(runs_root: Path) -> None:
     """One training, one run: the plain model at 5e-4 and 1e-3 is another study's (named as the
     part runs' baseline), at 2e-3 the study's own; QK-norm at 4e-3 is a break test's, named by no
     one, found by its settings. Beside them, runs no curve may take: a model of other settings
-    with no part tag, and the plain model with another warmup and in another precision."""
+    with no part tag, and the plain model with another warmup and in another precision. The
+    experts' runs log their shares (EXPERT_SHARES), but for seed 7 at their best lr."""
     data = {"vocab_size": 50, "train_tokens": 64_000, "val_tokens": 500, "corpus": "mine"}
     for part, by_lr in PART_FLOORS.items():
         for lr, floor in by_lr.items():
             for seed in (42, 7):
                 elsewhere = part is None and lr < 2e-3
                 group = "lr" if elsewhere else "break" if (part, lr) == ("qk_norm", 4e-3) else "parts"
-                write_run_folder(
+                folder = write_run_folder(
                     runs_root,
                     ("lr_llama_" + experiment_name(None, lr)) if elsewhere else experiment_name(part, lr),
                     seed,
@@ -347,6 +350,9 @@ def write_parts_runs(runs_root: Path) -> None:
                     train={"precision": "fp32", "lr": lr},
                     floor=floor,
                 )
+                if part == "moe" and (lr, seed) != (1e-3, 7):
+                    lines = [json.dumps({"step": step, "shares": shares}) for step, shares in EXPERT_SHARES.items()]
+                    (folder / "expert_shares.jsonl").write_text("\n".join(lines) + "\n")
     for seed in (42, 7):  # multi-query attention, tagged as nothing: not the plain mini-LLaMA
         write_run_folder(
             runs_root,

@@ -399,3 +399,15 @@ def test_the_parts_figure_draws_each_curve_over_lr_in_its_parts_colour(parts_res
         "experts (MoE)": colours.NEW_PARTS["moe"],
         "QK-norm": colours.BREAKS["qk_norm"],
     }
+
+
+def test_the_experts_load_is_said_for_the_runs_the_table_judges(parts_results):
+    """The experts' exam's measure, for the full-size runs: the smallest and largest share any
+    expert took at the last logged step (not the uneven first steps), over the runs at the experts'
+    best lr that logged it."""
+    text = study_section.study_section(parts_results, PARTS)
+    assert (
+        "**The experts' load** (the smallest and largest share of the tokens any expert took at a run's last "
+        "logged step): experts (MoE) at lr 0.001 on 64,000 characters of mine (fp32): 16%-34% (even: 25%; 1 of "
+        "its 2 runs logged it)." in text
+    )

@@ -25,7 +25,7 @@ import pandas as pd
 from anatomy.language import N_, _, ngettext, pgettext
 from anatomy.report import colours, lr_section
 from anatomy.report import study_measures
-from anatomy.report.exam_findings import PART_NAMES
+from anatomy.report.exam_findings import PART_NAMES, share, shares
 from anatomy.report.twins_section import twins_section
 from anatomy.report.uncertainty import (
     SETUP,
@@ -784,6 +784,42 @@ def parts_missing(study: Study, found: list[PartsPoint], judged: dict[tuple[int,
     return list(dict.fromkeys(waiting))
 
 
+def parts_load_text(everything: Results, study: Study, found: list[PartsPoint]) -> str | None:
+    """The experts' load in the runs the table judges, as the experts' exam states its cells':
+    the smallest and largest share any expert took at a run's last logged step."""
+    loads = everything.exams.expert_load
+    said = []
+    for point in found:
+        for part, curve in point.curves.items():
+            if part is None or (lr := parts_lr(study, curve)) is None:
+                continue
+            runs = curve.at(lr)
+            logged = loads[loads["run_id"].isin(runs.loc[runs["ffn_type"] == "moe", "run_id"])]
+            if logged.empty:
+                continue
+            even = share(1 / runs["n_experts"].iloc[0])
+            said.append(
+                _(
+                    "{part} at lr {lr} on {point}: {shares} (even: {even}; {logged} of its {runs} runs logged it)"
+                ).format(
+                    part=part_name(part),
+                    lr=f"{lr:g}",
+                    point=point.label,
+                    shares=shares(logged["min_share"].min(), logged["max_share"].max()),
+                    even=even,
+                    logged=len(logged),
+                    runs=len(runs),
+                )
+            )
+    if not said:
+        return None
+    heading = _(
+        "**The experts' load** (the smallest and largest share of the tokens any expert took at a run's last "
+        "logged step):"
+    )
+    return f"{heading} {'; '.join(said)}."
+
+
 def parts_section(everything: Results, study: Study) -> str | None:
     found = parts_points(everything, study)
     if not found:
@@ -815,6 +851,8 @@ def parts_section(everything: Results, study: Study) -> str | None:
         parts.append(_("**Not answered yet.** Still missing: {missing}.").format(missing="; ".join(waiting)))
     else:
         parts.append(sentences(part_verdict(part, found[index], said) for (index, part), said in judged.items()))
+    if load := parts_load_text(everything, study, found):
+        parts.append(load)
     if study.cannot_answer:
         parts.append(_(study.cannot_answer))
     parts.append(_(HOW_TO_READ))

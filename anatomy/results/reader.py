@@ -88,6 +88,7 @@ class ExamTables:
     mla: pd.DataFrame  # exam_mla: cache bytes per character, best val and generation speed per cell
     moe: pd.DataFrame  # exam_moe: dense and the MoE cells, parameters, best val, load and step time
     moe_shares: pd.DataFrame  # per MoE cell, logged step, layer and expert: its share of the tokens
+    expert_load: pd.DataFrame  # per run with experts (not the exam's cells): run_id, min_share, max_share
 
 
 @dataclass
@@ -298,6 +299,14 @@ def read_exams(table, runs: pd.DataFrame) -> ExamTables:
             SELECT substr(run_id, {len(MOE_CELL_PREFIX) + 1}) AS cell, step, layer, expert, share
             FROM expert_shares WHERE starts_with(run_id, '{MOE_CELL_PREFIX}')
             ORDER BY cell, step, layer, expert"""),
+        # the trained runs' load as the exam states its cells' (anatomy/exams/moe.py `load`): the
+        # smallest and largest share any expert of any layer took at the run's last logged step
+        expert_load=table(f"""
+            SELECT run_id, min(share) AS min_share, max(share) AS max_share
+            FROM expert_shares
+            WHERE NOT starts_with(run_id, '{MOE_CELL_PREFIX}')
+                AND (run_id, step) IN (SELECT (run_id, max(step)) FROM expert_shares GROUP BY run_id)
+            GROUP BY run_id ORDER BY run_id"""),
     )
 
 
