@@ -1353,10 +1353,12 @@ def test_an_interrupted_collect_keeps_the_last_database_and_the_plain_command_co
     database, summary = workdir / "results" / "anatomy.duckdb", workdir / "results" / "results.json"
     collected = database.read_bytes(), summary.read_bytes()
 
-    # a run trained since: one more experiment of the headline group
+    # a run trained since: one more experiment of the headline group (at another lr: vanilla's
+    # training again would be refused as a repeat)
     extra = workdir / "extra.yaml"
     extra.write_text(
-        "experiments:\n  vanilla_again:\n    preset: vanilla\n    group: headline\n    description: again\n",
+        "experiments:\n  vanilla_again:\n    preset: vanilla\n    group: headline\n    description: again\n"
+        "    train: {lr: 7.0e-4}\n",
         encoding="utf-8",
     )
     write_run_folder(runs, "vanilla_again", 42)
