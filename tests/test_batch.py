@@ -141,9 +141,12 @@ def test_a_time_limit_stops_a_training_with_ctrl_c_and_starts_no_other(tmp_path,
     monkeypatch.chdir(tmp_path)
     slow = {
         "run": "results/runs/slow/seed42",
+        # the trap first: a Ctrl-C that lands while bash waits for mkdir, before any trap, is one
+        # bash lets pass (its child did not die of it), and the sleep then ran its 60 s (seen in CI
+        # with two trainings beside it)
         "commands": [
-            "mkdir -p results/runs/slow/seed42 && trap 'touch results/runs/slow/seed42/saved; exit 130' INT; "
-            "sleep 60 & wait"
+            "trap 'mkdir -p results/runs/slow/seed42 && touch results/runs/slow/seed42/saved; exit 130' INT; "
+            "mkdir -p results/runs/slow/seed42; sleep 60 & wait"
         ],
         "logs": [""],
     }
