@@ -316,8 +316,14 @@ def test_each_part_is_judged_against_the_plain_model_each_at_its_own_best_lr(par
     assert (
         "| 64,000 characters of mine (fp32) | experts (MoE) | 2.325 at lr 0.001 | 2.225 at lr 0.001 | -0.100 [" in text
     )
-    assert "Adding experts (MoE) lowers the loss beyond noise on 64,000 characters of mine (fp32) (-0.100 [" in text
-    assert "Adding QK-norm leaves the loss level within noise on 64,000 characters of mine (fp32) (+0.000 [" in text
+    assert (
+        "Adding experts (MoE) lowers the loss beyond noise on 64,000 characters of mine (fp32) (lr 0.001 with it, "
+        "0.001 without: -0.100 [" in text
+    )
+    assert (
+        "Adding QK-norm leaves the loss level within noise on 64,000 characters of mine (fp32) (lr 0.002 with it, "
+        "0.001 without: +0.000 [" in text
+    )
     assert study_section.study_points(parts_results, PARTS).empty  # no figure of two models here
 
 

@@ -368,7 +368,7 @@ def parts_study_records(everything: Results, study: Study) -> list[tuple[str, Fi
                 comparison=_("with the part minus without"),
                 difference=said,
                 verdict=said.sign,
-                sentence=study_section.part_verdict(part, found[index], said),
+                sentence=study_section.part_verdict(study, part, found[index], said),
                 evidence=study.name,
             ),
         )

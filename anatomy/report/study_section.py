@@ -739,15 +739,24 @@ def parts_differences(everything: Results, study: Study, found: list[PartsPoint]
 
 
 PART_VERDICTS = {
-    -1: N_("Adding {part} lowers the loss beyond noise on {point} ({difference})."),
-    0: N_("Adding {part} leaves the loss level within noise on {point} ({difference})."),
-    1: N_("Adding {part} raises the loss beyond noise on {point} ({difference})."),
+    -1: N_(
+        "Adding {part} lowers the loss beyond noise on {point} (lr {lr} with it, {plain_lr} without: {difference})."
+    ),
+    0: N_(
+        "Adding {part} leaves the loss level within noise on {point} (lr {lr} with it, {plain_lr} without: "
+        "{difference})."
+    ),
+    1: N_("Adding {part} raises the loss beyond noise on {point} (lr {lr} with it, {plain_lr} without: {difference})."),
 }
 
 
-def part_verdict(part: str, point: PartsPoint, said: Difference) -> str:
-    """One part's answer at one point: the report's sentence and its findings record's."""
-    return _(PART_VERDICTS[said.sign]).format(part=part_name(part), point=point.label, difference=interval_text(said))
+def part_verdict(study: Study, part: str, point: PartsPoint, said: Difference) -> str:
+    """One part's answer at one point, with the lr each side was judged at (under own_lr, each its
+    own best): the report's sentence and its findings record's."""
+    lrs = {name: f"{parts_lr(study, point.curves[key]):g}" for name, key in (("lr", part), ("plain_lr", None))}
+    return _(PART_VERDICTS[said.sign]).format(
+        part=part_name(part), point=point.label, difference=interval_text(said), **lrs
+    )
 
 
 def parts_missing(study: Study, found: list[PartsPoint], judged: dict[tuple[int, str], Difference]) -> list[str]:
@@ -850,7 +859,7 @@ def parts_section(everything: Results, study: Study) -> str | None:
     if waiting := parts_missing(study, found, judged):
         parts.append(_("**Not answered yet.** Still missing: {missing}.").format(missing="; ".join(waiting)))
     else:
-        parts.append(sentences(part_verdict(part, found[index], said) for (index, part), said in judged.items()))
+        parts.append(sentences(part_verdict(study, part, found[index], said) for (index, part), said in judged.items()))
     if load := parts_load_text(everything, study, found):
         parts.append(load)
     if study.cannot_answer:
