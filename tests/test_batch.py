@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import signal
 import tarfile
 import time
 from pathlib import Path
@@ -141,9 +142,7 @@ def test_a_time_limit_stops_a_training_with_ctrl_c_and_starts_no_other(tmp_path,
     monkeypatch.chdir(tmp_path)
     slow = {
         "run": "results/runs/slow/seed42",
-        # the trap first: a Ctrl-C that lands while bash waits for mkdir, before any trap, is one
-        # bash lets pass (its child did not die of it), and the sleep then ran its 60 s (seen in CI
-        # with two trainings beside it)
+        # the trap first, so that a Ctrl-C at any moment of the command is the trap's
         "commands": [
             "trap 'mkdir -p results/runs/slow/seed42 && touch results/runs/slow/seed42/saved; exit 130' INT; "
             "mkdir -p results/runs/slow/seed42; sleep 60 & wait"
@@ -152,9 +151,15 @@ def test_a_time_limit_stops_a_training_with_ctrl_c_and_starts_no_other(tmp_path,
     }
     queued = {"run": "results/runs/queued/seed42", "commands": ["mkdir -p results/runs/queued/seed42"], "logs": [""]}
     plan = write_plan(tmp_path, [slow, queued])
-    started = time.monotonic()
-    assert main(["batch-run", str(plan), "--lanes", "1", "--minutes", "0.03", "--pack", "runs.tar.gz"]) == 1
-    assert time.monotonic() - started < 30  # not the 60 s of the sleep
+    # started in the background (`nohup python -m anatomy batch-run ... &`): Ctrl-C ignored, which
+    # the commands would inherit (CI's run met it: the trap never fired, the sleep ran 60 s)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        started = time.monotonic()
+        assert main(["batch-run", str(plan), "--lanes", "1", "--minutes", "0.03", "--pack", "runs.tar.gz"]) == 1
+        assert time.monotonic() - started < 30  # not the 60 s of the sleep
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert (tmp_path / "results/runs/slow/seed42/saved").exists()
     assert not (tmp_path / "results/runs/queued").exists()
     said = capsys.readouterr().out

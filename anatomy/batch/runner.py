@@ -126,7 +126,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def ctrl_c_restored() -> None:
+    """A batch started in the background (`nohup ... &`) starts with Ctrl-C ignored, and an ignored
+    signal outlives exec: every training would inherit it, and bash cannot trap it. The stop at
+    the time limit (a Ctrl-C, so that a training saves where it got to) would then wait out the
+    grace period and kill. Python's own handler instead: the commands start with the default."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def run(args) -> int:
+    ctrl_c_restored()
     if args.lanes < 1:
         raise AnatomyError(f"batch-run: --lanes {args.lanes} is not valid: expected 1 or more")
     if args.minutes is not None and args.minutes <= 0:
