@@ -44,10 +44,10 @@ BREAKS = {
     "mqa": "#1b5e5b",  # one key/value head: GQA's teal, darkest
     "qk_norm": "#bcbd22",
 }
-# a second experiment of a model's role in one scope (a study's other lr): the model's light shade
 # the parts of 2024-26, only ever added to the mini-LLaMA: QK-norm keeps its break test's colour
 # (two of the spares: a scope where one is taken gives the next run another spare)
 NEW_PARTS = {"qk_norm": BREAKS["qk_norm"], "mla": "#7b4173", "moe": "#8c6d31"}
+# a second experiment of a model's role in one scope (a study's other lr): the model's light shade
 LIGHT = {VANILLA: "#9ecae9", LLAMA: "#ffbf79"}
 # for an experiment no role names, or a third of one role: none of them a role's colour
 SPARE = ["#17becf", "#7b4173", "#8c6d31", "#5254a3", "#637939", "#ad494a", "#a55194", "#e7969c"]
