@@ -18,7 +18,7 @@ from anatomy.errors import AnatomyError
 from anatomy.files.run_folder import EXPERT_SHARES_FILE, GRAD_NORMS_FILE, MAX_LOGITS_FILE
 from anatomy.model import MiniLM, apply_rope
 from anatomy.training import grad_norms
-from anatomy.training.layer_logs import max_attention_logits, read_expert_shares, read_max_logits
+from anatomy.training.layer_logs import expert_load, max_attention_logits, read_expert_shares, read_max_logits
 from anatomy.training import trainer as trainer_module
 from anatomy.training.trainer import train
 from run_folders import LLAMA_PARTS
@@ -194,6 +194,21 @@ def test_the_readers_give_one_row_per_layer_and_expert_with_null_as_nan(tmp_path
         (1, 1, 0.0),
     ]
     assert read_max_logits(tmp_path / "none.jsonl", "r") == []
+
+
+def test_the_experts_load_is_read_at_the_last_logged_step_whatever_the_order():
+    """The load is the smallest and largest share at the run's last step, over every layer: the
+    uneven first steps (here expert 0 at 0.7) and the row order never enter it."""
+    rows = [
+        {"step": 50, "layer": 1, "expert": 0, "share": 0.2},
+        {"step": 50, "layer": 1, "expert": 1, "share": 0.8},
+        {"step": 1, "layer": 0, "expert": 0, "share": 0.7},
+        {"step": 1, "layer": 0, "expert": 1, "share": 0.3},
+        {"step": 50, "layer": 0, "expert": 0, "share": 0.45},
+        {"step": 50, "layer": 0, "expert": 1, "share": 0.55},
+    ]
+    assert expert_load(rows) == {"min_share": 0.2, "max_share": 0.8}
+    assert expert_load([]) is None
 
 
 def test_a_damaged_line_is_named(tmp_path):

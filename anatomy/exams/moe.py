@@ -38,7 +38,7 @@ from anatomy.exams.cells import add_cell_arguments, at_least_one, number, read_c
 from anatomy.files.atomic import write_json
 from anatomy.files.run_folder import read_json_object
 from anatomy.machine import cpu_description
-from anatomy.training.layer_logs import read_expert_shares
+from anatomy.training.layer_logs import expert_load, read_expert_shares
 
 FOLDER = "moe"  # under results/exams/
 DEFAULT_OUT = Path("results") / "exams" / FOLDER
@@ -82,15 +82,6 @@ def parameter_counts(model_cfg: dict[str, Any]) -> tuple[int, int]:
     return model.num_params(), model.active_params()
 
 
-def load(folder: Path) -> tuple[float | None, float | None]:
-    """(smallest, largest) share of the tokens any expert of any layer took at the last logged step."""
-    rows = read_expert_shares(folder / "expert_shares.jsonl", folder.name)
-    if not rows:
-        return None, None
-    last = [row["share"] for row in rows if row["step"] == rows[-1]["step"]]
-    return min(last), max(last)
-
-
 def step_timings(model_cfgs: dict[str, dict], batch_size: int, rounds: int) -> dict[str, dict[str, float]]:
     """Cell -> {step_ms: median ms of a training step, step_ratio: the median per-round ratio to
     dense}, all cells timed in this process, interleaved (wall_clock.interleaved_ms)."""
@@ -120,7 +111,7 @@ def rows_of(out: Path, names: list[str], timings: dict[str, dict[str, float]]) -
     for name in names:
         cell = read_cell(out / name)
         total, active = parameter_counts(cell["model"])
-        low, high = load(out / name)
+        load = expert_load(read_expert_shares(out / name / "expert_shares.jsonl", name))
         moe = cell["model"].get("ffn_type") == "moe"
         rows.append(
             {
@@ -130,8 +121,7 @@ def rows_of(out: Path, names: list[str], timings: dict[str, dict[str, float]]) -
                 "params": total,
                 "active_params": active,
                 "best_val_loss": cell["best_val_loss"],
-                "min_share": low,
-                "max_share": high,
+                **(load or {"min_share": None, "max_share": None}),  # dense has no experts
                 "run_step_s": cell["step_time_s"],
                 **timings.get(name, {"step_ms": None, "step_ratio": None}),
             }

@@ -584,7 +584,10 @@ def read_run_exams(folder: Path, run_id: str, collected: CollectedRuns) -> None:
 def read_layer_logs(files: RunFolder, run_id: str, collected: CollectedRuns) -> None:
     """The logs beside the gradient norms, where a run has them (anatomy/training/layer_logs.py)."""
     collected.add_exam_rows("max_logits", layer_logs.read_max_logits(files.max_logits, run_id))
-    collected.add_exam_rows("expert_shares", layer_logs.read_expert_shares(files.expert_shares, run_id))
+    shares = layer_logs.read_expert_shares(files.expert_shares, run_id)
+    collected.add_exam_rows("expert_shares", shares)
+    if (load := layer_logs.expert_load(shares)) is not None:
+        collected.add_exam_rows("expert_load", [{"run_id": run_id, **load}])
 
 
 def read_exams_folder(exams_root: Path, collected: CollectedRuns) -> None:

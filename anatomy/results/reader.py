@@ -299,14 +299,10 @@ def read_exams(table, runs: pd.DataFrame) -> ExamTables:
             SELECT substr(run_id, {len(MOE_CELL_PREFIX) + 1}) AS cell, step, layer, expert, share
             FROM expert_shares WHERE starts_with(run_id, '{MOE_CELL_PREFIX}')
             ORDER BY cell, step, layer, expert"""),
-        # the trained runs' load as the exam states its cells' (anatomy/exams/moe.py `load`): the
-        # smallest and largest share any expert of any layer took at the run's last logged step
+        # the trained runs' load (collect computes it as the exam does its cells'; their load is exam_moe's)
         expert_load=table(f"""
-            SELECT run_id, min(share) AS min_share, max(share) AS max_share
-            FROM expert_shares
-            WHERE NOT starts_with(run_id, '{MOE_CELL_PREFIX}')
-                AND (run_id, step) IN (SELECT (run_id, max(step)) FROM expert_shares GROUP BY run_id)
-            GROUP BY run_id ORDER BY run_id"""),
+            SELECT run_id, min_share, max_share FROM expert_load
+            WHERE NOT starts_with(run_id, '{MOE_CELL_PREFIX}') ORDER BY run_id"""),
     )
 
 

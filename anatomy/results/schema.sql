@@ -486,6 +486,15 @@ CREATE TABLE expert_shares (
     PRIMARY KEY (run_id, step, layer, expert)
 );
 
+-- The experts' load of each run with shares: the smallest and largest share any expert took at
+-- the run's last logged step. Computed by collect with the MoE exam's own definition
+-- (anatomy/training/layer_logs.py `expert_load`), so that the exam and the runs say it alike.
+CREATE TABLE expert_load (
+    run_id    VARCHAR PRIMARY KEY,
+    min_share DOUBLE NOT NULL,
+    max_share DOUBLE NOT NULL
+);
+
 -- Pre-norm: the largest learning rate at which each wiring still trains, from the map.
 CREATE VIEW depth_stability AS
 SELECT

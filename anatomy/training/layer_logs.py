@@ -150,3 +150,15 @@ def read_expert_shares(path: Path, run_id: str) -> list[dict[str, Any]]:
         for layer, shares in enumerate(by_step[step])
         for expert, share in enumerate(shares)
     ]
+
+
+def expert_load(rows: list[dict[str, Any]]) -> dict[str, float] | None:
+    """How evenly the router spreads the tokens: the smallest and largest share any expert of any
+    layer took at the last logged step (the first steps are uneven before the balancing loss has
+    acted; even is 1 / n_experts). None for a run without shares. The one definition: the MoE exam
+    states its cells' load with it, and collect its runs' (the parts study's sentence)."""
+    if not rows:
+        return None
+    last = max(row["step"] for row in rows)
+    shares = [row["share"] for row in rows if row["step"] == last]
+    return {"min_share": min(shares), "max_share": max(shares)}
