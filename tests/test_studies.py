@@ -327,14 +327,28 @@ def test_each_part_is_judged_against_the_plain_model_each_at_its_own_best_lr(par
     assert study_section.study_points(parts_results, PARTS).empty  # no figure of two models here
 
 
-def test_a_part_whose_best_lr_is_the_edge_leaves_the_parts_study_unanswered(parts_results):
+def test_a_part_whose_best_lr_is_the_edge_waits_and_the_other_parts_keep_their_answer(parts_results, monkeypatch):
+    """QK-norm without its run at 4e-3: its best lr is the edge, so its answer waits; the experts'
+    runs are all in, and their answer stays said, in the section and among the findings."""
+    from anatomy.report import findings as findings_module
+
     runs = parts_results.runs
     fewer = dataclasses.replace(parts_results, runs=runs[~((runs["part"] == "qk_norm") & (runs["lr"] == 4e-3))])
     text = study_section.study_section(fewer, PARTS)
     assert (
-        "**Not answered yet.** Still missing: 64,000 characters of mine (fp32): the best lr of QK-norm is the edge of the lrs tried."
-        in text
+        "Adding experts (MoE) lowers the loss beyond noise on 64,000 characters of mine (fp32) (lr 0.001 with it, "
+        "0.001 without: -0.100 [" in text
     )
+    assert "Adding QK-norm" not in text
+    assert (
+        "**The rest is not answered yet.** Still missing: 64,000 characters of mine (fp32): the best lr of QK-norm "
+        "is the edge of the lrs tried." in text
+    )
+    monkeypatch.setattr(findings_module, "declared", lambda: {"parts": PARTS})
+    records = findings_module.declared_study_findings(fewer)
+    assert [record.key for record in records] == ["parts_moe_0"]
+    assert records[0].sentence in text
+    assert findings_module.parts_at_full_size(fewer) == {"moe": [records[0].sentence], "qk_norm": []}
 
 
 def test_a_parts_study_without_the_plain_model_says_so(parts_results):

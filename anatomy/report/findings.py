@@ -352,12 +352,11 @@ def recipe(everything: Results, setup: lr_section.Setup) -> Finding | None:
 
 
 def parts_study_records(everything: Results, study: Study) -> list[tuple[str, Finding]]:
-    """A parts study's answers, (part, record) per part and point, once the study can answer
-    (none while any point waits): the same sentences as its section."""
+    """A parts study's answers, (part, record) per part and point that can be answered (a point
+    still training leaves the others theirs): the same sentences as its section."""
     found = study_section.parts_points(everything, study)
     judged = study_section.parts_differences(everything, study, found)
-    if not judged or study_section.parts_missing(study, found, judged):
-        return []
+    answered = study_section.parts_answered(study, found, judged)
     return [
         (
             part,
@@ -372,7 +371,7 @@ def parts_study_records(everything: Results, study: Study) -> list[tuple[str, Fi
                 evidence=study.name,
             ),
         )
-        for (index, part), said in judged.items()
+        for (index, part), said in answered.items()
     ]
 
 

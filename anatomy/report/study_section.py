@@ -761,6 +761,30 @@ def part_verdict(study: Study, part: str, point: PartsPoint, said: Difference) -
     )
 
 
+def part_waits_for(study: Study, point: PartsPoint, part: str, said: Difference | None) -> str | None:
+    """What one part's answer at one point still waits for, or None once it can be said."""
+    plain, curve = point.curves[None], point.curves[part]
+    if said is None:
+        return _("{point}, {part}: a run is not finished").format(point=point.label, part=part_name(part))
+    edge = [part_name(p) for p, c in ((None, plain), (part, curve)) if c.best_lr is not None and not c.bracketed]
+    if study.rule == "own_lr" and edge:
+        return _("{point}: the best lr of {models} is the edge of the lrs tried").format(
+            point=point.label, models=listed(edge)
+        )
+    if not said.testable:
+        return _("{point}: no noise estimate (no second seed yet)").format(point=point.label)
+    return None
+
+
+def parts_answered(
+    study: Study, found: list[PartsPoint], judged: dict[tuple[int, str], Difference]
+) -> dict[tuple[int, str], Difference]:
+    """The parts' answers that can be said, point by point and part by part: a point whose runs
+    are all in keeps its answer while another point still trains (its interval judged with every
+    difference of the table, Holm, so it widens a little as more join)."""
+    return {key: said for key, said in judged.items() if part_waits_for(study, found[key[0]], key[1], said) is None}
+
+
 def parts_missing(study: Study, found: list[PartsPoint], judged: dict[tuple[int, str], Difference]) -> list[str]:
     """What the parts' answer still waits for, point by point and part by part."""
     waiting = []
@@ -776,22 +800,10 @@ def parts_missing(study: Study, found: list[PartsPoint], judged: dict[tuple[int,
             if part is None:
                 continue
             said = judged.get((index, part))
-            edge = [
-                part_name(p) for p, c in ((None, plain), (part, curve)) if c.best_lr is not None and not c.bracketed
-            ]
-            if said is None:
-                if curve.best_lr is None or plain.best_lr is not None:  # else: the plain model's line says it
-                    waiting.append(
-                        _("{point}, {part}: a run is not finished").format(point=point.label, part=part_name(part))
-                    )
-            elif study.rule == "own_lr" and edge:
-                waiting.append(
-                    _("{point}: the best lr of {models} is the edge of the lrs tried").format(
-                        point=point.label, models=listed(edge)
-                    )
-                )
-            elif not said.testable:
-                waiting.append(_("{point}: no noise estimate (no second seed yet)").format(point=point.label))
+            if said is None and curve.best_lr is not None and plain.best_lr is None:
+                continue  # the plain model's line says it
+            if (reason := part_waits_for(study, point, part, said)) is not None:
+                waiting.append(reason)
     return list(dict.fromkeys(waiting))
 
 
@@ -858,10 +870,18 @@ def parts_section(everything: Results, study: Study) -> str | None:
         _("with the part minus without (95% interval)"),
     ]
     parts = [md_table(header, rows)] if rows else []
+    answered = parts_answered(study, found, judged)
+    if answered:
+        parts.append(
+            sentences(part_verdict(study, part, found[index], said) for (index, part), said in answered.items())
+        )
     if waiting := parts_missing(study, found, judged):
-        parts.append(_("**Not answered yet.** Still missing: {missing}.").format(missing="; ".join(waiting)))
-    else:
-        parts.append(sentences(part_verdict(study, part, found[index], said) for (index, part), said in judged.items()))
+        missing = "; ".join(waiting)
+        parts.append(
+            _("**The rest is not answered yet.** Still missing: {missing}.").format(missing=missing)
+            if answered
+            else _("**Not answered yet.** Still missing: {missing}.").format(missing=missing)
+        )
     if load := parts_load_text(everything, study, found):
         parts.append(load)
     if study.cannot_answer:
