@@ -344,6 +344,10 @@ def test_a_part_whose_best_lr_is_the_edge_waits_and_the_other_parts_keep_their_a
         "**The rest is not answered yet.** Still missing: 64,000 characters of mine (fp32): the best lr of QK-norm "
         "is the edge of the lrs tried." in text
     )
+    # the waiting difference is judged alone: the experts' interval is the one without QK-norm's runs
+    without_qk_norm = dataclasses.replace(parts_results, runs=runs[runs["part"] != "qk_norm"])
+    moe_alone = study_section.parts_section(without_qk_norm, PARTS).split("| experts (MoE) |")[1].split("\n")[0]
+    assert moe_alone in text
     monkeypatch.setattr(findings_module, "declared", lambda: {"parts": PARTS})
     records = findings_module.declared_study_findings(fewer)
     assert [record.key for record in records] == ["parts_moe_0"]

@@ -728,16 +728,22 @@ def parts_lr(study: Study, curve: lr_section.Curve) -> float | None:
 
 
 def parts_differences(everything: Results, study: Study, found: list[PartsPoint]) -> dict[tuple[int, str], Difference]:
-    """Each part minus the plain model at each point, each at its lr under the study's rule."""
-    raw = {}
+    """Each part minus the plain model at each point, each at its lr under the study's rule, judged
+    together. Under own_lr a part whose best lr (or the plain model's) is the edge of the lrs tried
+    has no answer yet: judged alone, as a models study's unswept point, so that it does not widen
+    the answered parts' intervals."""
+    raw, alone = {}, {}
     for index, point in enumerate(found):
         plain = point.curves[None]
         if (plain_lr := parts_lr(study, plain)) is None or plain.at(plain_lr).empty:
             continue
         for part, curve in point.curves.items():
             if part is not None and (lr := parts_lr(study, curve)) is not None and not curve.at(lr).empty:
-                raw[(index, part)] = compare(everything.noise, curve.at(lr), plain.at(plain_lr))
-    return judge(raw)
+                bracketed = study.rule != "own_lr" or (plain.bracketed and curve.bracketed)
+                (raw if bracketed else alone)[(index, part)] = compare(
+                    everything.noise, curve.at(lr), plain.at(plain_lr)
+                )
+    return {**judge(raw), **{key: judge_one(said) for key, said in alone.items()}}
 
 
 PART_VERDICTS = {
