@@ -931,7 +931,9 @@ def test_the_exams_page_says_each_parts_full_size_answer_under_its_exam(tmp_path
     collect(tmp_path / "runs", tmp_path / "waiting.duckdb")
     said = texts(open_page(tmp_path / "waiting.duckdb", "exams", monkeypatch))
     waiting = "(the parts study's full-size runs): not answered yet; the Studies page says what it waits for."
-    assert said.count(waiting) == 2 and "Adding experts (MoE)" not in said
+    # QK-norm's answer waits; the experts' runs are all in, and their answer stays
+    assert said.count(waiting) == 1 and "Adding QK-norm" not in said
+    assert "**At the chapter's size** (the parts study's full-size runs): Adding experts (MoE) lowers the loss" in said
 
 
 def test_the_break_tests_page_shows_no_study_run(studies_db, monkeypatch):
