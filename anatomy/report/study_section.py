@@ -631,8 +631,9 @@ def answered_better_by(everything: Results, study: Study, found: list[lr_section
 HOW_TO_READ = N_(
     "Each model's best lr is the one with the lowest mean over the seeds that every lr it tried has finished (a "
     "second seed at one lr alone would favour or handicap that lr); each best val is its mean over the seeds "
-    "finished at that lr. Each interval is 95%, from the per-run sd pooled over the setup's two-seed experiments, "
-    "and the table's differences are judged together (Holm)."
+    "finished at that lr. Each difference is over the seeds both sides have finished (while a seed is missing on "
+    "one side it can differ from the two best vals' difference). Each interval is 95%, from the per-run sd pooled "
+    "over the setup's two-seed experiments, and the table's differences are judged together (Holm)."
 )
 
 
