@@ -355,6 +355,18 @@ def test_a_part_whose_best_lr_is_the_edge_waits_and_the_other_parts_keep_their_a
     assert findings_module.parts_at_full_size(fewer) == {"moe": [records[0].sentence], "qk_norm": []}
 
 
+def test_the_parts_at_the_edge_of_one_point_are_said_in_one_line(parts_results):
+    """QK-norm without 4e-3 and the experts without 5e-4: both best lrs are edges at the one point,
+    and the section says so once, naming both, rather than once per part."""
+    runs = parts_results.runs
+    cut = ((runs["part"] == "qk_norm") & (runs["lr"] == 4e-3)) | ((runs["part"] == "moe") & (runs["lr"] == 5e-4))
+    text = study_section.study_section(dataclasses.replace(parts_results, runs=runs[~cut]), PARTS)
+    assert (
+        "**Not answered yet.** Still missing: 64,000 characters of mine (fp32): the best lr of experts (MoE), "
+        "QK-norm is the edge of the lrs tried.\n" in text
+    )
+
+
 def test_a_parts_study_without_the_plain_model_says_so(parts_results):
     """The plain runs not trained yet (or trained in another precision, under a --config
     override): the part runs are finished, and the answer waits for the plain model."""

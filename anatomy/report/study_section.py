@@ -768,16 +768,26 @@ def part_verdict(study: Study, part: str, point: PartsPoint, said: Difference) -
     )
 
 
+def edge_curves(study: Study, point: PartsPoint, part: str) -> list[str | None]:
+    """Under own_lr, which of the plain model (None) and the part has its best lr at the edge of
+    the lrs tried: another lr might do better, so the difference is not an answer yet."""
+    if study.rule != "own_lr":
+        return []
+    return [key for key in (None, part) if point.curves[key].best_lr is not None and not point.curves[key].bracketed]
+
+
+def edge_text(point: PartsPoint, keys: list[str | None]) -> str:
+    return _("{point}: the best lr of {models} is the edge of the lrs tried").format(
+        point=point.label, models=listed(part_name(key) for key in keys)
+    )
+
+
 def part_waits_for(study: Study, point: PartsPoint, part: str, said: Difference | None) -> str | None:
     """What one part's answer at one point still waits for, or None once it can be said."""
-    plain, curve = point.curves[None], point.curves[part]
     if said is None:
         return _("{point}, {part}: a run is not finished").format(point=point.label, part=part_name(part))
-    edge = [part_name(p) for p, c in ((None, plain), (part, curve)) if c.best_lr is not None and not c.bracketed]
-    if study.rule == "own_lr" and edge:
-        return _("{point}: the best lr of {models} is the edge of the lrs tried").format(
-            point=point.label, models=listed(edge)
-        )
+    if edge := edge_curves(study, point, part):
+        return edge_text(point, edge)
     if not said.testable:
         return _("{point}: no noise estimate (no second seed yet)").format(point=point.label)
     return None
@@ -803,14 +813,19 @@ def parts_missing(study: Study, found: list[PartsPoint], judged: dict[tuple[int,
             waiting.append(
                 _("{point}: the plain mini-LLaMA has no finished run with these settings").format(point=point.label)
             )
+        at_edge = {}  # the curves whose best lr is the edge, said once for the point
         for part, curve in point.curves.items():
             if part is None:
                 continue
             said = judged.get((index, part))
             if said is None and curve.best_lr is not None and plain.best_lr is None:
                 continue  # the plain model's line says it
-            if (reason := part_waits_for(study, point, part, said)) is not None:
+            if said is not None and (edge := edge_curves(study, point, part)):
+                at_edge.update(dict.fromkeys(edge))
+            elif (reason := part_waits_for(study, point, part, said)) is not None:
                 waiting.append(reason)
+        if at_edge:
+            waiting.append(edge_text(point, sorted(at_edge, key=lambda key: key is not None)))
     return list(dict.fromkeys(waiting))
 
 
