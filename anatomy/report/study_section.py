@@ -740,8 +740,7 @@ def parts_differences(everything: Results, study: Study, found: list[PartsPoint]
             continue
         for part, curve in point.curves.items():
             if part is not None and (lr := parts_lr(study, curve)) is not None and not curve.at(lr).empty:
-                bracketed = study.rule != "own_lr" or (plain.bracketed and curve.bracketed)
-                (raw if bracketed else alone)[(index, part)] = compare(
+                (alone if edge_curves(study, point, part) else raw)[(index, part)] = compare(
                     everything.noise, curve.at(lr), plain.at(plain_lr)
                 )
     return {**judge(raw), **{key: judge_one(said) for key, said in alone.items()}}
@@ -797,8 +796,8 @@ def parts_answered(
     study: Study, found: list[PartsPoint], judged: dict[tuple[int, str], Difference]
 ) -> dict[tuple[int, str], Difference]:
     """The parts' answers that can be said, point by point and part by part: a point whose runs
-    are all in keeps its answer while another point still trains (its interval judged with every
-    difference of the table, Holm, so it widens a little as more join)."""
+    are all in keeps its answer while another point still trains (its interval judged with the
+    other answerable differences, Holm, so it widens a little as more join)."""
     return {key: said for key, said in judged.items() if part_waits_for(study, found[key[0]], key[1], said) is None}
 
 
