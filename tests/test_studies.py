@@ -348,6 +348,8 @@ def test_a_part_whose_best_lr_is_the_edge_waits_and_the_other_parts_keep_their_a
     without_qk_norm = dataclasses.replace(parts_results, runs=runs[runs["part"] != "qk_norm"])
     moe_alone = study_section.parts_section(without_qk_norm, PARTS).split("| experts (MoE) |")[1].split("\n")[0]
     assert moe_alone in text
+    # and the how-to-read line says so, rather than "judged together" for the whole table
+    assert "except one marked (edge): its best lr can still move, so it is judged alone" in text
     monkeypatch.setattr(findings_module, "declared", lambda: {"parts": PARTS})
     records = findings_module.declared_study_findings(fewer)
     assert [record.key for record in records] == ["parts_moe_0"]
