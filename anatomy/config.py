@@ -298,6 +298,12 @@ def training_key(model: ModelConfig, train: TrainConfig, text: str) -> str:
     return json.dumps({"model": model.to_dict(), "train": settings, "text": text}, sort_keys=True)
 
 
+def settings_key(model: ModelConfig, train: TrainConfig, text: str) -> str:
+    """One training without its seed, as a key: runs that share it differ in the seed alone, so how
+    far apart they land is the seed's noise, whichever experiments declare them."""
+    return training_key(model, dataclasses.replace(train, seed=0), text)
+
+
 DEFAULT_RECIPE = optimizer_recipe(
     TrainConfig.beta2, TrainConfig.weight_decay, TrainConfig.decay_matrices_only, TrainConfig.grad_clip
 )

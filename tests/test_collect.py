@@ -1113,3 +1113,20 @@ def test_a_run_that_repeats_another_training_is_collected_once(tmp_path, capsys)
     assert query(tmp_path / "db.duckdb", "SELECT count(*) FROM metrics WHERE run_id LIKE 'a_old_llama_1e3%'") == [(0,)]
     said = capsys.readouterr().err
     assert "a_old_llama_1e3/seed42 repeats lr_llama_1e3/seed42" in said and said.count("repeats") == 1
+
+
+def test_runs_that_differ_in_the_seed_alone_share_their_settings_key(tmp_path):
+    """The noise pools seeds by training, not by experiment: a seed 7 declared by another study
+    shares the settings of the seed 42 it pairs with; another lr, or what a run only logs, does not
+    and does make another training."""
+    runs_root = tmp_path / "runs"
+    write_training(runs_root, "size_m_llama_5e4", 42, "size", 2.0, lr=5e-4)
+    write_training(runs_root, "parts_8m_llama_5e4", 7, "parts", 2.1, lr=5e-4, log_max_logits=True)
+    write_training(runs_root, "parts_8m_llama_2e3", 7, "parts", 2.2, lr=2e-3)
+
+    collect.collect(runs_root, tmp_path / "db.duckdb")
+
+    settings = dict(query(tmp_path / "db.duckdb", "SELECT experiment, settings FROM runs"))
+    assert settings["size_m_llama_5e4"] == settings["parts_8m_llama_5e4"] is not None
+    assert settings["parts_8m_llama_2e3"] != settings["size_m_llama_5e4"]
+    assert query(tmp_path / "db.duckdb", "SELECT trainings, df FROM setup_noise") == [(1, 1)]

@@ -381,7 +381,7 @@ def test_with_one_seed_and_no_noise_estimate_an_ablation_is_not_testable(tmp_pat
     rows = {row[0]: row for row in table_rows(text, "Which part earned the gain")}
     reason = "not testable here: one seed, and no experiment of this setup has a second to measure the noise by"
     assert rows["swiglu"][1:] == ["-0.100 (no noise estimate)", reason, "+0.150 (no noise estimate)", reason]
-    assert "(no noise estimate (no experiment with two seeds in this setup))" in text
+    assert "(no noise estimate (no training with two seeds in this setup))" in text
     assert claims.largest_ablation_change(data) == (
         "The largest change of any ablation: removing swiglu from llama raises its best val by 0.150: "
         f"Δ +0.150 (no noise estimate), {reason}."
@@ -390,7 +390,7 @@ def test_with_one_seed_and_no_noise_estimate_an_ablation_is_not_testable(tmp_pat
     assert chart["beyond"].tolist() == [None, None] and chart["low"].isna().all()
     part = [c for c in claims.claims(data) if c.claim == "Which part earned the gain"][0]
     assert part.verdict == "partly answered"
-    assert part.measured.startswith("no noise estimate (no experiment with two seeds in this setup); 0 ablations")
+    assert part.measured.startswith("no noise estimate (no training with two seeds in this setup); 0 ablations")
 
 
 def judged_family_grid(tmp_path: Path) -> Path:

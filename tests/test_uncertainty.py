@@ -40,11 +40,35 @@ def test_the_pooled_sd_of_a_setup_weights_each_experiment_by_its_spare_seeds():
     run("stuck", 1, 6.2, best_step=50), run("stuck", 2, 6.1, best_step=50)
     # another precision is another setup
     run("a", 1, 1.0, precision="fp32"), run("a", 2, 1.5, precision="fp32")
-    rows = con.execute('SELECT "precision", experiments, df, sd FROM setup_noise ORDER BY "precision"').fetchall()
+    rows = con.execute('SELECT "precision", trainings, df, sd FROM setup_noise ORDER BY "precision"').fetchall()
     # pooled variance (1 x 2 + 2 x 0) / (1 + 2) = 2/3
     assert rows[0][:3] == ("bf16", 2, 3) and rows[0][3] == pytest.approx(math.sqrt(2 / 3))
     # one experiment of 1.0 and 1.5: variance 0.125
     assert rows[1][:3] == ("fp32", 1, 1) and rows[1][3] == pytest.approx(math.sqrt(0.125))
+
+
+def test_two_experiments_that_declare_one_training_at_two_seeds_make_one_pair():
+    """One study's seed 42 and another's seed 7 of the same settings differ in the seed alone: the
+    pair counts (a degree of freedom), where grouping by experiment would have dropped it."""
+    con = duckdb.connect()
+    con.execute(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+    def run(experiment, seed, best, settings):
+        run_id = f"{experiment}/seed{seed}"
+        con.execute(
+            """INSERT INTO runs (run_id, experiment, seed, corpus, vocab_size, train_tokens, val_tokens,
+                "precision", config, settings, status, diverged, best_val_loss, best_step)
+            VALUES (?, ?, ?, 'poems', 100, 1000, 100, 'fp32', '{}', ?, 'done', false, ?, 200)""",
+            [run_id, experiment, seed, settings, best],
+        )
+        for step, val in ((50, best + 0.5), (200, best)):
+            con.execute("INSERT INTO metrics (run_id, step, val_loss) VALUES (?, ?, ?)", [run_id, step, val])
+
+    run("size_m_llama_5e4", 42, 1.0, settings="llama at 5e-4")
+    run("parts_8m_llama_5e4", 7, 3.0, settings="llama at 5e-4")
+    run("parts_8m_mla_5e4", 42, 9.0, settings="mla at 5e-4")  # another training: no pair
+    rows = con.execute("SELECT trainings, df, sd FROM setup_noise").fetchall()
+    assert rows == [(1, 1, pytest.approx(math.sqrt(2.0)))]  # values 1 and 3: variance 2
 
 
 def test_noise_of_finds_the_setup_of_the_runs_and_only_one():
@@ -56,7 +80,7 @@ def test_noise_of_finds_the_setup_of_the_runs_and_only_one():
                 "train_tokens": 1000,
                 "val_tokens": 100,
                 "precision": "bf16",
-                "experiments": 2,
+                "trainings": 2,
                 "df": 3,
                 "sd": 0.5,
             },

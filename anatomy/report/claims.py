@@ -3,7 +3,7 @@
 A verdict is computed from the data, never typed: reproduced, not reproduced, partly, or not yet
 run. Every difference a claim states is a difference of means with its 95% interval, and it is
 "beyond noise" when that interval excludes zero: the one rule of anatomy/report/uncertainty.py
-(the per-run sd pooled over the setup's experiments with two seeds; a claim or table that makes
+(the per-run sd pooled over the setup's trainings with two seeds; a claim or table that makes
 several comparisons judges them together, with Holm's correction). The ten ablations are one such
 table (`ablation_family`): the ablation table, its chart, `part_effects` and
 `largest_ablation_change` all read one verdict per ablation from it.

@@ -108,11 +108,11 @@ def ablation_section(data: Results) -> str:
     noise = noise_of(data.noise, data.runs[data.runs["group"] == "headline"])
     explained = ngettext(
         "Δ is the experiment's mean best val minus its baseline's, over the seeds both have: negative means "
-        "lower loss. The noise is the per-run sd of best val between seeds, from every experiment of this "
+        "lower loss. The noise is the per-run sd of best val between seeds, from every training of this "
         "setup with two seeds ({noise}); each Δ has a 95% interval from it, and the table's {n} comparison is "
         "judged on its own: a Δ is beyond noise when its interval excludes zero.",
         "Δ is the experiment's mean best val minus its baseline's, over the seeds both have: negative means "
-        "lower loss. The noise is the per-run sd of best val between seeds, from every experiment of this "
+        "lower loss. The noise is the per-run sd of best val between seeds, from every training of this "
         "setup with two seeds ({noise}); each Δ has a 95% interval from it, and the table's {n} comparisons are "
         "judged together (Holm's correction): a Δ is beyond noise when its corrected interval excludes zero.",
         judged,

@@ -581,7 +581,7 @@ def setup_text(everything: Results, setup: Setup) -> str:
 
 HOW_TO_READ = N_(
     "Each point is a model's mean best val over the seeds finished at that lr. The interval is the 95% interval of "
-    "the difference of the two means, from the per-run sd pooled over the setup's two-seed experiments."
+    "the difference of the two means, from the per-run sd pooled over the setup's two-seed trainings."
 )
 
 

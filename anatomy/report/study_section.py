@@ -633,14 +633,14 @@ HOW_TO_READ = N_(
     "second seed at one lr alone would favour or handicap that lr); each best val is its mean over the seeds "
     "finished at that lr. Each difference is over the seeds both sides have finished (while a seed is missing on "
     "one side it can differ from the two best vals' difference). Each interval is 95%, from the per-run sd pooled "
-    "over the setup's two-seed experiments, and the table's differences are judged together (Holm), except one "
+    "over the setup's two-seed trainings, and the table's differences are judged together (Holm), except one "
     "marked (edge): its best lr can still move, so it is judged alone and answers nothing yet."
 )
 
 
 HOW_TO_READ_SHARED = N_(
     "Best val in nats per character, seed by seed (42 / 7). Each interval is 95%, from the per-run sd pooled over "
-    "the setup's two-seed experiments, and the table's differences are judged together (Holm)."
+    "the setup's two-seed trainings, and the table's differences are judged together (Holm)."
 )
 
 

@@ -1,8 +1,9 @@
 """How sure a difference is: the one rule behind every "beyond noise" of the report and the pages.
 
-Two seeds of one experiment differ only in the seed, so they measure the seed's noise, but one
-pair is one degree of freedom: too few to judge anything by. The database pools them instead
-(the setup_noise view of anatomy/results/schema.sql): every experiment with two or more seeds in
+Two seeds of one training (the same settings, whichever experiments declared them) differ only in
+the seed, so they measure the seed's noise, but one pair is one degree of freedom: too few to judge
+anything by. The database pools them instead
+(the setup_noise view of anatomy/results/schema.sql): every training with two or more seeds in
 one setup (one corpus at one size, one precision) adds its seed-to-seed variance to one estimate
 of the per-run standard deviation, sd, with as many degrees of freedom as the setup has spare seeds.
 
@@ -84,7 +85,7 @@ class Difference:
 
 def noise_of(noise_table: pd.DataFrame, runs: pd.DataFrame) -> Noise:
     """The pooled noise of the setup these runs share (the setup_noise view); UNKNOWN if they
-    span several setups or theirs has no experiment with two seeds."""
+    span several setups or theirs has no training with two seeds."""
     keys = runs[list(SETUP)].drop_duplicates()
     if len(keys) != 1:
         return UNKNOWN
@@ -194,7 +195,7 @@ def compact(mean: float, low: float, high: float) -> str:
 def noise_text(noise: Noise) -> str:
     """The setup's noise in words: "sd 0.011 per run, 18 degrees of freedom"."""
     if not noise.known:
-        return _("no noise estimate (no experiment with two seeds in this setup)")
+        return _("no noise estimate (no training with two seeds in this setup)")
     return ngettext(
         "sd {sd} per run, pooled over {df} degree of freedom",
         "sd {sd} per run, pooled over {df} degrees of freedom",

@@ -72,7 +72,7 @@ from anatomy.files.run_folder import find_run_folders, read_small_file
 from anatomy.files.run_folder import CONFIG_FILE, SUMMARY_FILE, RunFolder
 from anatomy.results.database import SCHEMA_PATH, check_database_path, collect_lock_path, open_read_only
 from anatomy.results.reader import Results, load
-from anatomy.results.repeats import repeated_trainings, repeats_note
+from anatomy.results.repeats import repeated_trainings, repeats_note, settings_of
 
 # DuckDB type in schema.sql -> Arrow type of the column handed to DuckDB
 ARROW_BY_SQL_TYPE = {
@@ -360,6 +360,7 @@ def read_run(folder: Path, runs_root: Path) -> tuple[dict[str, Any], list, list]
         **corpus_columns(config, config_path),
         "precision": str(train.get("precision", "fp32")),  # runs from before the setting: fp32
         "config": json.dumps(config, allow_nan=True),
+        "settings": settings_of(config),
         "preset": config.get("preset") or tags.get("preset") or train.get("preset"),
         **model_columns(config, config_path),
         "params": from_summary("params", int),

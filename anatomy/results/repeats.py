@@ -11,9 +11,10 @@ which it left out.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
-from anatomy.config import ModelConfig, TrainConfig, training_key
+from anatomy.config import ModelConfig, TrainConfig, settings_key, training_key
 from anatomy.errors import AnatomyError
 from anatomy.files.run_folder import RunFolder, read_run_config
 
@@ -27,12 +28,24 @@ def training_of(folder: Path) -> tuple[str | None, str | None]:
     where the config does not resolve, which reading the run then says in its own words."""
     try:
         config = read_run_config(RunFolder(folder).config)
-        data = config.get("data") or {}
-        text = json.dumps({field: data.get(field) for field in TEXT_FIELDS})
-        key = training_key(ModelConfig.from_dict(config["model"]), TrainConfig.from_dict(config["train"]), text)
-        return (config.get("tags") or {}).get("experiment"), key
+        return (config.get("tags") or {}).get("experiment"), run_key(config, training_key)
     except (AnatomyError, KeyError, TypeError, AttributeError):
         return None, None
+
+
+def settings_of(config: dict) -> str | None:
+    """The run's training without its seed (anatomy.config.settings_key), from its config.json;
+    None where the config does not resolve."""
+    try:
+        return run_key(config, settings_key)
+    except (AnatomyError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def run_key(config: dict, key: Callable[[ModelConfig, TrainConfig, str], str]) -> str:
+    data = config.get("data") or {}
+    text = json.dumps({field: data.get(field) for field in TEXT_FIELDS})
+    return key(ModelConfig.from_dict(config["model"]), TrainConfig.from_dict(config["train"]), text)
 
 
 def repeated_trainings(folders: list[Path], runs_root: Path, declared: set[str]) -> dict[str, str]:

@@ -43,6 +43,9 @@ CREATE TABLE runs (
     val_tokens       BIGINT,
     "precision"      VARCHAR,              -- fp32 | bf16 (anatomy/precision.py; quote it: a keyword)
     config           JSON NOT NULL,        -- the run's whole config.json
+    -- its training without the seed (anatomy.config.settings_key): runs that share it differ in the
+    -- seed alone, whichever experiments declare them; NULL where the config does not resolve
+    settings         VARCHAR,
     preset           VARCHAR,
     -- every model setting (from config.json; a setting it leaves out is anatomy.config.ModelConfig's
     -- default; its vocabulary is vocab_size above): width, depth, attention heads, the part switches
@@ -165,7 +168,7 @@ progress AS (
 )
 SELECT
     r.run_id, r.experiment, r.seed, r."group", r.part, r.direction, r.baseline, r.description, r.preset,
-    r.corpus, r.corpus_digest, r.vocab_size, r.train_tokens, r.val_tokens, r."precision",
+    r.corpus, r.corpus_digest, r.vocab_size, r.train_tokens, r.val_tokens, r."precision", r.settings,
     r.n_layer, r.ctx_len, r.n_head, r.n_kv_head, r.norm_type, r.norm_pos, r.pos_type, r.rope_break, r.ffn_type,
     r.params, r.device, r.status, r.diverged, r.diverged_step,
     position_kind(r.pos_type, r.rope_break) AS positions,
@@ -233,29 +236,31 @@ FROM run_summary
 GROUP BY experiment;
 
 -- The seed noise of a setup: one corpus at one size, trained in one precision. The per-run
--- standard deviation of best val, pooled over every experiment there with two or more finished
--- seeds: each experiment's sample variance, weighted by its degrees of freedom (seeds - 1). One
--- estimate for every comparison in the setup (anatomy/report/uncertainty.py turns it into
--- intervals), rather than each experiment's own spread over two seeds: one degree of freedom.
+-- standard deviation of best val, pooled over every training there with two or more finished
+-- seeds: each training's sample variance, weighted by its degrees of freedom (seeds - 1). A
+-- training is its settings without the seed, so two experiments that declare one training at
+-- different seeds (a study's seed 7 beside another study's seed 42) make one pair. One estimate
+-- for every comparison in the setup (anatomy/report/uncertainty.py turns it into intervals),
+-- rather than each training's own spread over two seeds: one degree of freedom.
 -- A run whose best val is its first evaluation never trained (an lr too high, say): how far two
 -- such runs land apart is not the noise of training, so it is left out.
 CREATE VIEW setup_noise AS
 WITH first_eval AS (
     SELECT run_id, min(step) AS first_step FROM metrics WHERE isfinite(val_loss) GROUP BY run_id
 ),
-per_experiment AS (
-    SELECT corpus, vocab_size, train_tokens, val_tokens, "precision", experiment,
+per_training AS (
+    SELECT corpus, vocab_size, train_tokens, val_tokens, "precision", coalesce(settings, experiment) AS training,
         count(*) AS n, var_samp(best_val_loss) AS variance
     FROM run_summary JOIN first_eval USING (run_id)
     WHERE status = 'done' AND isfinite(best_val_loss) AND best_step > first_step
-    GROUP BY corpus, vocab_size, train_tokens, val_tokens, "precision", experiment
+    GROUP BY corpus, vocab_size, train_tokens, val_tokens, "precision", training
 )
 SELECT
     corpus, vocab_size, train_tokens, val_tokens, "precision",
-    count(*) AS experiments,
+    count(*) AS trainings,
     sum(n - 1) AS df,
     sqrt(sum((n - 1) * variance) / sum(n - 1)) AS sd
-FROM per_experiment
+FROM per_training
 WHERE n >= 2
 GROUP BY corpus, vocab_size, train_tokens, val_tokens, "precision";
 
