@@ -1130,3 +1130,37 @@ def test_runs_that_differ_in_the_seed_alone_share_their_settings_key(tmp_path):
     assert settings["size_m_llama_5e4"] == settings["parts_8m_llama_5e4"] is not None
     assert settings["parts_8m_llama_2e3"] != settings["size_m_llama_5e4"]
     assert query(tmp_path / "db.duckdb", "SELECT trainings, df FROM setup_noise") == [(1, 1)]
+
+
+def test_the_experiments_files_runs_are_kept_as_declared_runs(fixture_runs, tmp_path):
+    runs_root, _ = fixture_runs
+    experiments = tmp_path / "experiments.json"
+    declared = {"vanilla": {"baseline": None, "group": "headline", "runs": [{"seed": 42, "stage": None}]}}
+    declared["lr_x"] = {
+        "baseline": "vanilla",
+        "group": "lr",
+        "runs": [{"seed": 42, "stage": 1}, {"seed": 7, "stage": 2}],
+    }
+    declared["old"] = {"baseline": None}  # an entry without runs (workflow/experiments.yaml's) declares none
+    experiments.write_text(json.dumps({"experiments": declared}))
+    collect.collect(runs_root, tmp_path / "a.duckdb", experiments_path=experiments)
+    rows = query(tmp_path / "a.duckdb", 'SELECT experiment, seed, "group", stage FROM declared_runs ORDER BY ALL')
+    assert rows == [("lr_x", 7, "lr", 2), ("lr_x", 42, "lr", 1), ("vanilla", 42, "headline", None)]
+
+
+@pytest.mark.parametrize(
+    "runs, said",
+    [
+        ("42", "experiments.x.runs must be a list of {seed, stage}, got '42'"),
+        ([{"seed": "42", "stage": 1}], "experiments.x.runs: expected {seed: a whole number, stage: one or null}, got"),
+        ([{"seed": 42, "stage": 1}, {"seed": 42, "stage": 2}], "experiments.x.runs: seed 42 is declared twice"),
+    ],
+)
+def test_a_bad_declared_run_is_one_line_naming_it(fixture_runs, tmp_path, runs, said):
+    runs_root, _ = fixture_runs
+    experiments = tmp_path / "experiments.json"
+    experiments.write_text(json.dumps({"experiments": {"x": {"group": "lr", "runs": runs}}}))
+    with pytest.raises(AnatomyError) as refused:
+        collect.collect(runs_root, tmp_path / "a.duckdb", experiments_path=experiments)
+    assert str(refused.value).startswith(f"--experiments {experiments}: {said}")
+    assert not (tmp_path / "a.duckdb").exists()

@@ -449,3 +449,31 @@ def test_the_experts_load_is_said_for_the_runs_the_table_judges(parts_results):
         "logged step): experts (MoE) at lr 0.001 on 64,000 characters of mine (fp32): 16%-34% (even: 25%; 1 of "
         "its 2 runs logged it)." in text
     )
+
+
+def test_the_section_ends_with_the_declared_runs_still_to_train(tmp_path, parts_results):
+    """The experiments file declares each experiment's seeds by stage: the study's section lists
+    those with no finished run, stage by stage, with the target that trains them; another study's
+    runs are not its own, and without declarations nothing is said."""
+    import json
+
+    write_parts_runs(tmp_path / "runs")
+
+    def runs(*seeds, stage):
+        return [{"seed": seed, "stage": stage} for seed in seeds]
+
+    declared = {
+        "parts_qk_norm_0_001": {"group": "parts", "runs": runs(42, 7, stage=1)},  # both finished
+        "parts_moe_0_001": {"group": "parts", "runs": runs(42, 7, 11, stage=1)},  # seed 11 is not
+        "parts_moe_0_008": {"group": "parts", "runs": runs(42, 7, stage=2)},  # nothing trained yet
+        "lr_llama_0_008": {"group": "lr", "runs": runs(42, stage=None)},  # the lr study's
+    }
+    (tmp_path / "experiments.json").write_text(json.dumps({"experiments": declared}))
+    collect.collect(tmp_path / "runs", tmp_path / "anatomy.duckdb")
+    text = study_section.study_section(load(tmp_path / "anatomy.duckdb"), PARTS)
+
+    assert text.endswith(
+        "**Still to train:** 3 of the study's 7 runs: stage 1 (`snakemake parts_stage1`): parts_moe_0_001 "
+        "(seed 11); stage 2 (`snakemake parts_stage2`): parts_moe_0_008 (seeds 7, 42)."
+    )
+    assert "Still to train" not in study_section.study_section(parts_results, PARTS)

@@ -152,7 +152,7 @@ def test_default_grid_plans_every_run_once(workdir):
         "tokenize_corpus": 1,
         "train_model": runs,
         "generate_samples": runs,
-        "write_experiment_baselines": 1,
+        "write_experiments_file": 1,
         "collect_results": 1,
         "write_report": 1,
         "all": 1,
@@ -226,7 +226,7 @@ def test_named_target_plans_its_runs_and_their_baselines_and_collects_them(workd
         "tokenize_corpus": 1,
         "train_model": runs,
         "generate_samples": runs,
-        "write_experiment_baselines": 1,
+        "write_experiments_file": 1,
         "collect_results": 1,
         "write_report": 1,
         target: 1,
@@ -272,7 +272,7 @@ def test_the_targets_are_the_groups_table_and_each_ends_with_the_report(workdir)
     assert result.returncode == 0, result.stderr
     listed = set(re.findall(r"^(\w+)", result.stdout, flags=re.MULTILINE)) - {"Using"}
     # the rules without wildcards: the targets, and the steps that make one file each
-    steps = {"extract_corpus", "tokenize_corpus", "write_experiment_baselines", "exam_wall_clock", "exam_moe"}
+    steps = {"extract_corpus", "tokenize_corpus", "write_experiments_file", "exam_wall_clock", "exam_moe"}
     assert listed - steps - {"collect_results", "write_report"} == {"all", "exams", *TARGETS}
     assert target_of("ablation") == "ablations" and target_of("lr") == "lr" and TARGETS["lr_stage2"] == ("lr", 2)
     with pytest.raises(KeyError, match="no snakemake target trains the group 'extra'"):
@@ -1010,7 +1010,7 @@ elif args[0] == "report":
     after("--out").mkdir(parents=True, exist_ok=True)
     (after("--out") / "report.md").write_text("# Results\\n")
 """
-# write_experiment_baselines calls anatomy.files.atomic.write_text
+# write_experiments_file calls anatomy.files.atomic.write_text
 STAND_IN_WRITE_TEXT = "from pathlib import Path\n\n\ndef write_text(path, text):\n    Path(path).write_text(text)\n"
 
 
@@ -1587,8 +1587,25 @@ def test_quick_grid_end_to_end(tmp_path):
         "seeds=[42]",
     )
     assert job_counts(plan.stdout) == {
-        "write_experiment_baselines": 1,
+        "write_experiments_file": 1,
         "collect_results": 1,
         "write_report": 1,
         "all": 1,
     }
+
+
+def test_the_experiments_file_declares_each_experiments_runs_by_stage(workdir):
+    """results/experiments.json carries every experiment's baseline, group and runs (seed and
+    stage): what collect keeps as declared_runs, so that a study's section says what is still to
+    train. Writing it trains nothing."""
+    result = snakemake(workdir, "results/experiments.json", "--cores", "1")
+    assert result.returncode == 0, result.stderr + result.stdout
+    declared = json.loads((workdir / "results" / "experiments.json").read_text())["experiments"]
+    assert declared["llama"] == {
+        "baseline": "vanilla",
+        "group": "headline",
+        "runs": [{"seed": 42, "stage": None}, {"seed": 7, "stage": None}],
+    }
+    # `stages: {1: [42], 2: [7]}`: seed 42 in stage 1, seed 7 in stage 2
+    assert declared["lr_8m_vanilla_2e3"]["runs"] == [{"seed": 42, "stage": 1}, {"seed": 7, "stage": 2}]
+    assert not (workdir / "results" / "runs").exists()

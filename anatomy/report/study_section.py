@@ -25,6 +25,7 @@ import pandas as pd
 from anatomy.language import N_, _, ngettext, pgettext
 from anatomy.report import colours, lr_section
 from anatomy.report import study_measures
+from anatomy.report.still_to_train import still_to_train
 from anatomy.report.exam_findings import PART_NAMES, share, shares
 from anatomy.report.twins_section import twins_section
 from anatomy.report.uncertainty import (
@@ -915,8 +916,17 @@ def parts_section(everything: Results, study: Study) -> str | None:
 def study_section(
     everything: Results, study: Study, figure: Callable[[str, str], str] = lambda name, caption: ""
 ) -> str | None:
-    """The section's text, or None before the study has any run. `figure(name, caption)` links a
-    point's figure where each point has its own (per_setup)."""
+    """The section's text, or None before the study has any run, ending with the runs it declares
+    that are still to train. `figure(name, caption)` links a point's figure where each point has its
+    own (per_setup)."""
+    text = study_answer(everything, study, figure)
+    if text is not None and (missing := still_to_train(everything, study)):
+        return f"{text}\n\n{missing}"
+    return text
+
+
+def study_answer(everything: Results, study: Study, figure: Callable[[str, str], str]) -> str | None:
+    """The section's text as its study compares: parts, twins, one setup's lr curves, points."""
     if study.compare == "parts":
         return parts_section(everything, study)
     if study.compare == "twins":

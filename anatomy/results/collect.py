@@ -131,6 +131,7 @@ class CollectedRuns:
     experiments_path: Path | None = None  # the experiments file the baselines came from, if any
     undeclared: list[str] = field(default_factory=list)  # experiments no tag or file gives a baseline
     repeats: dict[str, str] = field(default_factory=dict)  # run left out -> the run of its training kept
+    declared: list[dict[str, Any]] = field(default_factory=list)  # the experiments file's runs, trained or not
 
     def add_exam_rows(self, table: str, rows: list[dict[str, Any]]) -> None:
         self.exams.setdefault(table, []).extend(rows)
@@ -401,10 +402,9 @@ def experiments_file(runs_root: Path, given: Path | None) -> Path | None:
     return beside if beside.is_file() else None
 
 
-def read_baselines(path: Path) -> dict[str, str | None]:
-    """Experiment name -> the baseline it names (None: compared with nothing), from a file with
-    an `experiments:` mapping: workflow/experiments.yaml, or the results/experiments.json the
-    workflow writes from it (JSON is YAML too)."""
+def read_experiments_file(path: Path) -> dict[str, Any]:
+    """The `experiments:` mapping of an experiments file: workflow/experiments.yaml, or the
+    results/experiments.json the workflow writes from it (JSON is YAML too)."""
     try:
         document = yaml.safe_load(read_small_file(Path(path), "an experiments file (YAML or JSON)"))
     except AnatomyError as err:
@@ -414,6 +414,11 @@ def read_baselines(path: Path) -> dict[str, str | None]:
     experiments = document.get("experiments") if isinstance(document, dict) else None
     if not isinstance(experiments, dict):
         raise AnatomyError(f"--experiments {path}: expected an 'experiments' mapping of name -> entry")
+    return experiments
+
+
+def read_baselines(experiments: dict[str, Any], path: Path) -> dict[str, str | None]:
+    """Experiment name -> the baseline it names (None: compared with nothing)."""
     baselines = {}
     for name, entry in experiments.items():
         baseline = entry.get("baseline") if isinstance(entry, dict) else None
@@ -423,6 +428,30 @@ def read_baselines(path: Path) -> dict[str, str | None]:
             )
         baselines[str(name)] = baseline
     return baselines
+
+
+def read_declared_runs(experiments: dict[str, Any], path: Path) -> list[dict[str, Any]]:
+    """The declared_runs rows: each experiment's `runs` (seed and stage, as the workflow writes
+    them) with its `group`; an entry without `runs` declares none."""
+    rows = []
+    for name, entry in experiments.items():
+        runs = entry.get("runs") if isinstance(entry, dict) else None
+        if runs is None:
+            continue
+        where = f"--experiments {path}: experiments.{name}"
+        group = entry.get("group")
+        if not isinstance(group, (str, type(None))):
+            raise AnatomyError(f"{where}.group must be a group's name, got {group!r}")
+        if not isinstance(runs, list):
+            raise AnatomyError(f"{where}.runs must be a list of {{seed, stage}}, got {runs!r}")
+        for run in runs:
+            seed, stage = (run.get("seed"), run.get("stage")) if isinstance(run, dict) else (None, None)
+            if not isinstance(seed, int) or isinstance(seed, bool) or not isinstance(stage, (int, type(None))):
+                raise AnatomyError(f"{where}.runs: expected {{seed: a whole number, stage: one or null}}, got {run!r}")
+            if any(row["experiment"] == str(name) and row["seed"] == seed for row in rows):
+                raise AnatomyError(f"{where}.runs: seed {seed} is declared twice")
+            rows.append({"experiment": str(name), "seed": seed, "group": group, "stage": stage})
+    return rows
 
 
 def assign_baselines(runs: list[dict[str, Any]], declared: dict[str, str | None]) -> list[str]:
@@ -631,8 +660,10 @@ def collect_runs(
 ) -> CollectedRuns:
     runs_root = Path(runs_root)
     experiments_path = experiments_file(runs_root, experiments_path)
-    declared = read_baselines(experiments_path) if experiments_path is not None else {}
+    experiments = read_experiments_file(experiments_path) if experiments_path is not None else {}
+    declared = read_baselines(experiments, experiments_path)
     collected = CollectedRuns(experiments_path=experiments_path)
+    collected.declared = read_declared_runs(experiments, experiments_path)
     if not runs_root.is_dir():
         raise AnatomyError(f"--runs {runs_root}: no such folder (train a model first: python -m anatomy train ...)")
     folders = find_run_folders(runs_root)
@@ -680,6 +711,7 @@ def database_written(collected: CollectedRuns, db_path: Path) -> Iterator[Path]:
                     ("metrics", collected.metrics, METRIC_COLUMNS),
                     ("samples", collected.samples, SAMPLE_COLUMNS),
                     ("benchmarks", collected.benchmarks, BENCHMARK_COLUMNS),
+                    ("declared_runs", collected.declared, column_names("declared_runs")),
                     *((table, rows, column_names(table)) for table, rows in sorted(collected.exams.items())),
                 ]:
                     con.register("incoming", _arrow_table(rows, columns))

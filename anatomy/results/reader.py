@@ -105,6 +105,7 @@ class Results:
     metrics: pd.DataFrame  # every evaluation, with the run's label, experiment, seed and status
     samples: pd.DataFrame  # every generated text, with the run's label and experiment
     memorisation: pd.DataFrame  # sample_memorisation: copied share of each measured sample, with label
+    declared: pd.DataFrame  # declared_runs: the experiments file's runs (experiment, seed, group, stage)
     provenance: dict[str, Any] | None  # grid.json of shipped reference results, if any
     exams: ExamTables
 
@@ -140,6 +141,7 @@ def settings_sql(name: str) -> str:
 READ_RELATIONS = (
     *("runs", "run_summary", "metrics", "experiment_summary", "ablation_summary", "baseline_pairs"),
     *("baseline_summary", "seed_band", "setup_noise", "val_above_best", "samples", "sample_memorisation"),
+    "declared_runs",
     *("exam_depth", "grad_norms", "exam_length", "length_reach", "exam_kv_cache", "kv_cache_per_token"),
     *("exam_kv_timing", "kv_cache_speedup", "kv_cache_at_scale", "depth_stability", "grad_norm_spread"),
     *("exam_wall_clock", "wall_clock_ratios", "exam_qk_norm", "exam_mla", "exam_moe"),
@@ -234,6 +236,7 @@ def read(con: ReadOnlyConnection, path: str | Path, provenance: dict[str, Any] |
         memorisation=table("SELECT * FROM sample_memorisation ORDER BY run_id, step, sample_idx").merge(
             runs[["run_id", "label"]], on="run_id"
         ),
+        declared=table('SELECT * FROM declared_runs ORDER BY "group", stage, experiment, seed'),
         provenance=provenance,
         exams=read_exams(table, runs),
     )

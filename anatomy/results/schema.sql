@@ -491,6 +491,18 @@ CREATE TABLE expert_shares (
     PRIMARY KEY (run_id, step, layer, expert)
 );
 
+-- The runs the experiments file declares (results/experiments.json, which the workflow writes):
+-- each experiment's seeds, with its group and stage, so that a study's section can say which of
+-- its runs are still to train. Empty where collect read no experiments file, or one that lists no
+-- runs (workflow/experiments.yaml itself: its seeds may be the config's).
+CREATE TABLE declared_runs (
+    experiment VARCHAR NOT NULL,
+    seed       INTEGER NOT NULL,
+    "group"    VARCHAR,                    -- quote it: a keyword
+    stage      INTEGER,                    -- NULL: an experiment not run in stages
+    PRIMARY KEY (experiment, seed)
+);
+
 -- The experts' load of each run with shares: the smallest and largest share any expert took at
 -- the run's last logged step. Computed by collect with the MoE exam's own definition
 -- (anatomy/training/layer_logs.py `expert_load`), so that the exam and the runs say it alike.

@@ -18,15 +18,15 @@ Every target ends with the report of that database in results/report/. The shipp
 """
 
 
-rule write_experiment_baselines:
-    """Which experiment each is compared with, for collect (its params: a changed baseline
-    rewrites this file and collects again; it retrains nothing)."""
+rule write_experiments_file:
+    """Which experiment each is compared with, and which runs each declares, for collect (its
+    params: a changed baseline or seed rewrites this file and collects again; it retrains nothing)."""
     output:
         "results/experiments.json",
     log:
-        "results/logs/write_experiment_baselines.log",
+        "results/logs/write_experiments_file.log",
     params:
-        text=experiment_baselines(),
+        text=experiments_file_text(),
     shell:
         "python -c 'import sys; from anatomy.files.atomic import write_text; write_text(*sys.argv[1:])'"
         " {output:q} {params.text:q} > {log} 2>&1"
@@ -35,7 +35,7 @@ rule write_experiment_baselines:
 rule collect_results:
     input:
         collected_outputs,
-        experiments=rules.write_experiment_baselines.output[0],
+        experiments=rules.write_experiments_file.output[0],
     output:
         # the stamp, not the database: see the top of this file
         done=touch(COLLECTED_STAMP),

@@ -527,7 +527,7 @@ def train_arguments(wildcards):
     # The labels travel with the run (config.json, then the database). Being arguments, they are
     # tracked too: even a reworded description reruns the experiment, so its record stays true.
     # The baseline is not one of them: it says what the run is compared with, not what it is, so
-    # it reaches the database through results/experiments.json (experiment_baselines) instead.
+    # it reaches the database through results/experiments.json (experiments_file_text) instead.
     for label in ("group", "part", "direction", "description"):
         if label in experiment:
             arguments += ["--tag", f"{label}={experiment[label]}"]
@@ -537,13 +537,21 @@ def train_arguments(wildcards):
     return " ".join(shlex.quote(argument) for argument in arguments)
 
 
-def experiment_baselines():
-    """results/experiments.json, which collect reads: each experiment and its baseline. A file of
-    its own rather than a training argument: those are tracked, so naming or changing a baseline
-    there would retrain finished runs; this way it only collects again."""
-    baselines = {name: {"baseline": experiment.get("baseline")} for name, experiment in EXPERIMENTS.items()}
-    # sorted: a --configfile that touches an entry reorders the merged config, not the baselines
-    return json.dumps({"experiments": baselines}, indent=2, sort_keys=True) + "\n"
+def experiments_file_text():
+    """results/experiments.json, which collect reads: each experiment's baseline, group and runs
+    (seed and stage), so that a study's section can say which of its runs are still to train. A
+    file of its own rather than a training argument: those are tracked, so naming or changing a
+    baseline there would retrain finished runs; this way it only collects again."""
+    declared = {
+        name: {
+            "baseline": experiment.get("baseline"),
+            "group": experiment["group"],
+            "runs": [{"seed": seed, "stage": stage} for stage, seeds in seeds_by_stage(name).items() for seed in seeds],
+        }
+        for name, experiment in EXPERIMENTS.items()
+    }
+    # sorted: a --configfile that touches an entry reorders the merged config, not the file
+    return json.dumps({"experiments": declared}, indent=2, sort_keys=True) + "\n"
 
 
 def train_precision(wildcards):
@@ -667,7 +675,7 @@ localrules:
     extract_corpus,
     tokenize_corpus,
     tokenize_named_corpus,
-    write_experiment_baselines,
+    write_experiments_file,
     generate_samples,
     collect_results,
     write_report,
