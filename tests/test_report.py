@@ -241,7 +241,7 @@ def test_a_lower_best_val_from_one_seed_says_the_noise_is_unmeasured(tmp_path):
     found = verdicts(load(tmp_path / "one.duckdb"))
     # lower, but with no experiment of two seeds in the setup there is no noise to judge it by
     assert found["The mini-LLaMA reaches a lower best val"] == (
-        "not testable here at lr 0.0003: one seed, and no experiment of this setup has a second to measure the noise by"
+        "not testable here at lr 0.0003: one seed, and no training of this setup has a second to measure the noise by"
     )
     lower = [c for c in claims.claims(load(tmp_path / "one.duckdb")) if c.claim.endswith("a lower best val")][0]
     assert lower.measured == "at lr 0.0003: best val 2.120 vs 2.320; llama minus vanilla -0.200 (no noise estimate)"
@@ -379,7 +379,7 @@ def test_with_one_seed_and_no_noise_estimate_an_ablation_is_not_testable(tmp_pat
     assert claims.part_effects(data, "swiglu") is None
     text = markdown.render(data, [])
     rows = {row[0]: row for row in table_rows(text, "Which part earned the gain")}
-    reason = "not testable here: one seed, and no experiment of this setup has a second to measure the noise by"
+    reason = "not testable here: one seed, and no training of this setup has a second to measure the noise by"
     assert rows["swiglu"][1:] == ["-0.100 (no noise estimate)", reason, "+0.150 (no noise estimate)", reason]
     assert "(no noise estimate (no training with two seeds in this setup))" in text
     assert claims.largest_ablation_change(data) == (

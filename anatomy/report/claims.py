@@ -69,7 +69,7 @@ def with_untested(verdict: str, seeds: set, reason: str) -> str:
 
 
 # Why a difference has no interval (uncertainty.py: no noise estimate for a side's setup)
-ONE_SEED = N_("one seed, and no experiment of this setup has a second to measure the noise by")
+ONE_SEED = N_("one seed, and no training of this setup has a second to measure the noise by")
 NO_NOISE_ESTIMATE = N_("no noise estimate for these runs' setup")
 NO_COMMON_SEED = N_("no seed has a best val on both sides")
 

@@ -18,8 +18,9 @@ from anatomy.config import ModelConfig, TrainConfig, settings_key, training_key
 from anatomy.errors import AnatomyError
 from anatomy.files.run_folder import RunFolder, read_run_config
 
-# what tells one text from another in every run's config.json (the grid's runs predate the
-# corpus's name and digest)
+# what tells one text from another in every run's config.json: the digest of its tokens where the
+# run recorded one (a folder spelled two ways is one text), else its folder and sizes (the grid's
+# runs predate the corpus's name and digest)
 TEXT_FIELDS = ("dir", "vocab_size", "train_tokens", "val_tokens")
 
 
@@ -44,7 +45,9 @@ def settings_of(config: dict) -> str | None:
 
 def run_key(config: dict, key: Callable[[ModelConfig, TrainConfig, str], str]) -> str:
     data = config.get("data") or {}
-    text = json.dumps({field: data.get(field) for field in TEXT_FIELDS})
+    text = json.dumps(
+        {"digest": data["digest"]} if data.get("digest") else {field: data.get(field) for field in TEXT_FIELDS}
+    )
     return key(ModelConfig.from_dict(config["model"]), TrainConfig.from_dict(config["train"]), text)
 
 
