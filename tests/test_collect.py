@@ -1164,3 +1164,20 @@ def test_a_bad_declared_run_is_one_line_naming_it(fixture_runs, tmp_path, runs, 
         collect.collect(runs_root, tmp_path / "a.duckdb", experiments_path=experiments)
     assert str(refused.value).startswith(f"--experiments {experiments}: {said}")
     assert not (tmp_path / "a.duckdb").exists()
+
+
+def test_a_declared_run_left_out_as_a_repeat_names_the_run_it_repeats(tmp_path):
+    """Under an override two declarations can train alike (vanilla_bf16 is vanilla under
+    precision=bf16): the folder left out is no run still to train, it is finished as the other."""
+    runs_root = tmp_path / "runs"
+    write_training(runs_root, "lr_llama_1e3", 42, "lr", 2.0)
+    write_training(runs_root, "parts_llama_1e3", 42, "parts", 2.0)
+    experiments = tmp_path / "experiments.json"
+    declared = {
+        name: {"baseline": None, "group": group, "runs": [{"seed": 42, "stage": 1}]}
+        for name, group in (("lr_llama_1e3", "lr"), ("parts_llama_1e3", "parts"))
+    }
+    experiments.write_text(json.dumps({"experiments": declared}))
+    collect.collect(runs_root, tmp_path / "db.duckdb", experiments_path=experiments)
+    rows = query(tmp_path / "db.duckdb", "SELECT experiment, repeat_of FROM declared_runs ORDER BY experiment")
+    assert rows == [("lr_llama_1e3", None), ("parts_llama_1e3", "lr_llama_1e3/seed42")]

@@ -73,6 +73,14 @@ def test_every_marked_sentence_has_its_chinese():
     )
 
 
+def test_no_translation_is_marked_fuzzy():
+    """pybabel marks a guess fuzzy when a msgid changes, and the compiled catalogue drops fuzzy
+    entries: the sentence would stay English on a Chinese page while it looks translated here."""
+    with language.catalogue_path("zh_CN").open("rb") as file:
+        fuzzy = [message.id for message in read_po(file) if message.id and message.fuzzy]
+    assert not fuzzy, f"fuzzy, so shown in English: {fuzzy[:5]}"
+
+
 def test_the_catalogue_holds_no_sentence_the_code_no_longer_says():
     in_code = marked_in_code()
     stale = [key for key in chinese() if key not in in_code]

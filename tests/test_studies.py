@@ -349,7 +349,7 @@ def test_a_part_whose_best_lr_is_the_edge_waits_and_the_other_parts_keep_their_a
     moe_alone = study_section.parts_section(without_qk_norm, PARTS).split("| experts (MoE) |")[1].split("\n")[0]
     assert moe_alone in text
     # and the how-to-read line says so, rather than "judged together" for the whole table
-    assert "except one marked (edge): its best lr can still move, so it is judged alone" in text
+    assert "except any marked (edge): its best lr can still move, so it is judged alone" in text
     monkeypatch.setattr(findings_module, "declared", lambda: {"parts": PARTS})
     records = findings_module.declared_study_findings(fewer)
     assert [record.key for record in records] == ["parts_moe_0"]
@@ -451,29 +451,37 @@ def test_the_experts_load_is_said_for_the_runs_the_table_judges(parts_results):
     )
 
 
-def test_the_section_ends_with_the_declared_runs_still_to_train(tmp_path, parts_results):
-    """The experiments file declares each experiment's seeds by stage: the study's section lists
-    those with no finished run, stage by stage, with the target that trains them; another study's
-    runs are not its own, and without declarations nothing is said."""
+def test_the_runs_still_to_train_are_said_stage_by_stage_with_their_command(tmp_path, parts_results):
+    """The experiments file declares each experiment's seeds by stage: the line lists those with no
+    finished run, stage by stage, with the command that trains them. A run still going is not
+    finished; one that diverged is (its lr was too high: an answer); another study's runs are not
+    this one's; and without declarations nothing is said."""
     import json
 
+    from anatomy.report.still_to_train import still_to_train
+
     write_parts_runs(tmp_path / "runs")
+    (tmp_path / "runs" / "parts_moe_0_001" / "seed7" / "summary.json").unlink()  # still going
+    write_run_folder(tmp_path / "runs", "parts_moe_0_1", 42, group="parts", status="diverged", diverged_step=20)
 
     def runs(*seeds, stage):
         return [{"seed": seed, "stage": stage} for seed in seeds]
 
     declared = {
         "parts_qk_norm_0_001": {"group": "parts", "runs": runs(42, 7, stage=1)},  # both finished
-        "parts_moe_0_001": {"group": "parts", "runs": runs(42, 7, 11, stage=1)},  # seed 11 is not
+        "parts_moe_0_001": {"group": "parts", "runs": runs(42, 7, stage=1)},  # seed 7 still going
+        "parts_moe_0_1": {"group": "parts", "runs": runs(42, stage=1)},  # diverged: finished
         "parts_moe_0_008": {"group": "parts", "runs": runs(42, 7, stage=2)},  # nothing trained yet
+        "parts_mla_0_001": {"group": "parts", "runs": runs(42, stage=None)},  # not run in stages
         "lr_llama_0_008": {"group": "lr", "runs": runs(42, stage=None)},  # the lr study's
     }
     (tmp_path / "experiments.json").write_text(json.dumps({"experiments": declared}))
     collect.collect(tmp_path / "runs", tmp_path / "anatomy.duckdb")
-    text = study_section.study_section(load(tmp_path / "anatomy.duckdb"), PARTS)
 
-    assert text.endswith(
-        "**Still to train:** 3 of the study's 7 runs: stage 1 (`snakemake parts_stage1`): parts_moe_0_001 "
-        "(seed 11); stage 2 (`snakemake parts_stage2`): parts_moe_0_008 (seeds 7, 42)."
+    assert still_to_train(load(tmp_path / "anatomy.duckdb"), PARTS) == (
+        "**Still to train:** 4 of the study's 8 runs: stage 1 (`snakemake parts_stage1 --cores 2 --config "
+        "train_threads=1`): parts_moe_0_001 (seed 7); stage 2 (`snakemake parts_stage2 --cores 2 --config "
+        "train_threads=1`): parts_moe_0_008 (seeds 7, 42); `snakemake parts --cores 2 --config train_threads=1`: "
+        "parts_mla_0_001 (seed 42)."
     )
-    assert "Still to train" not in study_section.study_section(parts_results, PARTS)
+    assert still_to_train(parts_results, PARTS) is None

@@ -35,6 +35,7 @@ from anatomy.report.grid_sections import (
 from anatomy.report.protocol import protocol_of, protocol_text
 from anatomy.report.readme import readme_blocks, readme_language, splice_readme
 from anatomy.report.roles import only_runs_of
+from anatomy.report.still_to_train import still_to_train
 from anatomy.report.study_section import LR_BY_PARAMS, by_text_size, figure_caption, per_setup, study_section
 from anatomy.results.studies import declared
 from anatomy.results.collect import load_runs
@@ -104,16 +105,18 @@ def render(everything: Results, figure_names: list[str], image_prefix: str = "",
 
 
 def study_lines(everything: Results, name: str, figure) -> list[str]:
-    """A study's section under its question, if it has runs, rendered from its declaration."""
+    """A study's section under its question, if it has runs, rendered from its declaration, and
+    then the runs it still waits for."""
     study = declared()[name]
-    heading = ["", f"### {study.question}", ""]
-    if not (text := study_section(everything, study, figure)):
+    if not (everything.runs["group"] == name).any():
         return []
-    if study.compare != "models" or per_setup(study):  # their figures are linked in their text
-        return heading + [text]
-    if by_text_size(study):
-        return heading + [text + figure(name, figure_caption(everything, study))]
-    return heading + [text + figure(name, figure_caption(everything, study)) + figure(f"{name}_lr", _(LR_BY_PARAMS))]
+    text = study_section(everything, study, figure)
+    if text and study.compare == "models" and not per_setup(study):  # the others link theirs in their text
+        text += figure(name, figure_caption(everything, study))
+        if not by_text_size(study):
+            text += figure(f"{name}_lr", _(LR_BY_PARAMS))
+    said = [part for part in (text, still_to_train(everything, study)) if part]
+    return ["", f"### {study.question}", "", "\n\n".join(said)] if said else []
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -25,7 +25,6 @@ import pandas as pd
 from anatomy.language import N_, _, ngettext, pgettext
 from anatomy.report import colours, lr_section
 from anatomy.report import study_measures
-from anatomy.report.still_to_train import still_to_train
 from anatomy.report.exam_findings import PART_NAMES, share, shares
 from anatomy.report.twins_section import twins_section
 from anatomy.report.uncertainty import (
@@ -634,8 +633,8 @@ HOW_TO_READ = N_(
     "second seed at one lr alone would favour or handicap that lr); each best val is its mean over the seeds "
     "finished at that lr. Each difference is over the seeds both sides have finished (while a seed is missing on "
     "one side it can differ from the two best vals' difference). Each interval is 95%, from the per-run sd pooled "
-    "over the setup's two-seed trainings, and the table's differences are judged together (Holm), except one "
-    "marked (edge): its best lr can still move, so it is judged alone and answers nothing yet."
+    "over the setup's two-seed trainings, and the table's differences are judged together (Holm), except any "
+    "marked (edge): its best lr can still move, so it is judged alone and does not count toward the answer yet."
 )
 
 
@@ -916,17 +915,9 @@ def parts_section(everything: Results, study: Study) -> str | None:
 def study_section(
     everything: Results, study: Study, figure: Callable[[str, str], str] = lambda name, caption: ""
 ) -> str | None:
-    """The section's text, or None before the study has any run, ending with the runs it declares
-    that are still to train. `figure(name, caption)` links a point's figure where each point has its
-    own (per_setup)."""
-    text = study_answer(everything, study, figure)
-    if text is not None and (missing := still_to_train(everything, study)):
-        return f"{text}\n\n{missing}"
-    return text
-
-
-def study_answer(everything: Results, study: Study, figure: Callable[[str, str], str]) -> str | None:
-    """The section's text as its study compares: parts, twins, one setup's lr curves, points."""
+    """The section's text, or None before the study has any run. `figure(name, caption)` links a
+    point's figure where each point has its own (per_setup). What it still waits to train is said
+    after it and its figures (still_to_train)."""
     if study.compare == "parts":
         return parts_section(everything, study)
     if study.compare == "twins":

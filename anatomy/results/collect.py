@@ -668,6 +668,8 @@ def collect_runs(
         raise AnatomyError(f"--runs {runs_root}: no such folder (train a model first: python -m anatomy train ...)")
     folders = find_run_folders(runs_root)
     collected.repeats = repeated_trainings(folders, runs_root, set(declared))
+    for row in collected.declared:  # the workflow's folders: {experiment}/seed{seed}
+        row["repeat_of"] = collected.repeats.get(f"{row['experiment']}/seed{row['seed']}")
     for folder in folders:
         if folder.relative_to(runs_root).as_posix() in collected.repeats:
             continue

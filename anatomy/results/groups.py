@@ -34,7 +34,14 @@ class Target(NamedTuple):
 # dashboard's notes quote these, never a command of their own (tests/test_doc_references.py
 # holds both READMEs to them). Two runs side by side, one thread each, on a small CPU.
 QUICK_GRID_COMMAND = "snakemake --cores 2 --configfile workflow/quick.yaml"
-HEADLINE_COMMAND = "snakemake headline --cores 2 --config train_threads=1"
+
+
+def target_command(target: str) -> str:
+    """The command that trains one named target (a group, a study's stage)."""
+    return f"snakemake {target} --cores 2 --config train_threads=1"
+
+
+HEADLINE_COMMAND = target_command("headline")
 
 
 # The workflow's named targets (workflow/Snakefile makes a rule of each): the group each trains,

@@ -207,9 +207,10 @@ def ship(runs_root: Path, out: Path, benchmarks_root: Path | None = None) -> dic
     return report
 
 
-# The workflow's results/experiments.json (each experiment and the baseline it names) is shipped
-# beside the runs (collect's EXPERIMENTS_FILE): collecting the shipped runs then pairs each run
-# with the baseline the workflow's collect gave it. A run no file or tag declares has no baseline.
+# The workflow's results/experiments.json (each experiment's baseline, group and declared runs) is
+# shipped beside the runs (collect's EXPERIMENTS_FILE): collecting the shipped runs then pairs each
+# run with the baseline the workflow's collect gave it, and each study says what is still to train.
+# A run no file or tag declares has no baseline.
 
 
 def ship_experiments(experiments: Path, out: Path) -> bool:

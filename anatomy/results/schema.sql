@@ -500,6 +500,8 @@ CREATE TABLE declared_runs (
     seed       INTEGER NOT NULL,
     "group"    VARCHAR,                    -- quote it: a keyword
     stage      INTEGER,                    -- NULL: an experiment not run in stages
+    -- the run whose training its folder repeats, which collect kept instead (anatomy/results/repeats.py)
+    repeat_of  VARCHAR,
     PRIMARY KEY (experiment, seed)
 );
 

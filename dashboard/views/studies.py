@@ -15,7 +15,9 @@ import streamlit as st
 
 from anatomy.language import N_, _
 from anatomy.report import lr_section, study_measures, study_section
+from anatomy.report.still_to_train import still_to_train
 from anatomy.errors import AnatomyError
+from anatomy.results.groups import target_command
 from anatomy.results.studies import declared
 from anatomy.results.reference import PROVENANCE_FILE, read_provenance
 from anatomy.report.findings import FOUND, findings_block
@@ -23,8 +25,8 @@ from dashboard import analysis, charts, loaders
 from dashboard.findings import show_part_glossary
 
 TRAIN_STUDY = N_(
-    "Train them with `snakemake {target} --cores 2 --config train_threads=1` (workflow/studies.yaml declares the "
-    "study, workflow/experiments.yaml its runs), then collect again."
+    "Train them with `{command}` (workflow/studies.yaml declares the study, workflow/experiments.yaml its runs), "
+    "then collect again."
 )
 
 
@@ -81,6 +83,12 @@ def show_parts_curves(everything, study) -> None:
         st.caption(_("{point}: each curve's best val over the lrs tried, its best lr ringed.").format(point=label))
 
 
+def show_still_to_train(everything, study) -> None:
+    """The study's declared runs not finished yet, as the report says them after its section."""
+    if missing := still_to_train(everything, study):
+        st.markdown(missing)
+
+
 def with_job_times(results):
     """The results with the record of their runs' training jobs (grid.json beside the run folders,
     as `anatomy report` reads it), for the size table's minutes per run; as they are without one."""
@@ -114,7 +122,7 @@ if found := findings_block(everything, link_prefix=None, evidence={study.name fo
 for study in declared().values():
     st.header(_(study.question), divider="gray")
     if not (everything.runs["group"] == study.name).any():
-        hint = _(TRAIN_STUDY).format(target=study.stage_target(1))
+        hint = _(TRAIN_STUDY).format(command=target_command(study.stage_target(1)))
         st.info(_("No runs of this study in this database yet. {how}").format(how=hint), icon=":material/science:")
         continue
     # the lr study's points are setups: one chart and one answer each (two texts' losses share no axis)
@@ -126,6 +134,7 @@ for study in declared().values():
             st.markdown(lr_section.setup_text(everything, setup))
         st.caption(_(lr_section.HOW_TO_READ))
         show_point_curves(everything, study)
+        show_still_to_train(everything, study)
         continue
     if not (by_point := study_section.study_points(everything, study)).empty:  # compare: models
         charts.draw(charts.best_val_by_params_chart(by_point))
@@ -136,8 +145,10 @@ for study in declared().values():
         charts.draw(charts.best_val_by_size_chart(by_size))
         st.caption(study_section.figure_caption(everything, study))
     if (text := study_section.study_section(everything, study)) is None:  # runs, but none compared yet
-        hint = _(TRAIN_STUDY).format(target=study.stage_target(1))
+        hint = _(TRAIN_STUDY).format(command=target_command(study.stage_target(1)))
         st.info(_("This study's runs have nothing to be compared with yet. {how}").format(how=hint))
+        show_still_to_train(everything, study)
         continue
     st.markdown(text)
     show_point_curves(everything, study)
+    show_still_to_train(everything, study)
