@@ -449,6 +449,12 @@ def test_the_experts_load_is_said_for_the_runs_the_table_judges(parts_results):
         "logged step): experts (MoE) at lr 0.001 on 64,000 characters of mine (fp32): 16%-34% (even: 25%; 1 of "
         "its 2 runs logged it)." in text
     )
+    # where every run logged it, nothing is said missing
+    runs = parts_results.runs
+    seed_42 = dataclasses.replace(parts_results, runs=runs[(runs["seed"] == 42) | (runs["part"] != "moe")])
+    assert "on 64,000 characters of mine (fp32): 16%-34% (even: 25%; its 1 run)." in study_section.study_section(
+        seed_42, PARTS
+    )
 
 
 def test_the_runs_still_to_train_are_said_stage_by_stage_with_their_command(tmp_path, parts_results):

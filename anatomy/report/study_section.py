@@ -842,16 +842,23 @@ def parts_load_text(everything: Results, study: Study, found: list[PartsPoint]) 
             logged = loads[loads["run_id"].isin(runs.loc[runs["ffn_type"] == "moe", "run_id"])]
             if logged.empty:
                 continue
-            even = share(1 / runs["n_experts"].iloc[0])
-            said.append(
-                _(
+            if len(logged) == len(runs):
+                sentence = ngettext(
+                    "{part} at lr {lr} on {point}: {shares} (even: {even}; its {runs} run)",
+                    "{part} at lr {lr} on {point}: {shares} (even: {even}; its {runs} runs)",
+                    len(runs),
+                )
+            else:  # a run from before the shares were logged
+                sentence = _(
                     "{part} at lr {lr} on {point}: {shares} (even: {even}; {logged} of its {runs} runs logged it)"
-                ).format(
+                )
+            said.append(
+                sentence.format(
                     part=part_name(part),
                     lr=f"{lr:g}",
                     point=point.label,
                     shares=shares(logged["min_share"].min(), logged["max_share"].max()),
-                    even=even,
+                    even=share(1 / runs["n_experts"].iloc[0]),
                     logged=len(logged),
                     runs=len(runs),
                 )
