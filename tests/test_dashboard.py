@@ -1053,3 +1053,20 @@ def test_the_overfitting_charts_share_one_loss_axis(fixture_grid_db, monkeypatch
     )
     losses = losses[np.isfinite(losses.astype(float))]
     assert all(domain == [losses.min(), losses.max()] for domain in domains)
+
+
+def test_the_studies_page_says_each_studys_runs_still_to_train_after_its_answer(studies_db, monkeypatch):
+    """The page shows the line the report puts after each study's section (still_to_train, whose
+    own tests say what it lists), for every study with runs, after its answer."""
+    from anatomy.report import still_to_train as still_to_train_module
+    from anatomy.report import study_section
+    from anatomy.results.studies import declared
+
+    monkeypatch.setattr(still_to_train_module, "still_to_train", lambda everything, study: f"left: {study.name}")
+    app = open_page(studies_db, "studies", monkeypatch)
+    said = [element.value for element in app.markdown]
+    with_runs = [name for name in declared() if (load(studies_db).runs["group"] == name).any()]
+    assert with_runs == ["scale", "precision"]
+    assert [text for text in said if text.startswith("left: ")] == [f"left: {name}" for name in with_runs]
+    scale = study_section.study_section(load(studies_db), declared()["scale"])
+    assert said.index("left: scale") == said.index(scale) + 1

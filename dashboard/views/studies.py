@@ -83,10 +83,32 @@ def show_parts_curves(everything, study) -> None:
         st.caption(_("{point}: each curve's best val over the lrs tried, its best lr ringed.").format(point=label))
 
 
-def show_still_to_train(everything, study) -> None:
-    """The study's declared runs not finished yet, as the report says them after its section."""
-    if missing := still_to_train(everything, study):
-        st.markdown(missing)
+def show_answer(everything, study) -> None:
+    """A study's charts and answer, as its declaration compares (a study with runs)."""
+    # the lr study's points are setups: one chart and one answer each (two texts' losses share no axis)
+    if study_section.per_setup(study) and (setups := lr_section.setups(everything, group=study.name)):
+        lr_points = lr_section.lr_points(everything, group=study.name)
+        for setup in setups:
+            charts.draw(charts.lr_chart(lr_points, setup=setup.label))
+            st.caption(lr_section.figure_caption(setup))
+            st.markdown(lr_section.setup_text(everything, setup))
+        st.caption(_(lr_section.HOW_TO_READ))
+        show_point_curves(everything, study)
+        return
+    if not (by_point := study_section.study_points(everything, study)).empty:  # compare: models
+        charts.draw(charts.best_val_by_params_chart(by_point))
+        charts.draw(charts.best_lr_by_params_chart(by_point))
+    if study.compare == "parts":  # each point's curves over lr: where each part's best lr lies
+        show_parts_curves(everything, study)
+    if not (by_size := study_section.best_val_by_text_size(everything, study)).empty:  # one lr, sizes of text
+        charts.draw(charts.best_val_by_size_chart(by_size))
+        st.caption(study_section.figure_caption(everything, study))
+    if (text := study_section.study_section(everything, study)) is None:  # runs, but none compared yet
+        hint = _(TRAIN_STUDY).format(command=target_command(study.stage_target(1)))
+        st.info(_("This study's runs have nothing to be compared with yet. {how}").format(how=hint))
+        return
+    st.markdown(text)
+    show_point_curves(everything, study)
 
 
 def with_job_times(results):
@@ -125,30 +147,6 @@ for study in declared().values():
         hint = _(TRAIN_STUDY).format(command=target_command(study.stage_target(1)))
         st.info(_("No runs of this study in this database yet. {how}").format(how=hint), icon=":material/science:")
         continue
-    # the lr study's points are setups: one chart and one answer each (two texts' losses share no axis)
-    if study_section.per_setup(study) and (setups := lr_section.setups(everything, group=study.name)):
-        lr_points = lr_section.lr_points(everything, group=study.name)
-        for setup in setups:
-            charts.draw(charts.lr_chart(lr_points, setup=setup.label))
-            st.caption(lr_section.figure_caption(setup))
-            st.markdown(lr_section.setup_text(everything, setup))
-        st.caption(_(lr_section.HOW_TO_READ))
-        show_point_curves(everything, study)
-        show_still_to_train(everything, study)
-        continue
-    if not (by_point := study_section.study_points(everything, study)).empty:  # compare: models
-        charts.draw(charts.best_val_by_params_chart(by_point))
-        charts.draw(charts.best_lr_by_params_chart(by_point))
-    if study.compare == "parts":  # each point's curves over lr: where each part's best lr lies
-        show_parts_curves(everything, study)
-    if not (by_size := study_section.best_val_by_text_size(everything, study)).empty:  # one lr, sizes of text
-        charts.draw(charts.best_val_by_size_chart(by_size))
-        st.caption(study_section.figure_caption(everything, study))
-    if (text := study_section.study_section(everything, study)) is None:  # runs, but none compared yet
-        hint = _(TRAIN_STUDY).format(command=target_command(study.stage_target(1)))
-        st.info(_("This study's runs have nothing to be compared with yet. {how}").format(how=hint))
-        show_still_to_train(everything, study)
-        continue
-    st.markdown(text)
-    show_point_curves(everything, study)
-    show_still_to_train(everything, study)
+    show_answer(everything, study)
+    if missing := still_to_train(everything, study):  # after the answer, as the report says it
+        st.markdown(missing)
