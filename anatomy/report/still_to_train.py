@@ -19,11 +19,10 @@ from anatomy.results.reader import Results
 from anatomy.results.studies import Study
 
 
-def missing_runs(everything: Results, study: Study) -> pd.DataFrame:
-    """The study's declared runs (experiment, seed, stage) with no finished run: a run still going
-    is missing, one that diverged is finished (its lr was too high: an answer), and one collect left
+def missing_runs(everything: Results, declared: pd.DataFrame) -> pd.DataFrame:
+    """The declared runs (experiment, seed, stage) with no finished run: a run still going is
+    missing, one that diverged is finished (its lr was too high: an answer), and one collect left
     out as a repeat of another's training (repeat_of) is finished as that one."""
-    declared = everything.declared[everything.declared["group"] == study.name]
     runs = everything.runs[everything.runs["status"].isin(SUMMARY_STATUSES)]
     finished = set(zip(runs["experiment"], runs["seed"]))
     return declared[
@@ -38,7 +37,8 @@ def still_to_train(everything: Results, study: Study) -> str | None:
     """'**Still to train:** 3 of the study's 40 runs: stage 2 (`snakemake parts_stage2 --cores 2
     ...`): parts_8m_moe_1e3 (seeds 7, 42), ...'; None when every declared run is finished (or the
     experiments file declared none)."""
-    missing = missing_runs(everything, study)
+    declared = everything.declared[everything.declared["group"] == study.name]
+    missing = missing_runs(everything, declared)
     if missing.empty:
         return None
     stages = []
@@ -54,7 +54,6 @@ def still_to_train(everything: Results, study: Study) -> str | None:
         else:
             command = target_command(study.stage_target(int(stage)))
             stages.append(_("stage {stage} (`{command}`): {runs}").format(stage=int(stage), command=command, runs=runs))
-    total = int((everything.declared["group"] == study.name).sum())
     return _("**Still to train:** {n} of the study's {total} runs: {stages}.").format(
-        n=len(missing), total=total, stages=clauses(stages)
+        n=len(missing), total=len(declared), stages=clauses(stages)
     )

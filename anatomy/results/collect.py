@@ -444,12 +444,14 @@ def read_declared_runs(experiments: dict[str, Any], path: Path) -> list[dict[str
             raise AnatomyError(f"{where}.group must be a group's name, got {group!r}")
         if not isinstance(runs, list):
             raise AnatomyError(f"{where}.runs must be a list of {{seed, stage}}, got {runs!r}")
+        seeds = set()
         for run in runs:
             seed, stage = (run.get("seed"), run.get("stage")) if isinstance(run, dict) else (None, None)
             if not isinstance(seed, int) or isinstance(seed, bool) or not isinstance(stage, (int, type(None))):
                 raise AnatomyError(f"{where}.runs: expected {{seed: a whole number, stage: one or null}}, got {run!r}")
-            if any(row["experiment"] == str(name) and row["seed"] == seed for row in rows):
+            if seed in seeds:
                 raise AnatomyError(f"{where}.runs: seed {seed} is declared twice")
+            seeds.add(seed)
             rows.append({"experiment": str(name), "seed": seed, "group": group, "stage": stage})
     return rows
 
