@@ -351,7 +351,7 @@ def test_a_part_whose_best_lr_is_the_edge_waits_and_the_other_parts_keep_their_a
     # and the how-to-read line says so, rather than "judged together" for the whole table
     assert "except any marked (edge): its best lr can still move, so it is judged alone" in text
     monkeypatch.setattr(findings_module, "declared", lambda: {"parts": PARTS})
-    records = findings_module.declared_study_findings(fewer)
+    records = findings_module.parts_findings(fewer, {})
     assert [record.key for record in records] == ["parts_moe_0"]
     assert records[0].sentence in text
     assert findings_module.parts_at_full_size(fewer) == {"moe": [records[0].sentence], "qk_norm": []}
@@ -364,8 +364,8 @@ def test_the_parts_at_the_edge_of_one_point_are_said_in_one_line(parts_results):
     cut = ((runs["part"] == "qk_norm") & (runs["lr"] == 4e-3)) | ((runs["part"] == "moe") & (runs["lr"] == 5e-4))
     text = study_section.study_section(dataclasses.replace(parts_results, runs=runs[~cut]), PARTS)
     assert (
-        "**Not answered yet.** Still missing: 64,000 characters of mine (fp32): the best lr of experts (MoE), "
-        "QK-norm is the edge of the lrs tried.\n" in text
+        "**Not answered yet.** Still missing: 64,000 characters of mine (fp32): the best lr of QK-norm, "
+        "experts (MoE) is the edge of the lrs tried.\n" in text
     )
 
 
@@ -396,11 +396,30 @@ def test_each_answered_part_is_a_finding_with_the_sections_sentence(parts_result
     from anatomy.report import findings as findings_module
 
     monkeypatch.setattr(findings_module, "declared", lambda: {"parts": PARTS})
-    records = {f.key: f for f in findings_module.declared_study_findings(parts_results)}
+    records = {f.key: f for f in findings_module.parts_findings(parts_results, {})}
     assert set(records) == {"parts_moe_0", "parts_qk_norm_0"}
     assert records["parts_moe_0"].sentence.startswith("Adding experts (MoE) lowers the loss beyond noise on")
     assert records["parts_moe_0"].verdict == -1 and records["parts_qk_norm_0"].verdict == 0
     assert records["parts_moe_0"].sentence in study_section.study_section(parts_results, PARTS)
+    # the models studies' records are the other studies' own: a parts study adds none there
+    assert findings_module.declared_study_findings(parts_results) == []
+
+
+def test_each_part_of_2024_26_is_one_story_in_the_chapters_order(parts_results, monkeypatch):
+    """The numbered list tells a part in one place: its exam's record (what it buys), then its
+    loss at full size; QK-norm before the experts, as the chapter names them, in the section's
+    table too."""
+    from anatomy.report import findings as findings_module
+
+    monkeypatch.setattr(findings_module, "declared", lambda: {"parts": PARTS})
+    exams = {
+        part: findings_module.Finding(f"exam_{part}", "Q?", "exam", "with minus without", None, None, "S.", "exams")
+        for part in ("moe", "mla", "qk_norm")
+    }
+    keys = [record.key for record in findings_module.parts_findings(parts_results, exams)]
+    assert keys == ["exam_qk_norm", "parts_qk_norm_0", "exam_mla", "exam_moe", "parts_moe_0"]
+    table = study_section.parts_section(parts_results, PARTS)
+    assert table.index("| QK-norm |") < table.index("| experts (MoE) |")
 
 
 def test_a_study_whose_points_are_setups_is_answered_setup_by_setup(tmp_path):

@@ -69,6 +69,15 @@ PART_EXAMS = {
 # the parts of 2024-26, each added to the mini-LLaMA: an exam of its own, no ablation of the grid
 NEW_PARTS = ("qk_norm", "mla", "moe")
 PART_NAMES |= {"qk_norm": N_("QK-norm"), "mla": N_("MLA"), "moe": N_("experts (MoE)")}
+
+
+def in_part_order(parts) -> list[str]:
+    """The parts of 2024-26 in the order the chapter names them (NEW_PARTS), then any part of a
+    user's own by name: the one order of every table, legend and list of them."""
+    parts = set(parts)
+    return [part for part in NEW_PARTS if part in parts] + sorted(parts - set(NEW_PARTS))
+
+
 # wall_clock variants by the names the text gives them
 VARIANT_NAMES = {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm", "gelu": "GELU FFN", "swiglu": "SwiGLU FFN"}
 ATTENTION_ORDER = ("MHA", "GQA", "MQA")  # most KV heads first

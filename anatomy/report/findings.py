@@ -12,7 +12,8 @@ this list, in the reader's language, from the same records: one owner for each s
 parts of 2024-26 (QK-norm, MLA, experts) are records too, one per exam that has run
 (`exam_part_findings`): what the part buys here and at what cost, measured on the exam's own
 cells (one seed each, so no interval: the figures themselves). The report's "Which part wins
-where" and the Exams page show the same record's sentence.
+where" and the Exams page show the same record's sentence. The list tells each part's story in
+one place: its exam's record, then its loss at full size (`parts_findings`).
 """
 
 from __future__ import annotations
@@ -391,20 +392,17 @@ def parts_at_full_size(everything: Results) -> dict[str, list[str]]:
 
 
 def declared_study_findings(everything: Results) -> list[Finding]:
-    """The answers of the studies rendered from their declarations (the size study's, the parts
-    study's, a user's), once answered: the same sentences as their sections. A models study is one
-    record, its difference the last point's (the largest size), and one per part it swaps; a parts
-    study one per part and point."""
+    """The answers of the models studies rendered from their declarations (the size study's, a
+    user's), once answered: the same sentences as their sections. A models study is one record,
+    its difference the last point's (the largest size), and one per part it swaps. A parts study's
+    records are the parts' own story (parts_findings)."""
     records = []
     for study in declared().values():
         # a twins study (the precision study) checks the other findings rather than adding one:
         # its section says whether any headline verdict moves with the axis
         # a study whose points are setups answers each on its own: the lr study's records are above,
         # and a shared-lr study's (the scale study's) is shared_lr_records', which the lr study's supersede
-        if study.compare == "twins" or study_section.per_setup(study) or study in shared_lr_studies():
-            continue
-        if study.compare == "parts":
-            records += [record for _part, record in parts_study_records(everything, study)]
+        if study.compare in ("twins", "parts") or study_section.per_setup(study) or study in shared_lr_studies():
             continue
         found = study_section.points(everything, study)
         swapped = swap_findings(everything, study, found)  # after the study's own answer, as its section
@@ -504,10 +502,28 @@ def exam_part_findings(data: Results) -> dict[str, Finding]:
     return records
 
 
+def parts_findings(everything: Results, exams: dict[str, Finding]) -> list[Finding]:
+    """The parts of 2024-26, one story per part, in the chapter's order: what its exam found it
+    buys and at what cost (`exams`, exam_part_findings'), then its loss at full size, study by
+    study and point by point (parts_study_records')."""
+    full_size = [
+        (part, record)
+        for study in declared().values()
+        if study.compare == "parts"
+        for part, record in parts_study_records(everything, study)
+    ]
+    story = []
+    for part in exam_findings.in_part_order([*exams, *(part for part, _record in full_size)]):
+        if part in exams:
+            story.append(exams[part])
+        story += [record for mine, record in full_size if mine == part]
+    return story
+
+
 def findings(everything: Results) -> list[Finding]:
     """Every record, in the order a learner reads them: the chapter's comparison, then what each
     model at its own lr changes, then which part, which schedule and which optimizer recipe, then
-    what the parts of 2024-26 buy in their exams. A shared-lr finding that the lr study answers on the same text is
+    what model size changes, then the parts of 2024-26 part by part. A shared-lr finding that the lr study answers on the same text is
     marked superseded by that answer."""
     grid = only_runs_of(everything, None)
     records = []
@@ -527,8 +543,8 @@ def findings(everything: Results) -> list[Finding]:
         found = (rope_at_best(everything, setup), cosine(everything, setup), other_recipe)
         later += [f for f in found if f is not None]
     # the exams' cells have the grid's sizes (workflow: model_size_arguments): toy with a toy grid
-    parts = list(exam_part_findings(grid).values()) if protocol_of(grid).untestable_reason is None else []
-    return records + later + declared_study_findings(everything) + parts
+    exams = exam_part_findings(grid) if protocol_of(grid).untestable_reason is None else {}
+    return records + later + declared_study_findings(everything) + parts_findings(everything, exams)
 
 
 def current(records: list[Finding]) -> list[Finding]:

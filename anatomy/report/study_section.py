@@ -25,7 +25,7 @@ import pandas as pd
 from anatomy.language import N_, _, ngettext, pgettext
 from anatomy.report import colours, lr_section
 from anatomy.report import study_measures
-from anatomy.report.exam_findings import PART_NAMES, share, shares
+from anatomy.report.exam_findings import PART_NAMES, in_part_order, share, shares
 from anatomy.report.twins_section import twins_section
 from anatomy.report.uncertainty import (
     SETUP,
@@ -691,7 +691,7 @@ def parts_points(everything: Results, study: Study) -> list[PartsPoint]:
         if not with_part.empty:
             plain = plain.merge(with_part[list(MODEL_SIZE)].drop_duplicates(), on=list(MODEL_SIZE))
         curves = {}
-        for part in [None, *sorted(at_point["part"].dropna().unique())]:
+        for part in [None, *in_part_order(at_point["part"].dropna())]:
             models = plain if part is None else at_point[at_point["part"] == part]
             variant = same_settings(runs, models, at_point)
             curves[part] = lr_section.Curve(5, variant, lr_section.points_of(variant, first_steps))
@@ -720,7 +720,7 @@ def parts_colours(everything: Results, study: Study) -> dict[str, str]:
     part its role's (colours.NEW_PARTS; a part of your own a spare)."""
     mine = everything.runs[everything.runs["group"] == study.name]
     found = {part_name(None): colours.LLAMA}
-    for part in sorted(mine["part"].dropna().unique()):
+    for part in in_part_order(mine["part"].dropna()):
         found[part_name(part)] = colours.role_colour(f"add:{part}") or colours.spare(part, set(found.values()))
     return found
 
