@@ -229,3 +229,29 @@ def test_a_study_of_model_sizes_says_minutes_per_run_and_a_night_at_each_size_an
     assert "| 4×128 | B | 1 | 20.0 | 48 |" in text  # the lr study's run of that shape is not the size study's
     assert text.index("2×64") < text.index("4×128")
     assert point_costs(SimpleNamespace(runs=runs, provenance=provenance), "lr") == ""  # its points are setups
+
+
+def test_a_parts_study_says_minutes_per_run_of_each_part_on_each_text():
+    """The parts study's cost is the parts' own: the plain mini-LLaMA's runs first, then each part
+    in the chapter's order (QK-norm before the experts), text by text, smallest text first."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from anatomy.report.costs_section import point_costs
+
+    cells = [("q1", "qk_norm", 64_000, 1200), ("q2", "qk_norm", 64_000, 1800), ("e1", "moe", 64_000, 3000)]
+    cells += [("p1", None, 64_000, 1500), ("b1", "moe", 8_192_000, 2400)]
+    runs = pd.DataFrame(
+        [{"run_id": r, "group": "parts", "part": part, "train_tokens": n, "corpus": "mine"} for r, part, n, _s in cells]
+    )
+    provenance = {"runs": {r: {"job_s": seconds, "machine": "cpu A"} for r, _part, _n, seconds in cells}}
+    text = point_costs(SimpleNamespace(runs=runs, provenance=provenance), "parts")
+    assert text.startswith("The `parts` study part by part on each text:")
+    rows = [line for line in text.splitlines() if line.startswith("| 64,000") or line.startswith("| 8,192,000")]
+    assert rows == [
+        "| 64,000 characters of mine | the plain mini-LLaMA | A | 1 | 25.0 | 38 |",
+        "| 64,000 characters of mine | QK-norm | A | 2 | 25.0 | 38 |",  # median of 20 and 30 minutes
+        "| 64,000 characters of mine | experts (MoE) | A | 1 | 50.0 | 18 |",
+        "| 8,192,000 characters of mine | experts (MoE) | A | 1 | 40.0 | 24 |",
+    ]

@@ -13,7 +13,10 @@ from statistics import median
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from anatomy.language import ngettext
+from anatomy.report.exam_findings import PART_NAMES, in_part_order
 from anatomy.report.wording import md_table
 from anatomy.results import reference
 from anatomy.results.costs import COSTS_FILE, NIGHT_HOURS, job_seconds, night_sentence, read_costs
@@ -137,31 +140,53 @@ def point_label(run: dict[str, Any], columns: list[str]) -> str:
 
 
 def point_costs(data: Results, name: str) -> str:
-    """A study whose points are model settings (the size study's sizes): minutes per run at each
-    point, on each machine that trained there, and what one night buys there. Job times are the
-    runs' own, as they trained (two side by side, sometimes with tests beside them), so a plan made
-    by them errs long, not short."""
+    """A study whose points are model settings (the size study's sizes) or parts (the parts study's
+    QK-norm, MLA and experts): minutes per run at each point, on each machine that trained there,
+    and what one night buys there. Job times are the runs' own, as they trained (two side by side,
+    sometimes with tests beside them), so a plan made by them errs long, not short."""
     study = declared()[name]
-    columns = [column for column in study.axis if column not in ("corpus", "train_tokens", "precision")]
     shipped = (data.provenance or {}).get("runs", {})
     runs = data.runs[(data.runs["group"] == name) & data.runs["run_id"].isin(list(shipped))]
-    if study.compare != "models" or not columns or runs.empty:
+    if runs.empty:
         return ""
+    if study.compare == "parts":
+        # the plain mini-LLaMA's own runs first, then each part, text by text: on a CPU the experts
+        # run one after another (docs/exams.md), and this is where that shows at full size
+        order = [None, *in_part_order(runs["part"].dropna())]
+        runs = runs.assign(order=runs["part"].map(lambda part: order.index(None if pd.isna(part) else part)))
+        runs = runs.sort_values(["train_tokens", "corpus", "order"])
+        header, where = ["text", "part"], "part by part on each text"
+
+        def label_of(run: dict[str, Any]) -> tuple[str, ...]:
+            part = None if pd.isna(run["part"]) else run["part"]
+            text = f"{run['train_tokens']:,} characters of {run['corpus']}"
+            return text, "the plain mini-LLaMA" if part is None else PART_NAMES.get(part, part)
+
+    else:
+        columns = [column for column in study.axis if column not in ("corpus", "train_tokens", "precision")]
+        if study.compare != "models" or not columns:
+            return ""
+        runs = runs.sort_values(columns)  # smallest point first
+        header, where = [" × ".join(columns)], "at each of its points"
+
+        def label_of(run: dict[str, Any]) -> tuple[str, ...]:
+            return (point_label(run, columns),)
+
     chips = machine_letters(shipped)
-    points = list(dict.fromkeys(point_label(run, columns) for run in runs.sort_values(columns).to_dict("records")))
-    minutes: dict[tuple[str, str], list[float]] = {}
-    for run in runs.sort_values(columns).to_dict("records"):  # smallest point first
+    minutes: dict[tuple[tuple[str, ...], str], list[float]] = {}
+    for run in runs.to_dict("records"):
         entry = shipped[run["run_id"]]
-        minutes.setdefault((point_label(run, columns), chips[entry.get("machine") or "unrecorded"]), []).append(
+        minutes.setdefault((label_of(run), chips[entry.get("machine") or "unrecorded"]), []).append(
             job_seconds(entry) / 60
         )
+    points = list(dict.fromkeys(label for label, _machine in minutes))
     rows = [
-        [label, machine, str(len(times)), f"{median(times):.1f}", str(2 * int(NIGHT_HOURS * 60 // median(times)))]
+        [*label, machine, str(len(times)), f"{median(times):.1f}", str(2 * int(NIGHT_HOURS * 60 // median(times)))]
         for (label, machine), times in sorted(minutes.items(), key=lambda item: (points.index(item[0][0]), item[0][1]))
     ]
-    header = [" × ".join(columns), "trained on", "runs", "minutes per run (median)", "runs a night, two lanes"]
+    header += ["trained on", "runs", "minutes per run (median)", "runs a night, two lanes"]
     return (
-        f"The `{name}` study at each of its points: each run's training job as it ran (two side by side, "
+        f"The `{name}` study {where}: each run's training job as it ran (two side by side, "
         "sometimes with tests beside them, so these err long), and how many such runs two lanes that never "
         f"idle finish in one {NIGHT_HOURS}-hour night; the chips by the letters above.\n\n" + md_table(header, rows)
     )
