@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from anatomy.language import ngettext
-from anatomy.report.exam_findings import PART_NAMES, in_part_order
+from anatomy.report.exam_findings import in_part_order, part_name
 from anatomy.report.wording import md_table
 from anatomy.results import reference
 from anatomy.results.costs import COSTS_FILE, NIGHT_HOURS, job_seconds, night_sentence, read_costs
@@ -160,7 +160,7 @@ def point_costs(data: Results, name: str) -> str:
         def label_of(run: dict[str, Any]) -> tuple[str, ...]:
             part = None if pd.isna(run["part"]) else run["part"]
             text = f"{run['train_tokens']:,} characters of {run['corpus']}"
-            return text, "the plain mini-LLaMA" if part is None else PART_NAMES.get(part, part)
+            return text, part_name(part)
 
     else:
         columns = [column for column in study.axis if column not in ("corpus", "train_tokens", "precision")]

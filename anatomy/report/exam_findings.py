@@ -78,6 +78,12 @@ def in_part_order(parts) -> list[str]:
     return [part for part in NEW_PARTS if part in parts] + sorted(parts - set(NEW_PARTS))
 
 
+def part_name(part: str | None) -> str:
+    """A part added to the mini-LLaMA, as a parts study's table and legend name it (None: the
+    plain model it is added to)."""
+    return _("the plain mini-LLaMA") if part is None else _(PART_NAMES.get(part, part))
+
+
 # wall_clock variants by the names the text gives them
 VARIANT_NAMES = {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm", "gelu": "GELU FFN", "swiglu": "SwiGLU FFN"}
 ATTENTION_ORDER = ("MHA", "GQA", "MQA")  # most KV heads first

@@ -25,7 +25,7 @@ import pandas as pd
 from anatomy.language import N_, _, ngettext, pgettext
 from anatomy.report import colours, lr_section
 from anatomy.report import study_measures
-from anatomy.report.exam_findings import PART_NAMES, in_part_order, share, shares
+from anatomy.report.exam_findings import PART_NAMES, in_part_order, part_name, share, shares
 from anatomy.report.twins_section import twins_section
 from anatomy.report.uncertainty import (
     SETUP,
@@ -655,10 +655,6 @@ class PartsPoint:
     key: dict  # the axis values
     label: str
     curves: dict[str | None, lr_section.Curve]  # part (None: the plain model) -> its curve over lr
-
-
-def part_name(part: str | None) -> str:
-    return _("the plain mini-LLaMA") if part is None else _(PART_NAMES.get(part, part))
 
 
 # what one curve's runs share besides the model: the text, its size, the number format and the
