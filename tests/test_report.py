@@ -961,3 +961,17 @@ def test_the_shipped_report_and_readmes_can_be_scanned():
     # words outside links and brackets, as a reader counts them
     words = {p[:60]: len(re.sub(r"\([^)]*\)|\[[^\]]*\]", "", p).split()) for p in paragraphs}
     assert {p: n for p, n in words.items() if n > 95} == {}
+
+
+def test_the_readme_costs_link_each_studys_points_and_the_report_shows_them():
+    """The README is a front door: its costs say the targets and link the studies' tables at
+    their points (the size study's sizes, the parts study's parts), which the report shows."""
+    from anatomy.report.costs_section import STUDY_POINTS_LINK, costs_section
+
+    reference = REPO / "results" / "reference"
+    data = load_runs(reference / "runs", read_provenance(reference / "grid.json"))
+    short, whole = costs_section(data, study_points=False), costs_section(data)
+    assert STUDY_POINTS_LINK in short and "The `size` study at each of its points" not in short
+    assert "The `parts` study part by part on each text" not in short
+    assert "The `size` study at each of its points" in whole and STUDY_POINTS_LINK not in whole
+    assert short.split(STUDY_POINTS_LINK)[0] in whole  # the targets' table and notes are the same

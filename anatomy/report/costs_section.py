@@ -82,9 +82,16 @@ def finished_words(grid: dict[str, Any]) -> str:
     return f"runs finished on {first}." if first == last else f"runs finished {first} to {last}."
 
 
-def costs_section(data: Results) -> str:
+# where the README's shorter costs section sends a reader for each study's points
+STUDY_POINTS_LINK = (
+    "Each study's minutes per run at each of its points: [the report](docs/results/report.md#what-the-runs-cost)."
+)
+
+
+def costs_section(data: Results, study_points: bool = True) -> str:
     """Time per target and for the whole grid, from the shipped runs' records (grid.json); the
-    studies' runs have rows of their own, never counted in the grid's."""
+    studies' runs have rows of their own, never counted in the grid's. `study_points`: each
+    study's table at its points too (the report's); the README, a front door, links to them."""
     if not data.provenance:
         return ""
     groups = data.runs.set_index("run_id")["group"].to_dict()
@@ -130,7 +137,11 @@ def costs_section(data: Results) -> str:
     return "\n\n".join(
         [md_table(header + ["trained on"], rows), "\n".join(f"- {note}" for note in notes if note)]
         + ([night] if night else [])
-        + [table for table in (point_costs(data, study.name) for study in declared().values()) if table]
+        + (
+            [table for table in (point_costs(data, study.name) for study in declared().values()) if table]
+            if study_points
+            else [STUDY_POINTS_LINK]
+        )
     )
 
 

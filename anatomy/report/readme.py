@@ -53,7 +53,7 @@ def readme_blocks(data: Results, figure_names: list[str], image_prefix: str, lan
         headline = headline_block(data, figure_names, image_prefix)
     if language != ENGLISH:
         return {"findings": found, "headline": headline}
-    costs = costs_section(data) or "No shipped run records its wall time yet."
+    costs = costs_section(data, study_points=False) or "No shipped run records its wall time yet."
     return {"findings": found, "headline": headline, "costs": costs + "\n"}
 
 
